@@ -1,0 +1,85 @@
+/**
+ * Decoded forms of the kv-events wire messages (§3, §6). Produced by the decoder, consumed by
+ * the index and the subscriber. Wire field names never appear past the decoder.
+ */
+
+/** Tier bits: a record's residency is a subset of {Device, Host}. */
+export const TIER_DEVICE = 1;
+export const TIER_HOST = 2;
+export const TIER_BOTH = 3;
+/** 1 = Device (gpu), 2 = Host (cpu), 3 = both. */
+export type TierBits = 1 | 2 | 3;
+
+/**
+ * An engine hash (the opaque 64-bit block id on the wire), always reduced modulo 2^64 to an
+ * unsigned bigint (§3.3). Branded so it is never mixed up with a content-key id.
+ */
+export type EngineHash = bigint & { readonly __brand: 'EngineHash' };
+
+export interface BlockStoredEvent {
+  readonly kind: 'stored';
+  /**
+   * Engine hashes, unsigned 64-bit. A typed array so the hot path never allocates one bigint
+   * per block: the index reads it through a Uint32Array view (lo = [2i], hi = [2i+1]).
+   */
+  readonly blockHashes: BigUint64Array;
+  /** null = first block of a sequence. */
+  readonly parentBlockHash: EngineHash | null;
+  /** Empty = tokenless (replica notice). Every id already checked to fit int32. */
+  readonly tokenIds: Int32Array;
+  /** null when absent on the wire. */
+  readonly blockSize: number | null;
+  /** Exactly one tier (medium nil → Device). */
+  readonly tier: 1 | 2;
+  /** LoRA or multimodal (§3.4): recorded UNINDEXED, never an error for scope reasons. */
+  readonly outOfScope: boolean;
+}
+
+export interface BlockRemovedEvent {
+  readonly kind: 'removed';
+  readonly blockHashes: BigUint64Array;
+  readonly tier: 1 | 2;
+}
+
+export interface AllBlocksClearedEvent {
+  readonly kind: 'cleared';
+  /** nil medium (or the positional form) → both tiers. */
+  readonly tiers: TierBits;
+}
+
+export type KvEvent = BlockStoredEvent | BlockRemovedEvent | AllBlocksClearedEvent;
+
+/** One live message after §2 framing checks and §3 decoding. */
+export interface LiveBatch {
+  /** Frame 1, u64be. */
+  readonly seq: bigint;
+  readonly ts: number;
+  readonly dpRank: number;
+  readonly events: KvEvent[];
+  /** §7.2 buffer cost: frame bytes + 64/event + 8/block hash + 4/token id. */
+  readonly bufferCost: number;
+}
+
+/** One block of a snapshot chunk (§6). */
+export interface SnapshotBlock {
+  readonly blockHash: EngineHash;
+  readonly parentBlockHash: EngineHash | null;
+  /** Exactly block_size ids. */
+  readonly tokenIds: Int32Array;
+  readonly tiers: TierBits;
+  readonly outOfScope: boolean;
+}
+
+export interface SnapshotChunk {
+  readonly watermark: bigint;
+  readonly blocks: SnapshotBlock[];
+}
+
+/** True when a batch is a full-state batch (§7.3): AllBlocksCleared(nil) then only BlockStored. */
+export function isFullStateBatch(events: readonly KvEvent[]): boolean {
+  if (events.length === 0) return false;
+  const first = events[0];
+  if (first.kind !== 'cleared' || first.tiers !== TIER_BOTH) return false;
+  for (let i = 1; i < events.length; i++) if (events[i].kind !== 'stored') return false;
+  return true;
+}

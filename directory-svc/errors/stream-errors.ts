@@ -1,0 +1,60 @@
+/**
+ * The closed set of stream failures of kv-events §10. Every message is `<class>: <detail>`;
+ * tests and metrics (`sync_lost{class}`) match on `class`, never on the text. The subscriber
+ * state machine maps each class to its next state in one place.
+ */
+export type StreamErrorClass =
+  | 'connecting'
+  | 'disconnected'
+  | 'parse'
+  | 'protocol'
+  | 'inconsistent'
+  | 'gap'
+  | 'seq_reset'
+  | 'timeout'
+  | 'limit';
+
+export abstract class StreamError extends Error {
+  abstract readonly class: StreamErrorClass;
+  constructor(readonly detail: string) {
+    super(detail);
+  }
+  override get message(): string {
+    return `${this.class}: ${this.detail}`;
+  }
+  override set message(_v: string) {
+    // Error's constructor assigns message; the getter above is the source of truth.
+  }
+}
+
+export class ParseError extends StreamError {
+  readonly class = 'parse' as const;
+}
+export class ProtocolError extends StreamError {
+  readonly class = 'protocol' as const;
+}
+export class InconsistentError extends StreamError {
+  readonly class = 'inconsistent' as const;
+}
+export class GapError extends StreamError {
+  readonly class = 'gap' as const;
+}
+export class SeqResetError extends StreamError {
+  readonly class = 'seq_reset' as const;
+}
+export class TimeoutError extends StreamError {
+  readonly class = 'timeout' as const;
+}
+export class LimitError extends StreamError {
+  readonly class = 'limit' as const;
+}
+export class ConnectingError extends StreamError {
+  readonly class = 'connecting' as const;
+}
+export class DisconnectedError extends StreamError {
+  readonly class = 'disconnected' as const;
+}
+
+export function isStreamError(e: unknown): e is StreamError {
+  return e instanceof StreamError;
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+// Self-setup for a fresh clone, run as the `pre` hook of test, bench and start: npm runs
+// it even before node_modules exists, so it may only use Node's built-ins.
+// Installs dependencies when missing, builds dist/, and with --etcd makes sure an `etcd`
+// binary is available (Debian's etcd-server when running as root).
+import { execSync, spawnSync } from 'node:child_process';
+import { existsSync, statSync, readdirSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const run = (cmd) => execSync(cmd, { cwd: root, stdio: 'inherit' });
+
+function newestMtime(dir) {
+  let newest = 0;
+  if (!existsSync(dir)) return newest;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    if (entry.name === 'node_modules' || entry.name === 'dist') continue;
+    const p = join(dir, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(p));
+    else if (entry.name.endsWith('.ts') || entry.name.endsWith('.proto')) newest = Math.max(newest, statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+if (!existsSync(join(root, 'node_modules', '.package-lock.json'))) {
+  console.error('[setup] node_modules missing: npm ci');
+  run(existsSync(join(root, 'package-lock.json')) ? 'npm ci --no-audit --no-fund' : 'npm install --no-audit --no-fund');
+}
+
+const stamp = join(root, 'dist', '.build-stamp');
+const srcNewest = Math.max(...['shared', 'directory-svc', 'router-svc', 'tools', 'bench', 'proto', 'test'].map((d) => newestMtime(join(root, d))));
+if (!existsSync(stamp) || statSync(stamp).mtimeMs < srcNewest) {
+  console.error('[setup] building dist/ (tsc)');
+  run('npx tsc -p tsconfig.json');
+  run(`node -e "require('fs').writeFileSync('dist/.build-stamp', String(Date.now()))"`);
+}
+
+if (process.argv.includes('--etcd')) {
+  const has = spawnSync('sh', ['-c', 'command -v etcd'], { stdio: 'ignore' }).status === 0;
+  if (!has) {
+    if (process.getuid && process.getuid() === 0) {
+      console.error('[setup] etcd missing: apt-get install -y etcd-server');
+      run('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server');
+    } else {
+      console.error('[setup] etcd is missing and we are not root: install the Debian package etcd-server (sudo apt-get install -y etcd-server)');
+      process.exit(1);
+    }
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * Content keys (kv-events §4, kvcm-meta §4.3): XXH3-128 chained over int32-LE token ids.
+ *
+ *   preimage = parentKey (16 B, only when the block has a parent) || t[0] || t[1] || ...  (int32 LE)
+ *   key      = XXH3-128(preimage, seed) stored as low64 LE || high64 LE
+ *
+ * hash-wasm's digest('binary') is xxHash's canonical big-endian digest; the content key is its
+ * byte reverse (using the canonical digest as the key is the bug the spec warns about).
+ * Hot path: one preallocated preimage buffer per hasher, no per-block allocation apart from
+ * what hash-wasm itself does for the digest.
+ */
+import { createXXHash128 } from 'hash-wasm';
+import type { IHasher } from 'hash-wasm/dist/lib/WASMInterface.js';
+
+export const CONTENT_KEY_BYTES = 16;
+export const DEFAULT_HASH_SEED = 1024;
+
+const hasherBySeed = new Map<string, Promise<ContentKeyHasher>>();
+
+export class ContentKeyHasher {
+  private preimage: Uint8Array;
+  private preimageView: DataView;
+
+  private constructor(private readonly xxh: IHasher, readonly seed: bigint) {
+    this.preimage = new Uint8Array(16 + 4 * 128);
+    this.preimageView = new DataView(this.preimage.buffer);
+  }
+
+  /** One hasher per seed, shared by every stream using it (hashing is synchronous once created). */
+  static forSeed(seed: number | bigint = DEFAULT_HASH_SEED): Promise<ContentKeyHasher> {
+    const s = BigInt(seed);
+    if (s < 0n || s > 0xffffffffffffffffn) throw new RangeError(`hash_seed out of range: ${s}`);
+    const cacheKey = s.toString();
+    let p = hasherBySeed.get(cacheKey);
+    if (!p) {
+      const low = Number(s & 0xffffffffn);
+      const high = Number(s >> 32n);
+      p = createXXHash128(low, high).then((h) => new ContentKeyHasher(h, s));
+      hasherBySeed.set(cacheKey, p);
+    }
+    return p;
+  }
+
+  private ensureCapacity(bytes: number): void {
+    if (this.preimage.length >= bytes) return;
+    this.preimage = new Uint8Array(Math.max(bytes, this.preimage.length * 2));
+    this.preimageView = new DataView(this.preimage.buffer);
+  }
+
+  /**
+   * Key of one block: tokens[start .. start+count) chained on `parent` (16 bytes at parentOffset,
+   * or null for a first block). Writes 16 bytes into out[outOffset..]. Token ids must already be
+   * validated as int32 by the caller.
+   */
+  keyInto(
+    parent: Uint8Array | null,
+    parentOffset: number,
+    tokens: ArrayLike<number>,
+    start: number,
+    count: number,
+    out: Uint8Array,
+    outOffset: number,
+  ): void {
+    const head = parent === null ? 0 : 16;
+    const len = head + 4 * count;
+    this.ensureCapacity(len);
+    const buf = this.preimage;
+    if (parent !== null) {
+      for (let i = 0; i < 16; i++) buf[i] = parent[parentOffset + i];
+    }
+    const view = this.preimageView;
+    for (let i = 0; i < count; i++) view.setInt32(head + 4 * i, tokens[start + i], true);
+    const xxh = this.xxh;
+    xxh.init();
+    xxh.update(buf.subarray(0, len));
+    const digest = xxh.digest('binary');
+    for (let i = 0; i < 16; i++) out[outOffset + i] = digest[15 - i];
+  }
+
+  /**
+   * Chained keys of the floor(n / blockSize) complete blocks of `tokens` (the rest is ignored),
+   * as one buffer of 16 bytes per block.
+   */
+  chain(tokens: ArrayLike<number>, blockSize: number, out?: Uint8Array): Uint8Array {
+    const blocks = Math.floor(tokens.length / blockSize);
+    const keys = out && out.length >= blocks * 16 ? out : new Uint8Array(blocks * 16);
+    for (let b = 0; b < blocks; b++) {
+      this.keyInto(b === 0 ? null : keys, (b - 1) * 16, tokens, b * blockSize, blockSize, keys, b * 16);
+    }
+    return keys.length === blocks * 16 ? keys : keys.subarray(0, blocks * 16);
+  }
+}
+
+/** Hex of a 16-byte content key as stored (low64 LE || high64 LE), for logs and tests. */
+export function contentKeyHex(key: Uint8Array, offset = 0): string {
+  return Buffer.from(key.buffer, key.byteOffset + offset, 16).toString('hex');
+}
+
+/** kvcm-meta §4.3: block_key = low64 of the content key reinterpreted as a signed int64. */
+export function blockKeyOf(keys: Uint8Array, offset = 0): bigint {
+  return new DataView(keys.buffer, keys.byteOffset + offset, 8).getBigInt64(0, true);
+}
