@@ -1,0 +1,59 @@
+// Free TCP ports for tests: never a fixed port. Ports are reserved per process so parallel
+// helpers within one test run never get the same one twice.
+import { createServer } from 'node:net';
+
+const handedOut = new Set<number>();
+
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const srv = createServer();
+      srv.unref();
+      srv.on('error', reject);
+      srv.listen(0, '127.0.0.1', () => {
+        const addr = srv.address();
+        const p = typeof addr === 'object' && addr !== null ? addr.port : 0;
+        srv.close(() => resolve(p));
+      });
+    });
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+}
+
+/** `count` consecutive free ports (for base + dp_rank layouts); returns the first. */
+export async function freePortRange(count: number): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = 20000 + Math.floor(Math.random() * 40000);
+    if (base + count > 65535) continue;
+    let ok = true;
+    for (let i = 0; i < count && ok; i++) ok = !handedOut.has(base + i) && (await isFree(base + i));
+    if (ok) {
+      for (let i = 0; i < count; i++) handedOut.add(base + i);
+      return base;
+    }
+  }
+  throw new Error(`no ${count} consecutive free ports found`);
+}
+
+function isFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/** Poll `fn` until it returns truthy or `timeoutMs` passes (event-driven waits where possible). */
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, what = 'condition'): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
