@@ -1,0 +1,171 @@
+/**
+ * The MetaService's only way to its persistent state (kvcm-meta §9.2). Async so a networked
+ * backend (Redis with leader election) can be added later; the SQLite implementation is
+ * synchronous underneath. Every method either completes or throws `StoreError`; callers map a
+ * StoreError to INTERNAL_ERROR. 64-bit values are bigint throughout.
+ */
+
+/** kvcm-meta §2 CacheLocationStatus values that are ever stored (CLS_NEW never is). */
+export const CLS_WRITING = 2;
+export const CLS_SERVING = 3;
+export const CLS_DELETING = 4;
+export type StoredLocationStatus = typeof CLS_WRITING | typeof CLS_SERVING | typeof CLS_DELETING;
+
+export interface LocationSpecInfoRecord {
+  readonly name: string;
+  /** Bytes per block. */
+  readonly size: bigint;
+}
+
+export interface LocationSpecGroupRecord {
+  readonly name: string;
+  readonly specNames: readonly string[];
+}
+
+export interface ModelDeploymentRecord {
+  readonly modelName: string;
+  readonly dtype: string;
+  readonly useMla: boolean;
+  readonly tpSize: number;
+  readonly dpSize: number;
+  readonly loraName: string;
+  readonly ppSize: number;
+  readonly extra: string;
+  readonly userData: string;
+  readonly useEaglePop: boolean;
+}
+
+/** A registration (kvcm-meta §4.1). `instanceGroup` is the configured group's name. */
+export interface InstanceRecord {
+  readonly instanceId: string;
+  readonly instanceGroup: string;
+  readonly blockSize: number;
+  readonly locationSpecInfos: readonly LocationSpecInfoRecord[];
+  readonly locationSpecGroups: readonly LocationSpecGroupRecord[];
+  /** null when the registration carried none. */
+  readonly modelDeployment: ModelDeploymentRecord | null;
+  /** QueryType number (0 = unspecified). */
+  readonly defaultQueryType: number;
+}
+
+export interface StoredSpec {
+  readonly name: string;
+  readonly uri: string;
+}
+
+export interface StoredLocation {
+  /** 8 random [A-Za-z0-9] for writable storages; `kvs#<type>#<medium>#<host>` for event reports. */
+  readonly locationId: string;
+  /** Config `global_unique_name` of the storage. */
+  readonly storageName: string;
+  /** StorageType number. */
+  readonly type: number;
+  readonly status: StoredLocationStatus;
+  /** µs since epoch of first creation. */
+  readonly createTimeUs: bigint;
+  /** Row revision: bumped by every write to the location; conditional ops compare it. */
+  readonly rev: number;
+  readonly specs: readonly StoredSpec[];
+}
+
+export interface StoredBlock {
+  /** e.g. `BP#prev_key`, `BP#hit_count`, `BP#lru_time`. */
+  readonly properties: Readonly<Record<string, string>>;
+  readonly locations: readonly StoredLocation[];
+}
+
+/** One atomic batch element of `apply`. `expectRev` undefined = unconditional. */
+export type StoreMutation =
+  | {
+      readonly op: 'putLocation';
+      readonly instanceId: string;
+      readonly blockKey: bigint;
+      /** Insert, or replace the whole row when the id exists (create_time is the caller's choice). */
+      readonly location: Omit<StoredLocation, 'rev'>;
+    }
+  | {
+      readonly op: 'setStatusIf';
+      readonly instanceId: string;
+      readonly blockKey: bigint;
+      readonly locationId: string;
+      readonly status: StoredLocationStatus;
+      readonly expectRev?: number;
+    }
+  | {
+      readonly op: 'replaceSpecsIf';
+      readonly instanceId: string;
+      readonly blockKey: bigint;
+      readonly locationId: string;
+      readonly specs: readonly StoredSpec[];
+      readonly expectRev?: number;
+    }
+  | {
+      readonly op: 'deleteLocationIf';
+      readonly instanceId: string;
+      readonly blockKey: bigint;
+      readonly locationId: string;
+      readonly expectRev?: number;
+    }
+  | { readonly op: 'deleteBlock'; readonly instanceId: string; readonly blockKey: bigint }
+  | {
+      readonly op: 'mergeProperties';
+      readonly instanceId: string;
+      readonly blockKey: bigint;
+      readonly properties: Readonly<Record<string, string>>;
+    };
+
+/**
+ * Per-op outcome. Conditional ops report `applied=false` when the row is missing or its rev
+ * differs; unconditional ops always report `applied=true`. `rev` is the row's revision after
+ * the op (location ops only). A block left with no locations and no properties is deleted.
+ */
+export interface MutationResult {
+  readonly applied: boolean;
+  readonly rev?: number;
+}
+
+export interface LocationScanFilter {
+  readonly locationId?: string;
+  /** e.g. `kvs#event_report_l2#` to scan one reporter family. */
+  readonly locationIdPrefix?: string;
+  readonly status?: StoredLocationStatus;
+  /** create_time_us < this */
+  readonly createdBeforeUs?: bigint;
+  /** create_time_us >= this */
+  readonly createdFromUs?: bigint;
+}
+
+export interface ScannedLocation {
+  readonly instanceId: string;
+  readonly blockKey: bigint;
+  readonly location: StoredLocation;
+}
+
+export interface LocationPage {
+  readonly items: readonly ScannedLocation[];
+  /** null when the scan is complete. */
+  readonly cursor: string | null;
+}
+
+export interface MetaStore {
+  getInstance(instanceId: string): Promise<InstanceRecord | null>;
+  putInstance(rec: InstanceRecord): Promise<void>;
+  listInstances(): Promise<InstanceRecord[]>;
+  countInstances(instanceGroup: string): Promise<number>;
+
+  /** Only keys that exist appear in the map. */
+  getBlocks(instanceId: string, blockKeys: readonly bigint[]): Promise<Map<bigint, StoredBlock>>;
+  /** One transaction: all ops commit (durably, before resolving) or none (StoreError). */
+  apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]>;
+  /** instanceId null = every instance. Pages in a stable order. */
+  scanLocations(instanceId: string | null, filter: LocationScanFilter, cursor: string | null, limit: number): Promise<LocationPage>;
+  /** Checkpoint and close; later calls throw StoreError. */
+  close(): Promise<void>;
+}
+
+export class StoreError extends Error {
+  readonly class = 'store' as const;
+  constructor(message: string, override readonly cause?: unknown) {
+    super(`store: ${message}`);
+  }
+}
