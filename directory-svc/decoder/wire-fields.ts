@@ -1,0 +1,109 @@
+/**
+ * Field readers shared by the live and snapshot decoders (kv-events §3.2–§3.4, §6). Private to
+ * decoder/. Each reads exactly one wire value at the cursor, applies the field's type rule, and
+ * throws ParseError on a present value of the wrong type.
+ */
+import { ParseError } from '../errors/stream-errors.js';
+import type { EngineHash } from './kv-batch.js';
+import { U64_HI, U64_LO, wireTypeName } from './msgpack-reader.js';
+import type { MsgpackReader } from './msgpack-reader.js';
+
+/** Shared by every tokenless event: a zero-length typed array has no element to mutate. */
+export const NO_TOKEN_IDS: Int32Array = new Int32Array(0);
+
+/** Medium code: 0 = nil (meaning depends on the event, §3.4), 1 = gpu/Device, 2 = cpu/Host. */
+export type MediumCode = 0 | 1 | 2;
+
+// One-element scratch to turn a hash's uint32 halves into a bigint without string math.
+const scratchHash = new BigUint64Array(1);
+const scratchHalves = new Uint32Array(scratchHash.buffer);
+
+/** Array of hashes (§3.3) into a BigUint64Array; one allocation per event, not per block. */
+export function readHashArray(r: MsgpackReader, what: string): BigUint64Array {
+  const n = r.readArrayLength(what);
+  const hashes = new BigUint64Array(n);
+  const halves = new Uint32Array(hashes.buffer);
+  for (let i = 0; i < n; i++) {
+    r.readHash(what);
+    halves[2 * i + U64_LO] = r.hashLo;
+    halves[2 * i + U64_HI] = r.hashHi;
+  }
+  return hashes;
+}
+
+/** One hash (§3.3) as an exact unsigned bigint. */
+export function readHashValue(r: MsgpackReader, what: string): EngineHash {
+  r.readHash(what);
+  scratchHalves[U64_LO] = r.hashLo;
+  scratchHalves[U64_HI] = r.hashHi;
+  return scratchHash[0] as EngineHash;
+}
+
+/** token_ids: array of int32, nil ≡ [] (§3.2). */
+export function readTokenIds(r: MsgpackReader, what: string): Int32Array {
+  if (r.tryNil()) return NO_TOKEN_IDS;
+  const n = r.readArrayLength(what);
+  if (n === 0) return NO_TOKEN_IDS;
+  const ids = new Int32Array(n);
+  for (let i = 0; i < n; i++) ids[i] = r.readInt32(what);
+  return ids;
+}
+
+/**
+ * §3.4: `gpu`/`cpu`, ASCII case-insensitive; nil → 0. Any other string (including `""`) or a
+ * non-string is `parse`. Compared in place: `b | 0x20` folds exactly the ASCII capitals.
+ */
+export function readMedium(r: MsgpackReader, what: string): MediumCode {
+  if (r.tryNil()) return 0;
+  const len = r.readStrLength(what);
+  const bytes = r.bytes;
+  const s = r.strStart;
+  if (len === 3 && (bytes[s + 1] | 0x20) === 0x70 && (bytes[s + 2] | 0x20) === 0x75) {
+    const first = bytes[s] | 0x20;
+    if (first === 0x67) return 1; // g
+    if (first === 0x63) return 2; // c
+  }
+  const shown = new TextDecoder().decode(bytes.subarray(s, s + Math.min(len, 32)));
+  throw new ParseError(`${what}: ${JSON.stringify(shown)} is not gpu or cpu`);
+}
+
+/** lora_id: int or nil; true when present (§3.4 scope rule). */
+export function readLoraIdPresent(r: MsgpackReader, what: string): boolean {
+  if (r.tryNil()) return false;
+  r.readIntNumber(what);
+  return true;
+}
+
+/** lora_name: str or nil; true when present. */
+export function readLoraNamePresent(r: MsgpackReader, what: string): boolean {
+  if (r.tryNil()) return false;
+  r.readStrLength(what);
+  return true;
+}
+
+/**
+ * extra_keys: array or nil. §3.4: it counts as empty when nil, `[]`, or every element is nil
+ * or `[]` (e.g. `[nil]`, `[[]]`); any other element makes the event out of scope.
+ */
+export function readExtraKeysNonEmpty(r: MsgpackReader, what: string): boolean {
+  if (r.tryNil()) return false;
+  const n = r.readArrayLength(what);
+  let nonEmpty = false;
+  for (let i = 0; i < n; i++) {
+    if (r.tryNil()) continue;
+    if (r.nextIsArray()) {
+      const m = r.readArrayLength(what);
+      for (let j = 0; j < m; j++) r.skipValue();
+      if (m > 0) nonEmpty = true;
+      continue;
+    }
+    nonEmpty = true;
+    r.skipValue();
+  }
+  return nonEmpty;
+}
+
+/** The detail used when a value that must be a map or an array is neither. */
+export function describeFound(r: MsgpackReader): string {
+  return `${wireTypeName(r.peek())} at offset ${r.pos}`;
+}
