@@ -1,0 +1,52 @@
+/**
+ * router-svc's flags (architecture.md "Processes and flags"; routing.md CAR and SLO_AWARE).
+ * Only `router-svc/main.ts` calls this with `process.argv`.
+ */
+import { flagsHelp, parseFlags, type FlagValues, type ParsedArgs } from './flags.js';
+import { LOG_LEVEL_VALUES } from './log-level.js';
+
+export const LOAD_BALANCE_POLICIES = ['RR', 'SLO_AWARE', 'CAR'] as const;
+export type LoadBalancePolicy = (typeof LOAD_BALANCE_POLICIES)[number];
+
+export const ROUTER_FLAGS = {
+  directory_addr: {
+    type: 'host-port-list',
+    default: '127.0.0.1:50051',
+    help: 'directory-svc gRPC addresses; the router fails over between them',
+  },
+  http_port: { type: 'int', default: 8888, min: 1, max: 65535, help: 'HTTP port: query endpoint, route, OpenAI-compatible proxy, metrics' },
+  load_balance_policy: { type: 'enum', values: LOAD_BALANCE_POLICIES, default: 'RR', help: 'routing policy (routing.md)' },
+  car_prefill_lambda: {
+    type: 'float',
+    default: 0.5,
+    min: 0,
+    max: 1,
+    help: 'CAR weight of cache misses against queue cost: 1 compares only misses, 0 only queues',
+  },
+  car_host_hit_weight: { type: 'float', default: 0.5, min: 0, max: 1, help: 'CAR credit of a host-only hit token relative to a device hit' },
+  internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
+  view_stale_after_ms: {
+    type: 'int',
+    default: 3000,
+    min: 100,
+    max: 600000,
+    help: 'no view update for this long: no cache credit until the view is fresh again',
+  },
+  // Spec gives no default: unset means "no target", every candidate is ranked by prediction alone.
+  target_ttft: { type: 'float', key: 'targetTtftMs', default: null, min: 0, max: 3600000, help: 'SLO_AWARE TTFT target in ms' },
+  target_tpot: { type: 'float', key: 'targetTpotMs', default: null, min: 0, max: 3600000, help: 'SLO_AWARE TPOT target in ms' },
+  log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'pino log level' },
+} as const;
+
+export type RouterFlags = FlagValues<typeof ROUTER_FLAGS>;
+
+export const ROUTER_USAGE = 'Usage: node dist/router-svc/main.js [--name=value ...]';
+
+/** Parses router-svc's argv (without node and script); throws `ConfigError`. */
+export function parseRouterFlags(argv: readonly string[]): ParsedArgs<RouterFlags> {
+  return parseFlags(ROUTER_FLAGS, argv);
+}
+
+export function routerHelp(): string {
+  return flagsHelp(ROUTER_USAGE, ROUTER_FLAGS);
+}
