@@ -1,0 +1,399 @@
+/**
+ * The tiered prefix index of one stream (kv-events §5, §6 "Building", §7.5, §8): engine hash →
+ * record `{content key | UNINDEXED, tiers ⊆ {Device, Host}}`, and per content key the union of
+ * its records' tiers (residency). Pure in-memory state: no sockets, timers or logging; every bad
+ * input is a typed error (§10).
+ *
+ * Layout: records live in an open-addressing table over typed arrays keyed by the engine hash's
+ * two uint32 halves (read through a Uint32Array view of the decoder's BigUint64Array, so no bigint
+ * per block); content keys are interned as small integer ids with Device/Host reference counts.
+ * Every residency change of a content key goes through `retierKey`, the one place an observer
+ * (`onResidencyChange`) hears about it.
+ */
+import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
+import { TIER_DEVICE, TIER_HOST } from '../decoder/kv-batch.js';
+import type { BlockStoredEvent, KvEvent, SnapshotBlock } from '../decoder/kv-batch.js';
+import { ContentKeyTable } from './content-key-table.js';
+import { EngineHashTable, UNINDEXED } from './engine-hash-table.js';
+
+/** skipped{reason} counters of §10, incremented in place by the index. */
+export interface SkipCounters {
+  outOfScope: number;
+  descendant: number;
+  orphan: number;
+}
+
+/**
+ * Called once per content key whose residency changes, with the old and new tier bits (0 = not
+ * resident). The key is `keyWords[keyOffset .. keyOffset+4)` (low64 LE || high64 LE as uint32
+ * words); the view is only valid during the call. The observer must not call back into the index.
+ */
+export type ResidencyObserver = (keyWords: Uint32Array, keyOffset: number, oldTiers: number, newTiers: number) => void;
+
+export interface StreamIndexOptions {
+  /** The stream's block_size (§9, 1..4096). */
+  blockSize: number;
+  /** Content-key hasher for the stream's hash_seed (§4), from ContentKeyHasher.forSeed. */
+  hasher: ContentKeyHasher;
+  /** max_blocks_per_stream (§9): budget of (engine hash, tier) pairs (§5.2). */
+  maxEntries: number;
+  /** Residency-change hook for the view stream (architecture.md, deltas). */
+  onResidencyChange?: ResidencyObserver;
+}
+
+/** Result of a prefix walk, in blocks; reusable blocks = deviceBlocks + hostOnlyBlocks. */
+export interface PrefixHit {
+  deviceBlocks: number;
+  hostOnlyBlocks: number;
+}
+
+/** Parent of a first block (nil parent): the key has no 16-byte prefix (§4). */
+const ROOT = -2;
+/** Popcount of tier bits 0..3: entries per record (§5.2). */
+const TIER_COUNT = new Uint8Array([0, 1, 1, 2]);
+
+/** `0x` + 16 hex digits, for error details only (cold path). */
+function hashHex(lo: number, hi: number): string {
+  return `0x${(hi >>> 0).toString(16).padStart(8, '0')}${(lo >>> 0).toString(16).padStart(8, '0')}`;
+}
+
+export class StreamIndex {
+  readonly blockSize: number;
+  readonly hasher: ContentKeyHasher;
+  private readonly maxEntries: number;
+  private readonly onResidencyChange: ResidencyObserver | undefined;
+  private readonly records = new EngineHashTable();
+  private readonly keys = new ContentKeyTable();
+  private entries = 0;
+  private deviceKeys = 0;
+  private hostKeys = 0;
+  /** Scratch for one computed key (§4), reused by every block. */
+  private readonly scratchKey = new Uint8Array(16);
+  private readonly scratchWords = new Uint32Array(this.scratchKey.buffer);
+
+  constructor(opts: StreamIndexOptions) {
+    if (!Number.isInteger(opts.blockSize) || opts.blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${opts.blockSize}`);
+    if (!Number.isInteger(opts.maxEntries) || opts.maxEntries < 1) throw new RangeError(`maxEntries must be a positive integer, got ${opts.maxEntries}`);
+    this.blockSize = opts.blockSize;
+    this.hasher = opts.hasher;
+    this.maxEntries = opts.maxEntries;
+    this.onResidencyChange = opts.onResidencyChange;
+  }
+
+  /** (engine hash, tier) pairs over all records, indexed or not (§5.2). */
+  get entryCount(): number {
+    return this.entries;
+  }
+
+  /** Indexed content keys resident on Device (§8). */
+  get deviceBlocks(): number {
+    return this.deviceKeys;
+  }
+
+  /** Indexed content keys resident on Host (§8); a replica counts here and in deviceBlocks. */
+  get hostBlocks(): number {
+    return this.hostKeys;
+  }
+
+  /** Number of records (engine hashes), indexed or not. */
+  get recordCount(): number {
+    return this.records.size;
+  }
+
+  /** Slots of the record table and of the key index, for churn tests and metrics. */
+  get tableCapacity(): { records: number; keys: number } {
+    return { records: this.records.capacity, keys: this.keys.slotCapacity };
+  }
+
+  /**
+   * Apply one batch's events in order (§5). Throws ProtocolError | InconsistentError | LimitError.
+   * Not transactional: on a throw the caller discards this index (the stream leaves SYNCHRONIZED).
+   */
+  applyEvents(events: readonly KvEvent[], skipped: SkipCounters): void {
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i];
+      switch (e.kind) {
+        case 'stored':
+          if (e.tokenIds.length === 0) this.applyTokenless(e, skipped);
+          else this.applyTokenBearing(e, skipped);
+          break;
+        case 'removed':
+          this.applyRemoved(e.blockHashes, e.tier);
+          break;
+        case 'cleared':
+          this.clearTiers(e.tiers);
+          break;
+        default: {
+          const unknownEvent: never = e;
+          throw new Error(`unknown event ${String(unknownEvent)}`);
+        }
+      }
+    }
+  }
+
+  /**
+   * §6 Building: add one snapshot block in reply order. A parent not seen earlier makes the block
+   * an orphan (UNINDEXED, skipped.orphan); an UNINDEXED parent makes it UNINDEXED (descendant).
+   * Throws ProtocolError on a hash duplicated within the reply or a token count ≠ block_size,
+   * LimitError on the entry budget.
+   */
+  addSnapshotBlock(block: SnapshotBlock, skipped: SkipCounters): void {
+    const h = block.blockHash;
+    const lo = Number(h & 0xffffffffn);
+    const hi = Number((h >> 32n) & 0xffffffffn);
+    // While building, records are only ever added, so a hash already present is a duplicate.
+    if (this.records.find(lo, hi) >= 0) throw new ProtocolError(`duplicate block_hash ${hashHex(lo, hi)} in snapshot`);
+    if (block.tokenIds.length !== this.blockSize) {
+      throw new ProtocolError(`snapshot block ${hashHex(lo, hi)} has ${block.tokenIds.length} token_ids, block_size is ${this.blockSize}`);
+    }
+    let indexed = false;
+    if (block.outOfScope) {
+      skipped.outOfScope++;
+    } else {
+      let parent = ROOT;
+      const ph = block.parentBlockHash;
+      if (ph !== null) {
+        const slot = this.records.find(Number(ph & 0xffffffffn), Number((ph >> 32n) & 0xffffffffn));
+        parent = slot < 0 ? UNINDEXED : this.records.keyIds[slot];
+        if (slot < 0) skipped.orphan++;
+        else if (parent === UNINDEXED) skipped.descendant++;
+      }
+      if (parent !== UNINDEXED) {
+        this.computeKey(parent, block.tokenIds, 0);
+        indexed = true;
+      }
+    }
+    this.createRecord(lo, hi, indexed, block.tiers);
+  }
+
+  /** Call once after the last snapshot block. The duplicate check uses the record table itself,
+   *  so there is no build-only state to free; kept so callers mark the end of building. */
+  finishSnapshot(): void {}
+
+  /**
+   * Walk chained keys (16 B each, from ContentKeyHasher.chain) from block 0; stop at the first key
+   * with empty residency (§8). Writes into `out`. Hot path: O(blockCount), no allocation.
+   */
+  matchPrefix(keys: Uint8Array, blockCount: number, out: PrefixHit): void {
+    const table = this.keys;
+    const refDevice = table.refDevice;
+    let device = 0;
+    let hostOnly = 0;
+    for (let b = 0; b < blockCount; b++) {
+      const o = b << 4;
+      const w0 = (keys[o] | (keys[o + 1] << 8) | (keys[o + 2] << 16) | (keys[o + 3] << 24)) >>> 0;
+      const w1 = (keys[o + 4] | (keys[o + 5] << 8) | (keys[o + 6] << 16) | (keys[o + 7] << 24)) >>> 0;
+      const w2 = (keys[o + 8] | (keys[o + 9] << 8) | (keys[o + 10] << 16) | (keys[o + 11] << 24)) >>> 0;
+      const w3 = (keys[o + 12] | (keys[o + 13] << 8) | (keys[o + 14] << 16) | (keys[o + 15] << 24)) >>> 0;
+      // An interned key always has non-empty residency (released at zero), so found = resident.
+      const id = table.findWords(w0, w1, w2, w3);
+      if (id < 0) break;
+      if (refDevice[id] > 0) device++;
+      else hostOnly++;
+    }
+    out.deviceBlocks = device;
+    out.hostOnlyBlocks = hostOnly;
+  }
+
+  /** Residency (tier bits, 0 = absent) of the 16-byte content key at keys[offset..]. */
+  residencyOf(keys: Uint8Array, offset: number): number {
+    const o = offset;
+    const id = this.keys.findWords(
+      (keys[o] | (keys[o + 1] << 8) | (keys[o + 2] << 16) | (keys[o + 3] << 24)) >>> 0,
+      (keys[o + 4] | (keys[o + 5] << 8) | (keys[o + 6] << 16) | (keys[o + 7] << 24)) >>> 0,
+      (keys[o + 8] | (keys[o + 9] << 8) | (keys[o + 10] << 16) | (keys[o + 11] << 24)) >>> 0,
+      (keys[o + 12] | (keys[o + 13] << 8) | (keys[o + 14] << 16) | (keys[o + 15] << 24)) >>> 0,
+    );
+    if (id < 0) return 0;
+    return (this.keys.refDevice[id] > 0 ? TIER_DEVICE : 0) | (this.keys.refHost[id] > 0 ? TIER_HOST : 0);
+  }
+
+  /**
+   * §7.5: same engine hashes with the same tier sets, and every hash indexed in both has the same
+   * key (a hash indexed in one and UNINDEXED in the other does not make them differ). O(records).
+   */
+  sameStateAs(other: StreamIndex): boolean {
+    const mine = this.records;
+    const theirs = other.records;
+    if (mine.size !== theirs.size) return false;
+    for (let s = 0; s < mine.tiers.length; s++) {
+      const t = mine.tiers[s];
+      if (t === 0) continue;
+      const os = theirs.find(mine.hashLo[s], mine.hashHi[s]);
+      if (os < 0 || theirs.tiers[os] !== t) return false;
+      const k = mine.keyIds[s];
+      const ok = theirs.keyIds[os];
+      if (k >= 0 && ok >= 0 && !other.keys.equals(ok, this.keys.words, k << 2)) return false;
+    }
+    return true;
+  }
+
+  /** Estimated retained bytes (typed arrays), for metrics and the memory benchmark. */
+  approxBytes(): number {
+    return this.records.approxBytes() + this.keys.approxBytes();
+  }
+
+  /** §5.1 tokenless BlockStored: a replica notice for hashes already known. */
+  private applyTokenless(e: BlockStoredEvent, skipped: SkipCounters): void {
+    const out = e.outOfScope;
+    const ph = e.parentBlockHash;
+    if (ph !== null && !out) {
+      const plo = Number(ph & 0xffffffffn);
+      const phi = Number((ph >> 32n) & 0xffffffffn);
+      if (this.records.find(plo, phi) < 0) throw new InconsistentError(`unknown parent ${hashHex(plo, phi)}`);
+    }
+    const n = e.blockHashes.length;
+    const halves = new Uint32Array(e.blockHashes.buffer, e.blockHashes.byteOffset, n * 2);
+    for (let i = 0; i < n; i++) {
+      const lo = halves[2 * i];
+      const hi = halves[2 * i + 1];
+      const slot = this.records.find(lo, hi);
+      if (slot >= 0) this.setTiers(slot, this.records.tiers[slot] | e.tier);
+      else if (out) skipped.outOfScope++; // an unknown out-of-scope hash is ignored (rule 2)
+      else throw new InconsistentError(`unknown hash ${hashHex(lo, hi)}`);
+    }
+  }
+
+  /** §5.1 token-bearing BlockStored, rules 1–4. */
+  private applyTokenBearing(e: BlockStoredEvent, skipped: SkipCounters): void {
+    const out = e.outOfScope;
+    const n = e.blockHashes.length;
+    const bs = this.blockSize;
+    const tokens = e.tokenIds;
+    if (!out) {
+      if (e.blockSize !== bs) throw new ProtocolError(`block_size ${e.blockSize} differs from the stream's ${bs}`);
+      if (tokens.length !== bs * n) throw new ProtocolError(`${tokens.length} token_ids for ${n} blocks of block_size ${bs}`);
+    }
+    // Rule 2: the parent key p (ROOT, UNINDEXED or a key id).
+    let p = ROOT;
+    if (out) {
+      p = UNINDEXED;
+    } else if (e.parentBlockHash !== null) {
+      const ph = e.parentBlockHash;
+      const plo = Number(ph & 0xffffffffn);
+      const phi = Number((ph >> 32n) & 0xffffffffn);
+      const slot = this.records.find(plo, phi);
+      if (slot < 0) throw new InconsistentError(`unknown parent ${hashHex(plo, phi)}`);
+      p = this.records.keyIds[slot];
+    }
+    const m = e.tier;
+    const halves = new Uint32Array(e.blockHashes.buffer, e.blockHashes.byteOffset, n * 2);
+    for (let i = 0; i < n; i++) {
+      const lo = halves[2 * i];
+      const hi = halves[2 * i + 1];
+      // Rule 3: k = UNINDEXED under an unindexed parent, else the key of this block's tokens on p.
+      const indexed = p !== UNINDEXED;
+      if (indexed) this.computeKey(p, tokens, i * bs);
+      let slot = this.records.find(lo, hi);
+      if (slot < 0) {
+        slot = this.createRecord(lo, hi, indexed, m);
+      } else {
+        const current = this.records.keyIds[slot];
+        if (indexed) {
+          if (current >= 0) {
+            if (!this.keys.equals(current, this.scratchWords, 0)) throw new InconsistentError(`content key conflict on hash ${hashHex(lo, hi)}`);
+          } else {
+            this.assignKey(slot, this.keys.intern(this.scratchWords, 0));
+          }
+        }
+        // Tiers only grow here, so setTiers neither deletes nor moves the slot.
+        this.setTiers(slot, this.records.tiers[slot] | m);
+      }
+      // Rules 3–4: next parent; in-scope blocks left UNINDEXED are descendants.
+      if (out) {
+        skipped.outOfScope++;
+      } else {
+        p = this.records.keyIds[slot];
+        if (p === UNINDEXED) skipped.descendant++;
+      }
+    }
+  }
+
+  /** §5.2 BlockRemoved(m): unknown hashes are a no-op; an emptied record is deleted. */
+  private applyRemoved(hashes: BigUint64Array, m: number): void {
+    const n = hashes.length;
+    const halves = new Uint32Array(hashes.buffer, hashes.byteOffset, n * 2);
+    for (let i = 0; i < n; i++) {
+      const slot = this.records.find(halves[2 * i], halves[2 * i + 1]);
+      if (slot >= 0) this.setTiers(slot, this.records.tiers[slot] & ~m);
+    }
+  }
+
+  /** §5.2 AllBlocksCleared: remove `mask` from every record, deleting emptied ones. O(capacity). */
+  private clearTiers(mask: number): void {
+    const records = this.records;
+    const tiers = records.tiers;
+    const keyIds = records.keyIds;
+    for (let s = 0; s < tiers.length; s++) {
+      const t = tiers[s];
+      if ((t & mask) === 0) continue;
+      const nt = t & ~mask;
+      this.entries -= TIER_COUNT[t] - TIER_COUNT[nt];
+      if (keyIds[s] >= 0) this.retierKey(keyIds[s], t, nt);
+      tiers[s] = nt; // zeroed slots break probing until compact() below
+    }
+    records.compact();
+  }
+
+  /** Computes the §4 key of tokens[start .. start+bs) on parent p (ROOT or a key id) into scratch. */
+  private computeKey(p: number, tokens: Int32Array, start: number): void {
+    if (p === ROOT) this.hasher.keyInto(null, 0, tokens, start, this.blockSize, this.scratchKey, 0);
+    else this.hasher.keyInto(this.keys.bytes, p << 4, tokens, start, this.blockSize, this.scratchKey, 0);
+  }
+
+  /** New record {scratch key or UNINDEXED, tiers}; checks the entry budget first. Returns its slot. */
+  private createRecord(lo: number, hi: number, indexed: boolean, tiers: number): number {
+    this.reserveEntries(TIER_COUNT[tiers]);
+    const keyId = indexed ? this.keys.intern(this.scratchWords, 0) : UNINDEXED;
+    const slot = this.records.insert(lo, hi, keyId, tiers);
+    this.entries += TIER_COUNT[tiers];
+    if (keyId >= 0) this.retierKey(keyId, 0, tiers);
+    return slot;
+  }
+
+  /** An UNINDEXED record takes key `keyId` (§5.1 rule 3): its tiers now count for that key. */
+  private assignKey(slot: number, keyId: number): void {
+    this.records.keyIds[slot] = keyId;
+    this.retierKey(keyId, 0, this.records.tiers[slot]);
+  }
+
+  /** Sets a record's tier set; an empty set deletes the record (§5). */
+  private setTiers(slot: number, newTiers: number): void {
+    const records = this.records;
+    const old = records.tiers[slot];
+    if (old === newTiers) return;
+    const delta = TIER_COUNT[newTiers] - TIER_COUNT[old];
+    if (delta > 0) this.reserveEntries(delta);
+    this.entries += delta;
+    const keyId = records.keyIds[slot];
+    if (keyId >= 0) this.retierKey(keyId, old, newTiers);
+    if (newTiers === 0) records.deleteAt(slot);
+    else records.tiers[slot] = newTiers;
+  }
+
+  private reserveEntries(n: number): void {
+    if (this.entries + n > this.maxEntries) throw new LimitError(`max_blocks_per_stream ${this.maxEntries} exceeded`);
+  }
+
+  /**
+   * The one place residency changes (§5: a key's residency is the union over its records): one
+   * record with key `keyId` goes from tiers `oldRecordTiers` to `newRecordTiers`. Updates the
+   * reference counts and the §8 block counts, tells the observer when the key's residency changed,
+   * and releases the key once no record holds it.
+   */
+  private retierKey(keyId: number, oldRecordTiers: number, newRecordTiers: number): void {
+    const keys = this.keys;
+    const refDevice = keys.refDevice;
+    const refHost = keys.refHost;
+    const before = (refDevice[keyId] > 0 ? TIER_DEVICE : 0) | (refHost[keyId] > 0 ? TIER_HOST : 0);
+    refDevice[keyId] += (newRecordTiers & TIER_DEVICE) - (oldRecordTiers & TIER_DEVICE);
+    refHost[keyId] += ((newRecordTiers & TIER_HOST) - (oldRecordTiers & TIER_HOST)) >> 1;
+    const after = (refDevice[keyId] > 0 ? TIER_DEVICE : 0) | (refHost[keyId] > 0 ? TIER_HOST : 0);
+    if (before === after) return;
+    this.deviceKeys += (after & TIER_DEVICE) - (before & TIER_DEVICE);
+    this.hostKeys += ((after & TIER_HOST) - (before & TIER_HOST)) >> 1;
+    if (this.onResidencyChange !== undefined) this.onResidencyChange(keys.words, keyId << 2, before, after);
+    if (after === 0) keys.release(keyId);
+  }
+}
