@@ -1,0 +1,394 @@
+/**
+ * The embedded MetaStore (kvcm-meta §9.1): one SQLite file through better-sqlite3, WAL,
+ * `synchronous` NORMAL (default) or FULL, busy_timeout 5000, 64-bit integers as bigint.
+ *
+ * better-sqlite3 is synchronous, so every method does its work before the returned promise
+ * settles: an `apply` has committed (one transaction) when it resolves, which is what lets an
+ * RPC answer OK only after its mutations are durable (§9.1). All statements are prepared once
+ * and reused; `apply` over thousands of mutations is one transaction with no per-op parsing
+ * beyond the specs JSON (the reportEvent hot path, ≥100k ADD/s).
+ *
+ * Every better-sqlite3 error is converted here into StoreError (style: library errors are
+ * converted once, at the edge that called the library).
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type BetterSqlite3 from 'better-sqlite3';
+import { migrate } from './sqlite-schema.js';
+import {
+  StoreError,
+  type InstanceRecord,
+  type LocationPage,
+  type LocationScanFilter,
+  type MetaStore,
+  type MutationResult,
+  type ScannedLocation,
+  type StoreMutation,
+  type StoredBlock,
+  type StoredLocation,
+  type StoredLocationStatus,
+  type StoredSpec,
+} from './meta-store.js';
+
+export interface SqliteMetaStoreOptions {
+  /** PRAGMA synchronous: NORMAL (default, §8 `store.synchronous`) or FULL. */
+  readonly synchronous?: 'NORMAL' | 'FULL';
+}
+
+/** Raw row of `locations` in column order of LOCATION_COLUMNS (statements run in raw mode). */
+type LocationRow = [
+  locationId: string,
+  storageName: string,
+  type: bigint,
+  status: bigint,
+  createTimeUs: bigint,
+  rev: bigint,
+  specs: string,
+];
+
+type ScanRow = [instanceId: string, blockKey: bigint, ...rest: LocationRow];
+
+const LOCATION_COLUMNS = 'location_id, storage_name, type, status, create_time_us, rev, specs';
+
+interface Statements {
+  getInstance: BetterSqlite3.Statement<[string], { record: string }>;
+  putInstance: BetterSqlite3.Statement<[string, string, string]>;
+  listInstances: BetterSqlite3.Statement<[], { record: string }>;
+  countInstances: BetterSqlite3.Statement<[string], { n: bigint }>;
+  blockLocations: BetterSqlite3.Statement<[string, bigint], LocationRow>;
+  blockProperties: BetterSqlite3.Statement<[string, bigint], { properties: string }>;
+  putLocation: BetterSqlite3.Statement<unknown[], { rev: bigint }>;
+  setStatus: BetterSqlite3.Statement<unknown[], { rev: bigint }>;
+  replaceSpecs: BetterSqlite3.Statement<unknown[], { rev: bigint }>;
+  deleteLocation: BetterSqlite3.Statement<unknown[], { rev: bigint }>;
+  deleteBlockLocations: BetterSqlite3.Statement<[string, bigint]>;
+  deleteBlockProperties: BetterSqlite3.Statement<[string, bigint]>;
+  putProperties: BetterSqlite3.Statement<[string, bigint, string]>;
+}
+
+export class SqliteMetaStore implements MetaStore {
+  private closed = false;
+  private readonly stmts: Statements;
+  private readonly applyTx: BetterSqlite3.Transaction<(mutations: readonly StoreMutation[]) => MutationResult[]>;
+
+  private constructor(private readonly db: BetterSqlite3.Database, readonly path: string) {
+    this.stmts = prepareStatements(db);
+    this.applyTx = db.transaction((mutations: readonly StoreMutation[]) => this.applyAll(mutations));
+  }
+
+  /**
+   * Opens (creating the parent directory and the schema when needed) the database at `path`.
+   * Throws StoreError when the file cannot be opened or carries a newer schema version.
+   */
+  static open(path: string, opts: SqliteMetaStoreOptions = {}): SqliteMetaStore {
+    const synchronous = opts.synchronous ?? 'NORMAL';
+    if (synchronous !== 'NORMAL' && synchronous !== 'FULL') {
+      throw new StoreError(`synchronous must be NORMAL or FULL, got ${String(synchronous)}`);
+    }
+    let db: BetterSqlite3.Database | undefined;
+    try {
+      if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+      db = new Database(path);
+      db.pragma('journal_mode = WAL');
+      db.pragma(`synchronous = ${synchronous}`);
+      db.pragma('busy_timeout = 5000');
+      db.defaultSafeIntegers(true);
+      migrate(db, path);
+      return new SqliteMetaStore(db, path);
+    } catch (err) {
+      db?.close();
+      if (err instanceof StoreError) throw err;
+      throw new StoreError(`cannot open ${path}: ${errorText(err)}`, err);
+    }
+  }
+
+  async getInstance(instanceId: string): Promise<InstanceRecord | null> {
+    return this.run('getInstance', () => {
+      const row = this.stmts.getInstance.get(instanceId);
+      return row === undefined ? null : decodeInstance(row.record);
+    });
+  }
+
+  async putInstance(rec: InstanceRecord): Promise<void> {
+    this.run('putInstance', () => {
+      this.stmts.putInstance.run(rec.instanceId, rec.instanceGroup, encodeInstance(rec));
+    });
+  }
+
+  async listInstances(): Promise<InstanceRecord[]> {
+    return this.run('listInstances', () => this.stmts.listInstances.all().map((r) => decodeInstance(r.record)));
+  }
+
+  async countInstances(instanceGroup: string): Promise<number> {
+    return this.run('countInstances', () => Number(this.stmts.countInstances.get(instanceGroup)?.n ?? 0n));
+  }
+
+  /** Cost: two primary-key lookups per key; no transaction needed (WAL readers see a commit). */
+  async getBlocks(instanceId: string, blockKeys: readonly bigint[]): Promise<Map<bigint, StoredBlock>> {
+    return this.run('getBlocks', () => {
+      const out = new Map<bigint, StoredBlock>();
+      const locStmt = this.stmts.blockLocations;
+      const propStmt = this.stmts.blockProperties;
+      for (let i = 0; i < blockKeys.length; i++) {
+        const key = blockKeys[i];
+        if (out.has(key)) continue;
+        const rows = locStmt.all(instanceId, key);
+        const prop = propStmt.get(instanceId, key);
+        if (rows.length === 0 && prop === undefined) continue;
+        const locations: StoredLocation[] = new Array<StoredLocation>(rows.length);
+        for (let j = 0; j < rows.length; j++) locations[j] = decodeLocation(rows[j]);
+        out.set(key, {
+          properties: prop === undefined ? {} : (JSON.parse(prop.properties) as Record<string, string>),
+          locations,
+        });
+      }
+      return out;
+    });
+  }
+
+  async apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]> {
+    return this.run('apply', () => this.applyTx.immediate(mutations));
+  }
+
+  async scanLocations(
+    instanceId: string | null,
+    filter: LocationScanFilter,
+    cursor: string | null,
+    limit: number,
+  ): Promise<LocationPage> {
+    return this.run('scanLocations', () => {
+      if (!Number.isInteger(limit) || limit <= 0) throw new StoreError(`scan limit must be a positive integer, got ${limit}`);
+      const where: string[] = [];
+      const params: unknown[] = [];
+      if (instanceId !== null) {
+        where.push('instance_id = ?');
+        params.push(instanceId);
+      }
+      if (filter.locationId !== undefined) {
+        where.push('location_id = ?');
+        params.push(filter.locationId);
+      }
+      if (filter.locationIdPrefix !== undefined) {
+        // substr, not LIKE: ids contain `_` and `#`, which LIKE would treat specially.
+        where.push('substr(location_id, 1, ?) = ?');
+        params.push(filter.locationIdPrefix.length, filter.locationIdPrefix);
+      }
+      if (filter.status !== undefined) {
+        where.push('status = ?');
+        params.push(filter.status);
+      }
+      if (filter.createdBeforeUs !== undefined) {
+        where.push('create_time_us < ?');
+        params.push(filter.createdBeforeUs);
+      }
+      if (filter.createdFromUs !== undefined) {
+        where.push('create_time_us >= ?');
+        params.push(filter.createdFromUs);
+      }
+      if (cursor !== null) {
+        const [ci, ck, cl] = decodeCursor(cursor);
+        where.push('(instance_id, block_key, location_id) > (?, ?, ?)');
+        params.push(ci, ck, cl);
+      }
+      const sql =
+        `SELECT instance_id, block_key, ${LOCATION_COLUMNS} FROM locations` +
+        (where.length > 0 ? ` WHERE ${where.join(' AND ')}` : '') +
+        ' ORDER BY instance_id, block_key, location_id LIMIT ?';
+      params.push(limit + 1);
+      // Scans serve background jobs (trim, cleanup, startup recovery), not hot paths; the
+      // statement cache of better-sqlite3 is not needed for them.
+      const rows = this.db.prepare(sql).raw(true).all(...params) as ScanRow[];
+      const more = rows.length > limit;
+      const page = more ? rows.slice(0, limit) : rows;
+      const items: ScannedLocation[] = page.map((r) => ({
+        instanceId: r[0],
+        blockKey: r[1],
+        location: decodeLocation(r.slice(2) as LocationRow),
+      }));
+      const last = items[items.length - 1];
+      return {
+        items,
+        cursor: more && last !== undefined ? encodeCursor(last.instanceId, last.blockKey, last.location.locationId) : null,
+      };
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    try {
+      this.db.pragma('wal_checkpoint(TRUNCATE)');
+    } finally {
+      this.closed = true;
+      this.db.close();
+    }
+  }
+
+  private run<T>(op: string, fn: () => T): T {
+    if (this.closed) throw new StoreError(`${op}: store is closed`);
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof StoreError) throw err;
+      throw new StoreError(`${op} failed: ${errorText(err)}`, err);
+    }
+  }
+
+  /** Runs inside the transaction; any throw rolls the whole batch back. */
+  private applyAll(mutations: readonly StoreMutation[]): MutationResult[] {
+    const s = this.stmts;
+    const results: MutationResult[] = new Array<MutationResult>(mutations.length);
+    for (let i = 0; i < mutations.length; i++) {
+      const m = mutations[i];
+      switch (m.op) {
+        case 'putLocation': {
+          const l = m.location;
+          const row = s.putLocation.get(
+            m.instanceId,
+            m.blockKey,
+            l.locationId,
+            l.storageName,
+            l.type,
+            l.status,
+            l.createTimeUs,
+            encodeSpecs(l.specs),
+          );
+          results[i] = { applied: true, rev: Number(row?.rev ?? 1n) };
+          break;
+        }
+        case 'setStatusIf': {
+          const expect = m.expectRev === undefined ? null : m.expectRev;
+          const row = s.setStatus.get(m.status, m.instanceId, m.blockKey, m.locationId, expect, expect);
+          results[i] = row === undefined ? { applied: false } : { applied: true, rev: Number(row.rev) };
+          break;
+        }
+        case 'replaceSpecsIf': {
+          const expect = m.expectRev === undefined ? null : m.expectRev;
+          const row = s.replaceSpecs.get(encodeSpecs(m.specs), m.instanceId, m.blockKey, m.locationId, expect, expect);
+          results[i] = row === undefined ? { applied: false } : { applied: true, rev: Number(row.rev) };
+          break;
+        }
+        case 'deleteLocationIf': {
+          const expect = m.expectRev === undefined ? null : m.expectRev;
+          const row = s.deleteLocation.get(m.instanceId, m.blockKey, m.locationId, expect, expect);
+          results[i] = { applied: row !== undefined };
+          break;
+        }
+        case 'deleteBlock':
+          s.deleteBlockLocations.run(m.instanceId, m.blockKey);
+          s.deleteBlockProperties.run(m.instanceId, m.blockKey);
+          results[i] = { applied: true };
+          break;
+        case 'mergeProperties': {
+          const prev = s.blockProperties.get(m.instanceId, m.blockKey);
+          const merged: Record<string, string> =
+            prev === undefined ? {} : (JSON.parse(prev.properties) as Record<string, string>);
+          for (const [k, v] of Object.entries(m.properties)) merged[k] = v;
+          if (Object.keys(merged).length === 0) s.deleteBlockProperties.run(m.instanceId, m.blockKey);
+          else s.putProperties.run(m.instanceId, m.blockKey, JSON.stringify(merged));
+          results[i] = { applied: true };
+          break;
+        }
+        default: {
+          const never: never = m;
+          throw new StoreError(`unknown mutation ${JSON.stringify((never as { op?: unknown }).op)}`);
+        }
+      }
+    }
+    return results;
+  }
+}
+
+function prepareStatements(db: BetterSqlite3.Database): Statements {
+  const pk = 'instance_id = ? AND block_key = ? AND location_id = ?';
+  // `(? IS NULL OR rev = ?)`: one statement serves both the conditional and unconditional op.
+  const revCheck = '(? IS NULL OR rev = ?)';
+  return {
+    getInstance: db.prepare('SELECT record FROM instances WHERE instance_id = ?'),
+    putInstance: db.prepare(
+      'INSERT INTO instances(instance_id, instance_group, record) VALUES (?, ?, ?) ' +
+        'ON CONFLICT(instance_id) DO UPDATE SET instance_group = excluded.instance_group, record = excluded.record',
+    ),
+    listInstances: db.prepare('SELECT record FROM instances ORDER BY instance_id'),
+    countInstances: db.prepare('SELECT count(*) AS n FROM instances WHERE instance_group = ?'),
+    blockLocations: db
+      .prepare<[string, bigint], LocationRow>(
+        `SELECT ${LOCATION_COLUMNS} FROM locations WHERE instance_id = ? AND block_key = ? ORDER BY location_id`,
+      )
+      .raw(true),
+    blockProperties: db.prepare('SELECT properties FROM block_properties WHERE instance_id = ? AND block_key = ?'),
+    putLocation: db.prepare(
+      `INSERT INTO locations(instance_id, block_key, ${LOCATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?) ` +
+        'ON CONFLICT(instance_id, block_key, location_id) DO UPDATE SET storage_name = excluded.storage_name, ' +
+        'type = excluded.type, status = excluded.status, create_time_us = excluded.create_time_us, ' +
+        'specs = excluded.specs, rev = rev + 1 RETURNING rev',
+    ),
+    setStatus: db.prepare(`UPDATE locations SET status = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`),
+    replaceSpecs: db.prepare(`UPDATE locations SET specs = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`),
+    deleteLocation: db.prepare(`DELETE FROM locations WHERE ${pk} AND ${revCheck} RETURNING rev`),
+    deleteBlockLocations: db.prepare('DELETE FROM locations WHERE instance_id = ? AND block_key = ?'),
+    deleteBlockProperties: db.prepare('DELETE FROM block_properties WHERE instance_id = ? AND block_key = ?'),
+    putProperties: db.prepare(
+      'INSERT INTO block_properties(instance_id, block_key, properties) VALUES (?, ?, ?) ' +
+        'ON CONFLICT(instance_id, block_key) DO UPDATE SET properties = excluded.properties',
+    ),
+  };
+}
+
+/** Specs are stored as `[[name, uri], ...]`: compact, order-preserving. */
+function encodeSpecs(specs: readonly StoredSpec[]): string {
+  const pairs: string[][] = new Array<string[]>(specs.length);
+  for (let i = 0; i < specs.length; i++) pairs[i] = [specs[i].name, specs[i].uri];
+  return JSON.stringify(pairs);
+}
+
+function decodeLocation(r: LocationRow): StoredLocation {
+  const pairs = JSON.parse(r[6]) as [string, string][];
+  const specs: StoredSpec[] = new Array<StoredSpec>(pairs.length);
+  for (let i = 0; i < pairs.length; i++) specs[i] = { name: pairs[i][0], uri: pairs[i][1] };
+  return {
+    locationId: r[0],
+    storageName: r[1],
+    type: Number(r[2]),
+    status: Number(r[3]) as StoredLocationStatus,
+    createTimeUs: r[4],
+    rev: Number(r[5]),
+    specs,
+  };
+}
+
+/** Instance records as JSON; the only 64-bit field (spec size) is written as a decimal string. */
+function encodeInstance(rec: InstanceRecord): string {
+  return JSON.stringify({
+    ...rec,
+    locationSpecInfos: rec.locationSpecInfos.map((s) => ({ name: s.name, size: s.size.toString() })),
+  });
+}
+
+function decodeInstance(text: string): InstanceRecord {
+  const raw = JSON.parse(text) as Omit<InstanceRecord, 'locationSpecInfos'> & {
+    locationSpecInfos: { name: string; size: string }[];
+  };
+  return { ...raw, locationSpecInfos: raw.locationSpecInfos.map((s) => ({ name: s.name, size: BigInt(s.size) })) };
+}
+
+/** Opaque scan cursor: the last returned primary key. */
+function encodeCursor(instanceId: string, blockKey: bigint, locationId: string): string {
+  return Buffer.from(JSON.stringify([instanceId, blockKey.toString(), locationId])).toString('base64url');
+}
+
+function decodeCursor(cursor: string): [string, bigint, string] {
+  try {
+    const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (Array.isArray(v) && v.length === 3 && typeof v[0] === 'string' && typeof v[1] === 'string' && typeof v[2] === 'string') {
+      return [v[0], BigInt(v[1]), v[2]];
+    }
+  } catch {
+    // fall through to the typed error below
+  }
+  throw new StoreError(`invalid scan cursor ${JSON.stringify(cursor)}`);
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,396 @@
+// MetaStore contract (kvcm-meta §9.2), one behaviour suite run against every implementation:
+// SQLite now, any later backend by calling describeMetaStoreContract with its own factory.
+// SQLite-only behaviour (schema versions, reopen) is tested after the shared contract.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import Database from 'better-sqlite3';
+import {
+  CLS_DELETING,
+  CLS_SERVING,
+  CLS_WRITING,
+  StoreError,
+  type InstanceRecord,
+  type MetaStore,
+  type StoredLocation,
+} from '../../../directory-svc/meta/store/meta-store.js';
+import { SqliteMetaStore } from '../../../directory-svc/meta/store/sqlite-meta-store.js';
+
+/** Creates a fresh, empty store; `reopen` (when the backend persists) reopens the same data. */
+export interface MetaStoreFactory {
+  create(): Promise<MetaStore>;
+  reopen?(): Promise<MetaStore>;
+  cleanup(): Promise<void>;
+}
+
+const INST = 'inst-a';
+
+function instance(id: string, group = 'g1'): InstanceRecord {
+  return {
+    instanceId: id,
+    instanceGroup: group,
+    blockSize: 8,
+    locationSpecInfos: [
+      { name: 'tp0', size: 4096000n },
+      { name: 'big', size: 9223372036854775807n },
+    ],
+    locationSpecGroups: [{ name: 'only_tp0', specNames: ['tp0'] }],
+    modelDeployment: {
+      modelName: 'm',
+      dtype: 'fp16',
+      useMla: false,
+      tpSize: 1,
+      dpSize: 1,
+      loraName: '',
+      ppSize: 1,
+      extra: 'x',
+      userData: 'u',
+      useEaglePop: false,
+    },
+    defaultQueryType: 2,
+  };
+}
+
+function loc(id: string, over: Partial<Omit<StoredLocation, 'rev'>> = {}): Omit<StoredLocation, 'rev'> {
+  return {
+    locationId: id,
+    storageName: 'local_file',
+    type: 4,
+    status: CLS_SERVING,
+    createTimeUs: 1710000000000000n,
+    specs: [{ name: 'tp0', uri: `file://local_file/x/${id}_tp0?offset=0&size=1` }],
+    ...over,
+  };
+}
+
+export function describeMetaStoreContract(name: string, factory: MetaStoreFactory): void {
+  describe(`MetaStore contract: ${name}`, () => {
+    let store: MetaStore;
+
+    beforeEach(async () => {
+      store = await factory.create();
+    });
+    afterEach(async () => {
+      await store.close().catch(() => undefined);
+      await factory.cleanup();
+    });
+
+    it('§9.2 instances round-trip, list and count per group', async () => {
+      expect(await store.getInstance('nope')).to.equal(null);
+      await store.putInstance(instance('a'));
+      await store.putInstance(instance('b'));
+      await store.putInstance(instance('c', 'g2'));
+      const a = await store.getInstance('a');
+      expect(a).to.deep.equal(instance('a'));
+      expect(a?.locationSpecInfos[1].size).to.equal(9223372036854775807n);
+      expect((await store.listInstances()).map((r) => r.instanceId).sort()).to.deep.equal(['a', 'b', 'c']);
+      expect(await store.countInstances('g1')).to.equal(2);
+      expect(await store.countInstances('g2')).to.equal(1);
+      expect(await store.countInstances('none')).to.equal(0);
+      await store.putInstance({ ...instance('a'), defaultQueryType: 1 });
+      expect((await store.getInstance('a'))?.defaultQueryType).to.equal(1);
+      expect(await store.countInstances('g1')).to.equal(2);
+    });
+
+    it('§9.2 putLocation inserts then replaces with rev+1; getBlocks returns only existing keys', async () => {
+      const r1 = await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: -1n, location: loc('AAAAAAAA') }]);
+      expect(r1).to.deep.equal([{ applied: true, rev: 1 }]);
+      const r2 = await store.apply([
+        { op: 'putLocation', instanceId: INST, blockKey: -1n, location: loc('AAAAAAAA', { status: CLS_WRITING }) },
+      ]);
+      expect(r2).to.deep.equal([{ applied: true, rev: 2 }]);
+      const blocks = await store.getBlocks(INST, [-1n, 5n]);
+      expect([...blocks.keys()]).to.deep.equal([-1n]);
+      const b = blocks.get(-1n);
+      expect(b?.properties).to.deep.equal({});
+      expect(b?.locations).to.deep.equal([{ ...loc('AAAAAAAA', { status: CLS_WRITING }), rev: 2 }]);
+      expect((await store.getBlocks('other', [-1n])).size).to.equal(0);
+    });
+
+    it('§9.2 int64 extremes are exact as block keys and create times', async () => {
+      const keys = [-9223372036854775808n, 9223372036854775807n, 9007199254740993n];
+      await store.apply(
+        keys.map((k) => ({
+          op: 'putLocation' as const,
+          instanceId: INST,
+          blockKey: k,
+          location: loc('LOC00001', { createTimeUs: 9007199254740993n }),
+        })),
+      );
+      const blocks = await store.getBlocks(INST, keys);
+      expect([...blocks.keys()]).to.deep.equal(keys);
+      expect(blocks.get(keys[2])?.locations[0].createTimeUs).to.equal(9007199254740993n);
+    });
+
+    it('§9.2 conditional ops compare rev; a mismatch or a missing row is applied=false', async () => {
+      await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 1n, location: loc('L1', { status: CLS_WRITING }) }]);
+      const res = await store.apply([
+        { op: 'setStatusIf', instanceId: INST, blockKey: 1n, locationId: 'L1', status: CLS_SERVING, expectRev: 7 },
+        { op: 'setStatusIf', instanceId: INST, blockKey: 1n, locationId: 'L1', status: CLS_SERVING, expectRev: 1 },
+        { op: 'setStatusIf', instanceId: INST, blockKey: 1n, locationId: 'nope', status: CLS_SERVING },
+        { op: 'replaceSpecsIf', instanceId: INST, blockKey: 1n, locationId: 'L1', specs: [{ name: 'a', uri: 'x://a' }], expectRev: 2 },
+        { op: 'replaceSpecsIf', instanceId: INST, blockKey: 1n, locationId: 'L1', specs: [], expectRev: 2 },
+        { op: 'deleteLocationIf', instanceId: INST, blockKey: 1n, locationId: 'L1', expectRev: 2 },
+      ]);
+      expect(res).to.deep.equal([
+        { applied: false },
+        { applied: true, rev: 2 },
+        { applied: false },
+        { applied: true, rev: 3 },
+        { applied: false },
+        { applied: false },
+      ]);
+      const l = (await store.getBlocks(INST, [1n])).get(1n)?.locations[0];
+      expect(l?.status).to.equal(CLS_SERVING);
+      expect(l?.specs).to.deep.equal([{ name: 'a', uri: 'x://a' }]);
+      expect(l?.rev).to.equal(3);
+      const del = await store.apply([{ op: 'deleteLocationIf', instanceId: INST, blockKey: 1n, locationId: 'L1', expectRev: 3 }]);
+      expect(del[0].applied).to.equal(true);
+      expect((await store.getBlocks(INST, [1n])).size).to.equal(0);
+    });
+
+    it('§9.2 unconditional ops ignore rev', async () => {
+      await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 1n, location: loc('L1') }]);
+      const res = await store.apply([
+        { op: 'setStatusIf', instanceId: INST, blockKey: 1n, locationId: 'L1', status: CLS_DELETING },
+        { op: 'deleteLocationIf', instanceId: INST, blockKey: 1n, locationId: 'L1' },
+      ]);
+      expect(res).to.deep.equal([{ applied: true, rev: 2 }, { applied: true }]);
+    });
+
+    it('§9.2 a block without locations keeps its properties; without both it is gone', async () => {
+      await store.apply([
+        { op: 'putLocation', instanceId: INST, blockKey: 2n, location: loc('L1') },
+        { op: 'mergeProperties', instanceId: INST, blockKey: 2n, properties: { 'BP#prev_key': '', 'BP#hit_count': '1' } },
+        { op: 'mergeProperties', instanceId: INST, blockKey: 2n, properties: { 'BP#hit_count': '2' } },
+      ]);
+      let b = (await store.getBlocks(INST, [2n])).get(2n);
+      expect(b?.properties).to.deep.equal({ 'BP#prev_key': '', 'BP#hit_count': '2' });
+      await store.apply([{ op: 'deleteLocationIf', instanceId: INST, blockKey: 2n, locationId: 'L1' }]);
+      b = (await store.getBlocks(INST, [2n])).get(2n);
+      expect(b?.locations).to.deep.equal([]);
+      expect(b?.properties['BP#hit_count']).to.equal('2');
+      await store.apply([{ op: 'deleteBlock', instanceId: INST, blockKey: 2n }]);
+      expect((await store.getBlocks(INST, [2n])).size).to.equal(0);
+    });
+
+    it('§9.2 deleteBlock removes every location and the properties of that key only', async () => {
+      await store.apply([
+        { op: 'putLocation', instanceId: INST, blockKey: 3n, location: loc('L1') },
+        { op: 'putLocation', instanceId: INST, blockKey: 3n, location: loc('kvs#event_report_l2#gpu#h:1', { type: 8 }) },
+        { op: 'mergeProperties', instanceId: INST, blockKey: 3n, properties: { p: 'v' } },
+        { op: 'putLocation', instanceId: INST, blockKey: 4n, location: loc('L1') },
+        { op: 'putLocation', instanceId: 'other', blockKey: 3n, location: loc('L1') },
+      ]);
+      expect((await store.getBlocks(INST, [3n])).get(3n)?.locations.length).to.equal(2);
+      await store.apply([{ op: 'deleteBlock', instanceId: INST, blockKey: 3n }]);
+      expect([...(await store.getBlocks(INST, [3n, 4n])).keys()]).to.deep.equal([4n]);
+      expect((await store.getBlocks('other', [3n])).size).to.equal(1);
+    });
+
+    it('§9.2 apply is atomic: a failing op rolls back the whole batch', async () => {
+      await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 1n, location: loc('L1') }]);
+      let err: unknown;
+      try {
+        await store.apply([
+          { op: 'deleteLocationIf', instanceId: INST, blockKey: 1n, locationId: 'L1' },
+          { op: 'putLocation', instanceId: INST, blockKey: 2n, location: loc('L2') },
+          // a bigint outside int64 cannot be bound: the store must fail the batch.
+          { op: 'putLocation', instanceId: INST, blockKey: 1n << 70n, location: loc('L3') },
+        ]);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).to.be.instanceOf(StoreError);
+      expect((err as StoreError).class).to.equal('store');
+      const blocks = await store.getBlocks(INST, [1n, 2n]);
+      expect([...blocks.keys()]).to.deep.equal([1n]);
+    });
+
+    it('§9.2 getBlocks returns duplicate request keys once and lists a block’s locations in id order', async () => {
+      await store.apply([
+        { op: 'putLocation', instanceId: INST, blockKey: 9n, location: loc('Zz') },
+        { op: 'putLocation', instanceId: INST, blockKey: 9n, location: loc('Aa') },
+      ]);
+      const blocks = await store.getBlocks(INST, [9n, 9n, 10n]);
+      expect(blocks.size).to.equal(1);
+      expect(blocks.get(9n)?.locations.map((l) => l.locationId)).to.deep.equal(['Aa', 'Zz']);
+    });
+
+    it('§9.2 scanLocations pages every match exactly once in a stable order, with filters', async () => {
+      const muts = [];
+      for (let k = 0; k < 25; k++) {
+        muts.push({
+          op: 'putLocation' as const,
+          instanceId: k % 2 === 0 ? 'i1' : 'i2',
+          blockKey: BigInt(k - 12),
+          location: loc(`L${k % 3}`, { status: k % 5 === 0 ? CLS_WRITING : CLS_SERVING, createTimeUs: BigInt(1000 + k) }),
+        });
+        muts.push({
+          op: 'putLocation' as const,
+          instanceId: 'i1',
+          blockKey: BigInt(k),
+          location: loc(`kvs#event_report_l2#gpu#h${k % 2}`, { type: 8 }),
+        });
+      }
+      await store.apply(muts);
+      const all = await scanAll(store, null, {}, 7);
+      expect(all.length).to.equal(50);
+      const ids = all.map((s) => `${s.instanceId}/${s.blockKey}/${s.location.locationId}`);
+      expect(new Set(ids).size).to.equal(50);
+
+      const writing = await scanAll(store, null, { status: CLS_WRITING }, 2);
+      expect(writing.length).to.equal(5);
+      expect(writing.every((s) => s.location.status === CLS_WRITING)).to.equal(true);
+
+      const h1 = await scanAll(store, 'i1', { locationIdPrefix: 'kvs#event_report_l2#gpu#h1' }, 3);
+      expect(h1.length).to.equal(12);
+      const exact = await scanAll(store, 'i1', { locationId: 'kvs#event_report_l2#gpu#h0' }, 100);
+      expect(exact.length).to.equal(13);
+      const timed = await scanAll(store, 'i2', { createdFromUs: 1005n, createdBeforeUs: 1011n }, 1);
+      expect(timed.map((s) => s.location.createTimeUs)).to.deep.equal([1005n, 1007n, 1009n]);
+      const page = await store.scanLocations('nobody', {}, null, 10);
+      expect(page).to.deep.equal({ items: [], cursor: null });
+    });
+
+    it('§9.2 scanning while deleting the scanned rows still visits every row', async () => {
+      const muts = [];
+      for (let k = 0; k < 30; k++) muts.push({ op: 'putLocation' as const, instanceId: INST, blockKey: BigInt(k), location: loc('L1') });
+      await store.apply(muts);
+      let cursor: string | null = null;
+      let seen = 0;
+      do {
+        const page: Awaited<ReturnType<MetaStore['scanLocations']>> = await store.scanLocations(INST, {}, cursor, 4);
+        seen += page.items.length;
+        await store.apply(
+          page.items.map((s) => ({
+            op: 'deleteLocationIf' as const,
+            instanceId: s.instanceId,
+            blockKey: s.blockKey,
+            locationId: s.location.locationId,
+            expectRev: s.location.rev,
+          })),
+        );
+        cursor = page.cursor;
+      } while (cursor !== null);
+      expect(seen).to.equal(30);
+      expect((await store.scanLocations(INST, {}, null, 10)).items.length).to.equal(0);
+    });
+
+    it('§9.2 calls after close throw StoreError', async () => {
+      await store.close();
+      let err: unknown;
+      try {
+        await store.getBlocks(INST, [1n]);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).to.be.instanceOf(StoreError);
+    });
+
+    if (factory.reopen !== undefined) {
+      const reopen = factory.reopen.bind(factory);
+      it('§9.1 committed data survives close and reopen', async () => {
+        await store.putInstance(instance('a'));
+        await store.apply([
+          { op: 'putLocation', instanceId: 'a', blockKey: 123n, location: loc('L1') },
+          { op: 'mergeProperties', instanceId: 'a', blockKey: 123n, properties: { 'BP#prev_key': '' } },
+        ]);
+        await store.close();
+        store = await reopen();
+        expect(await store.getInstance('a')).to.deep.equal(instance('a'));
+        const b = (await store.getBlocks('a', [123n])).get(123n);
+        expect(b?.locations).to.deep.equal([{ ...loc('L1'), rev: 1 }]);
+        expect(b?.properties).to.deep.equal({ 'BP#prev_key': '' });
+      });
+    }
+  });
+}
+
+async function scanAll(
+  store: MetaStore,
+  instanceId: string | null,
+  filter: Parameters<MetaStore['scanLocations']>[1],
+  limit: number,
+): Promise<Awaited<ReturnType<MetaStore['scanLocations']>>['items'][number][]> {
+  const out = [];
+  let cursor: string | null = null;
+  do {
+    const page: Awaited<ReturnType<MetaStore['scanLocations']>> = await store.scanLocations(instanceId, filter, cursor, limit);
+    expect(page.items.length).to.be.at.most(limit);
+    out.push(...page.items);
+    cursor = page.cursor;
+  } while (cursor !== null);
+  return out;
+}
+
+function sqliteFactory(): MetaStoreFactory {
+  let dir = '';
+  return {
+    async create() {
+      dir = mkdtempSync(join(tmpdir(), 'kvcm-store-'));
+      return SqliteMetaStore.open(join(dir, 'nested', 'kvcm.db'));
+    },
+    async reopen() {
+      return SqliteMetaStore.open(join(dir, 'nested', 'kvcm.db'), { synchronous: 'FULL' });
+    },
+    async cleanup() {
+      if (dir !== '') rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describeMetaStoreContract('SqliteMetaStore', sqliteFactory());
+
+describe('SqliteMetaStore specifics (kvcm-meta §9.1)', () => {
+  let dir: string;
+  const opened: SqliteMetaStore[] = [];
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'kvcm-store-'));
+  });
+  afterEach(async () => {
+    for (const s of opened.splice(0)) await s.close().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('§9.1 opens with WAL, busy_timeout 5000, the requested synchronous and schema version 1', async () => {
+    const path = join(dir, 'a', 'b', 'kvcm.db');
+    opened.push(SqliteMetaStore.open(path, { synchronous: 'FULL' }));
+    await opened[0].close();
+    const db = new Database(path, { readonly: true });
+    try {
+      expect(db.pragma('journal_mode', { simple: true })).to.equal('wal');
+      expect(db.pragma('user_version', { simple: true })).to.equal(1);
+    } finally {
+      db.close();
+    }
+  });
+
+  it('§9.1 a database with a newer schema version is refused with a StoreError', () => {
+    const path = join(dir, 'kvcm.db');
+    const db = new Database(path);
+    db.pragma('user_version = 99');
+    db.close();
+    let err: unknown;
+    try {
+      opened.push(SqliteMetaStore.open(path));
+    } catch (e) {
+      err = e;
+    }
+    expect(err).to.be.instanceOf(StoreError);
+    expect((err as Error).message).to.match(/schema version 99/);
+  });
+
+  it('§9.1 an unopenable path is a StoreError', () => {
+    const path = join(dir, 'kvcm.db');
+    new Database(path).close();
+    let err: unknown;
+    try {
+      opened.push(SqliteMetaStore.open(join(path, 'x.db')));
+    } catch (e) {
+      err = e;
+    }
+    expect(err).to.be.instanceOf(StoreError);
+  });
+});
