@@ -1,0 +1,702 @@
+/**
+ * The per-stream subscriber of kv-events §7: one SUB on the event endpoint, snapshot recovery on
+ * fresh DEALERs, the §7 state machine, full-state restores (§7.3), backoff (§7.4) and periodic
+ * reconciliation (§7.5). Its one promise: never credit a stale cache. Only SYNCHRONIZED serves
+ * an index, and every index it serves was built beside the old one and swapped in by a single
+ * reference assignment (§7.2 step 4), so a reader sees the old view or the new one.
+ *
+ * Edge module: owns sockets and timers, calls the pure core (decoder, index, sequence rules,
+ * recovery buffer, backoff). Every move goes through `transition`, which checks the §7 table.
+ *
+ * Decisions where the spec is silent:
+ * - `sync_lost{class}` counts every failure recorded in `error` (losses of SYNCHRONIZED and
+ *   aborted recoveries), so `timeout` and recovery-time `limit` are visible too.
+ * - A gap keeps `last` (it is the `start_seq` basis); a seq reset and a disconnect set it to −1.
+ * - In RECOVERING a full-state batch is tried on arrival (before the seq and budget checks of
+ *   §7.2), so a restore after a publisher restart never depends on the old buffer.
+ * - Live-message errors in UNSYNCHRONIZED are logged only: the stream already lost sync.
+ * - A disconnect during RECOVERING counts as an aborted recovery (§7.4 "aborts recovery").
+ * - Exceeding `max_buffered_bytes` with the reconciliation copy counts `reconcile_failures`.
+ */
+import { EventEmitter } from 'node:events';
+import { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import { silentLogger } from '../../shared/log/logger.js';
+import type { Logger } from '../../shared/log/logger.js';
+import { isFullStateBatch } from '../decoder/kv-batch.js';
+import type { LiveBatch } from '../decoder/kv-batch.js';
+import { decodeLiveMessage } from '../decoder/live-frame-decoder.js';
+import type { LiveDecoderOptions } from '../decoder/live-frame-decoder.js';
+import { ConnectingError, DisconnectedError, ParseError, isStreamError } from '../errors/stream-errors.js';
+import type { StreamError } from '../errors/stream-errors.js';
+import { StreamIndex } from '../index/stream-index.js';
+import type { SkipCounters } from '../index/stream-index.js';
+import type { QueryableStream } from '../index/stream-query.js';
+import { RecoveryBackoff } from '../recovery/backoff.js';
+import { RecoveryBuffer } from '../recovery/recovery-buffer.js';
+import { SnapshotBuilder } from '../recovery/snapshot-builder.js';
+import { SnapshotExchange } from '../recovery/snapshot-exchange.js';
+import type { SnapshotOutcome, SnapshotRequest } from '../recovery/snapshot-exchange.js';
+import { EventSocket } from './event-socket.js';
+import { classifySeq, gapError, seqResetError } from './sequence-rules.js';
+import { IllegalTransitionError, isAllowedTransition } from './stream-state.js';
+import type { StreamState } from './stream-state.js';
+
+export type { StreamState };
+
+/** One stream (§9 static `streams` entry, or derived from discovery). */
+export interface StreamConfig {
+  instanceName: string;
+  dpRank: number;
+  blockSize: number;
+  /** Event endpoint, connectable `tcp://host:port` (§1). */
+  endpoint: string;
+  /** Snapshot endpoint, connectable `tcp://host:port` (§1). */
+  replayEndpoint: string;
+  /** Exact frame-0 topic (§2); '' by default. */
+  topic: string;
+  /** Content-key seed (§4), default 1024. */
+  hashSeed: bigint;
+}
+
+/** The §9 limits that apply per stream. */
+export interface StreamLimits {
+  maxBlocksPerStream: number;
+  maxMessageBytes: number;
+  maxBufferedBytes: number;
+  /** Whole snapshot exchange (§6), and the §7.5 wait for `last ≥ W − 1`. */
+  replayTimeoutMs: number;
+  /** §7.5 period of continuous SYNCHRONIZED; 0 disables reconciliation. */
+  resyncIntervalMs: number;
+}
+
+/** Per-stream counters of §10 (labels `instance`, `dp_rank` are added by the metrics wrapper). */
+export interface StreamCounters {
+  batchesApplied: number;
+  topicMismatch: number;
+  skipped: SkipCounters;
+  /** Keyed by StreamError class. */
+  syncLost: Record<string, number>;
+  recoveriesOk: number;
+  recoveriesFailed: number;
+  restores: number;
+  silentLoss: number;
+  reconcileFailures: number;
+}
+
+export interface StreamSubscriberDeps {
+  logger?: Logger;
+  /** [0, 1) source for the §7.4 jitter; injected by tests. */
+  random?: () => number;
+  /** Clock for the §7.4 10 s stability window; injected by tests. */
+  nowMs?: () => number;
+}
+
+/** §7.5 check in progress: the snapshot exchange, then the wait for `last ≥ W − 1`. */
+interface ReconcileCheck {
+  readonly l0: bigint;
+  readonly candidate: StreamIndex;
+  readonly skipped: SkipCounters;
+  /** Copies of live batches applied since the request (§7.5 step 1). */
+  readonly copy: RecoveryBuffer;
+  exchange: SnapshotExchange | null;
+  watermark: bigint | null;
+  waitTimer: NodeJS.Timeout | null;
+}
+
+function zeroSkips(): SkipCounters {
+  return { outOfScope: 0, descendant: 0, orphan: 0 };
+}
+
+function addSkips(into: SkipCounters, from: SkipCounters): void {
+  into.outOfScope += from.outOfScope;
+  into.descendant += from.descendant;
+  into.orphan += from.orphan;
+}
+
+/**
+ * `<class>: <detail>` (§10). Built here rather than read from `message`: Error's constructor
+ * defines an own `message` (the bare detail) that shadows StreamError's getter.
+ */
+function errorText(err: StreamError): string {
+  return `${err.class}: ${err.detail}`;
+}
+
+/** Index and decoder throw StreamErrors; anything else is a bug, surfaced as `parse`, never a crash. */
+function asStreamError(e: unknown): StreamError {
+  if (isStreamError(e)) return e;
+  return new ParseError(`unexpected failure: ${e instanceof Error ? e.message : String(e)}`);
+}
+
+export class StreamSubscriber extends EventEmitter {
+  readonly config: StreamConfig;
+  readonly limits: StreamLimits;
+  readonly counters: StreamCounters;
+
+  private readonly hasher: ContentKeyHasher;
+  private readonly logger: Logger;
+  private readonly random: () => number;
+  private readonly nowMs: () => number;
+  private readonly decodeOpts: LiveDecoderOptions;
+  private readonly backoff = new RecoveryBackoff();
+  private readonly buffer: RecoveryBuffer;
+
+  private current: StreamState = 'CONNECTING';
+  private lastError: string;
+  /** `last` of §7: seq of the last batch reflected in the live index, −1n when none. */
+  private last = -1n;
+  /** The index built for SYNCHRONIZED; never exposed in any other state. */
+  private live: StreamIndex | null = null;
+  private socket: EventSocket | null = null;
+  private exchange: SnapshotExchange | null = null;
+  /** §7.4 delay: before the request in RECOVERING, or before leaving UNSYNCHRONIZED. */
+  private backoffTimer: NodeJS.Timeout | null = null;
+  private resyncTimer: NodeJS.Timeout | null = null;
+  private reconcile: ReconcileCheck | null = null;
+  private closed = false;
+
+  private constructor(cfg: StreamConfig, limits: StreamLimits, hasher: ContentKeyHasher, deps: StreamSubscriberDeps) {
+    super();
+    this.config = Object.freeze({ ...cfg });
+    this.limits = Object.freeze({ ...limits });
+    this.hasher = hasher;
+    this.logger = (deps.logger ?? silentLogger).child({
+      component: 'stream-subscriber',
+      instance: cfg.instanceName,
+      dp_rank: cfg.dpRank,
+    });
+    this.random = deps.random ?? Math.random;
+    this.nowMs = deps.nowMs ?? Date.now;
+    this.decodeOpts = {
+      topic: Buffer.from(cfg.topic, 'utf8'),
+      dpRank: cfg.dpRank,
+      maxMessageBytes: limits.maxMessageBytes,
+    };
+    this.buffer = new RecoveryBuffer(limits.maxBufferedBytes);
+    this.counters = {
+      batchesApplied: 0,
+      topicMismatch: 0,
+      skipped: zeroSkips(),
+      syncLost: {},
+      recoveriesOk: 0,
+      recoveriesFailed: 0,
+      restores: 0,
+      silentLoss: 0,
+      reconcileFailures: 0,
+    };
+    this.lastError = errorText(new ConnectingError(cfg.endpoint));
+  }
+
+  /** Creates a stopped subscriber (the content-key hasher is created asynchronously). */
+  static async create(cfg: StreamConfig, limits: StreamLimits, deps: StreamSubscriberDeps = {}): Promise<StreamSubscriber> {
+    const hasher = await ContentKeyHasher.forSeed(cfg.hashSeed);
+    return new StreamSubscriber(cfg, limits, hasher, deps);
+  }
+
+  /** Connects the event socket; the stream stays CONNECTING until its connected event. */
+  start(): void {
+    if (this.socket !== null || this.closed) return;
+    const socket = new EventSocket(
+      this.config.endpoint,
+      this.config.topic,
+      {
+        onConnected: () => this.onConnected(),
+        onDisconnected: () => this.onDisconnected(),
+        onMessage: (frames) => this.onMessage(frames),
+      },
+      this.logger,
+    );
+    this.socket = socket;
+    try {
+      socket.start();
+    } catch (e: unknown) {
+      // zeromq refused the endpoint: stay CONNECTING with the reason (config validation should
+      // have caught it; this stream alone is affected).
+      this.lastError = errorText(new ConnectingError(`${this.config.endpoint}: ${e instanceof Error ? e.message : String(e)}`));
+      this.logger.error({ err: e }, 'event socket connect failed');
+    }
+  }
+
+  /** Stops everything: sockets closed, timers cleared, no further events. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.cancelExchange();
+    this.cancelBackoff();
+    this.cancelReconcile(false);
+    this.clearResyncTimer();
+    this.socket?.close();
+    this.socket = null;
+    this.live = null;
+    this.removeAllListeners();
+  }
+
+  get state(): StreamState {
+    return this.current;
+  }
+
+  /** `<class>: <detail>` of the latest loss or failure; '' while SYNCHRONIZED. */
+  get error(): string {
+    return this.lastError;
+  }
+
+  /** `last` (§8 `sequence`), −1n when none. */
+  get sequence(): bigint {
+    return this.last;
+  }
+
+  /** The query view: the index only while SYNCHRONIZED, else null. Never a half-built index. */
+  get index(): StreamIndex | null {
+    return this.current === 'SYNCHRONIZED' ? this.live : null;
+  }
+
+  /** §7.4 consecutive-failure count n (diagnostics and tests). */
+  get consecutiveFailures(): number {
+    return this.backoff.failures;
+  }
+
+  toQueryable(): QueryableStream {
+    const synchronized = this.current === 'SYNCHRONIZED';
+    return {
+      instanceName: this.config.instanceName,
+      dpRank: this.config.dpRank,
+      blockSize: this.config.blockSize,
+      hashSeed: this.config.hashSeed,
+      synchronized,
+      sequence: this.last,
+      error: this.lastError,
+      index: synchronized ? this.live : null,
+    };
+  }
+
+  // ---- the state machine ------------------------------------------------------------------
+
+  /**
+   * The one place the state changes: checks the move against the §7 table, runs the exit and
+   * entry rules, records the error, counts, logs and emits 'state'.
+   */
+  private transition(next: StreamState, error: StreamError | null): void {
+    const prev = this.current;
+    if (!isAllowedTransition(prev, next)) throw new IllegalTransitionError(prev, next);
+    const now = this.nowMs();
+    // Exit rules.
+    if (prev === 'SYNCHRONIZED') {
+      this.clearResyncTimer();
+      // §7.5: leaving SYNCHRONIZED abandons a check in progress.
+      this.cancelReconcile(true);
+      this.backoff.onSyncLost(now);
+    } else if (prev === 'RECOVERING') {
+      this.cancelExchange();
+      this.cancelBackoff();
+      this.buffer.clear();
+    } else if (prev === 'UNSYNCHRONIZED') {
+      this.cancelBackoff();
+    }
+    if (next !== 'SYNCHRONIZED') this.live = null;
+    this.current = next;
+    // Entry rules.
+    if (next === 'SYNCHRONIZED') {
+      this.lastError = '';
+      this.backoff.onSynchronized(now);
+      this.armResync();
+    } else if (error !== null) {
+      this.lastError = errorText(error);
+      this.counters.syncLost[error.class] = (this.counters.syncLost[error.class] ?? 0) + 1;
+    }
+    if (error !== null) this.logger.warn({ from: prev, to: next, error: errorText(error) }, 'stream state');
+    else this.logger.info({ from: prev, to: next, sequence: this.last.toString() }, 'stream state');
+    this.emit('state', next, this.lastError);
+  }
+
+  private onConnected(): void {
+    if (this.closed || this.current !== 'CONNECTING') return;
+    this.enterRecovering(null, null, false);
+  }
+
+  /** §7.4: CONNECTING at once, recovery aborted, index discarded. */
+  private onDisconnected(): void {
+    if (this.closed || this.current === 'CONNECTING') return;
+    if (this.current === 'RECOVERING') this.countFailedRecovery();
+    this.last = -1n;
+    this.transition('CONNECTING', new DisconnectedError(this.config.endpoint));
+  }
+
+  /** Hot path: one call per live message. No closures, no JSON. */
+  private onMessage(frames: readonly Uint8Array[]): void {
+    if (this.closed || this.current === 'CONNECTING') return;
+    let batch: LiveBatch;
+    try {
+      const result = decodeLiveMessage(frames, this.decodeOpts);
+      if (result.kind === 'topic_mismatch') {
+        // §2 check 1: ignored, no seq check.
+        this.counters.topicMismatch++;
+        return;
+      }
+      batch = result.batch;
+    } catch (e: unknown) {
+      this.onBatchError(asStreamError(e));
+      return;
+    }
+    this.onBatch(batch);
+  }
+
+  private onBatch(batch: LiveBatch): void {
+    switch (this.current) {
+      case 'SYNCHRONIZED':
+        this.applyLive(batch);
+        return;
+      case 'RECOVERING':
+        this.bufferDuringRecovery(batch);
+        return;
+      case 'UNSYNCHRONIZED':
+        // §7 table: only a full-state batch is used.
+        if (isFullStateBatch(batch.events)) this.tryRestore(batch);
+        return;
+      case 'CONNECTING':
+        return;
+      default: {
+        const impossible: never = this.current;
+        throw new Error(`unknown stream state ${String(impossible)}`);
+      }
+    }
+  }
+
+  private onBatchError(err: StreamError): void {
+    switch (this.current) {
+      case 'SYNCHRONIZED':
+        // §7.1: parse/protocol/limit (decoder) → UNSYNCHRONIZED with that error.
+        this.loseSync(err);
+        return;
+      case 'RECOVERING':
+        this.abortRecovery(err);
+        return;
+      case 'UNSYNCHRONIZED':
+      case 'CONNECTING':
+        this.logger.debug({ error: errorText(err) }, 'live message ignored while not synchronized');
+        return;
+      default: {
+        const impossible: never = this.current;
+        throw new Error(`unknown stream state ${String(impossible)}`);
+      }
+    }
+  }
+
+  /** §7.1 while SYNCHRONIZED. */
+  private applyLive(batch: LiveBatch): void {
+    const live = this.live as StreamIndex;
+    const verdict = classifySeq(this.last, batch.seq);
+    if (verdict === 'next') {
+      try {
+        live.applyEvents(batch.events, this.counters.skipped);
+      } catch (e: unknown) {
+        // Not transactional: the index is discarded by the transition, never served half-applied.
+        this.loseSync(asStreamError(e));
+        return;
+      }
+      this.last = batch.seq;
+      this.counters.batchesApplied++;
+      if (this.reconcile !== null) this.reconcileOnApplied(this.reconcile, batch);
+      this.emit('view');
+      return;
+    }
+    let err: StreamError;
+    if (verdict === 'gap') {
+      err = gapError(this.last + 1n, batch.seq);
+    } else {
+      // §7.1: publisher restart: discard the index, then as for a gap.
+      err = seqResetError(batch.seq, this.last);
+      this.last = -1n;
+    }
+    this.enterRecovering(err, batch, false);
+  }
+
+  /** SYNCHRONIZED → UNSYNCHRONIZED with `err`, then the §7.4 retry. */
+  private loseSync(err: StreamError): void {
+    this.transition('UNSYNCHRONIZED', err);
+    this.scheduleRetry();
+  }
+
+  // ---- recovery (§7.2) ----------------------------------------------------------------------
+
+  /**
+   * Enter RECOVERING with an empty buffer (holding `first` when a gap or reset revealed it) and
+   * start the exchange, after the §7.4 delay unless `delayPaid` (it was spent in UNSYNCHRONIZED).
+   */
+  private enterRecovering(err: StreamError | null, first: LiveBatch | null, delayPaid: boolean): void {
+    this.transition('RECOVERING', err);
+    if (first !== null) {
+      this.bufferDuringRecovery(first);
+      if (this.current !== 'RECOVERING') return;
+    }
+    const delay = delayPaid ? 0 : this.backoff.nextDelayMs(this.random);
+    if (delay <= 0) {
+      this.startRecoveryExchange();
+      return;
+    }
+    this.backoffTimer = setTimeout(() => {
+      this.backoffTimer = null;
+      if (!this.closed && this.current === 'RECOVERING') this.startRecoveryExchange();
+    }, delay);
+  }
+
+  /** §7.2 step 1, after a §7.3 restore attempt for full-state batches. */
+  private bufferDuringRecovery(batch: LiveBatch): void {
+    if (isFullStateBatch(batch.events) && this.tryRestore(batch)) return;
+    try {
+      this.buffer.push(batch);
+    } catch (e: unknown) {
+      this.abortRecovery(asStreamError(e));
+    }
+  }
+
+  private startRecoveryExchange(): void {
+    if (this.exchange !== null) return;
+    const fresh = this.newIndex();
+    const skipped = zeroSkips();
+    const builder = new SnapshotBuilder(fresh, skipped);
+    const ex = SnapshotExchange.start(this.snapshotRequest(), builder, (outcome) =>
+      this.onRecoveryExchangeEnd(ex, fresh, skipped, outcome),
+    );
+    this.exchange = ex;
+  }
+
+  /** §7.2 steps 3–4: dedupe by W, apply the suffix to F, publish F in one assignment. */
+  private onRecoveryExchangeEnd(ex: SnapshotExchange, fresh: StreamIndex, skipped: SkipCounters, outcome: SnapshotOutcome): void {
+    if (this.exchange !== ex || this.current !== 'RECOVERING' || this.closed) return;
+    this.exchange = null;
+    if (outcome.kind === 'failed') {
+      this.abortRecovery(outcome.error);
+      return;
+    }
+    const watermark = outcome.watermark;
+    let applied = 0;
+    try {
+      const suffix = this.buffer.suffixFrom(watermark);
+      for (let i = 0; i < suffix.length; i++) {
+        fresh.applyEvents(suffix[i].events, skipped);
+        applied++;
+      }
+    } catch (e: unknown) {
+      this.abortRecovery(asStreamError(e));
+      return;
+    }
+    this.live = fresh;
+    this.last = watermark - 1n + BigInt(applied);
+    this.counters.batchesApplied += applied;
+    addSkips(this.counters.skipped, skipped);
+    this.counters.recoveriesOk++;
+    this.transition('SYNCHRONIZED', null);
+    this.emit('view');
+  }
+
+  /** RECOVERING → UNSYNCHRONIZED: F and the buffer are discarded (by the transition). */
+  private abortRecovery(err: StreamError): void {
+    this.countFailedRecovery();
+    this.transition('UNSYNCHRONIZED', err);
+    this.scheduleRetry();
+  }
+
+  private countFailedRecovery(): void {
+    this.counters.recoveriesFailed++;
+    this.backoff.onRecoveryFailed();
+  }
+
+  /** §7.4: UNSYNCHRONIZED → RECOVERING when the delay expires (a 0 delay still yields a tick). */
+  private scheduleRetry(): void {
+    this.cancelBackoff();
+    const delay = this.backoff.nextDelayMs(this.random);
+    this.backoffTimer = setTimeout(() => {
+      this.backoffTimer = null;
+      if (!this.closed && this.current === 'UNSYNCHRONIZED') this.enterRecovering(null, null, true);
+    }, delay);
+  }
+
+  /**
+   * §7.3: apply a full-state batch to an empty index; on success publish it, `last = seq`,
+   * cancel exchange/backoff (by the transition), count a restore. Returns false on failure,
+   * leaving everything as it was.
+   */
+  private tryRestore(batch: LiveBatch): boolean {
+    const fresh = this.newIndex();
+    const skipped = zeroSkips();
+    try {
+      fresh.applyEvents(batch.events, skipped);
+    } catch (e: unknown) {
+      this.logger.info({ error: errorText(asStreamError(e)), seq: batch.seq.toString() }, 'full-state batch restored nothing');
+      return false;
+    }
+    this.live = fresh;
+    this.last = batch.seq;
+    this.counters.batchesApplied++;
+    addSkips(this.counters.skipped, skipped);
+    this.counters.restores++;
+    this.transition('SYNCHRONIZED', null);
+    this.emit('view');
+    return true;
+  }
+
+  // ---- reconciliation (§7.5) ----------------------------------------------------------------
+
+  private armResync(): void {
+    this.clearResyncTimer();
+    if (this.limits.resyncIntervalMs <= 0 || this.closed) return;
+    this.resyncTimer = setTimeout(() => {
+      this.resyncTimer = null;
+      this.startReconcile();
+    }, this.limits.resyncIntervalMs);
+  }
+
+  private startReconcile(): void {
+    if (this.closed || this.current !== 'SYNCHRONIZED' || this.reconcile !== null) return;
+    const candidate = this.newIndex();
+    const skipped = zeroSkips();
+    const check: ReconcileCheck = {
+      l0: this.last,
+      candidate,
+      skipped,
+      copy: new RecoveryBuffer(this.limits.maxBufferedBytes),
+      exchange: null,
+      watermark: null,
+      waitTimer: null,
+    };
+    this.reconcile = check;
+    check.exchange = SnapshotExchange.start(this.snapshotRequest(), new SnapshotBuilder(candidate, skipped), (outcome) =>
+      this.onReconcileExchangeEnd(check, outcome),
+    );
+  }
+
+  /** §7.5 step 1: copy each batch applied while the check runs; step 3: maybe `last ≥ W − 1` now. */
+  private reconcileOnApplied(check: ReconcileCheck, batch: LiveBatch): void {
+    try {
+      check.copy.push(batch);
+    } catch (e: unknown) {
+      this.logger.info({ error: errorText(asStreamError(e)) }, 'reconciliation abandoned');
+      this.endReconcile(true);
+      return;
+    }
+    if (check.watermark !== null && this.last >= check.watermark - 1n) this.reconcileReached(check);
+  }
+
+  private onReconcileExchangeEnd(check: ReconcileCheck, outcome: SnapshotOutcome): void {
+    if (this.reconcile !== check || this.current !== 'SYNCHRONIZED' || this.closed) return;
+    check.exchange = null;
+    if (outcome.kind === 'failed') {
+      if (outcome.error.class === 'timeout') {
+        this.logger.info({ error: errorText(outcome.error) }, 'reconciliation abandoned');
+        this.endReconcile(true);
+      } else {
+        // §7.5 step 2: parse/protocol/limit in the reply → UNSYNCHRONIZED with it.
+        this.endReconcile(false);
+        this.loseSync(outcome.error);
+      }
+      return;
+    }
+    const watermark = outcome.watermark;
+    if (watermark - 1n < check.l0) {
+      // §7.5 step 2: the publisher's state predates what we applied: a restart (§7.1).
+      this.endReconcile(false);
+      const err = seqResetError(watermark - 1n, check.l0);
+      this.last = -1n;
+      this.enterRecovering(err, null, false);
+      return;
+    }
+    check.watermark = watermark;
+    if (this.last >= watermark - 1n) {
+      this.reconcileReached(check);
+      return;
+    }
+    check.waitTimer = setTimeout(() => {
+      check.waitTimer = null;
+      if (this.reconcile === check && this.current === 'SYNCHRONIZED') this.reconcileNotReached(check);
+    }, this.limits.replayTimeoutMs);
+  }
+
+  /** §7.5 step 3, reached: bring C up to `last`, compare, swap only when they differ. */
+  private reconcileReached(check: ReconcileCheck): void {
+    const watermark = check.watermark as bigint;
+    const candidate = check.candidate;
+    const copied = check.copy.batches;
+    try {
+      for (let i = 0; i < copied.length; i++) {
+        if (copied[i].seq >= watermark) candidate.applyEvents(copied[i].events, check.skipped);
+      }
+    } catch (e: unknown) {
+      this.endReconcile(false);
+      this.enterRecovering(asStreamError(e), null, false);
+      return;
+    }
+    const live = this.live as StreamIndex;
+    if (!candidate.sameStateAs(live)) {
+      this.live = candidate;
+      addSkips(this.counters.skipped, check.skipped);
+      this.counters.silentLoss++;
+      this.logger.warn({ sequence: this.last.toString() }, 'reconciliation found silent loss; index replaced');
+      this.endReconcile(false);
+      this.emit('view');
+      return;
+    }
+    this.endReconcile(false);
+  }
+
+  /** §7.5 step 3, not reached: batches last+1 … W−1 were lost. */
+  private reconcileNotReached(check: ReconcileCheck): void {
+    const watermark = check.watermark as bigint;
+    const lostFrom = this.last + 1n;
+    this.live = check.candidate;
+    this.last = watermark - 1n;
+    addSkips(this.counters.skipped, check.skipped);
+    this.counters.silentLoss++;
+    this.logger.warn({ lost_from: lostFrom.toString(), lost_to: this.last.toString() }, 'reconciliation found lost batches; index replaced');
+    this.endReconcile(false);
+    this.emit('view');
+  }
+
+  /** Ends the current check; re-arms the period while still SYNCHRONIZED. */
+  private endReconcile(failed: boolean): void {
+    this.cancelReconcile(failed);
+    if (this.current === 'SYNCHRONIZED') this.armResync();
+  }
+
+  private cancelReconcile(countFailure: boolean): void {
+    const check = this.reconcile;
+    if (check === null) return;
+    this.reconcile = null;
+    check.exchange?.cancel();
+    check.exchange = null;
+    if (check.waitTimer !== null) clearTimeout(check.waitTimer);
+    check.waitTimer = null;
+    if (countFailure) this.counters.reconcileFailures++;
+  }
+
+  // ---- helpers ------------------------------------------------------------------------------
+
+  private newIndex(): StreamIndex {
+    return new StreamIndex({ blockSize: this.config.blockSize, hasher: this.hasher, maxEntries: this.limits.maxBlocksPerStream });
+  }
+
+  private snapshotRequest(): SnapshotRequest {
+    return {
+      replayEndpoint: this.config.replayEndpoint,
+      // §6: start_seq = last + 1, 0 when last = −1.
+      startSeq: this.last < 0n ? 0n : this.last + 1n,
+      dpRank: this.config.dpRank,
+      blockSize: this.config.blockSize,
+      maxMessageBytes: this.limits.maxMessageBytes,
+      timeoutMs: this.limits.replayTimeoutMs,
+    };
+  }
+
+  private cancelExchange(): void {
+    this.exchange?.cancel();
+    this.exchange = null;
+  }
+
+  private cancelBackoff(): void {
+    if (this.backoffTimer !== null) clearTimeout(this.backoffTimer);
+    this.backoffTimer = null;
+  }
+
+  private clearResyncTimer(): void {
+    if (this.resyncTimer !== null) clearTimeout(this.resyncTimer);
+    this.resyncTimer = null;
+  }
+}
