@@ -1,0 +1,396 @@
+/**
+ * Executes one admitted reportEvent request (kvcm-meta §7.2 steps 3–5, §7.5–§7.8, §7.12) for a
+ * reporter whose instance and storage were already resolved. Reporter state lives in the
+ * registry; block metadata goes through the MetaStore, one transaction per ADD/DELETE run and
+ * one per snapshot. Store failures are StoreErrors and map to INTERNAL_ERROR here.
+ */
+import type { Logger } from '../../../shared/log/logger.js';
+import type { ErrorCodeName } from '../meta-enums.js';
+import { CLS_SERVING, StoreError, type MetaStore, type StoreMutation, type StoredLocation, type StoredSpec } from '../store/meta-store.js';
+import type { ReportCleanup } from './report-cleanup.js';
+import { isAllowedShape, validateEvent, type DecodedEvent, type ValidBlock, type ValidEvent } from './report-events.js';
+import { appendSVersion, formatReportLocationId } from './report-location-id.js';
+import { newVersionToken, type Reporter, type ReporterIdentity, type ReporterRegistry } from './reporter-registry.js';
+
+export interface ReportEventOutcome {
+  readonly code: ErrorCodeName;
+  readonly message: string;
+  /** [] when every item is OK or for whole-request errors (§7.12). */
+  readonly itemResults: readonly ErrorCodeName[];
+  readonly committedSnapshotVersion: string;
+  readonly retryAfterMs: bigint;
+  readonly snapshotRequired: boolean;
+}
+
+/** The resolved target of a request (§7.2 step 2 done by the caller). */
+export interface ReportTarget extends ReporterIdentity {
+  /** Registered spec names of the instance (§7.4). */
+  readonly specNames: ReadonlySet<string>;
+}
+
+export interface ReportEventExecutorDeps {
+  readonly store: MetaStore;
+  readonly registry: ReporterRegistry;
+  readonly cleanup: ReportCleanup;
+  readonly nowMs: () => number;
+  readonly maxEventsPerRequest: number;
+  readonly logger: Logger;
+  /** Snapshot outcomes for kvcm_snapshot_total{result}. */
+  readonly onSnapshot?: (result: 'ok' | 'in_progress' | 'rate_limited' | 'failed' | 'snapshot_required' | 'not_registered') => void;
+}
+
+type Unit =
+  | { readonly kind: 'register'; readonly indexes: number[]; readonly mediums: Set<string> }
+  | { readonly kind: 'delta'; readonly indexes: number[]; readonly events: Array<Extract<ValidEvent, { kind: 'add' | 'delete' }>> }
+  | { readonly kind: 'heartbeat' | 'host_down'; readonly indexes: number[] }
+  | { readonly kind: 'snapshot'; readonly indexes: number[]; readonly blocks: readonly ValidBlock[] };
+
+export class ReportEventExecutor {
+  /** Per-reporter serialization of delta runs: each run reads, folds and writes its locations. */
+  private readonly deltaTails = new WeakMap<Reporter, Promise<void>>();
+
+  constructor(private readonly deps: ReportEventExecutorDeps) {}
+
+  async execute(target: ReportTarget, events: readonly DecodedEvent[]): Promise<ReportEventOutcome> {
+    const { registry, nowMs } = this.deps;
+    // §7.2 step 3: shape, whole request, no side effects.
+    if (!isAllowedShape(events, this.deps.maxEventsPerRequest)) return wholeRequestError('INVALID_ARGUMENT', 'invalid reportEvent request shape');
+
+    // §7.2 step 4: every item validated before any executes.
+    const results: ErrorCodeName[] = new Array<ErrorCodeName>(events.length).fill('OK');
+    const units = this.plan(events, target.specNames, results);
+
+    // §7.6: snapshot_required is judged against the generation at admission.
+    const admitted = registry.get(target.instanceId, target.storageType, target.hostIpPort);
+    const hadGeneration = admitted !== undefined && !admitted.tombstoned && admitted.generation !== '';
+    let committedSnapshot = false;
+    let retryAfterMs = 0n;
+
+    for (const unit of units) {
+      switch (unit.kind) {
+        case 'register':
+          registry.register(target, unit.mediums, nowMs());
+          break;
+        case 'heartbeat':
+          if (registry.heartbeat(target, nowMs()) === null) setAll(results, unit.indexes, 'NODE_NOT_REGISTERED');
+          break;
+        case 'host_down':
+          registry.hostDown(target, nowMs());
+          break;
+        case 'delta':
+          setAll(results, unit.indexes, await this.runDelta(target, unit.events));
+          break;
+        case 'snapshot': {
+          const r = await this.runSnapshot(target, unit.blocks);
+          setAll(results, unit.indexes, r.code);
+          if (r.code === 'OK') committedSnapshot = true;
+          if (r.retryAfterMs > 0n) retryAfterMs = r.retryAfterMs;
+          break;
+        }
+      }
+    }
+
+    const reporter = registry.get(target.instanceId, target.storageType, target.hostIpPort);
+    const committedSnapshotVersion = reporter && !reporter.tombstoned ? reporter.generation : '';
+    const firstFailure = results.find((c) => c !== 'OK');
+    return {
+      code: firstFailure ?? 'OK',
+      message: firstFailure ? 'ReportEvent partially failed' : '',
+      itemResults: firstFailure ? results : [],
+      committedSnapshotVersion,
+      retryAfterMs,
+      snapshotRequired: !hadGeneration && !committedSnapshot,
+    };
+  }
+
+  /**
+   * §7.2 steps 4–5: validate, then group into execution units. REGISTERs merge into one unit at
+   * the first REGISTER's position; each maximal run of consecutive valid ADD/DELETE is one unit.
+   * Invalid items are skipped and do not break a run (they execute nothing).
+   */
+  private plan(events: readonly DecodedEvent[], specNames: ReadonlySet<string>, results: ErrorCodeName[]): Unit[] {
+    const units: Unit[] = [];
+    let register: Extract<Unit, { kind: 'register' }> | null = null;
+    let delta: Extract<Unit, { kind: 'delta' }> | null = null;
+    for (let i = 0; i < events.length; i++) {
+      const v = validateEvent(events[i] as DecodedEvent, specNames);
+      if (v === null) {
+        results[i] = 'INVALID_ARGUMENT';
+        continue;
+      }
+      if (v.kind === 'add' || v.kind === 'delete') {
+        if (!delta) {
+          delta = { kind: 'delta', indexes: [], events: [] };
+          units.push(delta);
+        }
+        delta.indexes.push(i);
+        delta.events.push(v);
+        continue;
+      }
+      delta = null;
+      switch (v.kind) {
+        case 'register':
+          if (!register) {
+            register = { kind: 'register', indexes: [], mediums: new Set() };
+            units.push(register);
+          }
+          register.indexes.push(i);
+          for (const m of v.mediums) register.mediums.add(m);
+          break;
+        case 'snapshot':
+          units.push({ kind: 'snapshot', indexes: [i], blocks: v.blocks });
+          break;
+        case 'heartbeat':
+        case 'host_down':
+          units.push({ kind: v.kind, indexes: [i] });
+          break;
+      }
+    }
+    return units;
+  }
+
+  /** One ADD/DELETE run (§7.5): admission, gate lease, epoch check, one folded transaction. */
+  private async runDelta(target: ReportTarget, events: ReadonlyArray<Extract<ValidEvent, { kind: 'add' | 'delete' }>>): Promise<ErrorCodeName> {
+    const { registry, nowMs } = this.deps;
+    const reporter = registry.admit(target, nowMs());
+    if (!reporter) return 'NODE_NOT_REGISTERED';
+    const epoch = reporter.epoch;
+    const gate = await reporter.gate.acquireDelta(reporter.timings.snapshotDeltaDrainTimeoutMs);
+    if (gate === 'in_progress') return 'SNAPSHOT_IN_PROGRESS';
+    if (gate === 'snapshot_required') return 'SNAPSHOT_REQUIRED';
+    const prev = this.deltaTails.get(reporter) ?? Promise.resolve();
+    let done!: () => void;
+    const tail = new Promise<void>((resolve) => (done = resolve));
+    this.deltaTails.set(reporter, tail);
+    try {
+      await prev;
+      if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
+      // The generation is created under the lease, even if nothing ends up written (§7.5 DELETE).
+      const generation = registry.ensureGeneration(reporter);
+      return await this.writeDelta(target, reporter, epoch, generation, events);
+    } finally {
+      done();
+      if (this.deltaTails.get(reporter) === tail) this.deltaTails.delete(reporter);
+      reporter.gate.releaseDelta();
+    }
+  }
+
+  private async writeDelta(
+    target: ReportTarget,
+    reporter: Reporter,
+    epoch: number,
+    generation: string,
+    events: ReadonlyArray<Extract<ValidEvent, { kind: 'add' | 'delete' }>>,
+  ): Promise<ErrorCodeName> {
+    // Fold per location: spec name → new URI, or null for a delete; the last operation wins (§7.2 step 5).
+    const folded = new Map<bigint, Map<string, Map<string, string | null>>>();
+    for (const e of events) {
+      let byLocation = folded.get(e.blockKey);
+      if (!byLocation) folded.set(e.blockKey, (byLocation = new Map()));
+      const locationId = formatReportLocationId(target.storageType, e.medium, target.hostIpPort);
+      let ops = byLocation.get(locationId);
+      if (!ops) byLocation.set(locationId, (ops = new Map()));
+      if (e.kind === 'add') {
+        for (const s of e.specs) ops.set(s.name, appendSVersion(s.uri, generation));
+      } else {
+        for (const name of e.specNames) ops.set(name, null);
+      }
+    }
+    const keys = [...folded.keys()];
+    let stored;
+    try {
+      stored = await this.deps.store.getBlocks(target.instanceId, keys);
+    } catch (err) {
+      return this.storeFailure(err, 'delta read');
+    }
+    // §7.5: a lifecycle change while we read aborts the run before any write.
+    if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
+    const createTimeUs = BigInt(this.deps.nowMs()) * 1000n;
+    const mutations: StoreMutation[] = [];
+    let missing = 0;
+    for (const [blockKey, byLocation] of folded) {
+      const block = stored.get(blockKey);
+      for (const [locationId, ops] of byLocation) {
+        const existing = block ? findLocation(block.locations, locationId) : undefined;
+        const specs = mergeSpecs(existing?.specs, ops);
+        if (specs.missing) missing++;
+        if (specs.list.length === 0) {
+          if (existing) mutations.push({ op: 'deleteLocationIf', instanceId: target.instanceId, blockKey, locationId, expectRev: existing.rev });
+          continue;
+        }
+        if (!specs.changed && existing) continue;
+        mutations.push({
+          op: 'putLocation',
+          instanceId: target.instanceId,
+          blockKey,
+          location: {
+            locationId,
+            storageName: target.storageName,
+            type: target.storageType,
+            status: CLS_SERVING,
+            createTimeUs: existing ? existing.createTimeUs : createTimeUs,
+            specs: specs.list,
+          },
+        });
+      }
+    }
+    if (missing > 0) this.deps.logger.debug({ host: target.hostIpPort, missing }, 'reportEvent DELETE of missing blocks/specs');
+    if (mutations.length === 0) return 'OK';
+    try {
+      await this.deps.store.apply(mutations);
+    } catch (err) {
+      return this.storeFailure(err, 'delta write');
+    }
+    return 'OK';
+  }
+
+  /** §7.5 SNAPSHOT: admission → rate limit → gate → in-place replace in one transaction → commit. */
+  private async runSnapshot(target: ReportTarget, blocks: readonly ValidBlock[]): Promise<{ code: ErrorCodeName; retryAfterMs: bigint }> {
+    const { registry, nowMs, onSnapshot } = this.deps;
+    const reporter = registry.admit(target, nowMs());
+    if (!reporter) {
+      onSnapshot?.('not_registered');
+      return { code: 'NODE_NOT_REGISTERED', retryAfterMs: 0n };
+    }
+    const now = nowMs();
+    if (now < reporter.rateLimitDeadlineMs) {
+      onSnapshot?.('rate_limited');
+      return { code: 'SNAPSHOT_RATE_LIMITED', retryAfterMs: BigInt(Math.max(1, reporter.rateLimitDeadlineMs - now)) };
+    }
+    const epoch = reporter.epoch;
+    const gate = await reporter.gate.acquireSnapshot(reporter.timings.snapshotDeltaDrainTimeoutMs);
+    if (gate !== 'granted') {
+      onSnapshot?.(gate);
+      return { code: gate === 'in_progress' ? 'SNAPSHOT_IN_PROGRESS' : 'SNAPSHOT_REQUIRED', retryAfterMs: 0n };
+    }
+    const candidate = newVersionToken();
+    reporter.candidate = candidate;
+    try {
+      const code = await this.writeSnapshot(target, reporter, epoch, candidate, blocks);
+      if (code === 'OK') {
+        // Commit: the candidate becomes generation and fence together (strict mode).
+        reporter.generation = candidate;
+        reporter.fence = candidate;
+        reporter.rateLimitDeadlineMs = nowMs() + reporter.timings.snapshotMinIntervalMs;
+        reporter.candidate = '';
+        this.deps.cleanup.afterSnapshot(reporter);
+      } else if (code === 'INTERNAL_ERROR') {
+        // Admitted failure: soft mode, generation unchanged (§7.5).
+        reporter.fence = '';
+      }
+      onSnapshot?.(code === 'OK' ? 'ok' : code === 'INTERNAL_ERROR' ? 'failed' : 'snapshot_required');
+      return { code, retryAfterMs: 0n };
+    } finally {
+      reporter.candidate = '';
+      // A tombstone may have woken the gate already only while draining; a granted snapshot still holds it.
+      if (reporter.gate.isSnapshotHeld) reporter.gate.releaseSnapshot();
+    }
+  }
+
+  private async writeSnapshot(target: ReportTarget, reporter: Reporter, epoch: number, candidate: string, blocks: readonly ValidBlock[]): Promise<ErrorCodeName> {
+    if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
+    let stored;
+    try {
+      stored = blocks.length === 0 ? new Map() : await this.deps.store.getBlocks(target.instanceId, uniqueKeys(blocks));
+    } catch (err) {
+      return this.storeFailure(err, 'snapshot read');
+    }
+    if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
+    const nowUs = BigInt(this.deps.nowMs()) * 1000n;
+    const mutations: StoreMutation[] = new Array(blocks.length);
+    for (let i = 0; i < blocks.length; i++) {
+      const b = blocks[i] as ValidBlock;
+      const locationId = formatReportLocationId(target.storageType, b.medium, target.hostIpPort);
+      const existing = findLocation(stored.get(b.blockKey)?.locations, locationId);
+      const specs: StoredSpec[] = new Array(b.specs.length);
+      for (let j = 0; j < b.specs.length; j++) {
+        const s = b.specs[j] as StoredSpec;
+        specs[j] = { name: s.name, uri: appendSVersion(s.uri, candidate) };
+      }
+      mutations[i] = {
+        op: 'putLocation',
+        instanceId: target.instanceId,
+        blockKey: b.blockKey,
+        // In place: same id, create_time kept, spec set = exactly the item's specs (§7.5).
+        location: {
+          locationId,
+          storageName: target.storageName,
+          type: target.storageType,
+          status: CLS_SERVING,
+          createTimeUs: existing ? existing.createTimeUs : nowUs,
+          specs,
+        },
+      };
+    }
+    if (mutations.length > 0) {
+      try {
+        await this.deps.store.apply(mutations);
+      } catch (err) {
+        return this.storeFailure(err, 'snapshot write');
+      }
+    }
+    // HOST_DOWN during the write: the rows stay for the tombstone cleanup, nothing is committed.
+    if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
+    return 'OK';
+  }
+
+  private storeFailure(err: unknown, what: string): ErrorCodeName {
+    if (!(err instanceof StoreError)) throw err;
+    this.deps.logger.warn({ err, what }, 'reportEvent store failure');
+    return 'INTERNAL_ERROR';
+  }
+}
+
+export function wholeRequestError(code: ErrorCodeName, message: string): ReportEventOutcome {
+  return { code, message, itemResults: [], committedSnapshotVersion: '', retryAfterMs: 0n, snapshotRequired: false };
+}
+
+function setAll(results: ErrorCodeName[], indexes: readonly number[], code: ErrorCodeName): void {
+  for (const i of indexes) results[i] = code;
+}
+
+function findLocation(locations: readonly StoredLocation[] | undefined, locationId: string): StoredLocation | undefined {
+  if (!locations) return undefined;
+  for (const l of locations) if (l.locationId === locationId) return l;
+  return undefined;
+}
+
+function uniqueKeys(blocks: readonly ValidBlock[]): bigint[] {
+  const s = new Set<bigint>();
+  for (const b of blocks) s.add(b.blockKey);
+  return [...s];
+}
+
+/** Applies folded spec operations to a stored spec list (ADD replaces same-name specs, DELETE removes them). */
+function mergeSpecs(current: readonly StoredSpec[] | undefined, ops: ReadonlyMap<string, string | null>): { list: StoredSpec[]; changed: boolean; missing: boolean } {
+  const list: StoredSpec[] = [];
+  let changed = false;
+  let missing = false;
+  const applied = new Set<string>();
+  if (current) {
+    for (const spec of current) {
+      const op = ops.get(spec.name);
+      if (op === undefined) {
+        list.push(spec);
+      } else {
+        applied.add(spec.name);
+        if (op === null) {
+          changed = true;
+        } else {
+          if (op !== spec.uri) changed = true;
+          list.push({ name: spec.name, uri: op });
+        }
+      }
+    }
+  }
+  for (const [name, op] of ops) {
+    if (applied.has(name)) continue;
+    if (op === null) missing = true;
+    else {
+      list.push({ name, uri: op });
+      changed = true;
+    }
+  }
+  return { list, changed, missing };
+}
+
