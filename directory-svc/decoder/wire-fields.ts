@@ -45,7 +45,7 @@ export function readTokenIds(r: MsgpackReader, what: string): Int32Array {
   const n = r.readArrayLength(what);
   if (n === 0) return NO_TOKEN_IDS;
   const ids = new Int32Array(n);
-  for (let i = 0; i < n; i++) ids[i] = r.readInt32(what);
+  r.readInt32Into(ids, n, what);
   return ids;
 }
 
