@@ -1,0 +1,212 @@
+/**
+ * What a publisher holds, rebuilt from the events it published: engine hash → {parent, tokens,
+ * tiers}. Serves as the default snapshot state of a bare RankPublisher (so a test that only
+ * publishes events still gets a truthful §6 reply) and as the reference model that the block
+ * pool's own snapshot is checked against.
+ *
+ * Lenient on purpose: events a decoder would reject (tests publish those too) are skipped where
+ * they cannot be interpreted, never thrown on. Pure: no sockets, no clock.
+ */
+import { hashToU64 } from './wire-encoding.js';
+import type { WireEvent, WireHash, WireSnapshotBlock } from './wire-types.js';
+
+const GPU = 1;
+const CPU = 2;
+
+interface ModelBlock {
+  readonly parent: bigint | null;
+  readonly tokenIds: readonly number[];
+  tiers: number;
+  readonly loraId: number | null;
+  readonly loraName: string | null;
+  readonly extraKeys: readonly unknown[] | null;
+}
+
+/** §3.4 medium → tier bit; 0 for a medium the model cannot interpret. nil → `nilMeans`. */
+function tierOf(medium: unknown, nilMeans: number): number {
+  if (medium === null || medium === undefined) return nilMeans;
+  if (typeof medium !== 'string') return 0;
+  const m = medium.toLowerCase();
+  return m === 'gpu' ? GPU : m === 'cpu' ? CPU : 0;
+}
+
+function asHash(h: unknown): bigint | null {
+  if (typeof h === 'bigint' || typeof h === 'number' || h instanceof Uint8Array) {
+    try {
+      return hashToU64(h as WireHash);
+    } catch {
+      return null; // a non-integer number: the decoder's parse error, nothing to model
+    }
+  }
+  return null;
+}
+
+export class ResidencyModel {
+  /** Insertion order = store order, which is parent-first except after a parent's re-store. */
+  private readonly blocks = new Map<bigint, ModelBlock>();
+
+  /** Number of resident blocks (engine hashes with a non-empty tier set). */
+  get size(): number {
+    return this.blocks.size;
+  }
+
+  /** Tier bits of a hash (1 gpu, 2 cpu, 3 both), 0 when not resident. */
+  tiersOf(hash: bigint): number {
+    return this.blocks.get(hash)?.tiers ?? 0;
+  }
+
+  clear(): void {
+    this.blocks.clear();
+  }
+
+  /** Apply one batch's events in order (§5 semantics on engine hashes). */
+  apply(events: readonly WireEvent[]): void {
+    for (const e of events) {
+      if (Array.isArray(e)) this.applyPositional(e);
+      else this.applyMap(e as Record<string, unknown>);
+    }
+  }
+
+  private applyMap(e: Record<string, unknown>): void {
+    switch (e.type) {
+      case 'BlockStored':
+        this.stored(e.block_hashes, e.parent_block_hash, e.token_ids, e.block_size, e.medium, e.lora_id, e.lora_name, e.extra_keys);
+        return;
+      case 'BlockRemoved':
+        this.removed(e.block_hashes, e.medium);
+        return;
+      case 'AllBlocksCleared':
+        this.cleared(e.medium);
+        return;
+      default:
+        return;
+    }
+  }
+
+  private applyPositional(e: readonly unknown[]): void {
+    // §3.2 positional layouts; AllBlocksCleared has no medium position (clears both).
+    switch (e[0]) {
+      case 'BlockStored':
+        this.stored(e[1], e[2], e[3], e[4], e[6], e[5], e[7], e[8]);
+        return;
+      case 'BlockRemoved':
+        this.removed(e[1], e[2]);
+        return;
+      case 'AllBlocksCleared':
+        this.cleared(null);
+        return;
+      default:
+        return;
+    }
+  }
+
+  private stored(
+    hashes: unknown,
+    parentHash: unknown,
+    tokenIds: unknown,
+    blockSize: unknown,
+    medium: unknown,
+    loraId: unknown,
+    loraName: unknown,
+    extraKeys: unknown,
+  ): void {
+    const tier = tierOf(medium, GPU);
+    if (tier === 0 || !Array.isArray(hashes)) return;
+    const tokens = Array.isArray(tokenIds) ? (tokenIds as number[]) : [];
+    let parent = parentHash === null || parentHash === undefined ? null : asHash(parentHash);
+    const bs = typeof blockSize === 'number' && blockSize > 0 ? blockSize : hashes.length > 0 ? tokens.length / hashes.length : 0;
+    for (let i = 0; i < hashes.length; i++) {
+      const h = asHash(hashes[i]);
+      if (h === null) return;
+      const known = this.blocks.get(h);
+      if (known) known.tiers |= tier;
+      else if (tokens.length > 0) {
+        this.blocks.set(h, {
+          parent,
+          tokenIds: tokens.slice(i * bs, (i + 1) * bs),
+          tiers: tier,
+          loraId: typeof loraId === 'number' ? loraId : null,
+          loraName: typeof loraName === 'string' ? loraName : null,
+          extraKeys: Array.isArray(extraKeys) ? extraKeys : null,
+        });
+      }
+      // Within one event block i's parent is block i−1 (§4).
+      parent = h;
+    }
+  }
+
+  private removed(hashes: unknown, medium: unknown): void {
+    const tier = tierOf(medium, GPU);
+    if (tier === 0 || !Array.isArray(hashes)) return;
+    for (const raw of hashes) {
+      const h = asHash(raw);
+      if (h === null) continue;
+      const b = this.blocks.get(h);
+      if (!b) continue;
+      b.tiers &= ~tier;
+      if (b.tiers === 0) this.blocks.delete(h);
+    }
+  }
+
+  private cleared(medium: unknown): void {
+    const tiers = tierOf(medium, GPU | CPU);
+    if (tiers === (GPU | CPU)) {
+      this.blocks.clear();
+      return;
+    }
+    for (const [h, b] of this.blocks) {
+      b.tiers &= ~tiers;
+      if (b.tiers === 0) this.blocks.delete(h);
+    }
+  }
+
+  /**
+   * §6/§11.8 snapshot: each resident block once, parent-first, with its current media and its
+   * parent hash (kept even when the parent left both tiers). O(blocks): each block is emitted
+   * after its resident ancestors, walking up only through ancestors not yet emitted.
+   */
+  snapshot(): WireSnapshotBlock[] {
+    const out: WireSnapshotBlock[] = [];
+    const emitted = new Set<bigint>();
+    const chain: bigint[] = [];
+    for (const start of this.blocks.keys()) {
+      if (emitted.has(start)) continue;
+      chain.length = 0;
+      let h: bigint | null = start;
+      while (h !== null && !emitted.has(h) && chain.length <= this.blocks.size) {
+        const b = this.blocks.get(h);
+        if (!b) break;
+        chain.push(h);
+        h = b.parent;
+      }
+      for (let i = chain.length - 1; i >= 0; i--) {
+        const hash = chain[i];
+        if (emitted.has(hash)) continue;
+        emitted.add(hash);
+        out.push(snapshotBlockOf(hash, this.blocks.get(hash) as ModelBlock));
+      }
+    }
+    return out;
+  }
+}
+
+export function mediaOf(tiers: number): ('gpu' | 'cpu')[] {
+  return tiers === (GPU | CPU) ? ['gpu', 'cpu'] : tiers === CPU ? ['cpu'] : ['gpu'];
+}
+
+function snapshotBlockOf(hash: bigint, b: ModelBlock): WireSnapshotBlock {
+  const out: {
+    block_hash: bigint;
+    parent_block_hash: bigint | null;
+    token_ids: readonly number[];
+    media: ('gpu' | 'cpu')[];
+    lora_id?: number;
+    lora_name?: string;
+    extra_keys?: readonly unknown[];
+  } = { block_hash: hash, parent_block_hash: b.parent, token_ids: b.tokenIds, media: mediaOf(b.tiers) };
+  // §11.8: out-of-scope blocks carry their scope fields; plain-text ones omit them (= nil).
+  if (b.loraId !== null) out.lora_id = b.loraId;
+  if (b.loraName !== null) out.lora_name = b.loraName;
+  if (b.extraKeys !== null) out.extra_keys = b.extraKeys;
+  return out;
+}

@@ -1,0 +1,36 @@
+/**
+ * Failures of the engine simulator itself (not stream errors of kv-events §10, which belong to
+ * the subscriber). Each has a stable `class` so tests match on it, never on the message; the
+ * message is `<class>: <detail>` like the spec's stream errors.
+ */
+export type SimErrorClass = 'limit' | 'invalid_value' | 'closed' | 'bind';
+
+export abstract class SimError extends Error {
+  abstract readonly class: SimErrorClass;
+  constructor(readonly detail: string) {
+    super(detail);
+  }
+  override get message(): string {
+    return `${this.class}: ${this.detail}`;
+  }
+  override set message(_v: string) {
+    // Error's constructor assigns message; the getter above is the source of truth.
+  }
+}
+
+/** A payload or chunk that cannot be kept within `max_message_bytes` (§2, §6, §11.3). */
+export class SimLimitError extends SimError {
+  readonly class = 'limit' as const;
+}
+/** A value the wire cannot carry exactly, e.g. a hash outside the 64-bit range (§3.3). */
+export class InvalidWireValueError extends SimError {
+  readonly class = 'invalid_value' as const;
+}
+/** Use of a publisher or simulator after close(). */
+export class SimClosedError extends SimError {
+  readonly class = 'closed' as const;
+}
+/** A port that could not be (re)bound. */
+export class SimBindError extends SimError {
+  readonly class = 'bind' as const;
+}
