@@ -1,0 +1,156 @@
+/**
+ * The directory's gRPC edge (architecture.md "The view stream (proto/)"): KvDirectory (Query,
+ * ListStreams, GetStats), the standard health service (SERVING once bound) and reflection, so
+ * `grpcurl -plaintext host:port list` works. Input is validated here; grpc-js errors are turned
+ * into `GrpcServeError` here and nowhere else.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import { ReflectionService } from '@grpc/reflection';
+import type { Logger } from '../../shared/log/logger.js';
+import { silentLogger } from '../../shared/log/logger.js';
+import type { QueryResult } from '../index/stream-query.js';
+import type { DirectoryStats, StreamStatus } from '../directory.js';
+import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from './kvdirectory-proto.js';
+import {
+  toWireQueryResponse,
+  toWireStats,
+  toWireStreamStatus,
+  type WireGetStatsResponse,
+  type WireListStreamsResponse,
+  type WireQueryRequest,
+  type WireQueryResponse,
+} from './kvdirectory-wire.js';
+
+/** What the gRPC edge reads; `Directory` implements it. */
+export interface DirectoryApi {
+  query(tokenIds: ArrayLike<number>): QueryResult;
+  listStreams(): StreamStatus[];
+  stats(): DirectoryStats;
+}
+
+export interface DirectoryGrpcServerOptions {
+  /** `--grpc_port`; 0 binds an ephemeral port (tests), reported by `port`. */
+  readonly port: number;
+  /** Default 0.0.0.0: routers on other hosts connect here. */
+  readonly host?: string;
+  readonly directory: DirectoryApi;
+  readonly logger?: Logger;
+}
+
+/** The server could not bind or serve; `class` is stable. */
+export class GrpcServeError extends Error {
+  readonly class = 'grpc_bind' as const;
+  constructor(detail: string) {
+    super(`grpc_bind: ${detail}`);
+    this.name = 'GrpcServeError';
+  }
+}
+
+/** Token ids are int32 on the engine side (kv-events §3.2); routing.md: integers in [0, 2^31). */
+const TOKEN_ID_LIMIT = 0x80000000;
+
+export class DirectoryGrpcServer {
+  private constructor(
+    private readonly server: grpc.Server,
+    private readonly health: HealthImplementation,
+    /** The bound port (the ephemeral one when asked for 0). */
+    readonly port: number,
+    private readonly log: Logger,
+  ) {}
+
+  /** Binds, starts serving and marks health SERVING; throws `GrpcServeError` when binding fails. */
+  static async start(opts: DirectoryGrpcServerOptions): Promise<DirectoryGrpcServer> {
+    const log = opts.logger ?? silentLogger;
+    const pkg = loadKvDirectoryPackage();
+    const loaded = grpc.loadPackageDefinition(pkg);
+    const service = serviceDefinition(loaded);
+    const server = new grpc.Server();
+    server.addService(service, handlers(opts.directory, log));
+    const health = new HealthImplementation({ '': 'NOT_SERVING', [KVDIRECTORY_SERVICE_NAME]: 'NOT_SERVING' });
+    health.addToServer(server);
+    new ReflectionService(pkg).addToServer(server);
+    const host = opts.host ?? '0.0.0.0';
+    const port = await new Promise<number>((resolve, reject) => {
+      server.bindAsync(`${host}:${opts.port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
+        if (err) reject(new GrpcServeError(`cannot bind ${host}:${opts.port}: ${err.message}`));
+        else resolve(bound);
+      });
+    });
+    health.setStatus('', 'SERVING');
+    health.setStatus(KVDIRECTORY_SERVICE_NAME, 'SERVING');
+    log.info({ port }, 'gRPC serving');
+    return new DirectoryGrpcServer(server, health, port, log);
+  }
+
+  /**
+   * Health NOT_SERVING, then a graceful shutdown; calls still running after `graceMs` are
+   * cancelled so a stop never hangs.
+   */
+  async close(graceMs = 2000): Promise<void> {
+    this.health.setStatus('', 'NOT_SERVING');
+    this.health.setStatus(KVDIRECTORY_SERVICE_NAME, 'NOT_SERVING');
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, graceMs);
+      this.server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+    this.log.info('gRPC stopped');
+  }
+}
+
+function serviceDefinition(loaded: grpc.GrpcObject): grpc.ServiceDefinition {
+  const ns = (loaded['kvdirectory'] as grpc.GrpcObject | undefined)?.['v1'] as grpc.GrpcObject | undefined;
+  const ctor = ns?.['KvDirectory'] as grpc.ServiceClientConstructor | undefined;
+  if (ctor === undefined) throw new GrpcServeError(`${KVDIRECTORY_SERVICE_NAME} missing from proto/kvdirectory.proto`);
+  return ctor.service;
+}
+
+/** The first token id outside [0, 2^31), as an INVALID_ARGUMENT detail naming the field; null when all are fine. */
+export function checkTokenIds(tokenIds: unknown): string | null {
+  if (!Array.isArray(tokenIds)) return 'token_ids: expected a list of integers in [0, 2^31)';
+  for (let i = 0; i < tokenIds.length; i++) {
+    const t: unknown = tokenIds[i];
+    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t >= TOKEN_ID_LIMIT) {
+      return `token_ids[${i}]: expected an integer in [0, 2^31), got ${String(t)}`;
+    }
+  }
+  return null;
+}
+
+function handlers(directory: DirectoryApi, log: Logger): grpc.UntypedServiceImplementation {
+  const query: grpc.handleUnaryCall<WireQueryRequest, WireQueryResponse> = (call, callback) => {
+    const bad = checkTokenIds(call.request.token_ids);
+    if (bad !== null) {
+      callback({ code: grpc.status.INVALID_ARGUMENT, details: bad });
+      return;
+    }
+    respond(log, 'Query', callback, () => toWireQueryResponse(directory.query(call.request.token_ids)));
+  };
+  const listStreams: grpc.handleUnaryCall<unknown, WireListStreamsResponse> = (_call, callback) => {
+    respond(log, 'ListStreams', callback, () => ({ streams: directory.listStreams().map(toWireStreamStatus) }));
+  };
+  const getStats: grpc.handleUnaryCall<unknown, WireGetStatsResponse> = (_call, callback) => {
+    respond(log, 'GetStats', callback, () => toWireStats(directory.stats()));
+  };
+  return { Query: query, ListStreams: listStreams, GetStats: getStats };
+}
+
+/** Runs one handler body; an unexpected throw answers INTERNAL and is logged, never crashes the process. */
+function respond<T>(log: Logger, rpc: string, callback: grpc.sendUnaryData<T>, body: () => T): void {
+  let result: T;
+  try {
+    result = body();
+  } catch (e) {
+    const detail = e instanceof Error ? e.message : String(e);
+    log.error({ rpc, err: detail }, 'gRPC handler failed');
+    callback({ code: grpc.status.INTERNAL, details: `${rpc}: ${detail}` });
+    return;
+  }
+  callback(null, result);
+}

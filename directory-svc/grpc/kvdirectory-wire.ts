@@ -1,0 +1,151 @@
+/**
+ * The kvdirectory.v1 messages as grpc-js sees them under KVDIRECTORY_LOADER_OPTIONS (wire field
+ * names, 64-bit integers as decimal strings), and the mapping from the directory's domain types.
+ * Wire names appear only here and in the .proto.
+ */
+import type { QueryResult } from '../index/stream-query.js';
+import type { DirectoryStats, StreamStatus } from '../directory.js';
+
+export interface WireQueryRequest {
+  token_ids: number[];
+}
+
+export interface WireStreamMatch {
+  instance_name: string;
+  dp_rank: number;
+  synchronized: boolean;
+  sequence: string;
+  device_hit_tokens: number;
+  host_only_hit_tokens: number;
+  reusable_prefix_tokens: number;
+  device_blocks: number;
+  host_blocks: number;
+  error: string;
+}
+
+export interface WireQueryResponse {
+  input_tokens: number;
+  block_size: number;
+  matches: WireStreamMatch[];
+}
+
+export interface WireStreamCounters {
+  batches_applied: string;
+  topic_mismatch: string;
+  skipped_out_of_scope: string;
+  skipped_descendant: string;
+  skipped_orphan: string;
+  sync_lost: Record<string, string>;
+  recoveries_ok: string;
+  recoveries_failed: string;
+  restores: string;
+  silent_loss: string;
+  reconcile_failures: string;
+}
+
+export interface WireStreamStatus {
+  instance_name: string;
+  dp_rank: number;
+  block_size: number;
+  endpoint: string;
+  replay_endpoint: string;
+  topic: string;
+  hash_seed: string;
+  state: string;
+  synchronized: boolean;
+  sequence: string;
+  error: string;
+  device_blocks: string;
+  host_blocks: string;
+  entry_count: string;
+  counters: WireStreamCounters;
+}
+
+export interface WireListStreamsResponse {
+  streams: WireStreamStatus[];
+}
+
+export interface WireGetStatsResponse {
+  directory_enabled: boolean;
+  stream_source: string;
+  streams_total: number;
+  streams_synchronized: number;
+  streams_by_state: Record<string, number>;
+  device_blocks_total: string;
+  host_blocks_total: string;
+  entries_total: string;
+  queries_total: string;
+  started_at_ms: string;
+  uptime_ms: string;
+}
+
+export function toWireQueryResponse(r: QueryResult): WireQueryResponse {
+  const matches: WireStreamMatch[] = new Array<WireStreamMatch>(r.matches.length);
+  for (let i = 0; i < r.matches.length; i++) {
+    const m = r.matches[i]!;
+    matches[i] = {
+      instance_name: m.instance_name,
+      dp_rank: m.dp_rank,
+      synchronized: m.synchronized,
+      sequence: String(m.sequence),
+      device_hit_tokens: m.device_hit_tokens,
+      host_only_hit_tokens: m.host_only_hit_tokens,
+      reusable_prefix_tokens: m.reusable_prefix_tokens,
+      device_blocks: m.device_blocks,
+      host_blocks: m.host_blocks,
+      error: m.error,
+    };
+  }
+  return { input_tokens: r.input_tokens, block_size: r.block_size, matches };
+}
+
+export function toWireStreamStatus(s: StreamStatus): WireStreamStatus {
+  const c = s.counters;
+  const syncLost: Record<string, string> = {};
+  for (const [cls, n] of Object.entries(c.syncLost)) syncLost[cls] = String(n);
+  return {
+    instance_name: s.instanceName,
+    dp_rank: s.dpRank,
+    block_size: s.blockSize,
+    endpoint: s.endpoint,
+    replay_endpoint: s.replayEndpoint,
+    topic: s.topic,
+    hash_seed: String(s.hashSeed),
+    state: s.state,
+    synchronized: s.synchronized,
+    sequence: String(s.sequence),
+    error: s.error,
+    device_blocks: String(s.deviceBlocks),
+    host_blocks: String(s.hostBlocks),
+    entry_count: String(s.entryCount),
+    counters: {
+      batches_applied: String(c.batchesApplied),
+      topic_mismatch: String(c.topicMismatch),
+      skipped_out_of_scope: String(c.skipped.outOfScope),
+      skipped_descendant: String(c.skipped.descendant),
+      skipped_orphan: String(c.skipped.orphan),
+      sync_lost: syncLost,
+      recoveries_ok: String(c.recoveriesOk),
+      recoveries_failed: String(c.recoveriesFailed),
+      restores: String(c.restores),
+      silent_loss: String(c.silentLoss),
+      reconcile_failures: String(c.reconcileFailures),
+    },
+  };
+}
+
+export function toWireStats(s: DirectoryStats): WireGetStatsResponse {
+  return {
+    directory_enabled: s.directoryEnabled,
+    stream_source: s.streamSource,
+    streams_total: s.streamsTotal,
+    streams_synchronized: s.streamsSynchronized,
+    streams_by_state: { ...s.streamsByState },
+    device_blocks_total: String(s.deviceBlocksTotal),
+    host_blocks_total: String(s.hostBlocksTotal),
+    entries_total: String(s.entriesTotal),
+    queries_total: String(s.queriesTotal),
+    started_at_ms: String(s.startedAtMs),
+    uptime_ms: String(s.uptimeMs),
+  };
+}

@@ -1,0 +1,145 @@
+/**
+ * directory-svc entry point (`node dist/directory-svc/main.js`, or without a build
+ * `node --import tsx directory-svc/main.ts`). The only module that reads process.argv and
+ * process.env, and the only one that wires the parts together (architecture.md):
+ *
+ *   flags → kv-events config → Directory (static stream subscribers) → gRPC (KvDirectory,
+ *   health, reflection) → [hooks: MetaService, HTTP heartbeat/metrics, discovery]
+ *
+ * Exit codes: 0 after a clean SIGINT/SIGTERM stop; 2 for a bad flag or config file, with exactly
+ * one line on stderr naming the field; 1 when a listener cannot start or a stop hangs.
+ */
+import { ConfigError, isConfigError } from '../shared/config/config-error.js';
+import { directoryHelp, parseDirectoryFlags, type DirectoryFlags } from '../shared/config/directory-flags.js';
+import { DEFAULT_STREAM_LIMITS, readKvEventsConfigFile, type KvEventsConfig } from '../shared/config/kv-events-config.js';
+import { createLogger, type Logger } from '../shared/log/logger.js';
+import { Directory, type DirectoryStreamFactory } from './directory.js';
+import { DirectoryGrpcServer } from './grpc/directory-grpc-server.js';
+import { StreamSubscriber } from './subscription/stream-subscriber.js';
+
+/** A stop that takes longer than this exits 1 rather than hanging (kvcm-meta §9.3: within 10 s). */
+const STOP_DEADLINE_MS = 10000;
+
+/** Something main started and must stop on SIGINT/SIGTERM, in reverse start order. */
+interface Stoppable {
+  readonly name: string;
+  close(): Promise<void>;
+}
+
+/** Flags and config, or the one line to print before exiting 2. */
+function loadStartupConfig(argv: readonly string[], env: NodeJS.ProcessEnv): { flags: DirectoryFlags; kvEvents: KvEventsConfig | null } | 'help' {
+  const parsed = parseDirectoryFlags(argv, env);
+  if (parsed.kind === 'help') return 'help';
+  const flags = parsed.flags;
+  let kvEvents: KvEventsConfig | null;
+  try {
+    kvEvents = readKvEventsConfigFile(flags.kvEventsConfigFile);
+  } catch (e) {
+    if (!isConfigError(e)) throw e;
+    // One line naming both the flag and the field: `invalid --kv_events_config_file: streams[2].endpoint: ...`.
+    throw new ConfigError('--kv_events_config_file', e.message, `invalid --kv_events_config_file: ${e.message}`);
+  }
+  return { flags, kvEvents };
+}
+
+function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger): Directory {
+  const createStream: DirectoryStreamFactory = (cfg, limits) =>
+    StreamSubscriber.create(cfg, limits, { logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }) });
+  if (kvEvents === null) {
+    // routing.md: no directory means zero hit ratios, with one warning at startup.
+    log.warn('--kv_events_config_file is empty: directory disabled, Query answers zero matches and routers get no cache credit');
+    return Directory.disabled(createStream, DEFAULT_STREAM_LIMITS, log.child({ component: 'directory' }));
+  }
+  return new Directory({
+    enabled: true,
+    streamSource: kvEvents.discovery !== null ? 'discovery' : 'static',
+    maxStreams: kvEvents.maxStreams,
+    limits: kvEvents.limits,
+    createStream,
+    logger: log.child({ component: 'directory' }),
+  });
+}
+
+async function run(): Promise<void> {
+  let startup: ReturnType<typeof loadStartupConfig>;
+  try {
+    startup = loadStartupConfig(process.argv.slice(2), process.env);
+  } catch (e) {
+    if (isConfigError(e)) {
+      console.error(e.message);
+      process.exit(2);
+    }
+    throw e;
+  }
+  if (startup === 'help') {
+    process.stdout.write(directoryHelp());
+    return;
+  }
+  const { flags, kvEvents } = startup;
+  const log = createLogger('directory-svc', flags.logLevel);
+  const started: Stoppable[] = [];
+  let stopping = false;
+
+  const stop = async (reason: string, code: number): Promise<never> => {
+    if (stopping) process.exit(code === 0 ? 1 : code); // a second signal: do not wait any longer
+    stopping = true;
+    log.info({ reason }, 'stopping');
+    const deadline = setTimeout(() => {
+      log.error({ deadline_ms: STOP_DEADLINE_MS }, 'stop deadline passed; exiting');
+      process.exit(1);
+    }, STOP_DEADLINE_MS);
+    deadline.unref();
+    for (const s of started.reverse()) {
+      try {
+        await s.close();
+      } catch (e) {
+        log.warn({ part: s.name, err: e instanceof Error ? e.message : String(e) }, 'close failed');
+      }
+    }
+    log.info('stopped');
+    process.exit(code);
+  };
+  process.on('SIGINT', () => void stop('SIGINT', 0));
+  process.on('SIGTERM', () => void stop('SIGTERM', 0));
+
+  try {
+    const directory = buildDirectory(kvEvents, log);
+    started.push({ name: 'directory', close: () => directory.close() });
+    if (kvEvents !== null) {
+      for (const s of kvEvents.streams) await directory.addStream(s);
+      if (kvEvents.discovery !== null) {
+        // HOOK (discovery issue): start the etcd watch (flags.etcdAddr, flags.etcdNamespace) and the
+        // reconciler that calls directory.addStream / removeStream every refresh_interval_ms.
+        log.warn({ enabled: kvEvents.discovery.enabled }, 'discovery configured but not available in this build: no streams');
+      }
+    }
+
+    const grpcServer = await DirectoryGrpcServer.start({ port: flags.grpcPort, directory, logger: log.child({ component: 'grpc' }) });
+    started.push({ name: 'grpc', close: () => grpcServer.close() });
+
+    // HOOK (HTTP issue): heartbeat, /health and /metrics on flags.httpPort (discovery.md "Heartbeats").
+
+    if (flags.metaHttpPort !== 0) {
+      // HOOK (MetaService, directory-svc/meta/): start it here with flags.metaHttpPort, flags.metaDb
+      // and flags.metaConfigFile (kvcm-meta §8: its own config errors print
+      // `config error at <path>: <reason>` and exit 2), then
+      //   started.push({ name: 'meta', close: () => meta.close() });
+      log.info({ meta_http_port: flags.metaHttpPort }, 'MetaService not wired into this build yet');
+    }
+
+    log.info(
+      {
+        grpc_port: grpcServer.port,
+        directory_enabled: directory.enabled,
+        streams: directory.streamCount,
+        stream_source: kvEvents === null ? '' : kvEvents.discovery !== null ? 'discovery' : 'static',
+      },
+      'directory-svc started',
+    );
+  } catch (e) {
+    log.fatal({ err: e instanceof Error ? e.message : String(e) }, 'start failed');
+    await stop('start failed', 1);
+  }
+}
+
+void run();
