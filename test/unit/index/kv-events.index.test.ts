@@ -2,6 +2,7 @@
 // at index level: the §5.3 worked example row by row, I2–I10, the §6 example, R8, R9 (duplicate
 // hash), P2, plus churn and residency-observer checks. Events are built as the decoder's objects.
 import { expect } from 'chai';
+import fc from 'fast-check';
 import { ContentKeyHasher, contentKeyHex } from '../../../shared/keys/content-key.js';
 import type { StreamErrorClass } from '../../../directory-svc/errors/stream-errors.js';
 import { isStreamError } from '../../../directory-svc/errors/stream-errors.js';
@@ -10,6 +11,7 @@ import { StreamIndex } from '../../../directory-svc/index/stream-index.js';
 import type { PrefixHit, StreamIndexOptions } from '../../../directory-svc/index/stream-index.js';
 import { StreamQuery } from '../../../directory-svc/index/stream-query.js';
 import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
+import { ReferenceError, ReferenceIndex } from './reference-index.js';
 import { BOTH, D, H, K0_HEX, K1_HEX, cleared, hexKey, noSkips, range, removed, snapshotBlock, stored } from './index-fixtures.js';
 
 let hasher: ContentKeyHasher;
@@ -487,5 +489,99 @@ describe('kv-events §5 residency observer and memory under churn', () => {
       if (round === 0) bytesAfterFirstRound = index.approxBytes();
       expect(index.approxBytes()).to.equal(bytesAfterFirstRound);
     }
+  });
+});
+
+describe('kv-events §5 index agrees with a reference model (property)', () => {
+  const BS = 2;
+  // A small "engine world": fixed prefix paths of engine hashes, each hash with fixed tokens, as a
+  // publisher would emit them; equal tokens under equal parents share content keys (residency =
+  // union). Hashes include values above 2^32 so both uint32 halves matter.
+  const HASH = [0n, 1n, 2n, 0x100000001n, 4n, 0xffffffff00000002n, 6n, 2n ** 64n - 1n, 8n];
+  const TOKENS = [[], [1, 2], [2, 1], [1, 1], [2, 2], [1, 2], [2, 1], [1, 1], [1, 2]];
+  const PATHS = [[1, 2, 3, 4], [1, 7], [5, 6], [8]];
+  const tierArb = fc.constantFrom<1 | 2>(1, 2);
+  const storedArb = fc
+    .record({
+      path: fc.nat({ max: PATHS.length - 1 }),
+      start: fc.oneof({ arbitrary: fc.constant(0), weight: 5 }, { arbitrary: fc.nat({ max: 3 }), weight: 1 }),
+      count: fc.integer({ min: 0, max: 3 }),
+      tokenless: fc.integer({ min: 0, max: 5 }).map((x) => x === 0),
+      tier: tierArb,
+      outOfScope: fc.integer({ min: 0, max: 7 }).map((x) => x === 0),
+      badSize: fc.integer({ min: 0, max: 15 }).map((x) => x === 0),
+      badTokens: fc.integer({ min: 0, max: 19 }).map((x) => x === 0),
+      badParent: fc.oneof({ arbitrary: fc.constant(null), weight: 19 }, { arbitrary: fc.nat({ max: HASH.length - 1 }), weight: 1 }),
+    })
+    .map((r): KvEvent => {
+      const path = PATHS[r.path];
+      const start = Math.min(r.start, path.length - 1);
+      const ids = path.slice(start, start + r.count);
+      // Replica notices (tokenless) carry a nil parent, as in §5.3 seq 2.
+      let parent: bigint | null = start === 0 || r.tokenless ? null : HASH[path[start - 1]];
+      if (r.badParent !== null) parent = r.badParent === 0 ? null : HASH[r.badParent];
+      let tokens = ids.flatMap((id) => TOKENS[id]);
+      if (r.badTokens) tokens = tokens.map((t) => 3 - t);
+      if (r.badSize) tokens = tokens.concat([1]);
+      if (r.tokenless) tokens = [];
+      return stored(ids.map((id) => HASH[id]), parent, tokens, r.tier, { blockSize: r.tokenless ? null : BS, outOfScope: r.outOfScope });
+    });
+  const removedArb = fc
+    .record({ ids: fc.array(fc.integer({ min: 1, max: HASH.length - 1 }), { maxLength: 3 }), tier: tierArb })
+    .map((r): KvEvent => removed(r.ids.map((id) => HASH[id]), r.tier));
+  const clearedArb = fc.constantFrom<1 | 2 | 3>(1, 2, 3).map((t): KvEvent => cleared(t));
+  const eventArb = fc.oneof({ arbitrary: storedArb, weight: 8 }, { arbitrary: removedArb, weight: 3 }, { arbitrary: clearedArb, weight: 1 });
+  const promptArb = fc.constantFrom(...PATHS).map((path) => path.flatMap((id) => TOKENS[id]));
+
+  it('§5 random event sequences give the same entries, block counts, residency, skips, errors and prefix hits', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 3, max: 24 }), fc.array(eventArb, { minLength: 5, maxLength: 40, size: "medium" }), promptArb, (maxEntries, events, prompt) => {
+        let index = new StreamIndex({ blockSize: BS, hasher, maxEntries });
+        let model = new ReferenceIndex(BS, hasher, maxEntries);
+        const promptKeys = hasher.chain(prompt, BS);
+        const promptHex = Array.from({ length: promptKeys.length / 16 }, (_, i) => contentKeyHex(promptKeys, i * 16));
+        const indexSkips = noSkips();
+        const modelSkips = noSkips();
+        let applied: KvEvent[] = [];
+        for (const e of events) {
+          let expected: StreamErrorClass | null = null;
+          try {
+            model.apply(e, modelSkips);
+          } catch (err) {
+            if (!(err instanceof ReferenceError)) throw err;
+            expected = err.cls;
+          }
+          expect(errorClassOf(() => index.applyEvents([e], indexSkips))).to.equal(expected);
+          if (expected !== null) {
+            // The stream discards its index on any error (§5.2): go on from an empty pair.
+            index = new StreamIndex({ blockSize: BS, hasher, maxEntries });
+            model = new ReferenceIndex(BS, hasher, maxEntries);
+            applied = [];
+            Object.assign(indexSkips, noSkips());
+            Object.assign(modelSkips, noSkips());
+            continue;
+          }
+          applied.push(e);
+          const res = model.residency();
+          let dev = 0;
+          let host = 0;
+          for (const t of res.values()) {
+            dev += t & 1;
+            host += (t >> 1) & 1;
+          }
+          expect([index.entryCount, index.recordCount, index.deviceBlocks, index.hostBlocks]).to.deep.equal([model.entries(), model.records.size, dev, host]);
+          for (const k of model.seenKeys) expect(index.residencyOf(hexKey(k), 0), k).to.equal(res.get(k) ?? 0);
+          expect(indexSkips).to.deep.equal(modelSkips);
+          const hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
+          index.matchPrefix(promptKeys, promptHex.length, hit);
+          expect([hit.deviceBlocks, hit.hostOnlyBlocks]).to.deep.equal(model.match(promptHex));
+        }
+        // An index rebuilt from the applied events holds the same state (§7.5).
+        const again = new StreamIndex({ blockSize: BS, hasher, maxEntries });
+        again.applyEvents(applied, noSkips());
+        expect(index.sameStateAs(again)).to.equal(true);
+      }),
+      { numRuns: 300 },
+    );
   });
 });
