@@ -3,6 +3,7 @@
 // Pure functions only: no sockets here (framing over real ZeroMQ lives in test/protocol/).
 import { expect } from 'chai';
 import { encode } from '@msgpack/msgpack';
+import fc from 'fast-check';
 import { isStreamError } from '../../../directory-svc/errors/stream-errors.js';
 import type { StreamErrorClass } from '../../../directory-svc/errors/stream-errors.js';
 import type { KvEvent, LiveBatch, BlockStoredEvent } from '../../../directory-svc/decoder/kv-batch.js';
@@ -819,6 +820,52 @@ describe('kv-events §3 MessagePack reader', () => {
     r.readHash('h');
     expect([r.hashHi, r.hashLo]).to.deep.equal([0x80000000, 1]);
     expectStreamError(() => r.readInt32('t'), 'parse', /expected int, got float/);
+  });
+});
+
+// ---- round-trip properties against the reference encoder -------------------------------------------
+
+describe('kv-events §3.1/§3.3 round trip (fast-check, fixed seed)', () => {
+  it('D3 any int32 token ids and any 64-bit hashes (uint or int encodings) decode exactly', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), { maxLength: 300 }),
+        fc.array(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 64n - 1n }), { maxLength: 20 }),
+        fc.boolean(),
+        (tokens, hashes, positional) => {
+          // Small values as numbers (fixint/uint8..32 encodings), the rest as bigint (uint64/int64).
+          const wireHashes = hashes.map((h) => (h >= -(2n ** 31n) && h < 2n ** 32n ? Number(h) : h));
+          const event = positional
+            ? ['BlockStored', wireHashes, null, tokens]
+            : { type: 'BlockStored', block_hashes: wireHashes, token_ids: tokens };
+          const e = stored(decodeLive(batch([event])));
+          expect([...e.tokenIds]).to.deep.equal(tokens);
+          expect([...e.blockHashes]).to.deep.equal(hashes.map((h) => BigInt.asUintN(64, h)));
+        },
+      ),
+      { seed: 42, numRuns: 300 },
+    );
+  });
+
+  it('D8 a token id outside int32 anywhere in the list is parse, wherever it sits', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 2 ** 31 - 1 }), { maxLength: 50 }),
+        fc.oneof(
+          fc.integer({ min: 2 ** 31, max: 2 ** 32 - 1 }),
+          fc.bigInt({ min: 2n ** 32n, max: 2n ** 64n - 1n }),
+          fc.bigInt({ min: -(2n ** 63n), max: -(2n ** 31n) - 1n }),
+        ),
+        fc.nat(),
+        (tokens, bad, at) => {
+          const list: Array<number | bigint> = [...tokens];
+          list.splice(at % (list.length + 1), 0, bad);
+          // Positional with token_ids last, so the bad id may sit in the last bytes of the payload.
+          expectStreamError(() => decodeLive(batch([['BlockStored', [1], null, list]])), 'parse', /int32/);
+        },
+      ),
+      { seed: 7, numRuns: 200 },
+    );
   });
 });
 
