@@ -18,12 +18,12 @@ export abstract class StreamError extends Error {
   abstract readonly class: StreamErrorClass;
   constructor(readonly detail: string) {
     super(detail);
+    // Error's constructor stores `message` on the instance, which would hide the getter below;
+    // the class is only known after subclass fields initialise, so the message is derived lazily.
+    delete (this as { message?: string }).message;
   }
   override get message(): string {
     return `${this.class}: ${this.detail}`;
-  }
-  override set message(_v: string) {
-    // Error's constructor assigns message; the getter above is the source of truth.
   }
 }
 
