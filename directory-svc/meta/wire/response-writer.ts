@@ -2,8 +2,11 @@
  * Compact JSON output (kvcm-meta §1.3): no whitespace, bigint → JSON string (64-bit integers),
  * number → JSON number (32-bit integers; must be finite), `undefined`/`null` members omitted
  * (unset sub-messages and oneof members). Handlers build complete objects with every default
- * already present and enums already as names; this layer does no schema work.
+ * already present and enums already as names; this layer does no schema work. Parsed JSON
+ * (`Map` objects, `JsonNumber` raw numbers) serializes too, so opaque config values such as a
+ * group's `extra_info` are echoed compactly and exactly.
  */
+import { JsonNumber } from './json-parse.js';
 
 export class ResponseSerializeError extends Error {
   readonly class = 'response_serialize' as const;
@@ -39,6 +42,10 @@ function write(v: unknown, out: string[], depth: number): void {
       return;
     case 'object': {
       if (v === null) throw new ResponseSerializeError('null value outside an object member');
+      if (v instanceof JsonNumber) {
+        out.push(v.raw);
+        return;
+      }
       if (Array.isArray(v)) {
         out.push('[');
         for (let i = 0; i < v.length; i++) {
