@@ -1,0 +1,164 @@
+// architecture.md "Processes and flags": the directory-svc process itself. Spawned as
+// `node --import tsx directory-svc/main.ts` so no build is needed (dist/ runs the same code).
+// Bad flags and configs exit 2 with one stderr line naming the field; a good config serves gRPC
+// on a free port and stops with exit 0 on SIGTERM / SIGINT.
+import { expect } from 'chai';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
+import type { WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
+import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
+import { freePort, waitFor } from '../helpers/ports.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+interface Run {
+  child: ChildProcess;
+  stdout: string;
+  stderr: string;
+  exited: Promise<number | null>;
+}
+
+function startMain(args: string[], env: Record<string, string> = {}): Run {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'directory-svc/main.ts', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const run: Run = { child, stdout: '', stderr: '', exited: Promise.resolve(null) };
+  child.stdout!.on('data', (b: Buffer) => (run.stdout += b.toString()));
+  child.stderr!.on('data', (b: Buffer) => (run.stderr += b.toString()));
+  run.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  return run;
+}
+
+type QueryFn = (req: { token_ids: number[] }, cb: (e: grpc.ServiceError | null, r: WireQueryResponse) => void) => void;
+
+function kvClient(port: number): grpc.Client & { Query: QueryFn } {
+  const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as {
+    kvdirectory: { v1: { KvDirectory: grpc.ServiceClientConstructor } };
+  };
+  return new loaded.kvdirectory.v1.KvDirectory(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Query: QueryFn };
+}
+
+function query(client: grpc.Client & { Query: QueryFn }, tokenIds: number[]): Promise<WireQueryResponse> {
+  return new Promise((resolve, reject) => client.Query({ token_ids: tokenIds }, (e, r) => (e ? reject(e) : resolve(r))));
+}
+
+describe('architecture.md directory-svc process (main.ts)', () => {
+  let runs: Run[] = [];
+  let tmp = '';
+  let publishers: RankPublisher[] = [];
+  let clients: grpc.Client[] = [];
+
+  beforeEach(() => {
+    tmp = mkdtempSync(join(tmpdir(), 'dirmain-'));
+  });
+  afterEach(async () => {
+    for (const c of clients) c.close();
+    clients = [];
+    for (const r of runs) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
+    await Promise.all(runs.map((r) => r.exited));
+    runs = [];
+    await Promise.all(publishers.map((p) => p.close()));
+    publishers = [];
+    rmSync(tmp, { recursive: true, force: true });
+  });
+
+  function main(args: string[], env: Record<string, string> = {}): Run {
+    const r = startMain(args, env);
+    runs.push(r);
+    return r;
+  }
+
+  async function expectBadInput(args: string[], line: string | RegExp): Promise<void> {
+    const r = main(args);
+    expect(await r.exited).to.equal(2);
+    const lines = r.stderr.split('\n').filter((l) => l !== '');
+    expect(lines, r.stderr).to.have.length(1);
+    if (typeof line === 'string') expect(lines[0]).to.equal(line);
+    else expect(lines[0]).to.match(line);
+    expect(r.stdout).to.equal('');
+  }
+
+  function writeConfig(json: unknown): string {
+    const p = join(tmp, 'kv-events.json');
+    writeFileSync(p, typeof json === 'string' ? json : JSON.stringify(json));
+    return p;
+  }
+
+  it('--help prints every flag and exits 0', async () => {
+    const r = main(['--help']);
+    expect(await r.exited).to.equal(0);
+    expect(r.stdout).to.match(/^Usage: node dist\/directory-svc\/main\.js/);
+    for (const f of ['--etcd_addr', '--kv_events_config_file', '--grpc_port', '--http_port', '--meta_http_port', '--meta_db', '--log_level']) {
+      expect(r.stdout).to.include(`${f}=`);
+    }
+    expect(r.stderr).to.equal('');
+  });
+
+  it('a bad flag value exits 2 with one line naming the flag', async () => {
+    await expectBadInput(['--grpc_port=abc'], 'invalid --grpc_port: expected an integer in 1..65535, got "abc"');
+  });
+
+  it('an unknown flag exits 2 with one line', async () => {
+    await expectBadInput(['--grpc-port=5'], 'unknown flag --grpc-port (did you mean --grpc_port?)');
+  });
+
+  it('§9 a bad kv-events config exits 2 with one line naming the field', async () => {
+    const p = writeConfig({ streams: [{ instance_name: 'a:1', endpoint: 'tcp://*:5557', replay_endpoint: 'tcp://h:5558' }] });
+    await expectBadInput([`--kv_events_config_file=${p}`], 'invalid --kv_events_config_file: streams[0].endpoint: expected a connectable tcp://host:port, got "tcp://*:5557"');
+  });
+
+  it('§9 an unknown config field, broken JSON or a missing file exits 2 with one line', async () => {
+    await expectBadInput([`--kv_events_config_file=${writeConfig({ max_streams: 4, bogus: 1 })}`], /^invalid --kv_events_config_file: bogus: unknown field/);
+    await expectBadInput([`--kv_events_config_file=${writeConfig('{"max_streams": 4,')}`], /^invalid --kv_events_config_file: not valid JSON: /);
+    await expectBadInput([`--kv_events_config_file=${join(tmp, 'absent.json')}`], /^invalid --kv_events_config_file: cannot read ".*absent\.json" \(ENOENT\)$/);
+  });
+
+  it('an empty --kv_events_config_file warns once, serves Query with zero matches, and SIGTERM exits 0', async () => {
+    const [grpcPort, httpPort] = [await freePort(), await freePort()];
+    const r = main([`--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--meta_http_port=0']);
+    await waitFor(() => r.stdout.includes('directory-svc started') || r.child.exitCode !== null, 20000, 'start log line');
+    const logs = r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { level: number; msg: string });
+    expect(logs.filter((l) => l.level === 40 && /directory disabled/.test(l.msg))).to.have.length(1);
+    const client = kvClient(grpcPort);
+    clients.push(client);
+    expect(await query(client, [1, 2, 3, 4])).to.deep.equal({ input_tokens: 4, block_size: 0, matches: [] });
+    r.child.kill('SIGTERM');
+    expect(await r.exited).to.equal(0);
+    expect(r.stdout).to.include('"msg":"stopped"');
+  });
+
+  it('a good static config on free ports: the stream synchronizes from the simulator; SIGINT exits 0', async () => {
+    const [ev, rp, grpcPort, httpPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const pub = await RankPublisher.start({ eventPort: ev, replayPort: rp, dpRank: 0, blockSize: 4, topic: 'xllm-kv' });
+    publishers.push(pub);
+    const p = writeConfig({
+      streams: [{ instance_name: '127.0.0.1:8000', block_size: 4, topic: 'xllm-kv', endpoint: pub.eventEndpoint, replay_endpoint: pub.replayEndpoint }],
+    });
+    const r = main([`--kv_events_config_file=${p}`, `--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--meta_http_port=0', '--log_level=warn']);
+    await pub.waitForSubscribers(1, 20000);
+    await pub.publish([{ type: 'AllBlocksCleared' }]);
+    await pub.publish([{ type: 'BlockStored', block_hashes: [11, 12], parent_block_hash: null, token_ids: [1, 2, 3, 4, 5, 6, 7, 8], block_size: 4, medium: 'gpu' }]);
+    const client = kvClient(grpcPort);
+    clients.push(client);
+    const answer = await waitFor(
+      async () => {
+        const q = await query(client, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]).catch(() => null);
+        return q !== null && q.matches[0]?.sequence === '1' ? q : null;
+      },
+      20000,
+      'stream synchronized at sequence 1',
+    );
+    expect(answer.block_size).to.equal(4);
+    expect(answer.matches[0]).to.include({ instance_name: '127.0.0.1:8000', dp_rank: 0, synchronized: true, device_hit_tokens: 8, reusable_prefix_tokens: 8 });
+    r.child.kill('SIGINT');
+    expect(await r.exited).to.equal(0);
+    expect(r.stderr).to.equal('');
+  });
+});
