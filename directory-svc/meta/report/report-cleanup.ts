@@ -29,6 +29,8 @@ export interface ReportCleanupDeps {
 
 export class ReportCleanup {
   private readonly queue: CleanupJob[] = [];
+  /** Jobs whose pass failed; re-queued by `retryFailed` on the next checker tick. */
+  private failed: CleanupJob[] = [];
   private running: Promise<void> | null = null;
   private stopped = false;
 
@@ -44,6 +46,13 @@ export class ReportCleanup {
   /** Restart orphans: locations of reporters still UNKNOWN after timeout + grace (§7.13). */
   orphans(): void {
     this.enqueue({ reason: 'orphan' });
+  }
+
+  /** Re-run jobs that failed (store errors); their conditions are re-checked at deletion time. */
+  retryFailed(): void {
+    const jobs = this.failed;
+    this.failed = [];
+    for (const job of jobs) this.enqueue(job);
   }
 
   /** Resolves when the queue is empty (tests and shutdown). */
@@ -70,8 +79,9 @@ export class ReportCleanup {
         try {
           await this.run(job);
         } catch (err) {
-          // Best effort (§7.11): a failed job is dropped; the data stays hidden and the next trigger retries.
+          // Best effort (§7.11): the data stays hidden; the job is retried on the next checker tick.
           this.deps.logger.warn({ err, reason: job.reason }, 'event-report cleanup failed');
+          this.failed.push(job);
         }
       }
     } finally {

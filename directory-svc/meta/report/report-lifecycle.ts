@@ -43,6 +43,7 @@ export class ReportLifecycle {
   tick(): void {
     const now = this.opts.nowMs();
     this.opts.registry.expire(now);
+    this.opts.cleanup.retryFailed();
     if (!this.orphansQueued && now - this.startedAtMs > this.opts.orphanAfterMs) {
       this.orphansQueued = true;
       this.opts.cleanup.orphans();

@@ -156,6 +156,8 @@ export class ReporterRegistry {
     let r = this.settle(this.reporters.get(reporterKey(id.instanceId, id.storageType, id.hostIpPort)), nowMs);
     if (!r) r = this.create(id, nowMs);
     if (!r.tombstoned) this.tombstone(r);
+    // A repeat re-queues the cleanup (same epoch) in case an earlier pass failed.
+    else for (const l of this.listeners) l(r, r.epoch);
   }
 
   /** The checker's pass (§7.9): tombstone every reporter past timeout + grace. */
