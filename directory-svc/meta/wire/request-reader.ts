@@ -63,15 +63,15 @@ export class RequestReader {
 
   /** The field's value by either spelling; undefined when absent or null. */
   private raw(name: string): JsonValue | undefined {
-    const snakeV = this.obj.get(name);
+    // null = absent (§1.3), so a null spelling never conflicts with the other one.
+    const snakeV = nonNull(this.obj.get(name));
     const camel = lowerCamelOf(name);
-    if (camel === name) return snakeV === null ? undefined : snakeV;
-    const camelV = this.obj.get(camel);
+    if (camel === name) return snakeV;
+    const camelV = nonNull(this.obj.get(camel));
     if (snakeV !== undefined && camelV !== undefined) {
       throw new BadRequestError(`field ${this.fieldPath(name)} given as both ${name} and ${camel}`);
     }
-    const v = snakeV !== undefined ? snakeV : camelV;
-    return v === null ? undefined : v;
+    return snakeV !== undefined ? snakeV : camelV;
   }
 
   /** True when the field is present and not null. */
@@ -227,6 +227,10 @@ export class RequestReader {
     }
     return this.bad(name, 'enum name or number', v, index);
   }
+}
+
+function nonNull(v: JsonValue | undefined): JsonValue | undefined {
+  return v === null ? undefined : v;
 }
 
 /** A value's type and a short excerpt for the WARN log reason. */
