@@ -120,9 +120,13 @@ async function run(): Promise<void> {
     // HOOK (HTTP issue): heartbeat, /health and /metrics on flags.httpPort (discovery.md "Heartbeats").
 
     if (flags.metaHttpPort !== 0) {
-      // HOOK (MetaService, directory-svc/meta/): start it here with flags.metaHttpPort, flags.metaDb
-      // and flags.metaConfigFile (kvcm-meta §8: its own config errors print
-      // `config error at <path>: <reason>` and exit 2), then
+      // HOOK (MetaService owners, directory-svc/meta/): start it here. kvcm-meta §8 wants its config
+      // validated before anything listens, so its load belongs beside the kv-events config above:
+      //   const metaCfg = loadMetaConfig({ configFile: flags.metaConfigFile,
+      //     httpPortOverride: flags.metaHttpPort, dbPathOverride: flags.metaDb });
+      //   if (!metaCfg.ok) { for (const l of metaCfg.errors) console.error(l); process.exit(2); }
+      //   const meta = await startMetaService({ config: metaCfg.config,
+      //     store: SqliteMetaStore.open(metaCfg.config.store.path), logger: log.child({ component: 'meta' }) });
       //   started.push({ name: 'meta', close: () => meta.close() });
       log.info({ meta_http_port: flags.metaHttpPort }, 'MetaService not wired into this build yet');
     }
