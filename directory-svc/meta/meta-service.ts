@@ -14,6 +14,8 @@ import { createMetaMetrics } from './http/meta-metrics.js';
 import type { MetaMetrics } from './http/meta-metrics.js';
 import { InstanceRegistry } from './instances/instance-registry.js';
 import { registerInstanceRpcs } from './rpc/instances.js';
+import { registerReportEventRpc } from './rpc/report-event.js';
+import { registerDataPathRpcs } from './rpc/data-path-rpcs.js';
 import type { MetaStore } from './store/meta-store.js';
 
 /** What each MetaService part receives from the wiring. */
@@ -102,9 +104,10 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
     // ---- MetaService parts: each adds its one registration call here (may be async; it runs
     // before the service reports ready, so startup recovery such as §9.1's CLS_WRITING cleanup
     // belongs inside it). Drain work goes to server.onDrain, flushes to deps.onClose. ----
-    // await registerWriteRpcs(server, deps);
-    // await registerLookupRpcs(server, deps);
-    // await registerReportEventRpc(server, deps);
+    // reportEvent first: its `visibility` (§7.10) is what the lookups filter event-report locations with.
+    const reporting = registerReportEventRpc(server, deps);
+    // Data path (§5.2–§5.5, §6): deletes CLS_WRITING locations before serving (§9.1).
+    await registerDataPathRpcs(server, deps, reporting.visibility);
     // ---- end of MetaService parts ----
   } catch (e) {
     await close().catch((err: unknown) => log.warn({ err }, 'meta close after failed start failed'));

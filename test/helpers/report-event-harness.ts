@@ -12,7 +12,7 @@ import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-stor
 import type { StoredLocation } from '../../directory-svc/meta/store/meta-store.js';
 import { createEventReporting, type EventReporting } from '../../directory-svc/meta/report/event-reporting.js';
 import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../../directory-svc/meta/report/reporter-registry.js';
-import { registerReportEventRpc, type ReportInstance } from '../../directory-svc/meta/rpc/report-event.js';
+import { registerReportEventHandler, type ReportInstance } from '../../directory-svc/meta/rpc/report-event.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { FaultyMetaStore } from './faulty-meta-store.js';
 
@@ -90,7 +90,7 @@ export class ReportHarness {
     // Tests drive the checker with tick(); no background interval.
     reporting.lifecycle.stop();
     const server = new MetaHttpServer({ host: '127.0.0.1', port: 0, maxBodyBytes: 64 * 1024 * 1024, logger: silentLogger, metrics });
-    registerReportEventRpc(server, { reporting, metrics, resolveInstance: async (id) => DEFAULT_INSTANCES[id] ?? null });
+    registerReportEventHandler(server, { reporting, metrics, resolveInstance: async (id) => DEFAULT_INSTANCES[id] ?? null });
     server.onDrain(() => reporting.drain());
     server.markServing();
     const port = await server.listen();

@@ -4,7 +4,15 @@
  *
  *   test ──POST /api/reportEvent──▶ MetaHttpServer ──▶ executor ──▶ FaultyMetaStore ──▶ SQLite
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect } from 'chai';
+import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
+import { startMetaService, type MetaServiceHandle } from '../../directory-svc/meta/meta-service.js';
+import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
+import { silentLogger } from '../../shared/log/logger.js';
+import { freePort } from '../helpers/ports.js';
 import { ReportHarness, HEX32, add, del, heartbeat, hostDown, register, snapshot, spec } from '../helpers/report-event-harness.js';
 
 describe('kvcm-meta §7 reportEvent', () => {
@@ -431,3 +439,38 @@ async function waitUntil(cond: () => boolean): Promise<void> {
   for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setImmediate(r));
   if (!cond()) throw new Error('condition not reached');
 }
+
+describe('kvcm-meta §7 reportEvent through startMetaService (§10.1 E2E-01 steps 10–11)', () => {
+  let handle: MetaServiceHandle | null = null;
+  let dir = '';
+  afterEach(async () => {
+    await handle?.close();
+    handle = null;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('R-03 / E2E-01 steps 10-11 L2 snapshot on the default config, then the rate limit', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'kvcm-report-svc-'));
+    const port = await freePort();
+    const parsed = parseMetaConfig({ fileText: null, httpPortOverride: port, dbPathOverride: join(dir, 'kvcm.db'), hostname: 'test', firstIpv4: '127.0.0.1' });
+    if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
+    const config = { ...parsed.config, http: { ...parsed.config.http, host: '127.0.0.1' } };
+    handle = await startMetaService({ config, store: SqliteMetaStore.open(config.store.path), logger: silentLogger });
+    const body = JSON.stringify({
+      trace_id: 'trace_report_event',
+      instance_id: 'test_instance',
+      host_ip_port: '192.168.2.1:8080',
+      storage_type: 'ST_EVENT_REPORT_L2',
+      events: [{ event_type: 'EVENT_BLOCK_SNAPSHOT', block_snapshot: { blocks: [{ block_key: '123', medium: 'gpu', specs: [{ name: 'tp0', uri: 'event_report://192.168.2.1:8080/123' }] }] } }],
+    });
+    const post = async (): Promise<Record<string, unknown>> => (await (await fetch(`http://127.0.0.1:${port}/api/reportEvent`, { method: 'POST', body })).json()) as Record<string, unknown>;
+    const first = await post();
+    expect(first).to.deep.include({ item_results: [], snapshot_required: false, retry_after_ms: '0', extra_info: '' });
+    expect((first['header'] as { status: { code: string } }).status.code).to.equal('OK');
+    expect(first['committed_snapshot_version']).to.match(HEX32);
+    const second = await post();
+    expect((second['header'] as { status: { code: string } }).status.code).to.equal('SNAPSHOT_RATE_LIMITED');
+    expect(second['item_results']).to.deep.equal(['SNAPSHOT_RATE_LIMITED']);
+    expect(Number(second['retry_after_ms'])).to.be.greaterThan(0);
+  });
+});

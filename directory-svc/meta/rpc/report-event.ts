@@ -7,10 +7,11 @@
 import type { MetaHttpServer, RpcContext, RpcResult } from '../http/meta-http-server.js';
 import type { MetaMetrics } from '../http/meta-metrics.js';
 import { ReportEventType, StorageType, enumName, isEnumValue, type ErrorCodeName } from '../meta-enums.js';
-import { missingFieldsMessage } from '../meta-errors.js';
+import { isMetaError, missingFieldsMessage } from '../meta-errors.js';
+import type { MetaServiceDeps } from '../meta-service.js';
 import type { RequestReader } from '../wire/request-reader.js';
 import { wholeRequestError, type ReportEventOutcome } from '../report/report-event-executor.js';
-import type { EventReporting } from '../report/event-reporting.js';
+import { createEventReporting, type EventReporting } from '../report/event-reporting.js';
 import type { DecodedEvent, WireBlock, WireSpec } from '../report/report-events.js';
 import { isEventReportStorageType, type EventReportStorageType } from '../report/report-location-id.js';
 
@@ -45,8 +46,52 @@ const MEMBER_OF_TYPE: ReadonlyMap<number, (typeof MEMBERS)[number]> = new Map([
   [ReportEventType.EVENT_BLOCK_SNAPSHOT, 'block_snapshot'],
 ]);
 
-export function registerReportEventRpc(server: MetaHttpServer, deps: ReportEventRpcDeps): void {
+/**
+ * startMetaService's registration call: builds the reportEvent subsystem over the service deps,
+ * registers the RPC, wakes gate waiters on drain (§9.3) and stops the checker and cleanup on
+ * close. The returned `visibility` is what the lookups filter event-report locations with.
+ */
+export function registerReportEventRpc(server: MetaHttpServer, deps: MetaServiceDeps): EventReporting {
+  const eventStorages = deps.config.storages.filter((s) => s.eventReport);
+  const reporting = createEventReporting({
+    store: deps.store,
+    logger: deps.logger.child({ component: 'meta-report-event' }),
+    nowMs: deps.nowMs,
+    timingsFor: (name) => deps.instances.storage(name)?.eventReportTimings ?? deps.config.eventReport,
+    allTimings: eventStorages.length > 0 ? eventStorages.map((s) => s.eventReportTimings) : [deps.config.eventReport],
+    maxEventsPerRequest: deps.config.limits.maxEventsPerRequest,
+    metrics: deps.metrics,
+  });
+  registerReportEventHandler(server, { reporting, metrics: deps.metrics, resolveInstance: (id) => resolveReportInstance(deps, id) });
+  server.onDrain(() => reporting.drain());
+  deps.onClose(() => reporting.close());
+  return reporting;
+}
+
+/** Registers the handler over an already built subsystem (tests build their own). */
+export function registerReportEventHandler(server: MetaHttpServer, deps: ReportEventRpcDeps): void {
   server.registerRpc('reportEvent', (req, ctx) => handleReportEvent(req, ctx, deps));
+}
+
+/** ReportInstance from the instance registry; INSTANCE_NOT_EXIST becomes null. */
+async function resolveReportInstance(deps: MetaServiceDeps, instanceId: string): Promise<ReportInstance | null> {
+  let resolved;
+  try {
+    resolved = await deps.instances.resolve(instanceId);
+  } catch (e) {
+    if (isMetaError(e) && e.code === 'INSTANCE_NOT_EXIST') return null;
+    throw e;
+  }
+  const eventReportStorages = new Map<number, string>();
+  for (const name of resolved.group.eventReportStorageCandidates) {
+    const storage = deps.instances.storage(name);
+    if (storage) eventReportStorages.set(storage.storageType, name);
+  }
+  return {
+    specNames: new Set(resolved.record.locationSpecInfos.map((s) => s.name)),
+    eventReportStorages,
+    extraInfo: resolved.group.extraInfo,
+  };
 }
 
 export async function handleReportEvent(req: RequestReader, ctx: RpcContext, deps: ReportEventRpcDeps): Promise<RpcResult> {
