@@ -127,6 +127,15 @@ function asStreamError(e: unknown): StreamError {
   return new ParseError(`unexpected failure: ${e instanceof Error ? e.message : String(e)}`);
 }
 
+/** Outcome of one §7.5 check, emitted as 'reconcile' (metrics, logs, tests). */
+export type ReconcileOutcome = 'equal' | 'replaced' | 'lost' | 'abandoned' | 'failed';
+
+/**
+ * Events: 'state' (state, error) on every transition; 'view' after each applied batch or atomic
+ * swap; 'backoff' (delayMs, failures) when a §7.4 delay is chosen; 'reconcile' (outcome) when a
+ * §7.5 check ends ('equal', 'replaced' = silent loss found, 'lost' = not reached, 'abandoned' =
+ * reconcile_failures, 'failed' = the reply's error moved the stream out of SYNCHRONIZED).
+ */
 export class StreamSubscriber extends EventEmitter {
   readonly config: StreamConfig;
   readonly limits: StreamLimits;
@@ -281,8 +290,11 @@ export class StreamSubscriber extends EventEmitter {
     // Exit rules.
     if (prev === 'SYNCHRONIZED') {
       this.clearResyncTimer();
-      // §7.5: leaving SYNCHRONIZED abandons a check in progress.
-      this.cancelReconcile(true);
+      // §7.5: leaving SYNCHRONIZED abandons a check in progress (reconcile_failures).
+      if (this.reconcile !== null) {
+        this.cancelReconcile(true);
+        this.emit('reconcile', 'abandoned');
+      }
       this.backoff.onSyncLost(now);
     } else if (prev === 'RECOVERING') {
       this.cancelExchange();
@@ -428,6 +440,7 @@ export class StreamSubscriber extends EventEmitter {
       if (this.current !== 'RECOVERING') return;
     }
     const delay = delayPaid ? 0 : this.backoff.nextDelayMs(this.random);
+    if (!delayPaid) this.emit('backoff', delay, this.backoff.failures);
     if (delay <= 0) {
       this.startRecoveryExchange();
       return;
@@ -504,6 +517,7 @@ export class StreamSubscriber extends EventEmitter {
   private scheduleRetry(): void {
     this.cancelBackoff();
     const delay = this.backoff.nextDelayMs(this.random);
+    this.emit('backoff', delay, this.backoff.failures);
     this.backoffTimer = setTimeout(() => {
       this.backoffTimer = null;
       if (!this.closed && this.current === 'UNSYNCHRONIZED') this.enterRecovering(null, null, true);
@@ -570,7 +584,7 @@ export class StreamSubscriber extends EventEmitter {
       check.copy.push(batch);
     } catch (e: unknown) {
       this.logger.info({ error: errorText(asStreamError(e)) }, 'reconciliation abandoned');
-      this.endReconcile(true);
+      this.endReconcile('abandoned');
       return;
     }
     if (check.watermark !== null && this.last >= check.watermark - 1n) this.reconcileReached(check);
@@ -582,10 +596,10 @@ export class StreamSubscriber extends EventEmitter {
     if (outcome.kind === 'failed') {
       if (outcome.error.class === 'timeout') {
         this.logger.info({ error: errorText(outcome.error) }, 'reconciliation abandoned');
-        this.endReconcile(true);
+        this.endReconcile('abandoned');
       } else {
         // §7.5 step 2: parse/protocol/limit in the reply → UNSYNCHRONIZED with it.
-        this.endReconcile(false);
+        this.endReconcile('failed');
         this.loseSync(outcome.error);
       }
       return;
@@ -593,7 +607,7 @@ export class StreamSubscriber extends EventEmitter {
     const watermark = outcome.watermark;
     if (watermark - 1n < check.l0) {
       // §7.5 step 2: the publisher's state predates what we applied: a restart (§7.1).
-      this.endReconcile(false);
+      this.endReconcile('failed');
       const err = seqResetError(watermark - 1n, check.l0);
       this.last = -1n;
       this.enterRecovering(err, null, false);
@@ -620,7 +634,7 @@ export class StreamSubscriber extends EventEmitter {
         if (copied[i].seq >= watermark) candidate.applyEvents(copied[i].events, check.skipped);
       }
     } catch (e: unknown) {
-      this.endReconcile(false);
+      this.endReconcile('failed');
       this.enterRecovering(asStreamError(e), null, false);
       return;
     }
@@ -630,11 +644,11 @@ export class StreamSubscriber extends EventEmitter {
       addSkips(this.counters.skipped, check.skipped);
       this.counters.silentLoss++;
       this.logger.warn({ sequence: this.last.toString() }, 'reconciliation found silent loss; index replaced');
-      this.endReconcile(false);
       this.emit('view');
+      this.endReconcile('replaced');
       return;
     }
-    this.endReconcile(false);
+    this.endReconcile('equal');
   }
 
   /** §7.5 step 3, not reached: batches last+1 … W−1 were lost. */
@@ -646,14 +660,15 @@ export class StreamSubscriber extends EventEmitter {
     addSkips(this.counters.skipped, check.skipped);
     this.counters.silentLoss++;
     this.logger.warn({ lost_from: lostFrom.toString(), lost_to: this.last.toString() }, 'reconciliation found lost batches; index replaced');
-    this.endReconcile(false);
     this.emit('view');
+    this.endReconcile('lost');
   }
 
   /** Ends the current check; re-arms the period while still SYNCHRONIZED. */
-  private endReconcile(failed: boolean): void {
-    this.cancelReconcile(failed);
+  private endReconcile(outcome: ReconcileOutcome): void {
+    this.cancelReconcile(outcome === 'abandoned');
     if (this.current === 'SYNCHRONIZED') this.armResync();
+    this.emit('reconcile', outcome);
   }
 
   private cancelReconcile(countFailure: boolean): void {

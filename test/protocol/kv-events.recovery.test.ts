@@ -1,0 +1,640 @@
+// kv-events §6, §7 conformance scenarios R1–R12: the stream subscriber against the engine
+// simulator's rank publisher over real TCP ZeroMQ sockets on free ports.
+//
+//   StreamSubscriber SUB  ◀──[topic, seq, batch]──  XPUB  RankPublisher (eventPort)
+//   StreamSubscriber DEALER ──["", start_seq]──▶ ROUTER (replayPort)
+//                           ◀──["", W, chunk]… ["", ff×8, ""]──
+//
+// Every test samples the query view on every 'state' and 'view' event: outside SYNCHRONIZED the
+// index must be null, and hits are counted through index.matchPrefix on chained §4 keys.
+// No timing assertions: waits are on states, events and counters.
+import { expect } from 'chai';
+import { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import type { PrefixHit } from '../../directory-svc/index/stream-index.js';
+import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
+import type { ReconcileOutcome, StreamLimits, StreamState } from '../../directory-svc/subscription/stream-subscriber.js';
+import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
+import { EMPTY_FRAME, TERMINATOR_WATERMARK, WireEncoder, encodeSnapshotChunks, u64be } from '../../tools/engine-sim/wire-encoding.js';
+import type { WireEvent, WireSnapshotBlock } from '../../tools/engine-sim/wire-types.js';
+import { freePort, waitFor } from '../helpers/ports.js';
+
+const BLOCK_SIZE = 4;
+const SEED = 1024n;
+
+const BASE_LIMITS: StreamLimits = {
+  maxBlocksPerStream: 100_000,
+  maxMessageBytes: 65_536,
+  maxBufferedBytes: 65_536,
+  replayTimeoutMs: 300,
+  resyncIntervalMs: 0,
+};
+
+/** Tokens of block `n` (1-based content): [4n+1 .. 4n+4]. */
+function blockTokens(n: number): number[] {
+  return [4 * n + 1, 4 * n + 2, 4 * n + 3, 4 * n + 4];
+}
+
+/** A chain of `count` blocks from `first`, hashes `hashBase + i`, tokens distinct per `tokenBase`. */
+function chainTokens(tokenBase: number, count: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < count; i++) out.push(...blockTokens(tokenBase + i));
+  return out;
+}
+
+function stored(hashes: number[], parent: number | null, tokens: number[], medium = 'gpu'): WireEvent {
+  return { type: 'BlockStored', block_hashes: hashes, parent_block_hash: parent, token_ids: tokens, block_size: BLOCK_SIZE, medium };
+}
+
+function cleared(): WireEvent {
+  return { type: 'AllBlocksCleared', medium: null };
+}
+
+function snapBlock(hash: number, parent: number | null, tokens: number[], media: string[] = ['gpu']): WireSnapshotBlock {
+  return { block_hash: hash, parent_block_hash: parent, token_ids: tokens, media };
+}
+
+interface Sample {
+  state: StreamState;
+  sequence: bigint;
+  /** Hits (blocks) per probe, in probe order; 0 when there is no index. */
+  hits: number[];
+}
+
+/** One subscriber + one rank publisher, with a log of every state and view change. */
+class Rig {
+  readonly samples: Sample[] = [];
+  readonly states: StreamState[] = [];
+  /** The `error` carried by each 'state' event, parallel to `states`. */
+  readonly errors: string[] = [];
+  readonly backoffs: { delayMs: number; failures: number }[] = [];
+  readonly reconciles: ReconcileOutcome[] = [];
+  /** Set when an event fired with a non-SYNCHRONIZED state and a non-null index. */
+  staleViewSeen = false;
+  probes: number[][] = [];
+  private readonly hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
+
+  private constructor(
+    readonly pub: RankPublisher,
+    readonly sub: StreamSubscriber,
+    readonly hasher: ContentKeyHasher,
+  ) {
+    sub.on('state', (state: StreamState, error: string) => {
+      this.states.push(state);
+      this.errors.push(error);
+      this.sample();
+    });
+    sub.on('view', () => this.sample());
+    sub.on('backoff', (delayMs: number, failures: number) => this.backoffs.push({ delayMs, failures }));
+    sub.on('reconcile', (o: ReconcileOutcome) => this.reconciles.push(o));
+  }
+
+  static async open(opts: { limits?: Partial<StreamLimits>; pubDpRank?: number; pubBlockSize?: number; random?: () => number } = {}): Promise<Rig> {
+    const eventPort = await freePort();
+    const replayPort = await freePort();
+    const pub = await RankPublisher.start({
+      eventPort,
+      replayPort,
+      dpRank: opts.pubDpRank ?? 0,
+      blockSize: opts.pubBlockSize ?? BLOCK_SIZE,
+      maxMessageBytes: 65_536,
+    });
+    const sub = await StreamSubscriber.create(
+      {
+        instanceName: 'engine-a',
+        dpRank: 0,
+        blockSize: BLOCK_SIZE,
+        endpoint: pub.eventEndpoint,
+        replayEndpoint: pub.replayEndpoint,
+        topic: '',
+        hashSeed: SEED,
+      },
+      { ...BASE_LIMITS, ...opts.limits },
+      { random: opts.random ?? (() => 0) },
+    );
+    const hasher = await ContentKeyHasher.forSeed(SEED);
+    return new Rig(pub, sub, hasher);
+  }
+
+  /** Reusable-prefix hits in blocks for `tokens` on the current query view (0 when none). */
+  hits(tokens: number[]): number {
+    const index = this.sub.index;
+    if (index === null) return 0;
+    const keys = this.hasher.chain(tokens, BLOCK_SIZE);
+    index.matchPrefix(keys, keys.length / 16, this.hit);
+    return this.hit.deviceBlocks + this.hit.hostOnlyBlocks;
+  }
+
+  /** Same, split by tier. */
+  tierHits(tokens: number[]): PrefixHit {
+    const out = { deviceBlocks: 0, hostOnlyBlocks: 0 };
+    const index = this.sub.index;
+    if (index === null) return out;
+    const keys = this.hasher.chain(tokens, BLOCK_SIZE);
+    index.matchPrefix(keys, keys.length / 16, out);
+    return out;
+  }
+
+  private sample(): void {
+    const state = this.sub.state;
+    if (state !== 'SYNCHRONIZED' && this.sub.index !== null) this.staleViewSeen = true;
+    if (state !== 'SYNCHRONIZED' && this.sub.toQueryable().index !== null) this.staleViewSeen = true;
+    this.samples.push({ state, sequence: this.sub.sequence, hits: this.probes.map((p) => this.hits(p)) });
+  }
+
+  async synchronized(timeoutMs = 5000): Promise<void> {
+    await waitFor(() => this.sub.state === 'SYNCHRONIZED', timeoutMs, `SYNCHRONIZED (now ${this.sub.state}, ${this.sub.error})`);
+  }
+
+  async inState(state: StreamState, timeoutMs = 5000): Promise<void> {
+    await waitFor(() => this.sub.state === state, timeoutMs, `${state} (now ${this.sub.state}, ${this.sub.error})`);
+  }
+
+  /** Start the subscriber, wait for SYNCHRONIZED and for the SUB to be attached at the publisher. */
+  async startSynchronized(): Promise<void> {
+    this.sub.start();
+    await this.synchronized();
+    await this.pub.waitForSubscribers(1);
+  }
+
+  errorClass(): string {
+    const e = this.sub.error;
+    return e === '' ? '' : e.slice(0, e.indexOf(':'));
+  }
+
+  async close(): Promise<void> {
+    await this.sub.close();
+    await this.pub.close();
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
+  this.timeout(20_000);
+  let rig: Rig | null = null;
+
+  afterEach(async () => {
+    if (rig !== null) {
+      expect(rig.staleViewSeen, 'an index was visible outside SYNCHRONIZED').to.equal(false);
+      await rig.close();
+    }
+    rig = null;
+  });
+
+  it('R1 empty state with W = 0 → synchronized with sequence −1', async () => {
+    rig = await Rig.open();
+    expect(rig.sub.state).to.equal('CONNECTING');
+    expect(rig.errorClass()).to.equal('connecting');
+    expect(rig.sub.index).to.equal(null);
+    await rig.startSynchronized();
+    expect(rig.sub.sequence).to.equal(-1n);
+    expect(rig.sub.error).to.equal('');
+    expect(rig.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
+    expect(rig.pub.snapshotRequests).to.deep.equal([0n]);
+    expect(rig.sub.counters.recoveriesOk).to.equal(1);
+    const q = rig.sub.toQueryable();
+    expect(q.synchronized).to.equal(true);
+    expect(q.sequence).to.equal(-1n);
+    expect(q.index?.entryCount).to.equal(0);
+  });
+
+  it('R1 first connect: snapshot plus buffered suffix published in one atomic step', async () => {
+    rig = await Rig.open({ limits: { replayTimeoutMs: 3000 } });
+    const r = rig;
+    // Batches 0, 1 go out before anyone subscribes: only the snapshot can carry them.
+    await r.pub.publish([cleared()]);
+    await r.pub.publish([stored([100], null, blockTokens(0))]);
+    // The reply is captured at request time (W = 2) and held back while 2, 3 are published.
+    r.pub.snapshotFaults.delayMs = 600;
+    const all = chainTokens(0, 3);
+    r.probes = [all];
+    r.sub.start();
+    await waitFor(() => r.pub.snapshotRequests.length === 1, 5000, 'snapshot request');
+    await r.pub.waitForSubscribers(1);
+    await r.pub.publish([stored([101], 100, blockTokens(1))]);
+    await r.pub.publish([stored([102], 101, blockTokens(2), 'cpu')]);
+    await r.synchronized();
+    expect(r.sub.sequence).to.equal(3n);
+    expect(r.tierHits(all)).to.deep.equal({ deviceBlocks: 2, hostOnlyBlocks: 1 });
+    // The first synchronized sample already holds snapshot and suffix: no partial view.
+    const firstSynced = r.samples.find((s) => s.state === 'SYNCHRONIZED');
+    expect(firstSynced).to.deep.equal({ state: 'SYNCHRONIZED', sequence: 3n, hits: [3] });
+    expect(r.samples.filter((s) => s.state !== 'SYNCHRONIZED').every((s) => s.hits[0] === 0)).to.equal(true);
+    expect(r.sub.counters.batchesApplied).to.equal(2);
+  });
+
+  it('R2 watermark dedupe: buffered 5..8 with W = 7 → 7 and 8 applied, sequence 8', async () => {
+    rig = await Rig.open({ limits: { replayTimeoutMs: 3000 } });
+    const r = rig;
+    // Batch i stores block 100+i chained on 100+i−1.
+    const ev = (i: number): WireEvent[] => [stored([100 + i], i === 0 ? null : 99 + i, blockTokens(i))];
+    for (let i = 0; i < 5; i++) await r.pub.publish(ev(i));
+    // The publisher's state after batches 0..6, W = 7.
+    const state: WireSnapshotBlock[] = [];
+    for (let i = 0; i < 7; i++) state.push(snapBlock(100 + i, i === 0 ? null : 99 + i, blockTokens(i)));
+    r.pub.setSnapshotState(state, 7n);
+    r.pub.snapshotFaults.delayMs = 600;
+    r.sub.start();
+    await waitFor(() => r.pub.snapshotRequests.length === 1, 5000, 'snapshot request');
+    await r.pub.waitForSubscribers(1);
+    for (let i = 5; i <= 8; i++) await r.pub.publish(ev(i));
+    await r.synchronized();
+    expect(r.sub.sequence).to.equal(8n);
+    expect(r.sub.counters.batchesApplied).to.equal(2);
+    expect(r.hits(chainTokens(0, 10))).to.equal(9);
+  });
+
+  it('R3 a gap in the buffered suffix aborts recovery; the retry follows the §7.4 delay', async () => {
+    rig = await Rig.open({ limits: { replayTimeoutMs: 3000 } });
+    const r = rig;
+    const ev = (i: number): WireEvent[] => [stored([100 + i], i === 0 ? null : 99 + i, blockTokens(i))];
+    for (let i = 0; i < 5; i++) await r.pub.publish(ev(i));
+    const state: WireSnapshotBlock[] = [];
+    for (let i = 0; i < 7; i++) state.push(snapBlock(100 + i, i === 0 ? null : 99 + i, blockTokens(i)));
+    r.pub.setSnapshotState(state, 7n);
+    r.pub.snapshotFaults.delayMs = 600;
+    r.sub.start();
+    await waitFor(() => r.pub.snapshotRequests.length === 1, 5000, 'snapshot request');
+    await r.pub.waitForSubscribers(1);
+    await r.pub.publish(ev(5));
+    await r.pub.publish(ev(6));
+    r.pub.dropNextBatch();
+    await r.pub.publish(ev(7));
+    await r.pub.publish(ev(8));
+    await r.inState('UNSYNCHRONIZED');
+    expect(r.sub.error).to.equal('gap: expected 7, got 8');
+    expect(r.sub.counters.recoveriesFailed).to.equal(1);
+    expect(r.sub.counters.syncLost.gap).to.equal(1);
+    expect(r.sub.consecutiveFailures).to.equal(1);
+    // §7.4 with n = 1 and random() = 0: d = 100 ms, delay = d/2.
+    expect(r.backoffs.at(-1)).to.deep.equal({ delayMs: 50, failures: 1 });
+    // The retry gets the real state (W = 9, dropped batch 7 included).
+    r.pub.clearSnapshotState();
+    r.pub.snapshotFaults.delayMs = 0;
+    await r.synchronized();
+    expect(r.pub.snapshotRequests.length).to.equal(2);
+    expect(r.sub.sequence).to.equal(8n);
+    expect(r.hits(chainTokens(0, 10))).to.equal(9);
+    expect(r.states).to.deep.equal(['RECOVERING', 'UNSYNCHRONIZED', 'RECOVERING', 'SYNCHRONIZED']);
+  });
+
+  it('R4 a live gap while synchronized → RECOVERING with zero hits until recovered', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    const all = chainTokens(0, 3);
+    r.probes = [all];
+    await r.startSynchronized();
+    await r.pub.publish([stored([100], null, blockTokens(0))]);
+    await waitFor(() => r.sub.sequence === 0n, 5000, 'seq 0 applied');
+    r.pub.dropNextBatch();
+    await r.pub.publish([stored([101], 100, blockTokens(1))]);
+    await r.pub.publish([stored([102], 101, blockTokens(2))]);
+    await waitFor(() => r.states.includes('RECOVERING') && r.sub.state === 'SYNCHRONIZED' && r.states.length >= 4, 5000, 'recovered');
+    expect(r.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED', 'RECOVERING', 'SYNCHRONIZED']);
+    expect(r.sub.counters.syncLost.gap).to.equal(1);
+    expect(r.sub.sequence).to.equal(2n);
+    expect(r.hits(all)).to.equal(3);
+    const gapAt = r.samples.findIndex((s, i) => i > 0 && s.state === 'RECOVERING');
+    const during = r.samples.slice(gapAt).filter((s) => s.state !== 'SYNCHRONIZED');
+    expect(during.length).to.be.greaterThan(0);
+    expect(during.every((s) => s.hits[0] === 0)).to.equal(true);
+  });
+
+  it('R5 seq going backwards (restart, same socket) discards the index; no stale hit at any point', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    const oldChain = chainTokens(0, 2);
+    const newChain = chainTokens(50, 1);
+    r.probes = [oldChain, newChain];
+    await r.startSynchronized();
+    await r.pub.publish([stored([100], null, blockTokens(0))]);
+    await r.pub.publish([stored([101], 100, blockTokens(1))]);
+    await waitFor(() => r.sub.sequence === 1n, 5000, 'seq 1 applied');
+    expect(r.hits(oldChain)).to.equal(2);
+    const before = r.samples.length;
+    // The "new process" holds only block 200 and has published seq 0 (W = 1).
+    r.pub.setSnapshotState([snapBlock(200, null, blockTokens(50))], 1n);
+    await r.pub.publish([stored([200], null, blockTokens(50))], { seq: 0n });
+    await waitFor(() => r.sub.state === 'SYNCHRONIZED' && r.sub.counters.recoveriesOk === 2, 5000, 'recovered after reset');
+    expect(r.sub.counters.syncLost.seq_reset).to.equal(1);
+    expect(r.sub.sequence).to.equal(0n);
+    expect(r.hits(oldChain)).to.equal(0);
+    expect(r.hits(newChain)).to.equal(1);
+    const after = r.samples.slice(before);
+    expect(after[0].state).to.equal('RECOVERING');
+    expect(after[0].sequence).to.equal(-1n);
+    expect(after.every((s) => s.hits[0] === 0), 'stale hit on the old chain').to.equal(true);
+  });
+
+  it('R5 publisher process restart: disconnect, then recovery from the new process, never a stale hit', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    const oldChain = chainTokens(0, 2);
+    r.probes = [oldChain];
+    await r.startSynchronized();
+    await r.pub.publish([stored([100], null, blockTokens(0))]);
+    await r.pub.publish([stored([101], 100, blockTokens(1))]);
+    await waitFor(() => r.sub.sequence === 1n, 5000, 'seq 1 applied');
+    const before = r.samples.length;
+    await r.pub.restart();
+    await waitFor(() => r.states.includes('CONNECTING'), 10_000, 'CONNECTING');
+    await r.synchronized(10_000);
+    await r.pub.waitForSubscribers(1);
+    await r.pub.publish([cleared()]);
+    await waitFor(() => r.sub.sequence === 0n, 5000, 'seq 0 of the new process');
+    expect(r.hits(oldChain)).to.equal(0);
+    expect(r.samples.slice(before).every((s) => s.hits[0] === 0), 'stale hit after restart').to.equal(true);
+  });
+
+  it('R6 buffer budget exceeded during recovery → limit: max_buffered_bytes, then retry', async () => {
+    rig = await Rig.open({ limits: { replayTimeoutMs: 3000 } });
+    const r = rig;
+    r.pub.snapshotFaults.delayMs = 600;
+    r.sub.start();
+    await waitFor(() => r.pub.snapshotRequests.length === 1, 5000, 'snapshot request');
+    await r.pub.waitForSubscribers(1);
+    // Each batch: 400 chained blocks → ≈ 400·(8 + 16) + frames ≈ 15 KB of §7.2 cost.
+    for (let b = 0; b < 6; b++) {
+      const hashes = Array.from({ length: 400 }, (_, i) => 10_000 * (b + 1) + i);
+      await r.pub.publish([stored(hashes, null, chainTokens(1000 * (b + 1), 400))]);
+    }
+    await r.inState('UNSYNCHRONIZED');
+    expect(r.errorClass()).to.equal('limit');
+    expect(r.sub.error).to.match(/^limit: max_buffered_bytes/);
+    expect(r.sub.counters.syncLost.limit).to.equal(1);
+    r.pub.snapshotFaults.delayMs = 0;
+    await r.synchronized();
+    expect(r.sub.sequence).to.equal(5n);
+    expect(r.hits(chainTokens(1000, 400))).to.equal(400);
+  });
+
+  it('R7 missing terminator gives timeout; a late reply to the old request is never applied', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    const stale = blockTokens(77);
+    r.probes = [stale];
+    let staleHitSeen = false;
+    r.sub.on('view', () => {
+      if (r.hits(stale) > 0) staleHitSeen = true;
+    });
+    // Request 1: chunks holding the stale block, no terminator.
+    r.pub.setSnapshotState([snapBlock(777, null, stale)], 0n);
+    r.pub.snapshotFaults.omitTerminator = true;
+    r.sub.start();
+    await r.inState('UNSYNCHRONIZED');
+    expect(r.errorClass()).to.equal('timeout');
+    expect(r.sub.counters.syncLost.timeout).to.equal(1);
+    // Request 2: a complete reply, but only after the deadline.
+    r.pub.snapshotFaults.omitTerminator = false;
+    r.pub.snapshotFaults.delayMs = 700;
+    await waitFor(() => r.pub.snapshotRequests.length === 2, 5000, 'request 2');
+    // Request 3: the real (empty) state at once.
+    r.pub.clearSnapshotState();
+    r.pub.snapshotFaults.delayMs = 0;
+    await r.synchronized();
+    expect(r.pub.snapshotRequests.length).to.equal(3);
+    expect(r.sub.counters.syncLost.timeout).to.equal(2);
+    // Let the late reply to request 2 go out; it must never be read.
+    await sleep(800);
+    expect(r.sub.state).to.equal('SYNCHRONIZED');
+    expect(r.hits(stale)).to.equal(0);
+    expect(staleHitSeen).to.equal(false);
+    expect(r.sub.counters.recoveriesOk).to.equal(1);
+  });
+
+  it('R8 orphaned snapshot suffix is skipped, independent prefixes kept; later events on orphans cause no recovery', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    r.pub.setSnapshotState([
+      snapBlock(1, null, blockTokens(0), ['gpu', 'cpu']),
+      snapBlock(2, 1, blockTokens(1)),
+      // Parent 999 is not in the reply: 3 is an orphan, 4 its descendant.
+      snapBlock(3, 999, blockTokens(10)),
+      snapBlock(4, 3, blockTokens(11)),
+      snapBlock(5, null, blockTokens(20), ['cpu']),
+    ]);
+    await r.startSynchronized();
+    expect(r.sub.counters.skipped.orphan).to.equal(1);
+    expect(r.sub.counters.skipped.descendant).to.equal(1);
+    expect(r.hits(chainTokens(0, 2))).to.equal(2);
+    expect(r.tierHits(chainTokens(20, 1))).to.deep.equal({ deviceBlocks: 0, hostOnlyBlocks: 1 });
+    expect(r.hits(chainTokens(10, 2))).to.equal(0);
+    const seq = r.sub.sequence;
+    await r.pub.publish([
+      { type: 'BlockStored', block_hashes: [3, 4], parent_block_hash: null, token_ids: [], block_size: null, medium: 'cpu' },
+    ]);
+    await r.pub.publish([{ type: 'BlockRemoved', block_hashes: [3], medium: 'gpu' }]);
+    await waitFor(() => r.sub.sequence === seq + 2n, 5000, 'orphan events applied');
+    expect(r.sub.state).to.equal('SYNCHRONIZED');
+    expect(r.sub.counters.recoveriesOk).to.equal(1);
+    expect(r.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
+  });
+
+  it('R9 chunk with the wrong dp_rank → protocol', async () => {
+    rig = await Rig.open({ pubDpRank: 1 });
+    rig.sub.start();
+    await rig.inState('UNSYNCHRONIZED');
+    expect(rig.errorClass()).to.equal('protocol');
+    expect(rig.sub.counters.recoveriesFailed).to.be.greaterThanOrEqual(1);
+  });
+
+  it('R9 chunk with the wrong block_size → protocol', async () => {
+    rig = await Rig.open({ pubBlockSize: 8 });
+    rig.sub.start();
+    await rig.inState('UNSYNCHRONIZED');
+    expect(rig.errorClass()).to.equal('protocol');
+  });
+
+  it('R9 mixed watermarks across chunks → protocol', async () => {
+    rig = await Rig.open();
+    const enc = new WireEncoder();
+    const [c1] = encodeSnapshotChunks(enc, [snapBlock(1, null, blockTokens(0))], 0, BLOCK_SIZE, 65_536, 100);
+    const [c2] = encodeSnapshotChunks(enc, [snapBlock(2, 1, blockTokens(1))], 0, BLOCK_SIZE, 65_536, 100);
+    rig.pub.snapshotFaults.overrideChunks = () => [
+      [EMPTY_FRAME, u64be(3n), c1],
+      [EMPTY_FRAME, u64be(4n), c2],
+      [EMPTY_FRAME, TERMINATOR_WATERMARK, EMPTY_FRAME],
+    ];
+    rig.sub.start();
+    await rig.inState('UNSYNCHRONIZED');
+    expect(rig.errorClass()).to.equal('protocol');
+  });
+
+  it('R9 duplicate block hash in a reply → protocol; a reply with no chunk → protocol', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    r.pub.setSnapshotState([snapBlock(1, null, blockTokens(0)), snapBlock(1, null, blockTokens(5))]);
+    r.sub.start();
+    await r.inState('UNSYNCHRONIZED');
+    expect(r.errorClass()).to.equal('protocol');
+    expect(r.sub.error).to.contain('duplicate');
+    r.pub.snapshotFaults.overrideChunks = () => [[EMPTY_FRAME, TERMINATOR_WATERMARK, EMPTY_FRAME]];
+    await waitFor(() => r.sub.counters.recoveriesFailed >= 2 && r.sub.state === 'UNSYNCHRONIZED', 5000, 'second failure');
+    expect(r.errorClass()).to.equal('protocol');
+    expect(r.sub.index).to.equal(null);
+  });
+
+  it('R10 a full-state batch restores synchronization from UNSYNCHRONIZED without a snapshot', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    await r.startSynchronized();
+    // Every snapshot request goes unanswered from now on.
+    r.pub.snapshotFaults.dropRequests = true;
+    await r.pub.publish([stored([1], null, blockTokens(0))], { dpRank: 1 });
+    await r.inState('UNSYNCHRONIZED');
+    expect(r.errorClass()).to.equal('protocol');
+    // Wait for a longer §7.4 delay (n ≥ 3 → ≥ 200 ms) so the batch lands in UNSYNCHRONIZED.
+    await waitFor(() => r.sub.state === 'UNSYNCHRONIZED' && r.sub.consecutiveFailures >= 3, 10_000, 'n ≥ 3');
+    const requests = r.pub.snapshotRequests.length;
+    const unsyncedBefore = r.states.lastIndexOf('UNSYNCHRONIZED');
+    await r.pub.publish([cleared(), stored([10, 11], null, chainTokens(30, 2), 'gpu')]);
+    await r.synchronized();
+    expect(r.states.lastIndexOf('UNSYNCHRONIZED')).to.equal(unsyncedBefore);
+    expect(r.states.at(-2)).to.equal('UNSYNCHRONIZED');
+    expect(r.sub.counters.restores).to.equal(1);
+    expect(r.pub.snapshotRequests.length).to.equal(requests);
+    expect(r.hits(chainTokens(30, 2))).to.equal(2);
+    expect(r.sub.sequence).to.equal(r.pub.nextSeq - 1n);
+    expect(r.sub.error).to.equal('');
+  });
+
+  it('R10 a full-state batch after a seq reset restores without a snapshot', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    r.probes = [chainTokens(0, 1)];
+    await r.startSynchronized();
+    await r.pub.publish([stored([1], null, blockTokens(0))]);
+    await r.pub.publish([stored([2], 1, blockTokens(1))]);
+    await waitFor(() => r.sub.sequence === 1n, 5000, 'seq 1');
+    const before = r.samples.length;
+    r.pub.snapshotFaults.dropRequests = true;
+    await r.pub.publish([cleared(), stored([20], null, blockTokens(40))], { seq: 0n });
+    await waitFor(() => r.sub.counters.restores === 1 && r.sub.state === 'SYNCHRONIZED', 5000, 'restored');
+    expect(r.sub.counters.syncLost.seq_reset).to.equal(1);
+    expect(r.pub.snapshotRequests.length).to.equal(1);
+    expect(r.sub.sequence).to.equal(0n);
+    expect(r.hits(chainTokens(0, 1))).to.equal(0);
+    expect(r.hits(blockTokens(40))).to.equal(1);
+    expect(r.samples.slice(before).every((s) => s.hits[0] === 0)).to.equal(true);
+    // Later batches continue from the restored seq.
+    await r.pub.publish([stored([21], 20, blockTokens(41))]);
+    await waitFor(() => r.sub.sequence === 1n, 5000, 'seq 1 after restore');
+    expect(r.hits(chainTokens(40, 2))).to.equal(2);
+  });
+
+  it('R10 a full-state batch with an unknown parent restores nothing', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    await r.startSynchronized();
+    r.pub.snapshotFaults.dropRequests = true;
+    await r.pub.publish([stored([1], null, blockTokens(0))], { dpRank: 1 });
+    await r.inState('UNSYNCHRONIZED');
+    await r.pub.publish([cleared(), stored([30], 999, blockTokens(60))]);
+    // A valid full-state batch right after shows the bad one was processed and not counted.
+    await r.pub.publish([cleared(), stored([40], null, blockTokens(70))]);
+    await waitFor(() => r.sub.state === 'SYNCHRONIZED', 5000, 'restored by the second batch');
+    expect(r.sub.counters.restores).to.equal(1);
+    expect(r.sub.sequence).to.equal(r.pub.nextSeq - 1n);
+    expect(r.hits(blockTokens(60))).to.equal(0);
+    expect(r.hits(blockTokens(70))).to.equal(1);
+  });
+
+  it('R11 reconciliation with equal state changes nothing and stays synchronized', async () => {
+    rig = await Rig.open({ limits: { resyncIntervalMs: 1000 } });
+    const r = rig;
+    await r.startSynchronized();
+    await r.pub.publish([stored([1, 2], null, chainTokens(0, 2))]);
+    await waitFor(() => r.reconciles.length >= 1, 5000, 'a reconciliation');
+    expect(r.reconciles[0]).to.equal('equal');
+    expect(r.sub.counters.silentLoss).to.equal(0);
+    expect(r.sub.counters.reconcileFailures).to.equal(0);
+    expect(r.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
+    expect(r.hits(chainTokens(0, 2))).to.equal(2);
+  });
+
+  it('R11 last batch dropped on a quiet publisher → replaced, silent_loss +1, synchronized throughout', async () => {
+    rig = await Rig.open({ limits: { resyncIntervalMs: 1000 } });
+    const r = rig;
+    await r.startSynchronized();
+    await r.pub.publish([stored([1], null, blockTokens(0))]);
+    await waitFor(() => r.sub.sequence === 0n, 5000, 'seq 0');
+    r.pub.dropNextBatch();
+    await r.pub.publish([stored([2], 1, blockTokens(1))]);
+    await waitFor(() => r.reconciles.length >= 1, 5000, 'a reconciliation');
+    expect(r.reconciles[0]).to.equal('lost');
+    expect(r.sub.counters.silentLoss).to.equal(1);
+    expect(r.sub.sequence).to.equal(1n);
+    expect(r.hits(chainTokens(0, 2))).to.equal(2);
+    expect(r.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
+    // Live traffic continues from the reconciled seq.
+    await r.pub.publish([stored([3], 2, blockTokens(2))]);
+    await waitFor(() => r.sub.sequence === 2n, 5000, 'seq 2');
+    expect(r.hits(chainTokens(0, 3))).to.equal(3);
+  });
+
+  it('R11 differing state at the same seq is swapped in and counted as silent_loss', async () => {
+    rig = await Rig.open({ limits: { resyncIntervalMs: 1000 } });
+    const r = rig;
+    await r.startSynchronized();
+    await r.pub.publish([stored([1], null, blockTokens(0))]);
+    await waitFor(() => r.sub.sequence === 0n, 5000, 'seq 0');
+    // The publisher's state at W = 1 also holds a Host replica we never heard of.
+    r.pub.setSnapshotState([snapBlock(1, null, blockTokens(0), ['gpu', 'cpu'])], 1n);
+    await waitFor(() => r.reconciles.length >= 1, 5000, 'a reconciliation');
+    expect(r.reconciles[0]).to.equal('replaced');
+    expect(r.sub.counters.silentLoss).to.equal(1);
+    expect(r.sub.index?.hostBlocks).to.equal(1);
+    expect(r.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
+  });
+
+  it('R11 a reconciliation timeout counts reconcile_failures and the view stays synchronized', async () => {
+    rig = await Rig.open({ limits: { resyncIntervalMs: 1000 } });
+    const r = rig;
+    await r.startSynchronized();
+    await r.pub.publish([stored([1], null, blockTokens(0))]);
+    await waitFor(() => r.sub.sequence === 0n, 5000, 'seq 0');
+    r.pub.snapshotFaults.dropRequests = true;
+    await waitFor(() => r.reconciles.length >= 1, 5000, 'a reconciliation');
+    expect(r.reconciles[0]).to.equal('abandoned');
+    expect(r.sub.counters.reconcileFailures).to.equal(1);
+    expect(r.sub.state).to.equal('SYNCHRONIZED');
+    expect(r.hits(blockTokens(0))).to.equal(1);
+    expect(r.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
+  });
+
+  it('R12 disconnect → unsynchronized at once, recovery after reconnect', async () => {
+    rig = await Rig.open();
+    const r = rig;
+    const chain = chainTokens(0, 2);
+    r.probes = [chain];
+    await r.startSynchronized();
+    await r.pub.publish([stored([1, 2], null, chain)]);
+    await waitFor(() => r.sub.sequence === 0n, 5000, 'seq 0');
+    const before = r.samples.length;
+    await r.pub.restart({ keepState: true });
+    await waitFor(() => r.states.includes('CONNECTING'), 10_000, 'CONNECTING');
+    // The first sample after the disconnect is already CONNECTING with no index and no sequence.
+    expect(r.samples[before]).to.deep.equal({ state: 'CONNECTING', sequence: -1n, hits: [0] });
+    expect(r.errors[r.states.indexOf('CONNECTING')]).to.equal(`disconnected: ${r.pub.eventEndpoint}`);
+    expect(r.sub.counters.syncLost.disconnected).to.equal(1);
+    await r.synchronized(10_000);
+    // Same blocks (kept state), new process: seq restarts, W = 0.
+    expect(r.sub.sequence).to.equal(-1n);
+    expect(r.hits(chain)).to.equal(2);
+    expect(r.states.slice(-3)).to.deep.equal(['CONNECTING', 'RECOVERING', 'SYNCHRONIZED']);
+  });
+
+  it('R12 a publisher silent beyond resync_interval_ms stays synchronized', async () => {
+    rig = await Rig.open({ limits: { resyncIntervalMs: 1000 } });
+    const r = rig;
+    await r.startSynchronized();
+    await r.pub.publish([stored([1], null, blockTokens(0))]);
+    await waitFor(() => r.reconciles.length >= 2, 8000, 'two reconciliation periods');
+    expect(r.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
+    expect(r.reconciles.slice(0, 2)).to.deep.equal(['equal', 'equal']);
+    expect(r.sub.counters.syncLost).to.deep.equal({});
+    expect(r.hits(blockTokens(0))).to.equal(1);
+  });
+});
