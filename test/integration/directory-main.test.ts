@@ -4,6 +4,7 @@
 // on a free port and stops with exit 0 on SIGTERM / SIGINT.
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -132,6 +133,21 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     r.child.kill('SIGTERM');
     expect(await r.exited).to.equal(0);
     expect(r.stdout).to.include('"msg":"stopped"');
+  });
+
+  it('a --grpc_port already in use is a start failure: one fatal log line, exit 1', async () => {
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '0.0.0.0', resolve));
+    try {
+      const port = (busy.address() as { port: number }).port;
+      const r = main([`--grpc_port=${port}`, `--http_port=${await freePort()}`, '--meta_http_port=0']);
+      expect(await r.exited).to.equal(1);
+      const fatal = r.stdout.split('\n').filter((l) => l.includes('"level":60'));
+      expect(fatal).to.have.length(1);
+      expect(fatal[0]).to.include('grpc_bind: cannot bind');
+    } finally {
+      await new Promise<void>((resolve) => busy.close(() => resolve()));
+    }
   });
 
   it('a good static config on free ports: the stream synchronizes from the simulator; SIGINT exits 0', async () => {
