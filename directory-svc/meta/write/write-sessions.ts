@@ -192,7 +192,7 @@ export class WriteSessions {
       deadlineMs: this.deps.timers.nowMs() + lifetimeMs,
       timer: undefined,
     };
-    session.timer = this.deps.timers.setTimeout(() => this.expire(id), lifetimeMs);
+    session.timer = this.deps.timers.setTimeout(() => void this.expire(id), lifetimeMs);
     this.sessions.set(id, session);
     this.deps.metrics?.writeSessionsActive.set(this.sessions.size);
     return {
@@ -210,7 +210,8 @@ export class WriteSessions {
   async finish(sessionId: string, successBlocks: BlockMask | null): Promise<{ sessionInstanceId: string }> {
     const session = this.sessions.get(sessionId);
     if (session === undefined || this.deps.timers.nowMs() >= session.deadlineMs) {
-      if (session !== undefined) this.expire(session.id);
+      // A session past its deadline whose timer has not fired yet expires now, before answering.
+      if (session !== undefined) await this.expire(session.id);
       throw new MetaError('INVALID_ARGUMENT', 'write session not found or expired');
     }
     const m = session.newKeys.length;
@@ -247,12 +248,12 @@ export class WriteSessions {
   }
 
   /** §6 step 6: on expiry the session is finished with every block failed. */
-  private expire(id: string): void {
+  private expire(id: string): Promise<void> {
     const session = this.sessions.get(id);
-    if (session === undefined) return;
+    if (session === undefined) return Promise.resolve();
     this.take(session);
     this.deps.metrics?.writeSessionsExpiredTotal.inc();
-    this.complete(session, new Array<boolean>(session.newKeys.length).fill(false)).catch((err: unknown) => {
+    return this.complete(session, new Array<boolean>(session.newKeys.length).fill(false)).catch((err: unknown) => {
       this.deps.log.warn({ err, write_session_id: id }, 'expired write session cleanup failed; startup cleanup will retry (§9.1)');
     });
   }
