@@ -1,39 +1,47 @@
 /**
  * Content keys of one stream interned as small integer ids (kv-events §4, §5), with the per-key
- * Device / Host reference counts whose union is the key's residency. Keys are stored as 4 × uint32
- * words per id; the id → slot index is open addressing with linear probing and backward-shift
- * deletion. Content keys are XXH3-128 output, so word 0 is already uniformly distributed and is
- * used directly as the probe start.
+ * Device / Host reference counts whose union is the key's residency.
  *
- * Ids are recycled through a free list, so the id columns are bounded by the peak number of live
- * keys; the slot index halves when it falls below 1/8 full. Private to `index/`.
+ * Layout, chosen for the prefix walk (one lookup per block per stream, tables far larger than the
+ * CPU cache, so cost = cache misses):
+ * - `cells`: per id, 6 uint32 = the 16 key bytes as 4 words (low64 LE || high64 LE), then the
+ *   Device and Host reference counts, so a hit reads one cache line for key and residency;
+ * - the slot index: open addressing with linear probing, 2 uint32 per slot = (id + 1, key word 0),
+ *   so probing past other keys compares in the slot array without touching their cells.
+ *   Content keys are XXH3-128 output, so word 0 is uniformly distributed and is the probe start.
+ * Deletion is backward-shift (no tombstones); ids are recycled through a free list, so the cells
+ * are bounded by the peak number of live keys, and the slot index halves below 1/8 full.
+ * Private to `index/`.
  */
+
+/** uint32 per id in `cells`: 4 key words, Device refs, Host refs. */
+export const KEY_STRIDE = 6;
+export const REF_DEVICE = 4;
+export const REF_HOST = 5;
 
 const MIN_SLOTS = 16;
 const MIN_IDS = 16;
 
 export class ContentKeyTable {
-  /** 4 words per id (the 16 key bytes, low64 LE || high64 LE). Replaced on growth. */
-  words: Uint32Array;
-  /** Byte view of `words`, handed to the hasher as a parent key (offset = id × 16). */
+  /** KEY_STRIDE words per id. Replaced on growth: re-read after intern(). */
+  cells: Uint32Array;
+  /** Byte view of `cells`, handed to the hasher as a parent key (offset = id × KEY_STRIDE × 4). */
   bytes: Uint8Array;
-  /** Records with this key that hold Device / Host (kv-events §5: residency = union). */
-  refDevice: Uint32Array;
-  refHost: Uint32Array;
-  private slots: Int32Array;
+  /** 2 words per slot: id + 1 (0 = empty), key word 0. */
+  private slots: Uint32Array;
   private slotMask: number;
+  private idCapacity: number;
   private freeIds: Int32Array;
   private freeCount = 0;
   private highWater = 0;
   private live = 0;
 
   constructor() {
-    this.words = new Uint32Array(MIN_IDS * 4);
-    this.bytes = new Uint8Array(this.words.buffer);
-    this.refDevice = new Uint32Array(MIN_IDS);
-    this.refHost = new Uint32Array(MIN_IDS);
-    this.freeIds = new Int32Array(MIN_IDS);
-    this.slots = new Int32Array(MIN_SLOTS).fill(-1);
+    this.cells = new Uint32Array(MIN_IDS * KEY_STRIDE);
+    this.bytes = new Uint8Array(this.cells.buffer);
+    this.idCapacity = MIN_IDS;
+    this.freeIds = new Int32Array(0);
+    this.slots = new Uint32Array(MIN_SLOTS * 2);
     this.slotMask = MIN_SLOTS - 1;
   }
 
@@ -45,26 +53,29 @@ export class ContentKeyTable {
     return this.slotMask + 1;
   }
 
-  /** Id of the key (w0..w3) or -1. Hot path of prefix match: no allocation. */
+  /** Id of the key (w0..w3, unsigned) or -1. Hot path of prefix match: no allocation. */
   findWords(w0: number, w1: number, w2: number, w3: number): number {
     const mask = this.slotMask;
     const slots = this.slots;
-    const words = this.words;
+    const cells = this.cells;
     let i = w0 & mask;
     for (;;) {
-      const id = slots[i];
-      if (id < 0) return -1;
-      const o = id << 2;
-      if (words[o] === w0 && words[o + 1] === w1 && words[o + 2] === w2 && words[o + 3] === w3) return id;
+      const tag = slots[i << 1];
+      if (tag === 0) return -1;
+      if (slots[(i << 1) + 1] === w0) {
+        const id = tag - 1;
+        const o = id * KEY_STRIDE;
+        if (cells[o + 1] === w1 && cells[o + 2] === w2 && cells[o + 3] === w3) return id;
+      }
       i = (i + 1) & mask;
     }
   }
 
   /** True when id's key equals src[off .. off+4). */
   equals(id: number, src: Uint32Array, off: number): boolean {
-    const o = id << 2;
-    const words = this.words;
-    return words[o] === src[off] && words[o + 1] === src[off + 1] && words[o + 2] === src[off + 2] && words[o + 3] === src[off + 3];
+    const o = id * KEY_STRIDE;
+    const cells = this.cells;
+    return cells[o] === src[off] && cells[o + 1] === src[off + 1] && cells[o + 2] === src[off + 2] && cells[o + 3] === src[off + 3];
   }
 
   /** Id of src[off .. off+4), interning it with zero reference counts when new. */
@@ -77,17 +88,19 @@ export class ContentKeyTable {
     if (found >= 0) return found;
     if ((this.live + 1) * 4 > this.slotCapacity * 3) this.resizeSlots(this.slotCapacity * 2);
     const id = this.allocateId();
-    const o = id << 2;
-    this.words[o] = w0;
-    this.words[o + 1] = w1;
-    this.words[o + 2] = w2;
-    this.words[o + 3] = w3;
-    this.refDevice[id] = 0;
-    this.refHost[id] = 0;
+    const o = id * KEY_STRIDE;
+    const cells = this.cells;
+    cells[o] = w0;
+    cells[o + 1] = w1;
+    cells[o + 2] = w2;
+    cells[o + 3] = w3;
+    cells[o + REF_DEVICE] = 0;
+    cells[o + REF_HOST] = 0;
     const mask = this.slotMask;
     let i = w0 & mask;
-    while (this.slots[i] >= 0) i = (i + 1) & mask;
-    this.slots[i] = id;
+    while (this.slots[i << 1] !== 0) i = (i + 1) & mask;
+    this.slots[i << 1] = id + 1;
+    this.slots[(i << 1) + 1] = w0;
     this.live++;
     return id;
   }
@@ -96,22 +109,31 @@ export class ContentKeyTable {
   release(id: number): void {
     const mask = this.slotMask;
     const slots = this.slots;
-    const words = this.words;
-    let i = words[id << 2] & mask;
-    while (slots[i] !== id) i = (i + 1) & mask;
+    const tag = id + 1;
+    let i = this.cells[id * KEY_STRIDE] & mask;
+    while (slots[i << 1] !== tag) i = (i + 1) & mask;
     let hole = i;
     let j = i;
     for (;;) {
       j = (j + 1) & mask;
-      const other = slots[j];
-      if (other < 0) break;
-      const home = words[other << 2] & mask;
+      const other = slots[j << 1];
+      if (other === 0) break;
+      const w0 = slots[(j << 1) + 1];
+      const home = w0 & mask;
+      // The entry at j may fill the hole only if its home is not cyclically within (hole, j].
       const stays = hole <= j ? hole < home && home <= j : hole < home || home <= j;
       if (stays) continue;
-      slots[hole] = other;
+      slots[hole << 1] = other;
+      slots[(hole << 1) + 1] = w0;
       hole = j;
     }
-    slots[hole] = -1;
+    slots[hole << 1] = 0;
+    if (this.freeCount === this.freeIds.length) {
+      // Grown on demand: a stream that only ever adds keys pays nothing for the free list.
+      const grown = new Int32Array(Math.max(MIN_IDS, this.freeCount * 2));
+      grown.set(this.freeIds);
+      this.freeIds = grown;
+    }
     this.freeIds[this.freeCount++] = id;
     this.live--;
     if (this.slotCapacity > MIN_SLOTS && this.live * 8 < this.slotCapacity) this.resizeSlots(this.slotCapacity / 2);
@@ -119,45 +141,36 @@ export class ContentKeyTable {
 
   /** Bytes held by the columns. */
   approxBytes(): number {
-    return (
-      this.words.byteLength + this.refDevice.byteLength + this.refHost.byteLength + this.freeIds.byteLength + this.slots.byteLength
-    );
+    return this.cells.byteLength + this.freeIds.byteLength + this.slots.byteLength;
   }
 
   private allocateId(): number {
     if (this.freeCount > 0) return this.freeIds[--this.freeCount];
     const id = this.highWater++;
-    if (id >= this.refDevice.length) this.growIds(this.refDevice.length * 2);
+    if (id >= this.idCapacity) this.growIds(this.idCapacity * 2);
     return id;
   }
 
   private growIds(n: number): void {
-    const words = new Uint32Array(n * 4);
-    words.set(this.words);
-    this.words = words;
-    this.bytes = new Uint8Array(words.buffer);
-    const refDevice = new Uint32Array(n);
-    refDevice.set(this.refDevice);
-    this.refDevice = refDevice;
-    const refHost = new Uint32Array(n);
-    refHost.set(this.refHost);
-    this.refHost = refHost;
-    const freeIds = new Int32Array(n);
-    freeIds.set(this.freeIds.subarray(0, this.freeCount));
-    this.freeIds = freeIds;
+    const cells = new Uint32Array(n * KEY_STRIDE);
+    cells.set(this.cells);
+    this.cells = cells;
+    this.bytes = new Uint8Array(cells.buffer);
+    this.idCapacity = n;
   }
 
   private resizeSlots(n: number): void {
     const old = this.slots;
-    const slots = new Int32Array(n).fill(-1);
+    const slots = new Uint32Array(n * 2);
     const mask = n - 1;
-    const words = this.words;
-    for (let s = 0; s < old.length; s++) {
-      const id = old[s];
-      if (id < 0) continue;
-      let i = words[id << 2] & mask;
-      while (slots[i] >= 0) i = (i + 1) & mask;
-      slots[i] = id;
+    for (let s = 0; s < old.length; s += 2) {
+      const tag = old[s];
+      if (tag === 0) continue;
+      const w0 = old[s + 1];
+      let i = w0 & mask;
+      while (slots[i << 1] !== 0) i = (i + 1) & mask;
+      slots[i << 1] = tag;
+      slots[(i << 1) + 1] = w0;
     }
     this.slots = slots;
     this.slotMask = mask;

@@ -14,7 +14,7 @@ import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
 import { TIER_DEVICE, TIER_HOST } from '../decoder/kv-batch.js';
 import type { BlockStoredEvent, KvEvent, SnapshotBlock } from '../decoder/kv-batch.js';
-import { ContentKeyTable } from './content-key-table.js';
+import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST } from './content-key-table.js';
 import { EngineHashTable, UNINDEXED } from './engine-hash-table.js';
 
 /** skipped{reason} counters of §10, incremented in place by the index. */
@@ -177,7 +177,7 @@ export class StreamIndex {
    */
   matchPrefix(keys: Uint8Array, blockCount: number, out: PrefixHit): void {
     const table = this.keys;
-    const refDevice = table.refDevice;
+    const cells = table.cells;
     let device = 0;
     let hostOnly = 0;
     for (let b = 0; b < blockCount; b++) {
@@ -189,7 +189,7 @@ export class StreamIndex {
       // An interned key always has non-empty residency (released at zero), so found = resident.
       const id = table.findWords(w0, w1, w2, w3);
       if (id < 0) break;
-      if (refDevice[id] > 0) device++;
+      if (cells[id * KEY_STRIDE + REF_DEVICE] > 0) device++;
       else hostOnly++;
     }
     out.deviceBlocks = device;
@@ -198,15 +198,16 @@ export class StreamIndex {
 
   /** Residency (tier bits, 0 = absent) of the 16-byte content key at keys[offset..]. */
   residencyOf(keys: Uint8Array, offset: number): number {
-    const o = offset;
     const id = this.keys.findWords(
-      (keys[o] | (keys[o + 1] << 8) | (keys[o + 2] << 16) | (keys[o + 3] << 24)) >>> 0,
-      (keys[o + 4] | (keys[o + 5] << 8) | (keys[o + 6] << 16) | (keys[o + 7] << 24)) >>> 0,
-      (keys[o + 8] | (keys[o + 9] << 8) | (keys[o + 10] << 16) | (keys[o + 11] << 24)) >>> 0,
-      (keys[o + 12] | (keys[o + 13] << 8) | (keys[o + 14] << 16) | (keys[o + 15] << 24)) >>> 0,
+      (keys[offset] | (keys[offset + 1] << 8) | (keys[offset + 2] << 16) | (keys[offset + 3] << 24)) >>> 0,
+      (keys[offset + 4] | (keys[offset + 5] << 8) | (keys[offset + 6] << 16) | (keys[offset + 7] << 24)) >>> 0,
+      (keys[offset + 8] | (keys[offset + 9] << 8) | (keys[offset + 10] << 16) | (keys[offset + 11] << 24)) >>> 0,
+      (keys[offset + 12] | (keys[offset + 13] << 8) | (keys[offset + 14] << 16) | (keys[offset + 15] << 24)) >>> 0,
     );
     if (id < 0) return 0;
-    return (this.keys.refDevice[id] > 0 ? TIER_DEVICE : 0) | (this.keys.refHost[id] > 0 ? TIER_HOST : 0);
+    const o = id * KEY_STRIDE;
+    const cells = this.keys.cells;
+    return (cells[o + REF_DEVICE] > 0 ? TIER_DEVICE : 0) | (cells[o + REF_HOST] > 0 ? TIER_HOST : 0);
   }
 
   /**
@@ -224,7 +225,7 @@ export class StreamIndex {
       if (os < 0 || theirs.tiers[os] !== t) return false;
       const k = mine.keyIds[s];
       const ok = theirs.keyIds[os];
-      if (k >= 0 && ok >= 0 && !other.keys.equals(ok, this.keys.words, k << 2)) return false;
+      if (k >= 0 && ok >= 0 && !other.keys.equals(ok, this.keys.cells, k * KEY_STRIDE)) return false;
     }
     return true;
   }
@@ -339,7 +340,7 @@ export class StreamIndex {
   /** Computes the §4 key of tokens[start .. start+bs) on parent p (ROOT or a key id) into scratch. */
   private computeKey(p: number, tokens: Int32Array, start: number): void {
     if (p === ROOT) this.hasher.keyInto(null, 0, tokens, start, this.blockSize, this.scratchKey, 0);
-    else this.hasher.keyInto(this.keys.bytes, p << 4, tokens, start, this.blockSize, this.scratchKey, 0);
+    else this.hasher.keyInto(this.keys.bytes, p * KEY_STRIDE * 4, tokens, start, this.blockSize, this.scratchKey, 0);
   }
 
   /** New record {scratch key or UNINDEXED, tiers}; checks the entry budget first. Returns its slot. */
@@ -384,16 +385,17 @@ export class StreamIndex {
    */
   private retierKey(keyId: number, oldRecordTiers: number, newRecordTiers: number): void {
     const keys = this.keys;
-    const refDevice = keys.refDevice;
-    const refHost = keys.refHost;
-    const before = (refDevice[keyId] > 0 ? TIER_DEVICE : 0) | (refHost[keyId] > 0 ? TIER_HOST : 0);
-    refDevice[keyId] += (newRecordTiers & TIER_DEVICE) - (oldRecordTiers & TIER_DEVICE);
-    refHost[keyId] += ((newRecordTiers & TIER_HOST) - (oldRecordTiers & TIER_HOST)) >> 1;
-    const after = (refDevice[keyId] > 0 ? TIER_DEVICE : 0) | (refHost[keyId] > 0 ? TIER_HOST : 0);
+    const cells = keys.cells;
+    const d = keyId * KEY_STRIDE + REF_DEVICE;
+    const h = keyId * KEY_STRIDE + REF_HOST;
+    const before = (cells[d] > 0 ? TIER_DEVICE : 0) | (cells[h] > 0 ? TIER_HOST : 0);
+    cells[d] += (newRecordTiers & TIER_DEVICE) - (oldRecordTiers & TIER_DEVICE);
+    cells[h] += ((newRecordTiers & TIER_HOST) - (oldRecordTiers & TIER_HOST)) >> 1;
+    const after = (cells[d] > 0 ? TIER_DEVICE : 0) | (cells[h] > 0 ? TIER_HOST : 0);
     if (before === after) return;
     this.deviceKeys += (after & TIER_DEVICE) - (before & TIER_DEVICE);
     this.hostKeys += ((after & TIER_HOST) - (before & TIER_HOST)) >> 1;
-    if (this.onResidencyChange !== undefined) this.onResidencyChange(keys.words, keyId << 2, before, after);
+    if (this.onResidencyChange !== undefined) this.onResidencyChange(cells, keyId * KEY_STRIDE, before, after);
     if (after === 0) keys.release(keyId);
   }
 }
