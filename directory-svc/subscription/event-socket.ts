@@ -63,8 +63,8 @@ export class EventSocket {
     try {
       for await (const ev of this.sub.events) {
         if (this.closed) return;
-        if (ev.type === 'connect') this.handlers.onConnected();
-        else if (ev.type === 'disconnect') this.handlers.onDisconnected();
+        if (ev.type === 'connect') this.dispatch(this.handlers.onConnected, undefined);
+        else if (ev.type === 'disconnect') this.dispatch(this.handlers.onDisconnected, undefined);
       }
     } catch (e: unknown) {
       if (!this.closed) this.logger.warn({ err: e, endpoint: this.endpoint }, 'event socket monitor ended');
@@ -84,7 +84,19 @@ export class EventSocket {
         continue;
       }
       if (this.closed) return;
-      this.handlers.onMessage(frames);
+      this.dispatch(this.handlers.onMessage, frames);
+    }
+  }
+
+  /**
+   * Handlers throw only on a bug (e.g. an illegal §7 move); one stream's bug must not become an
+   * unhandled rejection that takes the whole directory down, so it is logged loudly instead.
+   */
+  private dispatch<A>(fn: (arg: A) => void, arg: A): void {
+    try {
+      fn.call(this.handlers, arg);
+    } catch (e: unknown) {
+      this.logger.error({ err: e, endpoint: this.endpoint }, 'stream handler failed');
     }
   }
 }
