@@ -80,7 +80,11 @@ export type FlagValues<T extends FlagTable> = {
   readonly [K in keyof T & string as KeyOf<K, T[K]>]: ValueOf<T[K]>;
 };
 
-export type ParsedArgs<F> = { readonly kind: 'help' } | { readonly kind: 'flags'; readonly flags: F };
+/**
+ * `given` holds the snake_case names set on the command line (not by default or env), for
+ * settings where an explicit flag overrides a config file but the default must not (kvcm-meta §8).
+ */
+export type ParsedArgs<F> = { readonly kind: 'help' } | { readonly kind: 'flags'; readonly flags: F; readonly given: ReadonlySet<string> };
 
 const INT_RE = /^[+-]?\d+$/;
 const FLOAT_RE = /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
@@ -126,7 +130,7 @@ export function parseFlags<T extends FlagTable>(
     if (!isGiven && spec.env !== undefined && env[spec.env] !== undefined && env[spec.env] !== '') raw = env[spec.env]!;
     out[key] = !isGiven && raw === undefined ? defaultValue(name, spec) : convert(name, spec, raw ?? null);
   }
-  return { kind: 'flags', flags: Object.freeze(out) as FlagValues<T> };
+  return { kind: 'flags', flags: Object.freeze(out) as FlagValues<T>, given: new Set(given.keys()) };
 }
 
 /** `--help` text generated from the table: usage line, then one entry per flag. */

@@ -70,6 +70,11 @@ describe('architecture.md flags: generic parser', () => {
     expect(configError(() => parseFlags(table, ['--b=maybe'])).message).to.equal('invalid --b: expected true or false, got "maybe"');
   });
 
+  it('flags: `given` names exactly the flags set on the command line', () => {
+    const p = parseFlags(table, ['--n=7', '--b', '--s', 'v'], { SOME_ENV: 'x' });
+    expect(p.kind === 'flags' && [...p.given].sort()).to.deep.equal(['b', 'n', 's']);
+  });
+
   it('flags: an env fallback is used only when the flag is absent', () => {
     const a = parseFlags(table, [], { SOME_ENV: '/from/env' });
     expect(a.kind === 'flags' && a.flags.withEnv).to.equal('/from/env');
