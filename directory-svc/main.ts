@@ -16,6 +16,10 @@ import { createLogger, type Logger } from '../shared/log/logger.js';
 import { Directory, type DirectoryStreamFactory } from './directory.js';
 import { DirectoryGrpcServer } from './grpc/directory-grpc-server.js';
 import { StreamSubscriber } from './subscription/stream-subscriber.js';
+import { loadMetaConfig } from './meta/config/load-meta-config.js';
+import type { MetaConfig } from './meta/config/meta-config.js';
+import { startMetaService } from './meta/meta-service.js';
+import { SqliteMetaStore } from './meta/store/sqlite-meta-store.js';
 
 /** A stop that takes longer than this exits 1 rather than hanging (kvcm-meta §9.3: within 10 s). */
 const STOP_DEADLINE_MS = 10000;
@@ -76,6 +80,24 @@ async function run(): Promise<void> {
     return;
   }
   const { flags, kvEvents } = startup;
+  // kvcm-meta §8: the MetaService config is validated before anything listens; each problem is one
+  // stderr line, then exit 2. The flags override the file only when given on the command line:
+  // their defaults equal the §8 defaults, so passing them always would hide a file's
+  // http.port / store.path. --meta_http_port=0 disables the MetaService.
+  let metaCfg: MetaConfig | null = null;
+  if (flags.metaHttpPort !== 0) {
+    const given = (name: string): boolean => process.argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`));
+    const loaded = loadMetaConfig({
+      configFile: flags.metaConfigFile,
+      httpPortOverride: given('meta_http_port') ? flags.metaHttpPort : undefined,
+      dbPathOverride: given('meta_db') ? flags.metaDb : undefined,
+    });
+    if (!loaded.ok) {
+      for (const line of loaded.errors) console.error(line);
+      process.exit(2);
+    }
+    metaCfg = loaded.config;
+  }
   const log = createLogger('directory-svc', flags.logLevel);
   const started: Stoppable[] = [];
   let stopping = false;
@@ -119,16 +141,14 @@ async function run(): Promise<void> {
 
     // HOOK (HTTP issue): heartbeat, /health and /metrics on flags.httpPort (discovery.md "Heartbeats").
 
-    if (flags.metaHttpPort !== 0) {
-      // HOOK (MetaService owners, directory-svc/meta/): start it here. kvcm-meta §8 wants its config
-      // validated before anything listens, so its load belongs beside the kv-events config above:
-      //   const metaCfg = loadMetaConfig({ configFile: flags.metaConfigFile,
-      //     httpPortOverride: flags.metaHttpPort, dbPathOverride: flags.metaDb });
-      //   if (!metaCfg.ok) { for (const l of metaCfg.errors) console.error(l); process.exit(2); }
-      //   const meta = await startMetaService({ config: metaCfg.config,
-      //     store: SqliteMetaStore.open(metaCfg.config.store.path), logger: log.child({ component: 'meta' }) });
-      //   started.push({ name: 'meta', close: () => meta.close() });
-      log.info({ meta_http_port: flags.metaHttpPort }, 'MetaService not wired into this build yet');
+    if (metaCfg !== null) {
+      // MetaService (kvcm-meta), its config validated at the top of run().
+      const meta = await startMetaService({
+        config: metaCfg,
+        store: SqliteMetaStore.open(metaCfg.store.path, { synchronous: metaCfg.store.synchronous }),
+        logger: log.child({ component: 'meta' }),
+      });
+      started.push({ name: 'meta', close: () => meta.close() });
     }
 
     log.info(
