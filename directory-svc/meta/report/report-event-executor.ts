@@ -183,11 +183,14 @@ export class ReportEventExecutor {
     events: ReadonlyArray<Extract<ValidEvent, { kind: 'add' | 'delete' }>>,
   ): Promise<ErrorCodeName> {
     // Fold per location: spec name → new URI, or null for a delete; the last operation wins (§7.2 step 5).
+    // Hot path (up to 100k events per request): one location id string per medium, not per event.
     const folded = new Map<bigint, Map<string, Map<string, string | null>>>();
+    const idOfMedium = new Map<string, string>();
     for (const e of events) {
       let byLocation = folded.get(e.blockKey);
       if (!byLocation) folded.set(e.blockKey, (byLocation = new Map()));
-      const locationId = formatReportLocationId(target.storageType, e.medium, target.hostIpPort);
+      let locationId = idOfMedium.get(e.medium);
+      if (locationId === undefined) idOfMedium.set(e.medium, (locationId = formatReportLocationId(target.storageType, e.medium, target.hostIpPort)));
       let ops = byLocation.get(locationId);
       if (!ops) byLocation.set(locationId, (ops = new Map()));
       if (e.kind === 'add') {
