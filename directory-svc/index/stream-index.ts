@@ -8,7 +8,16 @@
  * two uint32 halves (read through a Uint32Array view of the decoder's BigUint64Array, so no bigint
  * per block); content keys are interned as small integer ids with Device/Host reference counts.
  * Every residency change of a content key goes through `retierKey`, the one place an observer
- * (`onResidencyChange`) hears about it.
+ * (`onResidencyChange`) hears about it. The halves view assumes a little-endian host (x86-64,
+ * arm64), as the decoder's BigUint64Array contract does (lo = [2i], hi = [2i+1]).
+ *
+ * Costs: applying a block is O(1) expected plus one XXH3 for token-bearing in-scope blocks;
+ * matchPrefix is O(matched blocks) with ~2 cache misses per block; AllBlocksCleared and
+ * sameStateAs are O(records). Memory ≈ 70 B per indexed block at 1M blocks (bench/query).
+ *
+ * Where the spec is silent: an out-of-scope *tokenless* event counts skipped{out_of_scope} once
+ * per hash it ignores (unknown), not for hashes it adds a tier to; a snapshot block's in-scope
+ * child of an UNINDEXED parent counts `descendant` (as §5.1 rule 4), an unseen parent `orphan`.
  */
 import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
