@@ -14,6 +14,7 @@
  */
 import * as zmq from 'zeromq';
 import { silentLogger, type Logger } from '../../shared/log/logger.js';
+import { planBatches } from './batch-splitter.js';
 import { ResidencyModel } from './residency-model.js';
 import { SimBindError, SimClosedError, SimLimitError } from './sim-errors.js';
 import {
@@ -170,9 +171,25 @@ export class RankPublisher {
    */
   publish(events: readonly WireEvent[], opts: PublishOptions = {}): Promise<bigint> {
     this.assertOpen();
-    const encodedEvents = events.map((e) => this.encoder.encodeEvent(e));
+    const encoded = events.map((e) => this.encoder.encodeEvent(e));
+    return this.publishEncoded(events, encoded, opts);
+  }
+
+  /**
+   * §11.3: publish `events` as as many batches as needed so that no payload exceeds
+   * maxMessageBytes (an oversized event is cut at block boundaries). Nothing is sent for an
+   * empty list. All seqs are taken synchronously, in order. Returns them.
+   */
+  publishSplit(events: readonly WireEvent[], opts: Omit<PublishOptions, 'seq'> = {}): Promise<bigint[]> {
+    this.assertOpen();
     const dpRank = opts.dpRank === undefined ? this.dpRank : opts.dpRank;
-    const payload = this.encoder.encodeBatch(opts.ts ?? Date.now() / 1000, encodedEvents, dpRank);
+    const plan = planBatches(this.encoder, events, dpRank, this.maxMessageBytes);
+    return Promise.all(plan.map((b) => this.publishEncoded(b.events, b.encoded, opts)));
+  }
+
+  private publishEncoded(events: readonly WireEvent[], encoded: Uint8Array[], opts: PublishOptions): Promise<bigint> {
+    const dpRank = opts.dpRank === undefined ? this.dpRank : opts.dpRank;
+    const payload = this.encoder.encodeBatch(opts.ts ?? Date.now() / 1000, encoded, dpRank);
     if (payload.length > this.maxMessageBytes) {
       return Promise.reject(new SimLimitError(`batch payload ${payload.length} bytes exceeds max_message_bytes ${this.maxMessageBytes}`));
     }
@@ -185,6 +202,11 @@ export class RankPublisher {
     }
     const topic = opts.topic ?? this.topic;
     return this.sendLive([utf8.encode(topic), u64be(seq), payload]).then(() => seq);
+  }
+
+  /** The state rebuilt from every batch published since start (dropped ones included). */
+  publishedState(): WireSnapshotBlock[] {
+    return this.model.snapshot();
   }
 
   /** Send arbitrary frames on the event socket (malformed framing, D5). Consumes no seq. */

@@ -1,0 +1,188 @@
+/**
+ * An xLLM-compatible fake engine: one instance with `dpSize` DP ranks, each a block pool
+ * (simulated KV cache) behind a RankPublisher speaking kv-events over real ZeroMQ (§1, §11).
+ * Rank r binds events at `eventPortBase + r` and snapshots at `replayPortBase + r` (§1, §11.1).
+ *
+ * Only the KV event side exists so far; the control side (etcd registration, heartbeats, HTTP
+ * /health, the OpenAI endpoint) will hang off this class, which is why it owns the instance
+ * identity and the rank list rather than the ranks living on their own.
+ */
+import { silentLogger, type Logger } from '../../shared/log/logger.js';
+import { BlockPool, type AdmitOptions, type AdmitResult, type OffloadMode } from './block-pool.js';
+import { RankPublisher } from './rank-publisher.js';
+import { SimClosedError } from './sim-errors.js';
+import type { WireEvent } from './wire-types.js';
+
+export interface EngineSimulatorOptions {
+  instanceName: string;
+  /** DP ranks, ≥ 1. Default 1. */
+  dpSize?: number;
+  blockSize: number;
+  /** Rank r binds its PUB at eventPortBase + r (§1). */
+  eventPortBase: number;
+  /** Rank r binds its ROUTER at replayPortBase + r (§1). */
+  replayPortBase: number;
+  /** Frame 0 of every live message (§2). Default ''. */
+  topic?: string;
+  /** Per rank. */
+  deviceCapacityBlocks: number;
+  /** Per rank; 0 (default) disables Host offload. */
+  hostCapacityBlocks?: number;
+  /** Interface to bind; default 127.0.0.1. */
+  host?: string;
+  /** §9; default 8 MiB. */
+  maxMessageBytes?: number;
+  /** Default `sync` (see BlockPool). */
+  offloadMode?: OffloadMode;
+  /** §11.7 SHOULD: publish `[AllBlocksCleared]` as batch 0 of each rank. Default true. */
+  startupClear?: boolean;
+  logger?: Logger;
+}
+
+export interface PublishedStep extends AdmitResult {
+  /** Seqs of the batches carrying the step's events (none when there were no events). */
+  seqs: bigint[];
+}
+
+/** One DP rank: its pool and its publisher, kept in step. */
+export class SimulatedRank {
+  private constructor(
+    readonly dpRank: number,
+    readonly pool: BlockPool,
+    readonly publisher: RankPublisher,
+    private readonly startupClear: boolean,
+  ) {
+    // §11.8: snapshots come from the pool's current state, read synchronously per request.
+    publisher.setSnapshotSource(() => pool.snapshot());
+  }
+
+  static async start(opts: EngineSimulatorOptions, dpRank: number): Promise<SimulatedRank> {
+    const pool = new BlockPool({
+      blockSize: opts.blockSize,
+      deviceCapacityBlocks: opts.deviceCapacityBlocks,
+      hostCapacityBlocks: opts.hostCapacityBlocks ?? 0,
+      offloadMode: opts.offloadMode,
+    });
+    const publisher = await RankPublisher.start({
+      host: opts.host,
+      eventPort: opts.eventPortBase + dpRank,
+      replayPort: opts.replayPortBase + dpRank,
+      dpRank,
+      topic: opts.topic,
+      blockSize: opts.blockSize,
+      maxMessageBytes: opts.maxMessageBytes,
+      logger: opts.logger,
+    });
+    const rank = new SimulatedRank(dpRank, pool, publisher, opts.startupClear ?? true);
+    await rank.publishStartup();
+    return rank;
+  }
+
+  /**
+   * One prefill on this rank: the pool changes and the step's events go out as one batch (more
+   * only when max_message_bytes forces a split, §11.3). The pool change and the seq allocation
+   * happen together before any await, so snapshots stay exact (§11.8).
+   */
+  async admitPrompt(tokenIds: readonly number[], opts: AdmitOptions = {}): Promise<PublishedStep> {
+    const result = this.pool.admitPrompt(tokenIds, opts);
+    const seqs = await this.publisher.publishSplit(result.events);
+    return { ...result, seqs };
+  }
+
+  /** §11.7 cache reset of both tiers (null) or one. */
+  clear(medium: 'gpu' | 'cpu' | null = null): Promise<bigint[]> {
+    return this.publisher.publishSplit(this.pool.clear(medium));
+  }
+
+  /** §7.3: publish the whole state as one full-state batch (split only if it must be). */
+  publishFullState(): Promise<bigint[]> {
+    return this.publisher.publishSplit(this.pool.fullStateEvents());
+  }
+
+  /** Publish events the pool did not produce (they do not change the pool). */
+  publishEvents(events: readonly WireEvent[]): Promise<bigint[]> {
+    return this.publisher.publishSplit(events);
+  }
+
+  /**
+   * A new engine process on the same ports (§2: seq restarts at 0). Without `keepState` the
+   * cache starts empty; with it the cache survived (e.g. a sidecar restart) and batch 0 is a
+   * full-state batch (§7.3) instead of a bare clear.
+   */
+  async restart(opts: { keepState?: boolean } = {}): Promise<void> {
+    await this.publisher.restart({ keepState: opts.keepState });
+    if (!opts.keepState) this.pool.reset();
+    await this.publishStartup();
+  }
+
+  close(): Promise<void> {
+    return this.publisher.close();
+  }
+
+  private async publishStartup(): Promise<void> {
+    if (this.pool.deviceBlocks + this.pool.hostBlocks > 0) await this.publishFullState();
+    else if (this.startupClear) await this.publisher.publish([{ type: 'AllBlocksCleared', medium: null }]);
+  }
+}
+
+export class EngineSimulator {
+  readonly instanceName: string;
+  readonly dpSize: number;
+  readonly blockSize: number;
+  private closed = false;
+
+  private constructor(
+    opts: EngineSimulatorOptions,
+    private readonly ranks: readonly SimulatedRank[],
+    private readonly log: Logger,
+  ) {
+    this.instanceName = opts.instanceName;
+    this.dpSize = ranks.length;
+    this.blockSize = opts.blockSize;
+  }
+
+  /** Bind every rank's sockets and publish each rank's batch 0. */
+  static async start(opts: EngineSimulatorOptions): Promise<EngineSimulator> {
+    const dpSize = opts.dpSize ?? 1;
+    if (!Number.isInteger(dpSize) || dpSize < 1) throw new RangeError(`dpSize must be a positive integer, got ${dpSize}`);
+    const log = (opts.logger ?? silentLogger).child({ component: 'engine-sim', instance: opts.instanceName });
+    const ranks: SimulatedRank[] = [];
+    try {
+      for (let r = 0; r < dpSize; r++) ranks.push(await SimulatedRank.start({ ...opts, logger: log }, r));
+    } catch (e) {
+      await Promise.allSettled(ranks.map((rank) => rank.close()));
+      throw e;
+    }
+    log.info({ dp_size: dpSize, event_port_base: opts.eventPortBase, replay_port_base: opts.replayPortBase }, 'engine simulator started');
+    return new EngineSimulator(opts, ranks, log);
+  }
+
+  rank(dpRank: number): SimulatedRank {
+    if (this.closed) throw new SimClosedError(`engine simulator ${this.instanceName} is closed`);
+    const r = this.ranks[dpRank];
+    if (r === undefined) throw new RangeError(`dp rank ${dpRank} out of range 0..${this.dpSize - 1}`);
+    return r;
+  }
+
+  /** Every rank's event endpoint, rank order (connectable, §1). */
+  get eventEndpoints(): string[] {
+    return this.ranks.map((r) => r.publisher.eventEndpoint);
+  }
+
+  /** Every rank's snapshot endpoint, rank order. */
+  get replayEndpoints(): string[] {
+    return this.ranks.map((r) => r.publisher.replayEndpoint);
+  }
+
+  /** A process restart: every rank restarts (seq 0), empty unless `keepState`. */
+  async restart(opts: { keepState?: boolean } = {}): Promise<void> {
+    for (const r of this.ranks) await r.restart(opts);
+    this.log.info({ keep_state: opts.keepState ?? false }, 'engine simulator restarted');
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.allSettled(this.ranks.map((r) => r.close()));
+  }
+}
