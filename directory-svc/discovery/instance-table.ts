@@ -1,0 +1,354 @@
+/**
+ * The in-memory instance table and its lifecycle (discovery.md "Instance states", "Heartbeats").
+ * Pure: no etcd, no timers, no HTTP. Callers pass `nowMs` and feed it what the edges saw (etcd
+ * puts and deletes, probe results, heartbeats, ticks); every method returns the changes it made,
+ * which the edge logs, counts and hands to the subscription reconciler and the view stream.
+ *
+ * Identity: each registration the table accepts as a new engine process gets a fresh
+ * `generation` (table-wide counter). A refresh keeps it; a replacement (new incarnation, or a
+ * newer register_ts_ms when neither side has an incarnation) gets a new one, so every stream
+ * derived from it has a new identity and the old index is dropped.
+ */
+import { sameRegistration, type InstanceRegistration, type InstanceType } from './instance-json.js';
+import type { HeartbeatReport, InstanceLoad, MixRole } from './load-report.js';
+
+export type InstanceState = 'ACTIVE' | 'LEASE_LOST' | 'SUSPECT';
+/** A state, or `REMOVED`: the instance left the table. */
+export type InstanceFate = InstanceState | 'REMOVED';
+
+/** The state table of discovery.md "Instance states": the only moves `transition` allows. */
+const ALLOWED_MOVES: Readonly<Record<InstanceState, readonly InstanceFate[]>> = {
+  // key deleted: /health answered → LEASE_LOST, probe failed → SUSPECT
+  ACTIVE: ['LEASE_LOST', 'SUSPECT'],
+  // PUT with the same incarnation → ACTIVE; no heartbeat for lease_lost_heartbeat_timeout → SUSPECT
+  LEASE_LOST: ['ACTIVE', 'SUSPECT'],
+  // PUT same incarnation → ACTIVE; a heartbeat → LEASE_LOST (never ACTIVE); detect interval → gone
+  SUSPECT: ['ACTIVE', 'LEASE_LOST', 'REMOVED'],
+};
+
+export type TransitionReason =
+  | 'probe_healthy'
+  | 'probe_failed'
+  | 'heartbeat_timeout'
+  | 'registration_refreshed'
+  | 'heartbeat_while_suspect'
+  | 'disconnected_interval';
+
+export class InstanceTransitionError extends Error {
+  readonly class = 'bad_transition' as const;
+  constructor(readonly from: InstanceState, readonly to: InstanceFate) {
+    super(`bad_transition: ${from} → ${to} is not in the instance state table`);
+    this.name = 'InstanceTransitionError';
+  }
+}
+
+/** Checks one move against the state table; throws `InstanceTransitionError` for any other. */
+export function transition(from: InstanceState, to: InstanceFate): InstanceFate {
+  if (!ALLOWED_MOVES[from].includes(to)) throw new InstanceTransitionError(from, to);
+  return to;
+}
+
+export interface LifecycleTimings {
+  /** `--lease_lost_heartbeat_timeout_ms`: LEASE_LOST without a heartbeat this long → SUSPECT. */
+  readonly leaseLostHeartbeatTimeoutMs: number;
+  /** `--detect_disconnected_instance_interval` in ms: SUSPECT this long → removed. */
+  readonly detectDisconnectedIntervalMs: number;
+}
+
+/** A read-only snapshot of one instance. */
+export interface InstanceView {
+  readonly name: string;
+  readonly registration: InstanceRegistration;
+  /** Changes exactly when the engine process (identity) changes; see the file comment. */
+  readonly generation: number;
+  readonly state: InstanceState;
+  readonly stateSinceMs: number;
+  /** Whether its `XLLM:<TYPE>:<name>` key currently exists (false while probing or after a delete). */
+  readonly keyPresent: boolean;
+  /** Latest valid load; null when none yet or the last report was invalid. */
+  readonly load: InstanceLoad | null;
+  readonly loadAtMs: number | null;
+  readonly lastHeartbeatMs: number | null;
+  /** MIX only (default PREFILL); null for the other types. */
+  readonly currentRole: MixRole | null;
+  /** ACTIVE or LEASE_LOST. */
+  readonly schedulable: boolean;
+  /** Schedulable with a valid load report (discovery.md "Heartbeats"). */
+  readonly routingCandidate: boolean;
+}
+
+export type InstanceChange =
+  | { readonly kind: 'upsert'; readonly instance: InstanceView }
+  | { readonly kind: 'replace'; readonly previous: InstanceView; readonly instance: InstanceView }
+  | { readonly kind: 'remove'; readonly instance: InstanceView }
+  | { readonly kind: 'state'; readonly instance: InstanceView; readonly from: InstanceState; readonly to: InstanceState; readonly reason: TransitionReason }
+  | { readonly kind: 'load'; readonly instance: InstanceView };
+
+/** A deleted key whose engine must be probed (`GET /health`) before LEASE_LOST or SUSPECT. */
+export interface ProbeRequest {
+  readonly name: string;
+  /** Ties the result to this delete: a later PUT or delete makes the result stale. */
+  readonly token: number;
+}
+
+export type IgnoredReason = 'stale_delete' | 'unknown_instance' | 'same_registration';
+
+export interface PutResult {
+  readonly changes: readonly InstanceChange[];
+}
+
+export interface DeleteResult {
+  readonly changes: readonly InstanceChange[];
+  readonly probe: ProbeRequest | null;
+  readonly ignored: IgnoredReason | null;
+}
+
+export type HeartbeatOutcome = 'accepted' | 'unknown_instance' | 'stale_incarnation';
+
+export interface HeartbeatResult {
+  readonly outcome: HeartbeatOutcome;
+  readonly changes: readonly InstanceChange[];
+}
+
+/** What a full etcd listing holds: the valid registrations and every instance key present. */
+export interface InstanceListing {
+  readonly registrations: readonly InstanceRegistration[];
+  /** `<TYPE>:<name>` of every instance key listed, valid or not (an invalid value is not a delete). */
+  readonly presentKeys: ReadonlySet<string>;
+}
+
+interface InstanceRecord {
+  registration: InstanceRegistration;
+  generation: number;
+  state: InstanceState;
+  stateSinceMs: number;
+  keyPresent: boolean;
+  /** The token of the delete awaiting a probe result; null when none. */
+  pendingProbe: number | null;
+  load: InstanceLoad | null;
+  loadAtMs: number | null;
+  lastHeartbeatMs: number | null;
+  currentRole: MixRole | null;
+}
+
+export function instanceKeyId(type: InstanceType, name: string): string {
+  return `${type}:${name}`;
+}
+
+export class InstanceTable {
+  private readonly records = new Map<string, InstanceRecord>();
+  private nextGeneration = 1;
+  private nextProbeToken = 1;
+
+  constructor(private readonly timings: LifecycleTimings) {}
+
+  get size(): number {
+    return this.records.size;
+  }
+
+  get(name: string): InstanceView | null {
+    const r = this.records.get(name);
+    return r === undefined ? null : view(name, r);
+  }
+
+  /** Every instance, in name order (the planner's and the diagnostics' order). */
+  instances(): InstanceView[] {
+    const names = [...this.records.keys()].sort();
+    return names.map((n) => view(n, this.records.get(n)!));
+  }
+
+  /**
+   * An etcd PUT of a valid instance value (discovery.md "Instance states"): a new name is
+   * registered ACTIVE; the same identity refreshes it (back to ACTIVE, index kept); another
+   * identity replaces it (old streams and index dropped).
+   */
+  put(reg: InstanceRegistration, nowMs: number): PutResult {
+    const name = reg.name;
+    const r = this.records.get(name);
+    if (r === undefined) {
+      const created = this.newRecord(reg, nowMs);
+      this.records.set(name, created);
+      return { changes: [{ kind: 'upsert', instance: view(name, created) }] };
+    }
+    if (isReplacement(r.registration, reg)) {
+      const previous = view(name, r);
+      const created = this.newRecord(reg, nowMs);
+      this.records.set(name, created);
+      return { changes: [{ kind: 'replace', previous, instance: view(name, created) }] };
+    }
+    const changes: InstanceChange[] = [];
+    const dataChanged = !sameRegistration(r.registration, reg);
+    r.registration = reg;
+    r.keyPresent = true;
+    r.pendingProbe = null;
+    if (reg.type === 'MIX' && r.currentRole === null) r.currentRole = 'PREFILL';
+    if (reg.type !== 'MIX') r.currentRole = null;
+    if (r.state !== 'ACTIVE') changes.push(this.move(name, r, 'ACTIVE', 'registration_refreshed', nowMs));
+    // A refresh that changes dp_size, type or address still keeps the generation: the reconciler
+    // compares endpoints and adds or removes exactly the streams that changed.
+    if (dataChanged) changes.push({ kind: 'upsert', instance: view(name, r) });
+    return { changes };
+  }
+
+  /**
+   * An etcd DELETE of `XLLM:<type>:<name>`. `previous` is the deleted value (prevKv), null when
+   * unknown or unparsable. A delete of another key than the one registered, or whose previous
+   * value carries another incarnation, is stale and ignored. Otherwise the caller must probe the
+   * engine and report with `probeResult`; the instance stays ACTIVE meanwhile.
+   */
+  delete(type: InstanceType, name: string, previous: InstanceRegistration | null): DeleteResult {
+    const r = this.records.get(name);
+    if (r === undefined) return { changes: [], probe: null, ignored: 'unknown_instance' };
+    if (!r.keyPresent || r.registration.type !== type) return { changes: [], probe: null, ignored: 'stale_delete' };
+    if (previous !== null && isReplacement(previous, r.registration)) return { changes: [], probe: null, ignored: 'stale_delete' };
+    r.keyPresent = false;
+    r.pendingProbe = this.nextProbeToken++;
+    return { changes: [], probe: { name, token: r.pendingProbe }, ignored: null };
+  }
+
+  /** The outcome of the `GET /health` probe asked for by `delete`; stale results are dropped. */
+  probeResult(probe: ProbeRequest, healthy: boolean, nowMs: number): readonly InstanceChange[] {
+    const r = this.records.get(probe.name);
+    if (r === undefined || r.pendingProbe !== probe.token || r.keyPresent) return [];
+    r.pendingProbe = null;
+    if (r.state !== 'ACTIVE') return [];
+    return [this.move(probe.name, r, healthy ? 'LEASE_LOST' : 'SUSPECT', healthy ? 'probe_healthy' : 'probe_failed', nowMs)];
+  }
+
+  /**
+   * A valid heartbeat. Unknown names and other incarnations are refused (HTTP 409). The
+   * incarnation is compared only when both the heartbeat and the registration carry one.
+   */
+  heartbeat(report: HeartbeatReport, nowMs: number): HeartbeatResult {
+    const r = this.records.get(report.name);
+    if (r === undefined) return { outcome: 'unknown_instance', changes: [] };
+    const registered = r.registration.incarnationId;
+    if (registered !== null && report.incarnationId !== null && registered !== report.incarnationId) {
+      return { outcome: 'stale_incarnation', changes: [] };
+    }
+    const changes: InstanceChange[] = [];
+    r.lastHeartbeatMs = nowMs;
+    if (r.state === 'SUSPECT') changes.push(this.move(report.name, r, 'LEASE_LOST', 'heartbeat_while_suspect', nowMs));
+    if (r.registration.type === 'MIX') {
+      const role = report.currentRole ?? 'PREFILL';
+      if (role !== r.currentRole) {
+        r.currentRole = role;
+        changes.push({ kind: 'upsert', instance: view(report.name, r) });
+      }
+    }
+    if (report.load !== null) {
+      r.load = report.load;
+      r.loadAtMs = nowMs;
+      changes.push({ kind: 'load', instance: view(report.name, r) });
+    }
+    return { outcome: 'accepted', changes };
+  }
+
+  /** The last report for `name` was invalid: it is no routing candidate until a valid one. */
+  invalidateLoad(name: string): readonly InstanceChange[] {
+    const r = this.records.get(name);
+    if (r === undefined || r.load === null) return [];
+    r.load = null;
+    r.loadAtMs = null;
+    return [{ kind: 'load', instance: view(name, r) }];
+  }
+
+  /**
+   * Load from the legacy `XLLM:LOADMETRICS:<name>` key: used only until the instance's first
+   * heartbeat, which is always fresher (discovery.md: read for compatibility, never required).
+   */
+  legacyLoad(name: string, load: InstanceLoad, nowMs: number): readonly InstanceChange[] {
+    const r = this.records.get(name);
+    if (r === undefined || r.lastHeartbeatMs !== null) return [];
+    r.load = load;
+    r.loadAtMs = nowMs;
+    return [{ kind: 'load', instance: view(name, r) }];
+  }
+
+  /** The timed moves: LEASE_LOST → SUSPECT and SUSPECT → removed. */
+  tick(nowMs: number): readonly InstanceChange[] {
+    const changes: InstanceChange[] = [];
+    for (const [name, r] of this.records) {
+      if (r.state === 'LEASE_LOST') {
+        const lastSign = Math.max(r.lastHeartbeatMs ?? r.stateSinceMs, r.stateSinceMs);
+        if (nowMs - lastSign >= this.timings.leaseLostHeartbeatTimeoutMs) {
+          changes.push(this.move(name, r, 'SUSPECT', 'heartbeat_timeout', nowMs));
+        }
+      } else if (r.state === 'SUSPECT' && nowMs - r.stateSinceMs >= this.timings.detectDisconnectedIntervalMs) {
+        transition(r.state, 'REMOVED');
+        this.records.delete(name);
+        changes.push({ kind: 'remove', instance: view(name, r) });
+      }
+    }
+    return changes;
+  }
+
+  /**
+   * A full listing after (re)connecting to etcd: every valid registration is applied as a PUT,
+   * and every registered key that is no longer listed as a delete (its engine is probed).
+   */
+  resync(listing: InstanceListing, nowMs: number): { changes: InstanceChange[]; probes: ProbeRequest[] } {
+    const changes: InstanceChange[] = [];
+    const probes: ProbeRequest[] = [];
+    for (const [name, r] of [...this.records]) {
+      if (!r.keyPresent || listing.presentKeys.has(instanceKeyId(r.registration.type, name))) continue;
+      const res = this.delete(r.registration.type, name, null);
+      if (res.probe !== null) probes.push(res.probe);
+    }
+    for (const reg of listing.registrations) changes.push(...this.put(reg, nowMs).changes);
+    return { changes, probes };
+  }
+
+  private newRecord(reg: InstanceRegistration, nowMs: number): InstanceRecord {
+    return {
+      registration: reg,
+      generation: this.nextGeneration++,
+      state: 'ACTIVE',
+      stateSinceMs: nowMs,
+      keyPresent: true,
+      pendingProbe: null,
+      load: null,
+      loadAtMs: null,
+      lastHeartbeatMs: null,
+      currentRole: reg.type === 'MIX' ? 'PREFILL' : null,
+    };
+  }
+
+  private move(name: string, r: InstanceRecord, to: InstanceState, reason: TransitionReason, nowMs: number): InstanceChange {
+    const from = r.state;
+    transition(from, to);
+    r.state = to;
+    r.stateSinceMs = nowMs;
+    return { kind: 'state', instance: view(name, r), from, to, reason };
+  }
+}
+
+/**
+ * discovery.md: another `incarnation_id` is a replacement; when both lack it, a newer
+ * `register_ts_ms` is. One side with an id and the other without is a different identity too
+ * (an engine upgraded or downgraded in place is a new process).
+ */
+export function isReplacement(current: InstanceRegistration, next: InstanceRegistration): boolean {
+  const a = current.incarnationId;
+  const b = next.incarnationId;
+  if (a !== null || b !== null) return a !== b;
+  return current.registerTsMs !== null && next.registerTsMs !== null && next.registerTsMs > current.registerTsMs;
+}
+
+function view(name: string, r: InstanceRecord): InstanceView {
+  const schedulable = r.state === 'ACTIVE' || r.state === 'LEASE_LOST';
+  return Object.freeze({
+    name,
+    registration: r.registration,
+    generation: r.generation,
+    state: r.state,
+    stateSinceMs: r.stateSinceMs,
+    keyPresent: r.keyPresent,
+    load: r.load,
+    loadAtMs: r.loadAtMs,
+    lastHeartbeatMs: r.lastHeartbeatMs,
+    currentRole: r.currentRole,
+    schedulable,
+    routingCandidate: schedulable && r.load !== null,
+  });
+}
