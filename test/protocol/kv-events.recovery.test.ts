@@ -477,7 +477,8 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
   });
 
   it('R10 a full-state batch restores synchronization from UNSYNCHRONIZED without a snapshot', async () => {
-    rig = await Rig.open();
+    // random() ≈ 1 picks the top of [d/2, d]: the longest UNSYNCHRONIZED window for the batch.
+    rig = await Rig.open({ random: () => 0.99 });
     const r = rig;
     await r.startSynchronized();
     // Every snapshot request goes unanswered from now on.
@@ -485,7 +486,7 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
     await r.pub.publish([stored([1], null, blockTokens(0))], { dpRank: 1 });
     await r.inState('UNSYNCHRONIZED');
     expect(r.errorClass()).to.equal('protocol');
-    // Wait for a longer §7.4 delay (n ≥ 3 → ≥ 200 ms) so the batch lands in UNSYNCHRONIZED.
+    // Wait for a longer §7.4 delay (n ≥ 3 → ≈ 400 ms) so the batch lands in UNSYNCHRONIZED.
     await waitFor(() => r.sub.state === 'UNSYNCHRONIZED' && r.sub.consecutiveFailures >= 3, 10_000, 'n ≥ 3');
     const requests = r.pub.snapshotRequests.length;
     const unsyncedBefore = r.states.lastIndexOf('UNSYNCHRONIZED');
