@@ -501,36 +501,45 @@ describe('kv-events §5 index agrees with a reference model (property)', () => {
   const TOKENS = [[], [1, 2], [2, 1], [1, 1], [2, 2], [1, 2], [2, 1], [1, 1], [1, 2]];
   const PATHS = [[1, 2, 3, 4], [1, 7], [5, 6], [8]];
   const tierArb = fc.constantFrom<1 | 2>(1, 2);
-  const storedArb = fc
-    .record({
-      path: fc.nat({ max: PATHS.length - 1 }),
-      start: fc.oneof({ arbitrary: fc.constant(0), weight: 5 }, { arbitrary: fc.nat({ max: 3 }), weight: 1 }),
-      count: fc.integer({ min: 0, max: 3 }),
-      tokenless: fc.integer({ min: 0, max: 5 }).map((x) => x === 0),
-      tier: tierArb,
-      outOfScope: fc.integer({ min: 0, max: 7 }).map((x) => x === 0),
-      badSize: fc.integer({ min: 0, max: 15 }).map((x) => x === 0),
-      badTokens: fc.integer({ min: 0, max: 19 }).map((x) => x === 0),
-      badParent: fc.oneof({ arbitrary: fc.constant(null), weight: 19 }, { arbitrary: fc.nat({ max: HASH.length - 1 }), weight: 1 }),
-    })
-    .map((r): KvEvent => {
-      const path = PATHS[r.path];
-      const start = Math.min(r.start, path.length - 1);
-      const ids = path.slice(start, start + r.count);
-      // Replica notices (tokenless) carry a nil parent, as in §5.3 seq 2.
-      let parent: bigint | null = start === 0 || r.tokenless ? null : HASH[path[start - 1]];
-      if (r.badParent !== null) parent = r.badParent === 0 ? null : HASH[r.badParent];
-      let tokens = ids.flatMap((id) => TOKENS[id]);
-      if (r.badTokens) tokens = tokens.map((t) => 3 - t);
-      if (r.badSize) tokens = tokens.concat([1]);
-      if (r.tokenless) tokens = [];
-      return stored(ids.map((id) => HASH[id]), parent, tokens, r.tier, { blockSize: r.tokenless ? null : BS, outOfScope: r.outOfScope });
-    });
+  /** BlockStored along a world path; `faults` adds wrong sizes, tokens, parents and scope. */
+  const storedArbWith = (faults: boolean): fc.Arbitrary<KvEvent> =>
+    fc
+      .record({
+        path: fc.nat({ max: PATHS.length - 1 }),
+        start: fc.oneof({ arbitrary: fc.constant(0), weight: 5 }, { arbitrary: fc.nat({ max: 3 }), weight: 1 }),
+        count: fc.integer({ min: 0, max: 3 }),
+        tokenless: fc.integer({ min: 0, max: 5 }).map((x) => x === 0),
+        tier: tierArb,
+        outOfScope: fc.integer({ min: 0, max: 7 }).map((x) => faults && x === 0),
+        badSize: fc.integer({ min: 0, max: 15 }).map((x) => faults && x === 0),
+        badTokens: fc.integer({ min: 0, max: 19 }).map((x) => faults && x === 0),
+        badParent: fc.oneof({ arbitrary: fc.constant(null), weight: 19 }, { arbitrary: fc.nat({ max: HASH.length - 1 }), weight: faults ? 1 : 0 }),
+      })
+      .map((r): KvEvent => {
+        const path = PATHS[r.path];
+        const start = Math.min(r.start, path.length - 1);
+        const ids = path.slice(start, start + r.count);
+        // Replica notices (tokenless) carry a nil parent, as in §5.3 seq 2.
+        let parent: bigint | null = start === 0 || r.tokenless ? null : HASH[path[start - 1]];
+        if (r.badParent !== null) parent = r.badParent === 0 ? null : HASH[r.badParent];
+        let tokens = ids.flatMap((id) => TOKENS[id]);
+        if (r.badTokens) tokens = tokens.map((t) => 3 - t);
+        if (r.badSize) tokens = tokens.concat([1]);
+        if (r.tokenless) tokens = [];
+        return stored(ids.map((id) => HASH[id]), parent, tokens, r.tier, { blockSize: r.tokenless ? null : BS, outOfScope: r.outOfScope });
+      });
+  const storedArb = storedArbWith(true);
   const removedArb = fc
     .record({ ids: fc.array(fc.integer({ min: 1, max: HASH.length - 1 }), { maxLength: 3 }), tier: tierArb })
     .map((r): KvEvent => removed(r.ids.map((id) => HASH[id]), r.tier));
   const clearedArb = fc.constantFrom<1 | 2 | 3>(1, 2, 3).map((t): KvEvent => cleared(t));
   const eventArb = fc.oneof({ arbitrary: storedArb, weight: 8 }, { arbitrary: removedArb, weight: 3 }, { arbitrary: clearedArb, weight: 1 });
+  const publisherEventArb = fc.oneof({ arbitrary: storedArbWith(false), weight: 8 }, { arbitrary: removedArb, weight: 3 }, { arbitrary: clearedArb, weight: 1 });
+  /** World parents (kept by hash even after the parent left both tiers, §6) and a parent-first order. */
+  const PARENT = new Map<number, number>();
+  for (const path of PATHS) for (let i = 1; i < path.length; i++) PARENT.set(path[i], path[i - 1]);
+  const depth = (id: number): number => (PARENT.has(id) ? 1 + depth(PARENT.get(id) as number) : 0);
+  const PARENT_FIRST = Array.from({ length: HASH.length - 1 }, (_, i) => i + 1).sort((a, b) => depth(a) - depth(b));
   const promptArb = fc.constantFrom(...PATHS).map((path) => path.flatMap((id) => TOKENS[id]));
 
   it('§5 random event sequences give the same entries, block counts, residency, skips, errors and prefix hits', () => {
@@ -582,6 +591,42 @@ describe('kv-events §5 index agrees with a reference model (property)', () => {
         expect(index.sameStateAs(again)).to.equal(true);
       }),
       { numRuns: 300 },
+    );
+  });
+
+  it('R11 a snapshot of the live state (parent-first, orphans where a parent left) builds an index equal to it (§6, §7.5)', () => {
+    fc.assert(
+      fc.property(fc.array(publisherEventArb, { minLength: 5, maxLength: 40, size: 'medium' }), (events) => {
+        let live = new StreamIndex({ blockSize: BS, hasher, maxEntries: 1000 });
+        let model = new ReferenceIndex(BS, hasher, 1000);
+        for (const e of events) {
+          try {
+            model.apply(e, noSkips());
+          } catch (err) {
+            if (!(err instanceof ReferenceError)) throw err;
+            live = new StreamIndex({ blockSize: BS, hasher, maxEntries: 1000 });
+            model = new ReferenceIndex(BS, hasher, 1000);
+            continue;
+          }
+          live.applyEvents([e], noSkips());
+        }
+        const snap = new StreamIndex({ blockSize: BS, hasher, maxEntries: 1000 });
+        const skipped = noSkips();
+        for (const id of PARENT_FIRST) {
+          const rec = model.records.get(HASH[id]);
+          if (!rec) continue;
+          const parent = PARENT.get(id);
+          snap.addSnapshotBlock(snapshotBlock(HASH[id], parent === undefined ? null : HASH[parent], TOKENS[id], rec.tiers as 1 | 2 | 3), skipped);
+        }
+        snap.finishSnapshot();
+        expect(live.sameStateAs(snap)).to.equal(true);
+        expect(snap.sameStateAs(live)).to.equal(true);
+        expect(snap.entryCount).to.equal(live.entryCount);
+        // Orphans only lose content keys, never gain them.
+        expect(snap.deviceBlocks).to.be.at.most(live.deviceBlocks);
+        expect(snap.hostBlocks).to.be.at.most(live.hostBlocks);
+      }),
+      { numRuns: 200 },
     );
   });
 });
