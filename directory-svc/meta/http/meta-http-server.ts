@@ -80,7 +80,15 @@ export class MetaHttpServer {
   constructor(private readonly opts: MetaHttpServerOptions) {
     this.log = opts.logger;
     this.app.silent = true;
-    this.app.use((ctx) => this.route(ctx));
+    this.app.use(async (ctx) => {
+      try {
+        await this.route(ctx);
+      } catch (e) {
+        // Only a bug gets here (handler errors are business errors); still `{}` and a WARN (§1.2).
+        this.log.error({ err: e }, 'meta http route failed');
+        this.httpError(ctx, 'unknown', 500, 0, e instanceof Error ? e.message : String(e));
+      }
+    });
   }
 
   get state(): ServiceState {
@@ -197,10 +205,10 @@ export class MetaHttpServer {
 
   private async rpc(ctx: Context, rpc: RpcName): Promise<void> {
     const started = process.hrtime.bigint();
+    // In flight until the response is flushed (or the client went away), not until the handler
+    // returns: koa writes the body after this middleware, and the drain must not cut it off.
     this.inFlight++;
-    try {
-      await this.rpcInner(ctx, rpc);
-    } finally {
+    ctx.res.once('close', () => {
       this.opts.metrics.httpRequestDurationSeconds.observe({ api: rpc }, Number(process.hrtime.bigint() - started) / 1e9);
       this.inFlight--;
       if (this.inFlight === 0 && this.inFlightZero) {
@@ -208,7 +216,8 @@ export class MetaHttpServer {
         this.inFlightZero = null;
         done();
       }
-    }
+    });
+    await this.rpcInner(ctx, rpc);
   }
 
   private async rpcInner(ctx: Context, rpc: RpcName): Promise<void> {
