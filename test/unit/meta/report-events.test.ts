@@ -1,0 +1,67 @@
+/** kvcm-meta §7.3 request shapes and §7.4 item validation (V-03 and S-02 at unit level). */
+import { expect } from 'chai';
+import { isAllowedShape, normalizeMedium, parseReportBlockKey, validateEvent, type DecodedEvent } from '../../../directory-svc/meta/report/report-events.js';
+
+const SPECS = new Set(['tp0', 'tp1']);
+const addEv = (blockKey: string, specs = [{ name: 'tp0', uri: 'x://h/p' }], medium = 'gpu'): DecodedEvent => ({ eventType: 2, memberOk: true, blockKey, medium, specs });
+const ev = (eventType: number): DecodedEvent => ({ eventType, memberOk: false });
+
+describe('kvcm-meta §7.3/§7.4 reportEvent input checks', () => {
+  it('V-03 block_key decimal rules; "18446744073709551615" ≡ "-1"', () => {
+    expect(parseReportBlockKey('18446744073709551615')).to.equal(-1n);
+    expect(parseReportBlockKey('-1')).to.equal(-1n);
+    expect(parseReportBlockKey('9223372036854775808')).to.equal(-(2n ** 63n));
+    expect(parseReportBlockKey('-9223372036854775808')).to.equal(-(2n ** 63n));
+    expect(parseReportBlockKey('007')).to.equal(7n);
+    for (const bad of ['+1', ' 1', '1 ', '', '-', '1.0', '1e3', '0x10', '18446744073709551616', '-9223372036854775809']) {
+      expect(parseReportBlockKey(bad), bad).to.equal(null);
+    }
+  });
+
+  it('V-01 medium: non-empty, ≤ 64 bytes, no #, lowercased', () => {
+    expect(normalizeMedium('GPU')).to.equal('gpu');
+    expect(normalizeMedium('')).to.equal(null);
+    expect(normalizeMedium('a#b')).to.equal(null);
+    expect(normalizeMedium('m'.repeat(64))).to.equal('m'.repeat(64));
+    expect(normalizeMedium('m'.repeat(65))).to.equal(null);
+    expect(normalizeMedium('é'.repeat(33))).to.equal(null);
+  });
+
+  it('V-03 specs and URIs', () => {
+    expect(validateEvent(addEv('1'), SPECS)).to.not.equal(null);
+    expect(validateEvent(addEv('1', []), SPECS)).to.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'zz', uri: 'x://h/p' }]), SPECS)).to.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'x://h/p' }, { name: 'tp0', uri: 'x://h/q' }]), SPECS)).to.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'x://h/p#frag' }]), SPECS)).to.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: '1x://h/p' }]), SPECS)).to.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'event_report://h/p' }]), SPECS)).to.not.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'x://h/p?s_version=1' }]), SPECS)).to.equal(null);
+    expect(validateEvent({ eventType: 3, memberOk: true, blockKey: '1', medium: 'gpu', specNames: [] }, SPECS)).to.equal(null);
+    expect(validateEvent({ eventType: 3, memberOk: true, blockKey: '1', medium: 'gpu', specNames: ['tp0', 'tp0'] }, SPECS)).to.equal(null);
+  });
+
+  it('S-02 snapshot: "1" and "01" collide under one medium; one key in two media is fine; blocks=[] valid', () => {
+    const b = (blockKey: string, medium = 'gpu') => ({ blockKey, medium, specs: [{ name: 'tp0', uri: 'x://h/p' }] });
+    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [b('1'), b('01')] }, SPECS)).to.equal(null);
+    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [b('1'), b('1', 'GPU')] }, SPECS)).to.equal(null);
+    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [b('1'), b('1', 'disk')] }, SPECS)).to.not.equal(null);
+    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [] }, SPECS)).to.deep.equal({ kind: 'snapshot', blocks: [] });
+  });
+
+  it('V-02 a missing or extra params member, and EVENT_UNSPECIFIED, are invalid items', () => {
+    expect(validateEvent({ ...addEv('1'), memberOk: false } as DecodedEvent, SPECS)).to.equal(null);
+    expect(validateEvent(ev(0), SPECS)).to.equal(null);
+    expect(validateEvent(ev(99), SPECS)).to.equal(null);
+  });
+
+  it('S-07 shapes', () => {
+    expect(isAllowedShape([ev(1), ev(5), ev(2), ev(3)], 100)).to.equal(true);
+    expect(isAllowedShape([ev(1), ev(6), ev(5)], 100)).to.equal(true);
+    expect(isAllowedShape([ev(6), ev(2)], 100)).to.equal(false);
+    expect(isAllowedShape([ev(6), ev(6)], 100)).to.equal(false);
+    expect(isAllowedShape([ev(4)], 100)).to.equal(true);
+    expect(isAllowedShape([ev(4), ev(5)], 100)).to.equal(false);
+    expect(isAllowedShape([ev(4), ev(4)], 100)).to.equal(false);
+    expect(isAllowedShape([ev(5), ev(5), ev(5)], 2)).to.equal(false);
+  });
+});
