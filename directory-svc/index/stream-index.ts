@@ -189,7 +189,8 @@ export class StreamIndex {
     const cells = table.cells;
     let device = 0;
     let hostOnly = 0;
-    for (let b = 0; b < blockCount; b++) {
+    const blocks = Math.min(blockCount, keys.length >>> 4);
+    for (let b = 0; b < blocks; b++) {
       const o = b << 4;
       const w0 = (keys[o] | (keys[o + 1] << 8) | (keys[o + 2] << 16) | (keys[o + 3] << 24)) >>> 0;
       const w1 = (keys[o + 4] | (keys[o + 5] << 8) | (keys[o + 6] << 16) | (keys[o + 7] << 24)) >>> 0;
@@ -335,6 +336,7 @@ export class StreamIndex {
     const records = this.records;
     const tiers = records.tiers;
     const keyIds = records.keyIds;
+    let emptied = 0;
     for (let s = 0; s < tiers.length; s++) {
       const t = tiers[s];
       if ((t & mask) === 0) continue;
@@ -342,8 +344,9 @@ export class StreamIndex {
       this.entries -= TIER_COUNT[t] - TIER_COUNT[nt];
       if (keyIds[s] >= 0) this.retierKey(keyIds[s], t, nt);
       tiers[s] = nt; // zeroed slots break probing until compact() below
+      if (nt === 0) emptied++;
     }
-    records.compact();
+    if (emptied > 0) records.compact();
   }
 
   /** Computes the §4 key of tokens[start .. start+bs) on parent p (ROOT or a key id) into scratch. */
