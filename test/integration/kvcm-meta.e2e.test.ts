@@ -143,7 +143,7 @@ describe('kvcm-meta §10.1 E2E (published KVCM curl bodies, real process, defaul
     const s11 = await p.call('reportEvent', published.reportEvent);
     expect(code(s11)).to.equal('SNAPSHOT_RATE_LIMITED');
     expect(s11.item_results).to.deep.equal(['SNAPSHOT_RATE_LIMITED']);
-    expect(BigInt(s11.retry_after_ms)).to.be.greaterThan(0n);
+    expect(BigInt(s11.retry_after_ms) > 0n).to.equal(true);
   });
 
   it('E2E-01 in the published order every call is OK', async () => {
