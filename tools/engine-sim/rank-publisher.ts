@@ -165,11 +165,12 @@ export class RankPublisher {
 
   /**
    * Encode and publish one batch in the canonical form (§3.1 array batch, §3.2 map events).
-   * The seq is taken and the state updated synchronously, before any await, so a snapshot
-   * captured at any point reflects exactly the batches below its watermark (§11.8).
+   * The seq is taken and the state updated synchronously, before the first await (async
+   * functions run synchronously up to it), so a snapshot captured at any point reflects
+   * exactly the batches below its watermark (§11.8).
    * Throws SimLimitError (consuming no seq) when the payload would exceed maxMessageBytes.
    */
-  publish(events: readonly WireEvent[], opts: PublishOptions = {}): Promise<bigint> {
+  async publish(events: readonly WireEvent[], opts: PublishOptions = {}): Promise<bigint> {
     this.assertOpen();
     const encoded = events.map((e) => this.encoder.encodeEvent(e));
     return this.publishEncoded(events, encoded, opts);
@@ -180,7 +181,7 @@ export class RankPublisher {
    * maxMessageBytes (an oversized event is cut at block boundaries). Nothing is sent for an
    * empty list. All seqs are taken synchronously, in order. Returns them.
    */
-  publishSplit(events: readonly WireEvent[], opts: Omit<PublishOptions, 'seq'> = {}): Promise<bigint[]> {
+  async publishSplit(events: readonly WireEvent[], opts: Omit<PublishOptions, 'seq'> = {}): Promise<bigint[]> {
     this.assertOpen();
     const dpRank = opts.dpRank === undefined ? this.dpRank : opts.dpRank;
     const plan = planBatches(this.encoder, events, dpRank, this.maxMessageBytes);
@@ -210,7 +211,7 @@ export class RankPublisher {
   }
 
   /** Send arbitrary frames on the event socket (malformed framing, D5). Consumes no seq. */
-  publishRaw(frames: Uint8Array[]): Promise<void> {
+  async publishRaw(frames: Uint8Array[]): Promise<void> {
     this.assertOpen();
     return this.sendLive(frames);
   }
@@ -219,7 +220,7 @@ export class RankPublisher {
    * Send `[topic, seq, payload]` with an arbitrary payload (malformed or oversized MessagePack).
    * Consumes a seq unless `consumeSeq` is false; the simulated state is not changed.
    */
-  publishPayload(payload: Uint8Array, opts: { seq?: bigint; topic?: string; consumeSeq?: boolean } = {}): Promise<bigint> {
+  async publishPayload(payload: Uint8Array, opts: { seq?: bigint; topic?: string; consumeSeq?: boolean } = {}): Promise<bigint> {
     this.assertOpen();
     const seq = opts.seq ?? this.nextSeq;
     if (opts.consumeSeq ?? true) this.nextSeq = seq + 1n;

@@ -10,42 +10,7 @@ import { RankPublisher } from '../../../tools/engine-sim/rank-publisher.js';
 import { SimLimitError } from '../../../tools/engine-sim/sim-errors.js';
 import { readU64be, u64be } from '../../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent } from '../../../tools/engine-sim/wire-types.js';
-
-/**
- * Keeps a receive pending on a socket at all times. zeromq.js only lets libzmq attach a
- * reconnected pipe (and resend SUB subscriptions) while an operation is pending, so a SUB
- * that is idle across a publisher restart never hears from the new process.
- */
-class Inbox {
-  private readonly queue: Buffer[][] = [];
-  private waiter: (() => void) | null = null;
-  constructor(sock: zmq.Subscriber | zmq.Dealer) {
-    void (async () => {
-      try {
-        for await (const m of sock) {
-          this.queue.push(m);
-          this.waiter?.();
-        }
-      } catch {
-        // socket closed in afterEach
-      }
-    })();
-  }
-  async next(timeoutMs = 5000): Promise<Buffer[]> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.queue.length === 0) {
-      if (Date.now() > deadline) throw new Error(`no message within ${timeoutMs} ms`);
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, 50);
-        this.waiter = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-    }
-    return this.queue.shift() as Buffer[];
-  }
-}
+import { Inbox } from './zmq-inbox.js';
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 const dec = (b: Uint8Array): unknown => decode(b, { useBigInt64: true });
