@@ -5,6 +5,7 @@
  *   test ──POST /api/reportEvent──▶ MetaHttpServer ──▶ executor ──▶ FaultyMetaStore ──▶ SQLite
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -160,7 +161,8 @@ describe('kvcm-meta §7 reportEvent', () => {
       const b = await h.report([add(1, [spec('tp0')])]);
       expect(b.header.status.code).to.equal('OK');
       expect(b.committed_snapshot_version).to.match(HEX32);
-      if (a.committed_snapshot_version !== '') expect(b.committed_snapshot_version).to.equal(a.committed_snapshot_version);
+      // The generation was created under the lease before the failed write (§7.6), so the retry keeps it.
+      expect(b.committed_snapshot_version).to.equal(a.committed_snapshot_version);
       expect(await h.visible(1n)).to.have.length(1);
     });
   });
@@ -267,16 +269,28 @@ describe('kvcm-meta §7 reportEvent', () => {
     });
 
     it('S-06 cleanup after HOST_DOWN and after a snapshot removes metadata without any outbound request', async () => {
-      // URIs point at a port nobody listens on: any contact attempt would be visible as an error log at most; the
-      // assertion is that cleanup only touches the store.
-      await h.report([add(1, [spec('tp0', 'http://127.0.0.1:9/x')]), add(2, [spec('tp0', 'http://127.0.0.1:9/y')])]);
-      await h.report([snapshot([{ key: 1, specs: [spec('tp0', 'http://127.0.0.1:9/x')] }])]);
-      await h.reporting.cleanup.idle();
-      expect(await h.locations(2n)).to.have.length(0);
-      expect(await h.locations(1n)).to.have.length(1);
-      await h.report([hostDown()]);
-      await h.reporting.cleanup.idle();
-      expect(await h.locations(1n)).to.have.length(0);
+      // The stored URIs point at a live HTTP server: cleanup must never contact it.
+      let contacted = 0;
+      const sink = createServer((_req, res) => {
+        contacted++;
+        res.end();
+      });
+      const port = await freePort();
+      await new Promise<void>((r) => sink.listen(port, '127.0.0.1', r));
+      try {
+        const uri = (k: number): string => `http://127.0.0.1:${port}/kv/${k}`;
+        await h.report([add(1, [spec('tp0', uri(1))]), add(2, [spec('tp0', uri(2))])]);
+        await h.report([snapshot([{ key: 1, specs: [spec('tp0', uri(1))] }])]);
+        await h.reporting.cleanup.idle();
+        expect(await h.locations(2n)).to.have.length(0);
+        expect(await h.locations(1n)).to.have.length(1);
+        await h.report([hostDown()]);
+        await h.reporting.cleanup.idle();
+        expect(await h.locations(1n)).to.have.length(0);
+        expect(contacted).to.equal(0);
+      } finally {
+        await new Promise<void>((r) => sink.close(() => r()));
+      }
     });
 
     it('S-07 [SNAPSHOT, ADD], [SNAPSHOT, SNAPSHOT], [HOST_DOWN, HEARTBEAT] are whole-request INVALID_ARGUMENT', async () => {
@@ -419,6 +433,26 @@ describe('kvcm-meta §7 reportEvent', () => {
       await h.report([del('-1', ['tp0'])]);
       expect(await h.locations(-1n)).to.have.length(0);
     });
+  });
+
+  it('§9.3 drain wakes gate waiters with SNAPSHOT_REQUIRED; metrics count items and snapshots', async () => {
+    await h.report([add(1, [spec('tp0')])]);
+    const pause = h.store.pauseNextApply();
+    const snap = h.report([snapshot([{ key: 2, specs: [spec('tp0')] }])]);
+    await pause.started;
+    const rep = h.reporting.registry.get('test_instance', 8, '10.0.0.1:8000')!;
+    const waiting = h.report([add(3, [spec('tp0')])]);
+    await waitUntil(() => rep.gate.waitingDeltas === 1);
+    const text = await (await fetch(`${h.url}/metrics`)).text();
+    expect(text).to.match(/kvcm_report_event_items_total\{event_type="EVENT_BLOCK_ADD",code="OK"\} 1/);
+    const closing = h.server.close();
+    expect((await waiting).header.status.code).to.equal('SNAPSHOT_REQUIRED');
+    pause.release();
+    expect((await snap).header.status.code).to.equal('SNAPSHOT_REQUIRED');
+    await closing;
+    expect(rep.fence).to.equal('');
+    const snapshots = await h.metrics.snapshotTotal.get();
+    expect(snapshots.values.find((v) => v.labels.result === 'snapshot_required')?.value).to.equal(1);
   });
 
   it('I-05 one host in two instances, and L1P5 vs L2 of one host, are independent reporters', async () => {
