@@ -29,7 +29,7 @@ import type { LiveDecoderOptions } from '../decoder/live-frame-decoder.js';
 import { ConnectingError, DisconnectedError, ParseError, isStreamError } from '../errors/stream-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
 import { StreamIndex } from '../index/stream-index.js';
-import type { SkipCounters } from '../index/stream-index.js';
+import type { ResidencyObserver, SkipCounters } from '../index/stream-index.js';
 import type { QueryableStream } from '../index/stream-query.js';
 import { RecoveryBackoff } from '../recovery/backoff.js';
 import { RecoveryBuffer } from '../recovery/recovery-buffer.js';
@@ -89,7 +89,18 @@ export interface StreamSubscriberDeps {
   random?: () => number;
   /** Clock for the §7.4 10 s stability window; injected by tests. */
   nowMs?: () => number;
+  /**
+   * Residency changes of the SERVED index only (view deltas): changes while building F, a
+   * restore or a reconciliation candidate are never reported; their publication is a 'view'
+   * event of kind 'reset', after which the whole index replaces the stream's residency. Leaving
+   * SYNCHRONIZED (a 'state' event) empties the stream's residency, including any change
+   * reported by a batch that then failed part-way (§5.2: partial effects are never served).
+   */
+  onResidencyChange?: ResidencyObserver;
 }
+
+/** 'batch': one live batch applied in place; 'reset': a new index swapped in (§7.2–§7.5). */
+export type ViewChange = 'batch' | 'reset';
 
 /** §7.5 check in progress: the snapshot exchange, then the wait for `last ≥ W − 1`. */
 interface ReconcileCheck {
@@ -131,8 +142,9 @@ function asStreamError(e: unknown): StreamError {
 export type ReconcileOutcome = 'equal' | 'replaced' | 'lost' | 'abandoned' | 'failed';
 
 /**
- * Events: 'state' (state, error) on every transition; 'view' after each applied batch or atomic
- * swap; 'backoff' (delayMs, failures) when a §7.4 delay is chosen; 'reconcile' (outcome) when a
+ * Events: 'state' (state, error) on every transition; 'view' (ViewChange) after each applied
+ * batch ('batch') or atomic swap ('reset'; the 'state' event entering SYNCHRONIZED comes first);
+ * 'backoff' (delayMs, failures) when a §7.4 delay is chosen; 'reconcile' (outcome) when a
  * §7.5 check ends ('equal', 'replaced' = silent loss found, 'lost' = not reached, 'abandoned' =
  * reconcile_failures, 'failed' = the reply's error moved the stream out of SYNCHRONIZED).
  */
@@ -145,6 +157,7 @@ export class StreamSubscriber extends EventEmitter {
   private readonly logger: Logger;
   private readonly random: () => number;
   private readonly nowMs: () => number;
+  private readonly residencyObserver: ResidencyObserver | undefined;
   private readonly decodeOpts: LiveDecoderOptions;
   private readonly backoff = new RecoveryBackoff();
   private readonly buffer: RecoveryBuffer;
@@ -175,6 +188,7 @@ export class StreamSubscriber extends EventEmitter {
     });
     this.random = deps.random ?? Math.random;
     this.nowMs = deps.nowMs ?? Date.now;
+    this.residencyObserver = deps.onResidencyChange;
     this.decodeOpts = {
       topic: Buffer.from(cfg.topic, 'utf8'),
       dpRank: cfg.dpRank,
@@ -407,7 +421,7 @@ export class StreamSubscriber extends EventEmitter {
       this.last = batch.seq;
       this.counters.batchesApplied++;
       if (this.reconcile !== null) this.reconcileOnApplied(this.reconcile, batch);
-      this.emit('view');
+      this.emit('view', 'batch');
       return;
     }
     let err: StreamError;
@@ -498,7 +512,7 @@ export class StreamSubscriber extends EventEmitter {
     addSkips(this.counters.skipped, skipped);
     this.counters.recoveriesOk++;
     this.transition('SYNCHRONIZED', null);
-    this.emit('view');
+    this.emit('view', 'reset');
   }
 
   /** RECOVERING → UNSYNCHRONIZED: F and the buffer are discarded (by the transition). */
@@ -544,7 +558,7 @@ export class StreamSubscriber extends EventEmitter {
     addSkips(this.counters.skipped, skipped);
     this.counters.restores++;
     this.transition('SYNCHRONIZED', null);
-    this.emit('view');
+    this.emit('view', 'reset');
     return true;
   }
 
@@ -644,7 +658,7 @@ export class StreamSubscriber extends EventEmitter {
       addSkips(this.counters.skipped, check.skipped);
       this.counters.silentLoss++;
       this.logger.warn({ sequence: this.last.toString() }, 'reconciliation found silent loss; index replaced');
-      this.emit('view');
+      this.emit('view', 'reset');
       this.endReconcile('replaced');
       return;
     }
@@ -660,7 +674,7 @@ export class StreamSubscriber extends EventEmitter {
     addSkips(this.counters.skipped, check.skipped);
     this.counters.silentLoss++;
     this.logger.warn({ lost_from: lostFrom.toString(), lost_to: this.last.toString() }, 'reconciliation found lost batches; index replaced');
-    this.emit('view');
+    this.emit('view', 'reset');
     this.endReconcile('lost');
   }
 
@@ -684,8 +698,21 @@ export class StreamSubscriber extends EventEmitter {
 
   // ---- helpers ------------------------------------------------------------------------------
 
+  /**
+   * A fresh index. With a residency observer, each index gets one forwarding closure (per index,
+   * not per event) that reports only while that index is the one being served.
+   */
   private newIndex(): StreamIndex {
-    return new StreamIndex({ blockSize: this.config.blockSize, hasher: this.hasher, maxEntries: this.limits.maxBlocksPerStream });
+    const observer = this.residencyObserver;
+    const opts = { blockSize: this.config.blockSize, hasher: this.hasher, maxEntries: this.limits.maxBlocksPerStream };
+    if (observer === undefined) return new StreamIndex(opts);
+    const index: StreamIndex = new StreamIndex({
+      ...opts,
+      onResidencyChange: (words, offset, oldTiers, newTiers) => {
+        if (this.live === index && this.current === 'SYNCHRONIZED') observer(words, offset, oldTiers, newTiers);
+      },
+    });
+    return index;
   }
 
   private snapshotRequest(): SnapshotRequest {

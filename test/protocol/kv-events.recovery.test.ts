@@ -10,7 +10,7 @@
 // No timing assertions: waits are on states, events and counters.
 import { expect } from 'chai';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
-import type { PrefixHit } from '../../directory-svc/index/stream-index.js';
+import type { PrefixHit, ResidencyObserver } from '../../directory-svc/index/stream-index.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { ReconcileOutcome, StreamLimits, StreamState } from '../../directory-svc/subscription/stream-subscriber.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
@@ -88,7 +88,15 @@ class Rig {
     sub.on('reconcile', (o: ReconcileOutcome) => this.reconciles.push(o));
   }
 
-  static async open(opts: { limits?: Partial<StreamLimits>; pubDpRank?: number; pubBlockSize?: number; random?: () => number } = {}): Promise<Rig> {
+  static async open(
+    opts: {
+      limits?: Partial<StreamLimits>;
+      pubDpRank?: number;
+      pubBlockSize?: number;
+      random?: () => number;
+      onResidencyChange?: ResidencyObserver;
+    } = {},
+  ): Promise<Rig> {
     const eventPort = await freePort();
     const replayPort = await freePort();
     const pub = await RankPublisher.start({
@@ -109,7 +117,7 @@ class Rig {
         hashSeed: SEED,
       },
       { ...BASE_LIMITS, ...opts.limits },
-      { random: opts.random ?? (() => 0) },
+      { random: opts.random ?? (() => 0), onResidencyChange: opts.onResidencyChange },
     );
     const hasher = await ContentKeyHasher.forSeed(SEED);
     return new Rig(pub, sub, hasher);
@@ -223,6 +231,28 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
     expect(firstSynced).to.deep.equal({ state: 'SYNCHRONIZED', sequence: 3n, hits: [3] });
     expect(r.samples.filter((s) => s.state !== 'SYNCHRONIZED').every((s) => s.hits[0] === 0)).to.equal(true);
     expect(r.sub.counters.batchesApplied).to.equal(2);
+  });
+
+  it('R1 residency changes are reported for the served index only; swaps are view resets', async () => {
+    const changes: { state: StreamState | null; oldTiers: number; newTiers: number }[] = [];
+    let sub: StreamSubscriber | null = null;
+    rig = await Rig.open({
+      onResidencyChange: (_w, _o, oldTiers, newTiers) => changes.push({ state: sub?.state ?? null, oldTiers, newTiers }),
+    });
+    const r = rig;
+    sub = r.sub;
+    const views: string[] = [];
+    r.sub.on('view', (kind: string) => views.push(kind));
+    r.pub.setSnapshotState([snapBlock(1, null, blockTokens(0)), snapBlock(2, 1, blockTokens(1), ['gpu', 'cpu'])]);
+    await r.startSynchronized();
+    // Building F reported nothing; its publication is one reset.
+    expect(changes).to.deep.equal([]);
+    expect(views).to.deep.equal(['reset']);
+    r.pub.clearSnapshotState();
+    await r.pub.publish([stored([3], 2, blockTokens(2), 'cpu')]);
+    await waitFor(() => views.length === 2, 5000, 'batch view');
+    expect(views).to.deep.equal(['reset', 'batch']);
+    expect(changes).to.deep.equal([{ state: 'SYNCHRONIZED', oldTiers: 0, newTiers: 2 }]);
   });
 
   it('R2 watermark dedupe: buffered 5..8 with W = 7 → 7 and 8 applied, sequence 8', async () => {
