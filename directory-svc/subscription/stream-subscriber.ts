@@ -124,10 +124,7 @@ function addSkips(into: SkipCounters, from: SkipCounters): void {
   into.orphan += from.orphan;
 }
 
-/**
- * `<class>: <detail>` (§10). Built here rather than read from `message`: Error's constructor
- * defines an own `message` (the bare detail) that shadows StreamError's getter.
- */
+/** `<class>: <detail>` (§10), built from the two stable fields. */
 function errorText(err: StreamError): string {
   return `${err.class}: ${err.detail}`;
 }
