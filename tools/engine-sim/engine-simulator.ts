@@ -32,6 +32,8 @@ export interface EngineSimulatorOptions {
   host?: string;
   /** §9; default 8 MiB. */
   maxMessageBytes?: number;
+  /** ZMQ_SNDHWM of each event socket; default 1000. */
+  sendHighWaterMark?: number;
   /** Default `sync` (see BlockPool). */
   offloadMode?: OffloadMode;
   /** §11.7 SHOULD: publish `[AllBlocksCleared]` as batch 0 of each rank. Default true. */
@@ -71,6 +73,7 @@ export class SimulatedRank {
       topic: opts.topic,
       blockSize: opts.blockSize,
       maxMessageBytes: opts.maxMessageBytes,
+      sendHighWaterMark: opts.sendHighWaterMark,
       logger: opts.logger,
     });
     const rank = new SimulatedRank(dpRank, pool, publisher, opts.startupClear ?? true);

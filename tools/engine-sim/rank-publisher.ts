@@ -41,6 +41,8 @@ export interface RankPublisherOptions {
   blockSize: number;
   /** Bound for each live payload and each snapshot chunk (§9). Default 8 MiB. */
   maxMessageBytes?: number;
+  /** ZMQ_SNDHWM of the event socket (messages queued per subscriber before PUB drops). Default 1000. */
+  sendHighWaterMark?: number;
   logger?: Logger;
 }
 
@@ -97,6 +99,7 @@ export class RankPublisher {
   private readonly host: string;
   private readonly eventPort: number;
   private readonly replayPort: number;
+  private readonly sendHighWaterMark: number;
   private readonly log: Logger;
   private readonly encoder = new WireEncoder();
   /** What this rank has published (including dropped batches: the engine did apply them). */
@@ -111,8 +114,9 @@ export class RankPublisher {
   private pubSends: Promise<void> = Promise.resolve();
   private routerSends: Promise<void> = Promise.resolve();
   private subscriptions = 0;
-  private subscriptionWaiters: { count: number; resolve: () => void }[] = [];
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private subscriptionWaiters: { count: number; resolve: () => void; reject: (e: Error) => void }[] = [];
+  /** Pending delay faults: cut short (resolved) when the sockets close, so no reply hangs. */
+  private readonly delays = new Map<NodeJS.Timeout, () => void>();
   private loops: Promise<void>[] = [];
 
   private constructor(opts: RankPublisherOptions) {
@@ -123,6 +127,7 @@ export class RankPublisher {
     this.blockSize = opts.blockSize;
     this.topic = opts.topic ?? '';
     this.maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    this.sendHighWaterMark = opts.sendHighWaterMark ?? 1000;
     this.log = (opts.logger ?? silentLogger).child({ component: 'rank-publisher', dp_rank: opts.dpRank });
     this.eventEndpoint = `tcp://${this.host}:${this.eventPort}`;
     this.replayEndpoint = `tcp://${this.host}:${this.replayPort}`;
@@ -146,18 +151,22 @@ export class RankPublisher {
    */
   waitForSubscribers(count = 1, timeoutMs = 5000): Promise<void> {
     if (this.subscriptions >= count) return Promise.resolve();
+    // Waiters survive restart() (the SUBs resubscribe to the new process); close() rejects them.
     return new Promise<void>((resolve, reject) => {
-      const waiter = { count, resolve: () => {} };
       const timer = setTimeout(() => {
-        this.timers.delete(timer);
         this.subscriptionWaiters = this.subscriptionWaiters.filter((w) => w !== waiter);
         reject(new Error(`no ${count} subscriber(s) on ${this.eventEndpoint} within ${timeoutMs} ms`));
       }, timeoutMs);
-      this.timers.add(timer);
-      waiter.resolve = () => {
-        clearTimeout(timer);
-        this.timers.delete(timer);
-        resolve();
+      const waiter = {
+        count,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        reject: (e: Error) => {
+          clearTimeout(timer);
+          reject(e);
+        },
       };
       this.subscriptionWaiters.push(waiter);
     });
@@ -278,6 +287,9 @@ export class RankPublisher {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    const waiters = this.subscriptionWaiters;
+    this.subscriptionWaiters = [];
+    for (const w of waiters) w.reject(new SimClosedError(`rank publisher ${this.eventEndpoint} closed while waiting for subscribers`));
     await this.closeSockets();
   }
 
@@ -288,7 +300,7 @@ export class RankPublisher {
   private async open(): Promise<void> {
     // XPUB rather than PUB: identical to a SUB peer (ZMTP accepts XPUB for SUB), and its
     // subscription messages let tests wait for attachment instead of sleeping.
-    const pub = new zmq.XPublisher({ linger: 0 });
+    const pub = new zmq.XPublisher({ linger: 0, sendHighWaterMark: this.sendHighWaterMark });
     pub.verbosity = 'allSubsUnsubs';
     const router = new zmq.Router({ linger: 0 });
     try {
@@ -308,8 +320,11 @@ export class RankPublisher {
   }
 
   private async closeSockets(): Promise<void> {
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
+    for (const [t, cutShort] of this.delays) {
+      clearTimeout(t);
+      cutShort();
+    }
+    this.delays.clear();
     this.pub.close();
     this.router.close();
     await Promise.allSettled(this.loops);
@@ -383,10 +398,10 @@ export class RankPublisher {
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const t = setTimeout(() => {
-        this.timers.delete(t);
+        this.delays.delete(t);
         resolve();
       }, ms);
-      this.timers.add(t);
+      this.delays.set(t, resolve);
     });
   }
 }

@@ -7,7 +7,7 @@ import { decode } from '@msgpack/msgpack';
 import * as zmq from 'zeromq';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { RankPublisher } from '../../../tools/engine-sim/rank-publisher.js';
-import { SimLimitError } from '../../../tools/engine-sim/sim-errors.js';
+import { SimClosedError, SimLimitError } from '../../../tools/engine-sim/sim-errors.js';
 import { readU64be, u64be } from '../../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent } from '../../../tools/engine-sim/wire-types.js';
 import { Inbox } from './zmq-inbox.js';
@@ -127,6 +127,28 @@ describe('engine-sim rank publisher (kv-events §2, §3, §6, §11)', () => {
     expect(hex(payload)).to.contain('94cffffffffffffffffe0bcf0000010000000000c4021234');
     const events = (dec(payload) as unknown[])[1] as Record<string, unknown>[];
     expect((events[0].block_hashes as unknown[])[0]).to.equal(0xfffffffffffffffen);
+  });
+
+  it('D1 D2 legacy positional events pass through (hashes still exact) for decoder tests', async () => {
+    const p = await startPublisher('');
+    const sub = await subscribe(p);
+    await p.publish([['BlockStored', [11, 2n ** 63n], null, [1, 2, 3, 4, 5, 6, 7, 8], 4], ['AllBlocksCleared']]);
+    const events = (dec((await sub.next())[2]) as unknown[])[1] as unknown[][];
+    expect(events[0]).to.deep.equal(['BlockStored', [11, 2n ** 63n], null, [1, 2, 3, 4, 5, 6, 7, 8], 4]);
+    expect(events[1]).to.deep.equal(['AllBlocksCleared']);
+  });
+
+  it('a closed publisher refuses to publish with a typed closed error', async () => {
+    const p = await startPublisher();
+    await p.close();
+    let err: unknown;
+    try {
+      await p.publish([]);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).to.be.instanceOf(SimClosedError);
+    expect((err as SimClosedError).class).to.equal('closed');
   });
 
   it('§3.1 dp_rank override: another rank or nil (fault injection for P3/D8)', async () => {
