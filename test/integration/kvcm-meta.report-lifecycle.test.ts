@@ -3,7 +3,11 @@
  * injected clock: the checker is driven by `lifecycle.tick()`, restarts reopen the same SQLite
  * file in a new service object (reporter state is process memory only).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect } from 'chai';
+import { MetaProcess } from '../helpers/meta-process.js';
 import { FakeClock, ReportHarness, HEX32, add, del, heartbeat, hostDown, register, snapshot, spec } from '../helpers/report-event-harness.js';
 
 const TIMEOUT = 30_000;
@@ -34,7 +38,7 @@ describe('kvcm-meta §7.9/§7.13 reportEvent lifecycle and restart', () => {
   afterEach(async () => {
     const dir = opened[0]?.dir;
     for (const s of opened.splice(0)) await s.close().catch(() => undefined);
-    if (dir) (await import('node:fs')).rmSync(dir, { recursive: true, force: true });
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   describe('liveness (§7.9)', () => {
@@ -156,5 +160,40 @@ describe('kvcm-meta §7.9/§7.13 reportEvent lifecycle and restart', () => {
     clock.advance(TIMEOUT + 1);
     expect((await h.report([del(1, ['tp0'])])).header.status.code).to.equal('OK');
     expect(h.reporting.registry.livenessOf('test_instance', 8, '10.0.0.1:8000', clock.now())).to.equal('UNAVAILABLE');
+  });
+});
+
+describe('kvcm-meta §7.13 reportEvent restart (real processes)', function () {
+  this.timeout(60000);
+  let dir = '';
+  let proc: MetaProcess | null = null;
+  afterEach(async () => {
+    await proc?.kill();
+    proc = null;
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('P-03 kill -9 after a snapshot: history hidden until the first HEARTBEAT, which exposes it in soft mode', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'kvcm-report-restart-'));
+    const db = join(dir, 'data', 'kvcm.db');
+    const base = { instance_id: 'test_instance', host_ip_port: '192.168.2.1:8080', storage_type: 'ST_EVENT_REPORT_L2' };
+    const lookup = { instance_id: 'test_instance', query_type: 'QT_BATCH_GET', block_keys: [123] };
+    const hit = (r: { locations: Array<{ type: string }> }): boolean => r.locations[0]?.type === 'ST_EVENT_REPORT_L2';
+    proc = await MetaProcess.start(db);
+    const snap = await proc.call('reportEvent', {
+      ...base,
+      events: [snapshot([{ key: 123, specs: [spec('tp0', 'event_report://192.168.2.1:8080/123')] }])],
+    });
+    expect(snap.header.status.code).to.equal('OK');
+    expect(hit(await proc.call('getCacheLocation', lookup))).to.equal(true);
+    await proc.kill();
+
+    proc = await MetaProcess.start(db);
+    expect(hit(await proc.call('getCacheLocation', lookup))).to.equal(false);
+    const hb = await proc.call('reportEvent', { ...base, events: [heartbeat()] });
+    expect(hb.header.status.code).to.equal('OK');
+    expect(hb.snapshot_required).to.equal(true);
+    expect(hb.committed_snapshot_version).to.equal('');
+    expect(hit(await proc.call('getCacheLocation', lookup))).to.equal(true);
   });
 });
