@@ -251,7 +251,7 @@ function readStorages(top: ConfigObject, issues: ConfigIssues, eventReport: Even
     let timings = eventReport;
     if (o.has('event_report')) {
       if (!info.eventReport) o.fail('event_report', `only event-report storages may override event_report (type ${kind})`);
-      timings = readTimings(ConfigObject.of(o.raw('event_report'), o.at('event_report'), issues, EVENT_REPORT_KEYS), eventReport, issues);
+      else timings = readTimings(ConfigObject.of(o.raw('event_report'), o.at('event_report'), issues, EVENT_REPORT_KEYS), eventReport, issues);
     }
     out.push({
       globalUniqueName: name,
