@@ -62,7 +62,7 @@ export class ReportEventExecutor {
 
     // §7.6: snapshot_required is judged against the generation at admission.
     const admitted = registry.get(target.instanceId, target.storageType, target.hostIpPort);
-    const hadGeneration = admitted !== undefined && !admitted.tombstoned && admitted.generation !== '';
+    const hadGeneration = admitted !== undefined && registry.liveness(admitted, nowMs()) !== 'TOMBSTONED' && admitted.generation !== '';
     let committedSnapshot = false;
     let retryAfterMs = 0n;
 
@@ -91,7 +91,7 @@ export class ReportEventExecutor {
     }
 
     const reporter = registry.get(target.instanceId, target.storageType, target.hostIpPort);
-    const committedSnapshotVersion = reporter && !reporter.tombstoned ? reporter.generation : '';
+    const committedSnapshotVersion = reporter && registry.liveness(reporter, nowMs()) !== 'TOMBSTONED' ? reporter.generation : '';
     const firstFailure = results.find((c) => c !== 'OK');
     return {
       code: firstFailure ?? 'OK',
