@@ -635,6 +635,55 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
     expect(r.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
   });
 
+  it('R11 leaving SYNCHRONIZED during a check abandons it (reconcile_failures)', async () => {
+    rig = await Rig.open({ limits: { resyncIntervalMs: 1000, replayTimeoutMs: 2000 } });
+    const r = rig;
+    await r.startSynchronized();
+    await r.pub.publish([stored([1], null, blockTokens(0))]);
+    await waitFor(() => r.sub.sequence === 0n, 5000, 'seq 0');
+    r.pub.snapshotFaults.dropRequests = true;
+    await waitFor(() => r.pub.snapshotRequests.length === 2, 5000, 'reconciliation request');
+    r.pub.snapshotFaults.dropRequests = false;
+    r.pub.dropNextBatch();
+    await r.pub.publish([stored([2], 1, blockTokens(1))]);
+    await r.pub.publish([stored([3], 2, blockTokens(2))]);
+    await waitFor(() => r.reconciles.length >= 1, 5000, 'check ended');
+    expect(r.reconciles[0]).to.equal('abandoned');
+    expect(r.sub.counters.reconcileFailures).to.equal(1);
+    expect(r.sub.counters.syncLost.gap).to.equal(1);
+    await waitFor(() => r.sub.state === 'SYNCHRONIZED' && r.sub.sequence === 2n, 5000, 'recovered');
+    expect(r.hits(chainTokens(0, 3))).to.equal(3);
+  });
+
+  it('R11 a reconciliation reply with a protocol error → UNSYNCHRONIZED', async () => {
+    rig = await Rig.open({ limits: { resyncIntervalMs: 1000 } });
+    const r = rig;
+    await r.startSynchronized();
+    r.pub.setSnapshotState([snapBlock(1, null, blockTokens(0)), snapBlock(1, null, blockTokens(1))]);
+    await waitFor(() => r.reconciles.length >= 1, 5000, 'a reconciliation');
+    expect(r.reconciles[0]).to.equal('failed');
+    expect(r.states.slice(0, 3)).to.deep.equal(['RECOVERING', 'SYNCHRONIZED', 'UNSYNCHRONIZED']);
+    expect(r.errors[2]).to.match(/^protocol: /);
+    expect(r.sub.counters.reconcileFailures).to.equal(0);
+  });
+
+  it('R11 a reconciliation watermark behind last is a seq_reset (§7.1)', async () => {
+    rig = await Rig.open({ limits: { resyncIntervalMs: 1000 } });
+    const r = rig;
+    r.probes = [chainTokens(0, 2)];
+    await r.startSynchronized();
+    await r.pub.publish([stored([1], null, blockTokens(0))]);
+    await r.pub.publish([stored([2], 1, blockTokens(1))]);
+    await waitFor(() => r.sub.sequence === 1n, 5000, 'seq 1');
+    // A new process behind the same sockets that has published only seq 0 (W = 1 ≤ last).
+    r.pub.setSnapshotState([snapBlock(1, null, blockTokens(0))], 1n);
+    await waitFor(() => r.sub.counters.syncLost.seq_reset === 1, 5000, 'seq_reset');
+    expect(r.errors[2]).to.equal('seq_reset: got 0 after 1');
+    await r.synchronized();
+    expect(r.sub.sequence).to.equal(0n);
+    expect(r.hits(chainTokens(0, 2))).to.equal(1);
+  });
+
   it('R12 disconnect → unsynchronized at once, recovery after reconnect', async () => {
     rig = await Rig.open();
     const r = rig;
