@@ -56,13 +56,6 @@ export class RecoveryBuffer {
     return out;
   }
 
-  /** Batches buffered after the one with `seq` (§7.3: applied contiguously after a restore). */
-  after(seq: bigint): LiveBatch[] {
-    const out: LiveBatch[] = [];
-    for (const b of this.items) if (b.seq > seq) out.push(b);
-    return out;
-  }
-
   clear(): void {
     this.items = [];
     this.costBytes = 0;
