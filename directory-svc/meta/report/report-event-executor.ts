@@ -283,6 +283,11 @@ export class ReportEventExecutor {
       }
       onSnapshot?.(code === 'OK' ? 'ok' : code === 'INTERNAL_ERROR' ? 'failed' : 'snapshot_required');
       return { code, retryAfterMs: 0n };
+    } catch (err) {
+      // An unexpected failure after the gate closed is an admitted failure too: soft mode.
+      reporter.fence = '';
+      onSnapshot?.('failed');
+      throw err;
     } finally {
       reporter.candidate = '';
       // A tombstone may have woken the gate already only while draining; a granted snapshot still holds it.
