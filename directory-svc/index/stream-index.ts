@@ -221,6 +221,33 @@ export class StreamIndex {
   }
 
   /**
+   * Every resident content key and its tier bits (architecture.md "The view stream": snapshots
+   * and stream resets carry a stream's whole residency). `keys` holds N keys of 16 bytes (low64 LE
+   * || high64 LE, §4), `tiers` N tier bytes (1 Device, 2 Host, 3 both), in id order. O(key ids);
+   * allocates exactly the two result arrays. Like the observer, assumes a little-endian host.
+   */
+  exportResidency(): { keys: Uint8Array; tiers: Uint8Array } {
+    const table = this.keys;
+    const cells = table.cells;
+    const keys = new Uint8Array(table.size * 16);
+    const words = new Uint32Array(keys.buffer);
+    const tiers = new Uint8Array(table.size);
+    let n = 0;
+    // Unused and released ids have both reference counts at zero, so they are skipped.
+    for (let o = 0; o + KEY_STRIDE <= cells.length && n < tiers.length; o += KEY_STRIDE) {
+      const t = (cells[o + REF_DEVICE] > 0 ? TIER_DEVICE : 0) | (cells[o + REF_HOST] > 0 ? TIER_HOST : 0);
+      if (t === 0) continue;
+      const w = n << 2;
+      words[w] = cells[o];
+      words[w + 1] = cells[o + 1];
+      words[w + 2] = cells[o + 2];
+      words[w + 3] = cells[o + 3];
+      tiers[n++] = t;
+    }
+    return { keys: keys.subarray(0, n << 4), tiers: tiers.subarray(0, n) };
+  }
+
+  /**
    * §7.5: same engine hashes with the same tier sets, and every hash indexed in both has the same
    * key (a hash indexed in one and UNINDEXED in the other does not make them differ). O(records).
    */
