@@ -310,6 +310,23 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
     expect(r.states).to.deep.equal(['RECOVERING', 'UNSYNCHRONIZED', 'RECOVERING', 'SYNCHRONIZED']);
   });
 
+  it('R3 consecutive failed recoveries back off 50, 100, 200, 400 ms (random() = 0, §7.4)', async () => {
+    // Every reply is stamped dp_rank 1: each recovery fails with protocol at once.
+    rig = await Rig.open({ pubDpRank: 1 });
+    const r = rig;
+    r.sub.start();
+    await waitFor(() => r.backoffs.length >= 5, 5000, 'four retries');
+    expect(r.backoffs.slice(0, 5)).to.deep.equal([
+      { delayMs: 0, failures: 0 },
+      { delayMs: 50, failures: 1 },
+      { delayMs: 100, failures: 2 },
+      { delayMs: 200, failures: 3 },
+      { delayMs: 400, failures: 4 },
+    ]);
+    expect(r.sub.counters.recoveriesFailed).to.be.greaterThanOrEqual(4);
+    expect(r.sub.counters.recoveriesOk).to.equal(0);
+  });
+
   it('R4 a live gap while synchronized → RECOVERING with zero hits until recovered', async () => {
     rig = await Rig.open();
     const r = rig;
