@@ -23,7 +23,7 @@ import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
 import { TIER_DEVICE, TIER_HOST } from '../decoder/kv-batch.js';
 import type { BlockStoredEvent, KvEvent, SnapshotBlock } from '../decoder/kv-batch.js';
-import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST } from './content-key-table.js';
+import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST } from '../../shared/keys/content-key-table.js';
 import { EngineHashTable, UNINDEXED } from './engine-hash-table.js';
 
 /** skipped{reason} counters of §10, incremented in place by the index. */

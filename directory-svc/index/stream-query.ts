@@ -10,6 +10,12 @@
  */
 import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import type { PrefixHit, StreamIndex } from './stream-index.js';
+import { sequenceForJson } from '../../shared/view/query-result.js';
+import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
+
+// The response types live in shared/ (the router answers the same JSON); re-exported by name for
+// the directory's existing importers.
+export type { QueryResult, StreamMatch };
 
 /** One stream as the query sees it (the subscriber's published state, §8). */
 export interface QueryableStream {
@@ -24,29 +30,6 @@ export interface QueryableStream {
   index: StreamIndex | null;
 }
 
-/** One `matches` entry of the routing.md query response (wire field names). */
-export interface StreamMatch {
-  instance_name: string;
-  dp_rank: number;
-  synchronized: boolean;
-  /** A number when it fits in 2^53 − 1 (−1 when none), else a bigint the JSON writer must emit as an integer. */
-  sequence: number | bigint;
-  device_hit_tokens: number;
-  host_only_hit_tokens: number;
-  reusable_prefix_tokens: number;
-  device_blocks: number;
-  host_blocks: number;
-  error: string;
-}
-
-/** The routing.md query response body. */
-export interface QueryResult {
-  input_tokens: number;
-  /** The block size shared by every stream; 0 when there is no stream or they differ. */
-  block_size: number;
-  matches: StreamMatch[];
-}
-
 /** A key chain computed for one (block_size, hasher) during the current query. */
 interface ChainSlot {
   blockSize: number;
@@ -55,10 +38,6 @@ interface ChainSlot {
   blocks: number;
   /** Query number this chain belongs to; stale slots are recomputed, not reallocated. */
   stamp: number;
-}
-
-function sequenceForJson(seq: bigint): number | bigint {
-  return seq <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(seq) : seq;
 }
 
 /** Orders streams by instance name (UTF-16 code units, locale-independent), then dp rank. */

@@ -11,7 +11,8 @@
  *   Content keys are XXH3-128 output, so word 0 is uniformly distributed and is the probe start.
  * Deletion is backward-shift (no tombstones); ids are recycled through a free list, so the cells
  * are bounded by the peak number of live keys, and the slot index halves below 1/8 full.
- * Private to `index/`.
+ * Shared: the directory's stream index (reference counts from records) and the router's view
+ * cache (tier bits of the view stream, kept in the same two count words as 0/1) use one layout.
  */
 
 /** uint32 per id in `cells`: 4 key words, Device refs, Host refs. */

@@ -2,7 +2,8 @@
  * Loads `proto/kvdirectory.proto` (plus the standard health proto, so reflection describes both)
  * with the one set of proto-loader options the project uses. The .proto files are not copied
  * into dist/, so the proto directory is found by walking up from this module: the same code runs
- * from `directory-svc/grpc/` under tsx and from `dist/directory-svc/grpc/` after a build.
+ * from `shared/view/` under tsx and from `dist/shared/view/` after a build. Both services load the
+ * proto through this one module (the directory serves it, the router watches the view with it).
  */
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';

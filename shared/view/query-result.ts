@@ -1,0 +1,33 @@
+/**
+ * The routing.md query response (`POST /v1/internal/kv-cache/query`, kv-events §8), in wire field
+ * names. The directory's Query and the router's view cache both answer with these types, so the
+ * two endpoints cannot drift apart.
+ */
+
+/** One `matches` entry of the routing.md query response (wire field names). */
+export interface StreamMatch {
+  instance_name: string;
+  dp_rank: number;
+  synchronized: boolean;
+  /** A number when it fits in 2^53 − 1 (−1 when none), else a bigint the JSON writer must emit as an integer. */
+  sequence: number | bigint;
+  device_hit_tokens: number;
+  host_only_hit_tokens: number;
+  reusable_prefix_tokens: number;
+  device_blocks: number;
+  host_blocks: number;
+  error: string;
+}
+
+/** The routing.md query response body. */
+export interface QueryResult {
+  input_tokens: number;
+  /** The block size shared by every stream; 0 when there is no stream or they differ. */
+  block_size: number;
+  matches: StreamMatch[];
+}
+
+/** §8 `sequence` for JSON: exact as a number up to 2^53 − 1, a bigint above. */
+export function sequenceForJson(seq: bigint): number | bigint {
+  return seq <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(seq) : seq;
+}
