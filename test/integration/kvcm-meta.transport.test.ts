@@ -112,8 +112,10 @@ describe('kvcm-meta §1 transport', () => {
   });
 
   it('T-03 unknown fields ignored at any depth, unknown enum → 0, a miss prints locations [] and the full header', async () => {
-    h = await MetaHarness.start();
+    const cap = capturingLogger();
+    h = await MetaHarness.start({ logger: cap.logger });
     const r = await h.rpc('getCacheLocation', {
+      trace_id: 'trace-t03',
       instance_id: 'test_instance',
       query_type: 'QT_NOT_A_TYPE',
       block_keys: ['42'],
@@ -122,6 +124,10 @@ describe('kvcm-meta §1 transport', () => {
     });
     expect(r.status).to.equal(200);
     expect(r.text).to.match(/^\{"header":\{"status":\{"code":"OK","message":""\},"request_id":"[0-9a-f]{32}","tracer_result":""\},"locations":\[\]\}$/);
+    // §1.4: the request_id is logged with the request's trace_id.
+    const logged = cap.lines.filter((l) => l.request_id === r.body.header.request_id);
+    expect(logged.length).to.be.greaterThan(0);
+    expect(logged.every((l) => l.trace_id === 'trace-t03')).to.equal(true);
   });
 
   it('T-04 /health, /metrics, unknown path 404, wrong method 405, oversized body 413', async () => {

@@ -270,8 +270,9 @@ export class MetaHttpServer {
       log.error({ err: e }, 'meta response serialization failed');
       return this.httpError(ctx, rpc, 500, byteCount, e instanceof Error ? e.message : 'serialization failed');
     }
-    if (code === 'OK') log.debug('meta rpc ok');
-    else log.info({ code, message: result.message }, 'meta rpc business error');
+    // §1.4: every 200 response's request_id is logged with the request's trace_id.
+    if (code === 'OK') log.info({ code }, 'meta rpc');
+    else log.info({ code, message: result.message }, 'meta rpc');
     this.opts.metrics.httpRequestsTotal.inc({ api: rpc, code });
     ctx.status = 200;
     ctx.body = text;
