@@ -130,10 +130,10 @@ describe('kvcm-meta §8 configuration', () => {
 
   it('CFG-02 heartbeat_timeout_ms 0 / -1, unknown storage, L2 twice, event storage as a candidate, unknown key: one line per error', () => {
     expect(errorsOf({ event_report: { heartbeat_timeout_ms: 0 } })).to.deep.equal([
-      'config error at event_report.heartbeat_timeout_ms: must be > 0, got 0',
+      'config error at event_report.heartbeat_timeout_ms: must be in [1, 2147483647], got 0',
     ]);
     expect(errorsOf({ event_report: { heartbeat_timeout_ms: -1 } })).to.deep.equal([
-      'config error at event_report.heartbeat_timeout_ms: must be > 0, got -1',
+      'config error at event_report.heartbeat_timeout_ms: must be in [1, 2147483647], got -1',
     ]);
     expect(errorsOf({ storages: STORAGES, instance_groups: [group({ storage_candidates: ['nowhere'] })] })).to.deep.equal([
       'config error at instance_groups[0].storage_candidates[0]: unknown storage "nowhere"',
@@ -181,7 +181,7 @@ describe('kvcm-meta §8 configuration', () => {
     });
     expect(errors).to.deep.equal([
       'config error at http.port: must be in [1, 65535], got 70000',
-      'config error at http.max_body_bytes: must be > 0, got 0',
+      'config error at http.max_body_bytes: must be in [1, 536870888], got 0',
       'config error at store.type: must be "sqlite", got "redis"',
       'config error at store.path: must not be empty',
       'config error at store.synchronous: must be "NORMAL" or "FULL", got "OFF"',

@@ -141,6 +141,7 @@ const EVENT_REPORT_KEYS = [
 ];
 const STORAGE_NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const INT32_MAX = 2 ** 31 - 1;
+const MAX_BODY_BYTES_LIMIT = 2 ** 29 - 24;
 
 /** Validate and complete a MetaService config (§8). */
 export function parseMetaConfig(input: MetaConfigInput): MetaConfigResult {
@@ -187,7 +188,8 @@ function readHttp(top: ConfigObject, issues: ConfigIssues, input: MetaConfigInpu
   if (o && host === '') o.fail('host', 'must not be empty');
   const filePort = o ? o.int('port', 6382, 1, 65535) : 6382;
   const advertiseHost = o ? o.str('advertise_host', input.firstIpv4) : input.firstIpv4;
-  const maxBodyBytes = o ? o.int('max_body_bytes', 67108864, 1) : 67108864;
+  // Upper bound: a body is decoded into one JS string, which V8 caps near 2^29 characters.
+  const maxBodyBytes = o ? o.int('max_body_bytes', 67108864, 1, MAX_BODY_BYTES_LIMIT) : 67108864;
   return { host, port: input.httpPortOverride ?? filePort, advertiseHost, maxBodyBytes };
 }
 
@@ -209,12 +211,13 @@ function readStore(top: ConfigObject, issues: ConfigIssues, input: MetaConfigInp
 
 function readTimings(o: ConfigObject | null, base: EventReportTimings, issues: ConfigIssues): EventReportTimings {
   if (!o) return base;
+  // Upper bound: these feed timers, and Node clamps delays above 2^31−1 ms to 1 ms.
   const t: EventReportTimings = {
-    heartbeatTimeoutMs: o.int('heartbeat_timeout_ms', base.heartbeatTimeoutMs, 1),
-    cleanupGraceMs: o.int('cleanup_grace_ms', base.cleanupGraceMs, 1),
-    livenessCheckIntervalMs: o.int('liveness_check_interval_ms', base.livenessCheckIntervalMs, 1),
-    snapshotMinIntervalMs: o.int('snapshot_min_interval_ms', base.snapshotMinIntervalMs, 1),
-    snapshotDeltaDrainTimeoutMs: o.int('snapshot_delta_drain_timeout_ms', base.snapshotDeltaDrainTimeoutMs, 1),
+    heartbeatTimeoutMs: o.int('heartbeat_timeout_ms', base.heartbeatTimeoutMs, 1, INT32_MAX),
+    cleanupGraceMs: o.int('cleanup_grace_ms', base.cleanupGraceMs, 1, INT32_MAX),
+    livenessCheckIntervalMs: o.int('liveness_check_interval_ms', base.livenessCheckIntervalMs, 1, INT32_MAX),
+    snapshotMinIntervalMs: o.int('snapshot_min_interval_ms', base.snapshotMinIntervalMs, 1, INT32_MAX),
+    snapshotDeltaDrainTimeoutMs: o.int('snapshot_delta_drain_timeout_ms', base.snapshotDeltaDrainTimeoutMs, 1, INT32_MAX),
   };
   if (t.livenessCheckIntervalMs >= t.heartbeatTimeoutMs) {
     issues.at(o.at('liveness_check_interval_ms'), `must be < heartbeat_timeout_ms (${t.livenessCheckIntervalMs} ≥ ${t.heartbeatTimeoutMs})`);
