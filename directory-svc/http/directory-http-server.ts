@@ -49,28 +49,28 @@ export class DirectoryHttpServer {
   /** sha256 of the token, so the compare is over equal-length buffers whatever was sent. */
   private readonly tokenDigest: Buffer | null;
 
-  private constructor(
-    private readonly opts: DirectoryHttpServerOptions,
-    private readonly server: Server,
-  ) {
+  private readonly server: Server;
+
+  private constructor(private readonly opts: DirectoryHttpServerOptions) {
     this.log = opts.logger ?? silentLogger;
     this.tokenDigest = opts.internalApiToken === '' ? null : digest(opts.internalApiToken);
+    const app = new Koa();
+    // koa composes its middleware in callback(), so the route goes on before the server exists.
+    app.use((ctx) => this.handle(ctx));
+    this.server = createServer(app.callback());
+    this.server.on('connection', (s: Socket) => {
+      this.sockets.add(s);
+      s.once('close', () => this.sockets.delete(s));
+    });
   }
 
   /** Binds and resolves once listening. */
   static async start(opts: DirectoryHttpServerOptions): Promise<DirectoryHttpServer> {
-    const app = new Koa();
-    const server = createServer(app.callback());
-    const self = new DirectoryHttpServer(opts, server);
-    self.routes(app);
-    server.on('connection', (s: Socket) => {
-      self.sockets.add(s);
-      s.once('close', () => self.sockets.delete(s));
-    });
+    const self = new DirectoryHttpServer(opts);
     await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(opts.port, opts.host ?? '0.0.0.0', () => {
-        server.off('error', reject);
+      self.server.once('error', reject);
+      self.server.listen(opts.port, opts.host ?? '0.0.0.0', () => {
+        self.server.off('error', reject);
         resolve();
       });
     });
@@ -90,26 +90,24 @@ export class DirectoryHttpServer {
     });
   }
 
-  private routes(app: Koa): void {
-    app.use(async (ctx) => {
-      const path = ctx.path;
-      if (path === HEARTBEAT_PATH) {
-        if (ctx.method !== 'POST') return reply(ctx, 405, { error: 'method not allowed' });
-        return this.heartbeat(ctx);
-      }
-      if (path === '/health') {
-        if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return reply(ctx, 405, { error: 'method not allowed' });
-        return reply(ctx, 200, { status: 'ok', ...(this.opts.health?.() ?? {}) });
-      }
-      if (path === '/metrics') {
-        if (ctx.method !== 'GET') return reply(ctx, 405, { error: 'method not allowed' });
-        ctx.status = 200;
-        ctx.set('Content-Type', this.opts.registry.contentType);
-        ctx.body = await this.opts.registry.metrics();
-        return;
-      }
-      return reply(ctx, 404, { error: 'not found' });
-    });
+  private async handle(ctx: Context): Promise<void> {
+    const path = ctx.path;
+    if (path === HEARTBEAT_PATH) {
+      if (ctx.method !== 'POST') return reply(ctx, 405, { error: 'method not allowed' });
+      return this.heartbeat(ctx);
+    }
+    if (path === '/health') {
+      if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return reply(ctx, 405, { error: 'method not allowed' });
+      return reply(ctx, 200, { status: 'ok', ...(this.opts.health?.() ?? {}) });
+    }
+    if (path === '/metrics') {
+      if (ctx.method !== 'GET') return reply(ctx, 405, { error: 'method not allowed' });
+      ctx.status = 200;
+      ctx.set('Content-Type', this.opts.registry.contentType);
+      ctx.body = await this.opts.registry.metrics();
+      return;
+    }
+    return reply(ctx, 404, { error: 'not found' });
   }
 
   private async heartbeat(ctx: Context): Promise<void> {
