@@ -11,13 +11,21 @@
  *   reregister()  the same process writes its key again (same incarnation: a refresh)
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { Etcd3, type Lease } from 'etcd3';
 import { silentLogger, type Logger } from '../../shared/log/logger.js';
 
 export type EngineType = 'DEFAULT' | 'PREFILL' | 'DECODE' | 'MIX';
 export type EngineRole = 'PREFILL' | 'DECODE';
+
+/**
+ * More routes on the engine's one HTTP port (e.g. the simulator's OpenAI endpoint): `handle`
+ * answers and returns true for its own paths, false to leave the request to /health and 404.
+ */
+export interface EngineHttpRoutes {
+  handle(req: IncomingMessage, res: ServerResponse): boolean;
+}
 
 const TYPE_NUMBER: Readonly<Record<EngineType, number>> = { DEFAULT: 0, PREFILL: 1, DECODE: 2, MIX: 3 };
 
@@ -49,6 +57,8 @@ export interface EngineControlOptions {
   readonly currentRole?: EngineRole;
   /** First incarnation id; default a random UUID. */
   readonly incarnationId?: string;
+  /** Served on the same port as /health (one HTTP server per simulated engine). */
+  readonly httpRoutes?: EngineHttpRoutes;
   readonly logger?: Logger;
 }
 
@@ -241,6 +251,7 @@ export class EngineControl {
 
   private async startHealth(): Promise<void> {
     const server = createServer((req, res) => {
+      if (this.opts.httpRoutes?.handle(req, res) === true) return;
       if (req.url === '/health' && (req.method === 'GET' || req.method === 'HEAD')) {
         res.writeHead(this.healthy ? 200 : 503, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ status: this.healthy ? 'ok' : 'unhealthy' }));

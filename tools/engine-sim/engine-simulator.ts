@@ -133,6 +133,8 @@ export class EngineSimulator {
   readonly dpSize: number;
   readonly blockSize: number;
   private closed = false;
+  /** Next rank `admitPrompt` places a request on (round-robin, like an engine's DP dispatcher). */
+  private nextRank = 0;
 
   private constructor(
     opts: EngineSimulatorOptions,
@@ -165,6 +167,17 @@ export class EngineSimulator {
     const r = this.ranks[dpRank];
     if (r === undefined) throw new RangeError(`dp rank ${dpRank} out of range 0..${this.dpSize - 1}`);
     return r;
+  }
+
+  /**
+   * One request's prefill on the instance: the engine, not the router, picks the DP rank
+   * (routing.md: the router chooses an instance, not its rank), here round-robin. Used by the
+   * simulator's OpenAI endpoint so a routed prompt becomes resident and is published.
+   */
+  admitPrompt(tokenIds: readonly number[], opts: AdmitOptions = {}): Promise<PublishedStep> {
+    const r = this.nextRank;
+    this.nextRank = (r + 1) % this.dpSize;
+    return this.rank(r).admitPrompt(tokenIds, opts);
   }
 
   /** Every rank's event endpoint, rank order (connectable, §1). */

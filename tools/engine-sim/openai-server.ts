@@ -1,0 +1,277 @@
+/**
+ * The simulated engine's OpenAI-compatible API (routing.md "OpenAI-compatible proxy" is its
+ * client): `POST /v1/completions` and `POST /v1/chat/completions` on the instance's business HTTP
+ * port (the port in its instance name), plus `GET /health` when it runs its own server.
+ *
+ * Each request is a prefill first: the prompt's tokens are admitted into one rank's BlockPool
+ * (`EngineSimulator.admitPrompt`), so a routed prompt becomes resident and is published as KV
+ * events, exactly what CAR later credits. A token-array `prompt` is used as is; text is tokenized
+ * trivially, one token per UTF-8 byte (no tokenizer in the simulator). The completion is a few
+ * fixed words, one "token" every `tokenIntervalMs`; with `"stream": true` each token is one SSE
+ * chunk and the stream ends with `data: [DONE]`. A client that goes away mid-request is noticed
+ * (`aborted`, the 'abort' event) and generation stops, which is how tests see a router cancel.
+ *
+ * `usage.prompt_tokens_details.cached_tokens` (the OpenAI field for prompt cache hits) reports the
+ * prefix the rank already held, so a test can see that routing found the cache.
+ *
+ * One HTTP server per simulated engine: with EngineControl, pass this as its `httpRoutes`; alone,
+ * `OpenAiServer.listen` serves these routes and /health.
+ */
+import { EventEmitter } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { silentLogger, type Logger } from '../../shared/log/logger.js';
+
+/** What the endpoint needs from the engine: a prefill on some rank (EngineSimulator has it). */
+export interface PromptAdmitter {
+  readonly blockSize: number;
+  admitPrompt(tokenIds: readonly number[]): Promise<{ hitBlocks: number; hostHitBlocks: number }>;
+}
+
+export interface OpenAiEndpointOptions {
+  /** null: answer without touching any cache (no prefill side effects). */
+  readonly engine: PromptAdmitter | null;
+  /** `model` echoed in answers; default `sim`. */
+  readonly model?: string;
+  /** Delay before each generated token; default 1 ms. Tests raise it to keep a stream open. */
+  readonly tokenIntervalMs?: number;
+  /** Largest request body; default 8 MiB (the router's own limit). */
+  readonly maxBodyBytes?: number;
+  readonly logger?: Logger;
+}
+
+/** Emitted per request as `'request'`, `'complete'` and `'abort'`. */
+export interface SimRequestEvent {
+  readonly id: string;
+  readonly path: string;
+  readonly stream: boolean;
+  readonly promptTokens: number;
+}
+
+export const COMPLETIONS_PATH = '/v1/completions';
+export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
+const DEFAULT_MAX_TOKENS = 16;
+/** Bound on generated tokens, so a careless `max_tokens` cannot keep a test busy for minutes. */
+const MAX_TOKENS_CAP = 4096;
+const WORDS = ['the', ' cache', ' was', ' warm', ' and', ' the', ' answer', ' came', ' quickly', '.'];
+
+class BadRequest extends Error {}
+
+export class OpenAiEndpoint extends EventEmitter {
+  private readonly log: Logger;
+  private readonly intervalMs: number;
+  private seq = 0;
+  /** Requests accepted (valid JSON on a known path). */
+  requests = 0;
+  completed = 0;
+  /** Requests whose client went away before the answer ended. */
+  aborted = 0;
+
+  constructor(private readonly opts: OpenAiEndpointOptions) {
+    super();
+    this.log = opts.logger ?? silentLogger;
+    this.intervalMs = opts.tokenIntervalMs ?? 1;
+  }
+
+  /** Answers the OpenAI paths (true) or leaves the request to the caller (false). */
+  handle(req: IncomingMessage, res: ServerResponse): boolean {
+    const path = (req.url ?? '').split('?', 1)[0]!;
+    if (path !== COMPLETIONS_PATH && path !== CHAT_COMPLETIONS_PATH) return false;
+    if (req.method !== 'POST') {
+      sendError(res, 405, 'method not allowed');
+      return true;
+    }
+    void this.serve(req, res, path).catch((e: unknown) => {
+      this.log.warn({ err: e instanceof Error ? e.message : String(e) }, 'openai request failed');
+      if (!res.headersSent) sendError(res, 500, 'engine error');
+      else res.destroy();
+    });
+    return true;
+  }
+
+  private async serve(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const body = await readBody(req, this.opts.maxBodyBytes ?? 8 * 1024 * 1024);
+    if (body === null) return sendError(res, 413, 'request body too large');
+    let request: ParsedRequest;
+    try {
+      request = parseRequest(body, path === CHAT_COMPLETIONS_PATH);
+    } catch (e) {
+      if (e instanceof BadRequest) return sendError(res, 400, e.message);
+      throw e;
+    }
+    const event: SimRequestEvent = { id: `cmpl-sim-${++this.seq}`, path, stream: request.stream, promptTokens: request.tokens.length };
+    this.requests++;
+    this.emit('request', event);
+
+    let closedEarly = false;
+    res.on('close', () => {
+      if (res.writableFinished) return;
+      closedEarly = true;
+      this.aborted++;
+      this.log.debug({ id: event.id }, 'client went away');
+      this.emit('abort', event);
+    });
+
+    const prefill = this.opts.engine === null ? { hitBlocks: 0, hostHitBlocks: 0 } : await this.opts.engine.admitPrompt(request.tokens);
+    const cachedTokens = this.opts.engine === null ? 0 : (prefill.hitBlocks + prefill.hostHitBlocks) * this.opts.engine.blockSize;
+    const created = Math.floor(Date.now() / 1000);
+    const model = request.model ?? this.opts.model ?? 'sim';
+    const base = { id: event.id, created, model };
+    const chat = path === CHAT_COMPLETIONS_PATH;
+
+    if (request.stream) {
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      for (let i = 0; i < request.maxTokens; i++) {
+        await delay(this.intervalMs);
+        if (closedEarly) return;
+        const last = i === request.maxTokens - 1;
+        const text = WORDS[i % WORDS.length]!;
+        const chunk = chat
+          ? { ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta: i === 0 ? { role: 'assistant', content: text } : { content: text }, finish_reason: last ? 'length' : null }] }
+          : { ...base, object: 'text_completion', choices: [{ index: 0, text, logprobs: null, finish_reason: last ? 'length' : null }] };
+        res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+      }
+      res.end('data: [DONE]\n\n');
+    } else {
+      let text = '';
+      for (let i = 0; i < request.maxTokens; i++) {
+        await delay(this.intervalMs);
+        if (closedEarly) return;
+        text += WORDS[i % WORDS.length]!;
+      }
+      const usage = {
+        prompt_tokens: request.tokens.length,
+        completion_tokens: request.maxTokens,
+        total_tokens: request.tokens.length + request.maxTokens,
+        prompt_tokens_details: { cached_tokens: cachedTokens },
+      };
+      const answer = chat
+        ? { ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'length' }], usage }
+        : { ...base, object: 'text_completion', choices: [{ index: 0, text, logprobs: null, finish_reason: 'length' }], usage };
+      const json = JSON.stringify(answer);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) });
+      res.end(json);
+    }
+    this.completed++;
+    this.emit('complete', event);
+  }
+}
+
+/** A standalone engine HTTP server (no EngineControl): the OpenAI routes plus `GET /health`. */
+export class OpenAiServer {
+  private readonly sockets = new Set<Socket>();
+
+  private constructor(
+    private readonly server: Server,
+    readonly endpoint: OpenAiEndpoint,
+  ) {}
+
+  static async listen(opts: { port: number; host?: string; endpoint: OpenAiEndpoint }): Promise<OpenAiServer> {
+    const server = createServer((req, res) => {
+      if (opts.endpoint.handle(req, res)) return;
+      if (req.url === '/health' && (req.method === 'GET' || req.method === 'HEAD')) {
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+        return;
+      }
+      sendError(res, 404, 'not found');
+    });
+    const self = new OpenAiServer(server, opts.endpoint);
+    server.on('connection', (s: Socket) => {
+      self.sockets.add(s);
+      s.once('close', () => self.sockets.delete(s));
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port, opts.host ?? '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    return self;
+  }
+
+  get port(): number {
+    const addr = this.server.address();
+    return typeof addr === 'object' && addr !== null ? addr.port : 0;
+  }
+
+  /** Stops listening and cuts open connections (a crashed engine, as far as clients can tell). */
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      for (const s of this.sockets) s.destroy();
+    });
+  }
+}
+
+interface ParsedRequest {
+  readonly tokens: readonly number[];
+  readonly stream: boolean;
+  readonly maxTokens: number;
+  readonly model: string | null;
+}
+
+function parseRequest(body: Buffer, chat: boolean): ParsedRequest {
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw new BadRequest('body is not JSON');
+  }
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new BadRequest('body must be a JSON object');
+  const o = json as Record<string, unknown>;
+  const tokens = chat ? chatTokens(o['messages']) : promptTokens(o['prompt']);
+  const stream = o['stream'] === true;
+  const mt = o['max_tokens'] ?? o['max_completion_tokens'];
+  let maxTokens = DEFAULT_MAX_TOKENS;
+  if (mt !== undefined && mt !== null) {
+    if (typeof mt !== 'number' || !Number.isInteger(mt) || mt < 1) throw new BadRequest('max_tokens must be a positive integer');
+    maxTokens = Math.min(mt, MAX_TOKENS_CAP);
+  }
+  const model = typeof o['model'] === 'string' ? o['model'] : null;
+  return { tokens, stream, maxTokens, model };
+}
+
+/** A token-id array as is; text one token per UTF-8 byte; a batch (array of prompts) by its first. */
+function promptTokens(prompt: unknown): number[] {
+  if (typeof prompt === 'string') return [...Buffer.from(prompt, 'utf8')];
+  if (Array.isArray(prompt)) {
+    if (prompt.length === 0) return [];
+    if (prompt.every((t) => typeof t === 'number' && Number.isInteger(t) && t >= 0 && t < 0x80000000)) return prompt as number[];
+    return promptTokens(prompt[0]);
+  }
+  throw new BadRequest('prompt must be a string or an array of token ids');
+}
+
+function chatTokens(messages: unknown): number[] {
+  if (!Array.isArray(messages)) throw new BadRequest('messages must be an array');
+  let text = '';
+  for (const m of messages) {
+    if (typeof m !== 'object' || m === null) throw new BadRequest('messages[] must be objects');
+    const role = (m as Record<string, unknown>)['role'];
+    const content = (m as Record<string, unknown>)['content'];
+    text += `${typeof role === 'string' ? role : ''}: ${typeof content === 'string' ? content : JSON.stringify(content ?? '')}\n`;
+  }
+  return [...Buffer.from(text, 'utf8')];
+}
+
+/** The whole body, or null when it exceeds `max` (the rest is drained, not kept). */
+async function readBody(req: IncomingMessage, max: number): Promise<Buffer | null> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    total += chunk.length;
+    if (total <= max) chunks.push(chunk);
+  }
+  return total > max ? null : Buffer.concat(chunks, total);
+}
+
+function sendError(res: ServerResponse, status: number, message: string): void {
+  const json = JSON.stringify({ error: { message, type: status >= 500 ? 'server_error' : 'invalid_request_error' } });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) });
+  res.end(json);
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
