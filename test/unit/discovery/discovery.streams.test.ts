@@ -68,6 +68,15 @@ describe('discovery.md From instances to streams', () => {
     expect(s.incarnationId).to.equal('y');
   });
 
+  it('a same-incarnation refresh with a larger dp_size adds ranks and keeps the identity of the existing ones', () => {
+    const t = tableWith([{ name: 'a:1000', extra: { incarnation_id: 'x', dp_size: 1 } }]);
+    const before = planStreams(t.instances(), cfg, 128).streams.map((s) => s.identity);
+    t.put(parseInstanceValue('PREFILL', 'a:1000', JSON.stringify({ name: 'a:1000', rpc_address: 'r:1', type: 1, incarnation_id: 'x', dp_size: 2 })), 1);
+    const after = planStreams(t.instances(), cfg, 128).streams;
+    expect(after).to.have.length(2);
+    expect(after[0]!.identity).to.equal(before[0]);
+  });
+
   it('a port above 65535 excludes that instance only, with an error naming it', () => {
     const plan = planStreams(tableWith([{ name: 'a:35535', extra: { dp_size: 2 } }, { name: 'b:1000' }]).instances(), cfg, 128);
     expect(plan.streams.map((s) => s.instanceName)).to.deep.equal(['b:1000']);
