@@ -49,19 +49,40 @@ type LocationRow = [
 
 type ScanRow = [instanceId: string, blockKey: bigint, ...rest: LocationRow];
 
+/**
+ * Row of the batched getBlocks read, read without safe integers (bigint allocation per column
+ * was the dominant cost): `index` is the position in the bound JSON key array, small numbers stay
+ * numbers, and create_time arrives as a number when exact, else as decimal text.
+ */
+type BatchLocationRow = [
+  index: number,
+  locationId: string,
+  storageName: string,
+  type: number,
+  status: number,
+  createTimeUs: number | string,
+  rev: number,
+  specs: string,
+];
+
 const LOCATION_COLUMNS = 'location_id, storage_name, type, status, create_time_us, rev, specs';
+const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+
+/** Write statements return the row's new rev as a number (revs never approach 2^53). */
+type RevStatement = BetterSqlite3.Statement<unknown[], { rev: number }>;
 
 interface Statements {
   getInstance: BetterSqlite3.Statement<[string], { record: string }>;
   putInstance: BetterSqlite3.Statement<[string, string, string]>;
   listInstances: BetterSqlite3.Statement<[], { record: string }>;
   countInstances: BetterSqlite3.Statement<[string], { n: bigint }>;
-  blockLocations: BetterSqlite3.Statement<[string, bigint], LocationRow>;
   blockProperties: BetterSqlite3.Statement<[string, bigint], { properties: string }>;
-  putLocation: BetterSqlite3.Statement<unknown[], { rev: bigint }>;
-  setStatus: BetterSqlite3.Statement<unknown[], { rev: bigint }>;
-  replaceSpecs: BetterSqlite3.Statement<unknown[], { rev: bigint }>;
-  deleteLocation: BetterSqlite3.Statement<unknown[], { rev: bigint }>;
+  batchLocations: BetterSqlite3.Statement<[string, string], BatchLocationRow>;
+  batchProperties: BetterSqlite3.Statement<[string, string], [number, string]>;
+  putLocation: RevStatement;
+  setStatus: RevStatement;
+  replaceSpecs: RevStatement;
+  deleteLocation: RevStatement;
   deleteBlockLocations: BetterSqlite3.Statement<[string, bigint]>;
   deleteBlockProperties: BetterSqlite3.Statement<[string, bigint]>;
   putProperties: BetterSqlite3.Statement<[string, bigint, string]>;
@@ -124,24 +145,42 @@ export class SqliteMetaStore implements MetaStore {
     return this.run('countInstances', () => Number(this.stmts.countInstances.get(instanceGroup)?.n ?? 0n));
   }
 
-  /** Cost: two primary-key lookups per key; no transaction needed (WAL readers see a commit). */
+  /**
+   * Cost: two statements for the whole request (locations, properties), each one primary-key
+   * probe per distinct key driven by json_each over the bound key array. The hot read of every
+   * lookup and of reportEvent; no transaction needed (WAL readers see the last commit).
+   */
   async getBlocks(instanceId: string, blockKeys: readonly bigint[]): Promise<Map<bigint, StoredBlock>> {
     return this.run('getBlocks', () => {
       const out = new Map<bigint, StoredBlock>();
-      const locStmt = this.stmts.blockLocations;
-      const propStmt = this.stmts.blockProperties;
-      for (let i = 0; i < blockKeys.length; i++) {
-        const key = blockKeys[i];
-        if (out.has(key)) continue;
-        const rows = locStmt.all(instanceId, key);
-        const prop = propStmt.get(instanceId, key);
-        if (rows.length === 0 && prop === undefined) continue;
-        const locations: StoredLocation[] = new Array<StoredLocation>(rows.length);
-        for (let j = 0; j < rows.length; j++) locations[j] = decodeLocation(rows[j]);
-        out.set(key, {
-          properties: prop === undefined ? {} : (JSON.parse(prop.properties) as Record<string, string>),
-          locations,
-        });
+      if (blockKeys.length === 0) return out;
+      const unique = blockKeys.length === 1 ? blockKeys : [...new Set(blockKeys)];
+      const keysJson = `[${unique.join(',')}]`;
+      const blocks: ({ properties: Record<string, string>; locations: StoredLocation[] } | undefined)[] = new Array(unique.length);
+      for (const r of this.stmts.batchLocations.all(keysJson, instanceId)) {
+        const i = r[0];
+        let b = blocks[i];
+        if (b === undefined) {
+          b = { properties: {}, locations: [] };
+          blocks[i] = b;
+        }
+        b.locations.push(decodeBatchLocation(r));
+      }
+      for (const r of this.stmts.batchProperties.all(keysJson, instanceId)) {
+        const i = r[0];
+        let b = blocks[i];
+        if (b === undefined) {
+          b = { properties: {}, locations: [] };
+          blocks[i] = b;
+        }
+        b.properties = JSON.parse(r[1]) as Record<string, string>;
+      }
+      for (let i = 0; i < unique.length; i++) {
+        const b = blocks[i];
+        if (b === undefined) continue;
+        // Rows of one key come in primary-key order already; sort only to be safe for >1.
+        if (b.locations.length > 1) b.locations.sort((x, y) => (x.locationId < y.locationId ? -1 : x.locationId > y.locationId ? 1 : 0));
+        out.set(unique[i] as bigint, b);
       }
       return out;
     });
@@ -253,19 +292,19 @@ export class SqliteMetaStore implements MetaStore {
             l.createTimeUs,
             encodeSpecs(l.specs),
           );
-          results[i] = { applied: true, rev: Number(row?.rev ?? 1n) };
+          results[i] = { applied: true, rev: row?.rev ?? 1 };
           break;
         }
         case 'setStatusIf': {
           const expect = m.expectRev === undefined ? null : m.expectRev;
           const row = s.setStatus.get(m.status, m.instanceId, m.blockKey, m.locationId, expect, expect);
-          results[i] = row === undefined ? { applied: false } : { applied: true, rev: Number(row.rev) };
+          results[i] = row === undefined ? { applied: false } : { applied: true, rev: row.rev };
           break;
         }
         case 'replaceSpecsIf': {
           const expect = m.expectRev === undefined ? null : m.expectRev;
           const row = s.replaceSpecs.get(encodeSpecs(m.specs), m.instanceId, m.blockKey, m.locationId, expect, expect);
-          results[i] = row === undefined ? { applied: false } : { applied: true, rev: Number(row.rev) };
+          results[i] = row === undefined ? { applied: false } : { applied: true, rev: row.rev };
           break;
         }
         case 'deleteLocationIf': {
@@ -311,21 +350,31 @@ function prepareStatements(db: BetterSqlite3.Database): Statements {
     ),
     listInstances: db.prepare('SELECT record FROM instances ORDER BY instance_id'),
     countInstances: db.prepare('SELECT count(*) AS n FROM instances WHERE instance_group = ?'),
-    blockLocations: db
-      .prepare<[string, bigint], LocationRow>(
-        `SELECT ${LOCATION_COLUMNS} FROM locations WHERE instance_id = ? AND block_key = ? ORDER BY location_id`,
-      )
-      .raw(true),
     blockProperties: db.prepare('SELECT properties FROM block_properties WHERE instance_id = ? AND block_key = ?'),
+    // CROSS JOIN pins json_each as the outer loop (the planner otherwise scans the instance).
+    batchLocations: db
+      .prepare<[string, string], BatchLocationRow>(
+        'SELECT j.key, l.location_id, l.storage_name, l.type, l.status, ' +
+          `CASE WHEN l.create_time_us BETWEEN ${-MAX_SAFE} AND ${MAX_SAFE} THEN l.create_time_us ELSE CAST(l.create_time_us AS TEXT) END, ` +
+          'l.rev, l.specs FROM json_each(?) j CROSS JOIN locations l ON l.instance_id = ? AND l.block_key = j.value',
+      )
+      .raw(true)
+      .safeIntegers(false),
+    batchProperties: db
+      .prepare<[string, string], [number, string]>(
+        'SELECT j.key, p.properties FROM json_each(?) j CROSS JOIN block_properties p ON p.instance_id = ? AND p.block_key = j.value',
+      )
+      .raw(true)
+      .safeIntegers(false),
     putLocation: db.prepare(
       `INSERT INTO locations(instance_id, block_key, ${LOCATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?) ` +
         'ON CONFLICT(instance_id, block_key, location_id) DO UPDATE SET storage_name = excluded.storage_name, ' +
         'type = excluded.type, status = excluded.status, create_time_us = excluded.create_time_us, ' +
         'specs = excluded.specs, rev = rev + 1 RETURNING rev',
-    ),
-    setStatus: db.prepare(`UPDATE locations SET status = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`),
-    replaceSpecs: db.prepare(`UPDATE locations SET specs = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`),
-    deleteLocation: db.prepare(`DELETE FROM locations WHERE ${pk} AND ${revCheck} RETURNING rev`),
+    ).safeIntegers(false) as RevStatement,
+    setStatus: db.prepare(`UPDATE locations SET status = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`).safeIntegers(false) as RevStatement,
+    replaceSpecs: db.prepare(`UPDATE locations SET specs = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`).safeIntegers(false) as RevStatement,
+    deleteLocation: db.prepare(`DELETE FROM locations WHERE ${pk} AND ${revCheck} RETURNING rev`).safeIntegers(false) as RevStatement,
     deleteBlockLocations: db.prepare('DELETE FROM locations WHERE instance_id = ? AND block_key = ?'),
     deleteBlockProperties: db.prepare('DELETE FROM block_properties WHERE instance_id = ? AND block_key = ?'),
     putProperties: db.prepare(
@@ -353,6 +402,21 @@ function decodeLocation(r: LocationRow): StoredLocation {
     status: Number(r[3]) as StoredLocationStatus,
     createTimeUs: r[4],
     rev: Number(r[5]),
+    specs,
+  };
+}
+
+function decodeBatchLocation(r: BatchLocationRow): StoredLocation {
+  const pairs = JSON.parse(r[7]) as [string, string][];
+  const specs: StoredSpec[] = new Array<StoredSpec>(pairs.length);
+  for (let i = 0; i < pairs.length; i++) specs[i] = { name: pairs[i][0], uri: pairs[i][1] };
+  return {
+    locationId: r[1],
+    storageName: r[2],
+    type: r[3],
+    status: r[4] as StoredLocationStatus,
+    createTimeUs: BigInt(r[5]),
+    rev: r[6],
     specs,
   };
 }

@@ -1,0 +1,184 @@
+/**
+ * MetaService data-path benchmark (kvcm-meta §5.3, §7, §10 PERF-01/PERF-03).
+ *
+ * What is measured (one JSON line per result on stdout), all over real HTTP on loopback with a
+ * keep-alive client, against startMetaService with the §8 default config and a SQLite file in a
+ * temp dir (synchronous NORMAL):
+ *  1. `http_baseline`: p50/p99 of a bare node:http server answering a fixed JSON body of the same
+ *     size class, measured in the same run, so noisy machines compare by ratio.
+ *  2. `get_cache_location_prefix`: p50/p99 of getCacheLocation QT_PREFIX_MATCH over a store of
+ *     20,000 serving keys (written through startWriteCache/finishWriteCache), 128-key requests
+ *     whose hit prefix is 0–128 keys (uniform). Target p99 < 10 ms.
+ *  3. `get_cache_location_prefix_4096`: PERF-03, 4096 keys, all hits (p50 ≤ 20 ms).
+ *  4. `report_event_add`: reportEvent ADD events/s, 2000 ADD blocks per request (one reporter,
+ *     sequential requests). Target ≥ 100k events/s. Also p50/p99 per request (PERF-01 ≤ 150 ms).
+ *  5. `get_host_cache_state_20000`: PERF-03, 20,000 keys all hits on one host (p50 ≤ 50 ms).
+ *
+ * Fixed seed; request bodies built before timing; warm-up requests dropped.
+ * Run: node --import tsx bench/meta/meta.bench.ts [--quick]   (--quick: fewer keys and samples)
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request, Agent } from 'node:http';
+import type { Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
+import { startMetaService } from '../../directory-svc/meta/meta-service.js';
+import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
+import { silentLogger } from '../../shared/log/logger.js';
+
+const QUICK = process.argv.includes('--quick');
+const STORED_KEYS = QUICK ? 4_000 : 20_000;
+const PROMPT_KEYS = 128;
+const SAMPLES = QUICK ? 200 : 2_000;
+const WARMUP = QUICK ? 20 : 200;
+const ADD_BLOCKS_PER_REQUEST = 2_000;
+const ADD_REQUESTS = QUICK ? 10 : 50;
+const SEED = 0x6d657461;
+
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+
+function post(port: number, path: string, body: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers: { 'content-length': Buffer.byteLength(body) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        if (res.statusCode !== 200) reject(new Error(`HTTP ${res.statusCode} ${path}: ${text.slice(0, 200)}`));
+        else resolve(text);
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+function okCode(text: string): void {
+  const code = (JSON.parse(text) as { header: { status: { code: string; message: string } } }).header.status;
+  if (code.code !== 'OK') throw new Error(`${code.code}: ${code.message}`);
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+function stats(ms: number[]): { p50_ms: number; p99_ms: number; mean_ms: number; samples: number } {
+  const s = [...ms].sort((a, b) => a - b);
+  const round = (v: number): number => Math.round(v * 1000) / 1000;
+  return { p50_ms: round(percentile(s, 50)), p99_ms: round(percentile(s, 99)), mean_ms: round(s.reduce((a, b) => a + b, 0) / s.length), samples: s.length };
+}
+
+async function timeRequests(port: number, path: string, bodies: readonly string[], warmup: number, check = false): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < bodies.length; i++) {
+    const t0 = process.hrtime.bigint();
+    const text = await post(port, path, bodies[i] as string);
+    const dt = Number(process.hrtime.bigint() - t0) / 1e6;
+    if (check) okCode(text);
+    if (i >= warmup) out.push(dt);
+  }
+  return out;
+}
+
+function emit(obj: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify({ quick: QUICK, ...obj })}\n`);
+}
+
+async function main(): Promise<void> {
+  const rand = prng(SEED);
+  const dir = mkdtempSync(join(tmpdir(), 'kvcm-bench-'));
+  const parsed = parseMetaConfig({ fileText: null, httpPortOverride: 1, dbPathOverride: join(dir, 'kvcm.db'), hostname: 'bench', firstIpv4: '127.0.0.1' });
+  if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
+  const config = { ...parsed.config, http: { ...parsed.config.http, host: '127.0.0.1', port: 0 } };
+  const meta = await startMetaService({ config, store: SqliteMetaStore.open(config.store.path), logger: silentLogger });
+  const port = meta.port;
+
+  // ---- inputs, built before timing --------------------------------------------------------
+  // Stored keys are 1..STORED_KEYS; a prompt is PROMPT_KEYS consecutive keys whose first `hit`
+  // keys are stored and the rest are fresh (never stored).
+  const prompts: string[] = [];
+  for (let i = 0; i < SAMPLES + WARMUP; i++) {
+    const hit = Math.floor(rand() * (PROMPT_KEYS + 1));
+    const start = 1 + Math.floor(rand() * (STORED_KEYS - PROMPT_KEYS));
+    const keys: number[] = [];
+    for (let k = 0; k < PROMPT_KEYS; k++) keys.push(k < hit ? start + k : -(1 + i * PROMPT_KEYS + k));
+    prompts.push(JSON.stringify({ instance_id: 'test_instance', query_type: 'QT_PREFIX_MATCH', block_keys: keys }));
+  }
+  const long = JSON.stringify({ instance_id: 'test_instance', query_type: 'QT_PREFIX_MATCH', block_keys: Array.from({ length: 4096 }, (_, i) => i + 1) });
+  const addBodies: string[] = [];
+  for (let r = 0; r < ADD_REQUESTS; r++) {
+    const events = [];
+    for (let b = 0; b < ADD_BLOCKS_PER_REQUEST; b++) {
+      const key = r * ADD_BLOCKS_PER_REQUEST + b + 1;
+      events.push({ event_type: 'EVENT_BLOCK_ADD', block_add: { block_key: String(key), medium: 'gpu', specs: [{ name: 'tp0', uri: `event_report://h:9600/gpu/${key}?size=4096` }] } });
+    }
+    addBodies.push(JSON.stringify({ instance_id: 'test_instance', host_ip_port: '10.0.0.1:8000', storage_type: 'ST_EVENT_REPORT_L2', events }));
+  }
+  const hostKeys = Math.min(20_000, ADD_REQUESTS * ADD_BLOCKS_PER_REQUEST);
+  const hostState = JSON.stringify({ instance_id: 'test_instance', block_cache_keys: Array.from({ length: hostKeys }, (_, i) => i + 1) });
+  const fixed = JSON.stringify({ header: { status: { code: 'OK', message: '' }, request_id: '0'.repeat(32), tracer_result: '' }, locations: [] });
+
+  // ---- baseline: bare node:http --------------------------------------------------------------
+  const bare: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      res.end(fixed);
+    });
+  });
+  await new Promise<void>((r) => bare.listen(0, '127.0.0.1', () => r()));
+  const barePort = (bare.address() as { port: number }).port;
+  emit({ name: 'http_baseline', body_bytes: prompts[0]?.length, ...stats(await timeRequests(barePort, '/', prompts, WARMUP)) });
+  await new Promise<void>((r) => bare.close(() => r()));
+
+  // ---- populate 20k serving keys through the write RPCs (2000 per session) ---------------------
+  for (let from = 1; from <= STORED_KEYS; from += 2000) {
+    const keys = Array.from({ length: Math.min(2000, STORED_KEYS - from + 1) }, (_, i) => from + i);
+    const s = JSON.parse(await post(port, '/api/startWriteCache', JSON.stringify({ instance_id: 'test_instance', block_keys: keys }))) as { write_session_id: string };
+    okCode(await post(port, '/api/finishWriteCache', JSON.stringify({ instance_id: 'test_instance', write_session_id: s.write_session_id, success_blocks: { offset: keys.length } })));
+  }
+
+  emit({ name: 'get_cache_location_prefix', stored_keys: STORED_KEYS, prompt_keys: PROMPT_KEYS, target_p99_ms: 10, ...stats(await timeRequests(port, '/api/getCacheLocation', prompts, WARMUP, true)) });
+  if (STORED_KEYS >= 4096) {
+    const longs = Array.from({ length: QUICK ? 20 : 100 }, () => long);
+    emit({ name: 'get_cache_location_prefix_4096', all_hits: true, target_p50_ms: 20, ...stats(await timeRequests(port, '/api/getCacheLocation', longs, 5, true)) });
+  }
+
+  // ---- reportEvent ADD throughput ------------------------------------------------------------
+  const t0 = process.hrtime.bigint();
+  const perReq = await timeRequests(port, '/api/reportEvent', addBodies, 0, true);
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const events = ADD_REQUESTS * ADD_BLOCKS_PER_REQUEST;
+  emit({
+    name: 'report_event_add',
+    blocks_per_request: ADD_BLOCKS_PER_REQUEST,
+    requests: ADD_REQUESTS,
+    events_per_s: Math.round(events / seconds),
+    target_events_per_s: 100_000,
+    ...stats(perReq),
+  });
+
+  const hs = Array.from({ length: QUICK ? 10 : 40 }, () => hostState);
+  emit({ name: 'get_host_cache_state', keys: hostKeys, all_hits: true, target_p50_ms: 50, ...stats(await timeRequests(port, '/api/getHostCacheState', hs, 3, true)) });
+
+  agent.destroy();
+  await meta.close();
+  rmSync(dir, { recursive: true, force: true });
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
