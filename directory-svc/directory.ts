@@ -20,6 +20,9 @@ export interface SubscriberStreamConfig {
   readonly replayEndpoint: string;
   readonly topic: string;
   readonly hashSeed: bigint;
+  /** Discovery streams: the registration subscribed for (the view stream's stream identity). */
+  readonly incarnationId?: string | null;
+  readonly generation?: number;
 }
 
 /** What the directory needs from one running subscriber (the subscription module's surface). */
@@ -152,6 +155,8 @@ export class Directory {
       replayEndpoint: cfg.replayEndpoint,
       topic: cfg.topic,
       hashSeed: BigInt(cfg.hashSeed),
+      // Kept for the view stream's stream identity (absent for static streams).
+      ...('generation' in cfg && cfg.generation !== undefined ? { generation: cfg.generation, incarnationId: cfg.incarnationId ?? null } : {}),
     });
     const stream = await this.opts.createStream(subCfg, this.opts.limits);
     // The await above may have raced a duplicate add or a close; check again before publishing.

@@ -21,6 +21,7 @@ import {
   type WireQueryRequest,
   type WireQueryResponse,
 } from './kvdirectory-wire.js';
+import { preEncodedWatchView, viewHandlers, type ViewApi } from './view-handlers.js';
 
 /** What the gRPC edge reads; `Directory` implements it. */
 export interface DirectoryApi {
@@ -35,6 +36,8 @@ export interface DirectoryGrpcServerOptions {
   /** Default 0.0.0.0: routers on other hosts connect here. */
   readonly host?: string;
   readonly directory: DirectoryApi;
+  /** WatchView and ListInstances (the view publisher); without it they answer UNIMPLEMENTED. */
+  readonly view?: ViewApi;
   readonly logger?: Logger;
 }
 
@@ -66,7 +69,8 @@ export class DirectoryGrpcServer {
     const loaded = grpc.loadPackageDefinition(pkg);
     const service = serviceDefinition(loaded);
     const server = new grpc.Server();
-    server.addService(service, handlers(opts.directory, log));
+    const view = opts.view === undefined ? {} : viewHandlers(opts.view, log);
+    server.addService(preEncodedWatchView(service), { ...handlers(opts.directory, log), ...view });
     const health = new HealthImplementation({ '': 'NOT_SERVING', [KVDIRECTORY_SERVICE_NAME]: 'NOT_SERVING' });
     health.addToServer(server);
     new ReflectionService(pkg).addToServer(server);

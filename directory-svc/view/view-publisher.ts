@@ -1,0 +1,609 @@
+/**
+ * The directory side of the versioned view stream (architecture.md "The view stream"): the current
+ * view (instances, streams, residency per stream), batched into ordered deltas, a bounded change
+ * log, and the watchers (routers) it is streamed to.
+ *
+ *   StreamIndex ──onResidencyChange──▶ per-stream ResidencyBuffer ─┐
+ *   StreamSubscriber 'state' / 'view' ─▶ stream upserts / resets ──┼─▶ flush: ViewDelta v+1 ──▶ ChangeLog
+ *   instance table changes ────────────▶ instance upserts/removals ─┘        (encoded once)      │
+ *                                                                              watchers ◀─ pump ┘
+ *
+ * - `epoch`: a random id per publisher (one directory process lifetime); `version` +1 per delta.
+ * - Deltas are cut by time (`flushIntervalMs` after the first pending change) and by size
+ *   (`maxDeltaKeyChanges` pending key changes, checked after each applied batch, so a delta never
+ *   holds part of an engine batch).
+ * - A stream reset (recovery swap, restore, reconciliation, any state change) replaces the stream's
+ *   state and residency atomically; its pending incremental changes are dropped because the reset,
+ *   exported from the served index at flush time, already contains them.
+ * - A snapshot is always built right after a flush, so it is exactly the view at `version`.
+ *
+ * Decisions where the spec is silent:
+ * - A new stream is announced as a stream reset (state plus its empty residency), so a router
+ *   creates it through the one message that replaces everything.
+ * - Any 'state' event is a reset: leaving SYNCHRONIZED empties the residency (kv-events §7.2: no
+ *   stale credit), entering it is followed by the new index anyway.
+ * - A stream added and removed between two deltas is never announced.
+ * - Replayed log entries carry their original `sent_at_ms`.
+ * - A watcher whose next needed delta left the log is ended with `lagging` (ABORTED at the gRPC
+ *   edge); heartbeats go only to caught-up, unblocked watchers idle for `heartbeatIntervalMs`.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from '../../shared/log/logger.js';
+import { silentLogger } from '../../shared/log/logger.js';
+import type { DirectoryStream } from '../directory.js';
+import type { InstanceChange, InstanceView } from '../discovery/instance-table.js';
+import type { PlanExclusion } from '../discovery/stream-planner.js';
+import type { ResidencyObserver } from '../index/stream-index.js';
+import type { QueryableStream } from '../index/stream-query.js';
+import type { StreamState } from '../subscription/stream-state.js';
+import type { ViewChange } from '../subscription/stream-subscriber.js';
+import { ChangeLog } from './change-log.js';
+import { ResidencyBuffer } from './residency-buffer.js';
+import { protoViewUpdateEncoder, type ViewUpdateEncoder } from './view-update-encoder.js';
+import { ViewWatcher, type ViewSink } from './view-watcher.js';
+import {
+  toWireViewInstance,
+  type WireListInstancesResponse,
+  type WireViewDelta,
+  type WireViewInstance,
+  type WireViewStream,
+} from './view-wire.js';
+
+/** A stream as the view shows it: subscriber config plus, for discovery streams, the registration. */
+export interface ViewStreamIdentity {
+  readonly instanceName: string;
+  readonly dpRank: number;
+  readonly blockSize: number;
+  readonly hashSeed: bigint;
+  /** The registration the stream was subscribed for; null/absent for static streams. */
+  readonly incarnationId?: string | null;
+  readonly generation?: number;
+}
+
+/** What the publisher reads from a running subscriber (`StreamSubscriber` satisfies it). */
+export interface ViewSourceStream {
+  readonly state: StreamState;
+  toQueryable(): QueryableStream;
+  on(event: 'state', listener: (state: StreamState, error: string) => void): unknown;
+  on(event: 'view', listener: (change: ViewChange) => void): unknown;
+  off(event: 'state', listener: (state: StreamState, error: string) => void): unknown;
+  off(event: 'view', listener: (change: ViewChange) => void): unknown;
+}
+
+/** The instance table as discovery exposes it (`DiscoveryService` satisfies it). */
+export interface InstanceTableSource {
+  instances(): readonly InstanceView[];
+  /** Every change, in order; returns the unsubscribe. */
+  onChange(listener: (change: InstanceChange) => void): () => void;
+  /** ListInstances diagnostics, when discovery has them. */
+  diagnostics?(): { readonly etcdConnected: boolean; readonly exclusions: readonly PlanExclusion[] };
+}
+
+/** The resume point a router asks for (`WatchViewRequest`); epoch '' = fresh watch. */
+export interface WatchRequest {
+  readonly routerId: string;
+  readonly epoch: string;
+  readonly version: number;
+}
+
+export interface ViewPublisherOptions {
+  /** A delta is cut this long after the first pending change (default 15 ms). */
+  readonly flushIntervalMs?: number;
+  /** A delta is cut once this many key changes are pending (default 65536). */
+  readonly maxDeltaKeyChanges?: number;
+  /** Change log bound in deltas (default 4096). */
+  readonly logMaxEntries?: number;
+  /** Change log bound in encoded bytes (default 64 MiB). */
+  readonly logMaxBytes?: number;
+  /** Idle watchers get a heartbeat after this long; must stay ≤ 250 so the gap stays < 500 ms. */
+  readonly heartbeatIntervalMs?: number;
+  /** Fixed epoch (tests); default 16 random hex digits. */
+  readonly epoch?: string;
+  readonly encode?: ViewUpdateEncoder;
+  readonly nowMs?: () => number;
+  readonly logger?: Logger;
+}
+
+/** Metrics hooks: read by the metrics edge, never written there. */
+export interface ViewPublisherStats {
+  readonly epoch: string;
+  readonly version: number;
+  readonly watchers: number;
+  readonly bytesSent: number;
+  readonly deltasPublished: number;
+  readonly keyChangesPublished: number;
+  readonly snapshotsSent: number;
+  readonly resumes: number;
+  readonly laggingEnded: number;
+  readonly logEntries: number;
+  readonly logBytes: number;
+}
+
+/** One stream's registration with the publisher (see `addStream`). */
+export interface ViewStreamHandle {
+  readonly streamId: number;
+  /** Pass to the subscriber (`StreamSubscriberDeps.onResidencyChange`). */
+  readonly onResidencyChange: ResidencyObserver;
+  /** The subscriber exists: the stream enters the view (announced in the next delta). */
+  attach(source: ViewSourceStream): void;
+  /** The stream leaves the view (a `stream_removals` entry once announced). */
+  remove(): void;
+}
+
+interface StreamEntry {
+  readonly id: number;
+  readonly identity: ViewStreamIdentity;
+  source: ViewSourceStream | null;
+  readonly changes: ResidencyBuffer;
+  /** Replace state and residency in the next delta. */
+  reset: boolean;
+  /** State (sequence, counts, error) changed. */
+  upsert: boolean;
+  removed: boolean;
+  /** Part of a published version (so its removal must be published). */
+  announced: boolean;
+  /** In `dirtyStreams`. */
+  dirty: boolean;
+  onState: ((state: StreamState, error: string) => void) | null;
+  onView: ((change: ViewChange) => void) | null;
+}
+
+const EMPTY = new Uint8Array(0);
+const DEFAULTS = {
+  flushIntervalMs: 15,
+  maxDeltaKeyChanges: 65536,
+  logMaxEntries: 4096,
+  logMaxBytes: 64 * 1024 * 1024,
+  heartbeatIntervalMs: 200,
+};
+
+export class ViewPublisher {
+  readonly epoch: string;
+  private readonly flushIntervalMs: number;
+  private readonly maxDeltaKeyChanges: number;
+  private readonly heartbeatIntervalMs: number;
+  private readonly encode: ViewUpdateEncoder;
+  private readonly nowMs: () => number;
+  private readonly log: Logger;
+  private readonly changeLog: ChangeLog;
+
+  private currentVersion = 0;
+  private nextStreamId = 1;
+  private readonly streams = new Map<number, StreamEntry>();
+  private readonly dirtyStreams: StreamEntry[] = [];
+  private removedStreamIds: number[] = [];
+  private pendingKeyChanges = 0;
+  private readonly instances = new Map<string, InstanceView>();
+  /** name → new row, or null for a removal. */
+  private readonly pendingInstances = new Map<string, InstanceView | null>();
+  private instanceSource: InstanceTableSource | null = null;
+  private unsubscribeInstances: (() => void) | null = null;
+
+  private readonly watchers = new Set<ViewWatcher>();
+  private snapshotCache: { version: number; bytes: Buffer } | null = null;
+  private flushTimer: NodeJS.Timeout | null = null;
+  private readonly heartbeatTimer: NodeJS.Timeout;
+  private closed = false;
+
+  private bytesSent = 0;
+  private deltasPublished = 0;
+  private keyChangesPublished = 0;
+  private snapshotsSent = 0;
+  private resumes = 0;
+  private laggingEnded = 0;
+
+  constructor(opts: ViewPublisherOptions = {}) {
+    this.epoch = opts.epoch ?? randomBytes(8).toString('hex');
+    this.flushIntervalMs = opts.flushIntervalMs ?? DEFAULTS.flushIntervalMs;
+    this.maxDeltaKeyChanges = opts.maxDeltaKeyChanges ?? DEFAULTS.maxDeltaKeyChanges;
+    this.heartbeatIntervalMs = opts.heartbeatIntervalMs ?? DEFAULTS.heartbeatIntervalMs;
+    if (!(this.heartbeatIntervalMs > 0 && this.heartbeatIntervalMs <= 250)) {
+      throw new RangeError(`heartbeatIntervalMs must be in (0, 250] (a heartbeat at least every 500 ms), got ${this.heartbeatIntervalMs}`);
+    }
+    this.encode = opts.encode ?? protoViewUpdateEncoder();
+    this.nowMs = opts.nowMs ?? Date.now;
+    this.log = opts.logger ?? silentLogger;
+    this.changeLog = new ChangeLog({ maxEntries: opts.logMaxEntries ?? DEFAULTS.logMaxEntries, maxBytes: opts.logMaxBytes ?? DEFAULTS.logMaxBytes });
+    this.heartbeatTimer = setInterval(() => this.heartbeat(), this.heartbeatIntervalMs);
+    this.heartbeatTimer.unref();
+  }
+
+  /** The version of the latest delta (0 before the first). */
+  get version(): number {
+    return this.currentVersion;
+  }
+
+  get watcherCount(): number {
+    return this.watchers.size;
+  }
+
+  stats(): ViewPublisherStats {
+    return {
+      epoch: this.epoch,
+      version: this.currentVersion,
+      watchers: this.watchers.size,
+      bytesSent: this.bytesSent,
+      deltasPublished: this.deltasPublished,
+      keyChangesPublished: this.keyChangesPublished,
+      snapshotsSent: this.snapshotsSent,
+      resumes: this.resumes,
+      laggingEnded: this.laggingEnded,
+      logEntries: this.changeLog.size,
+      logBytes: this.changeLog.byteSize,
+    };
+  }
+
+  // ---- streams ------------------------------------------------------------------------------
+
+  /**
+   * Registers a stream and assigns its `stream_id` (unique within the epoch). The stream enters
+   * the view on `attach`. One observer closure per stream, none per event.
+   */
+  addStream(identity: ViewStreamIdentity): ViewStreamHandle {
+    const entry: StreamEntry = {
+      id: this.nextStreamId++,
+      identity,
+      source: null,
+      changes: new ResidencyBuffer(),
+      reset: false,
+      upsert: false,
+      removed: false,
+      announced: false,
+      dirty: false,
+      onState: null,
+      onView: null,
+    };
+    // Hot path: one call per residency change of the served index.
+    const onResidencyChange: ResidencyObserver = (words, offset, _oldTiers, newTiers) => {
+      if (entry.reset || entry.removed || entry.source === null) return; // the pending reset supersedes it
+      entry.changes.push(words, offset, newTiers);
+      this.pendingKeyChanges++;
+      if (!entry.dirty) this.markDirty(entry);
+    };
+    return {
+      streamId: entry.id,
+      onResidencyChange,
+      attach: (source) => this.attach(entry, source),
+      remove: () => this.removeEntry(entry),
+    };
+  }
+
+  /**
+   * The subscriber factory wrapper main.ts uses: registers the stream, creates the subscriber with
+   * the stream's observer, attaches it, and returns a `DirectoryStream` whose `close` also takes
+   * the stream out of the view.
+   */
+  async track<S extends ViewSourceStream & DirectoryStream>(identity: ViewStreamIdentity, create: (onResidencyChange: ResidencyObserver) => S | Promise<S>): Promise<DirectoryStream> {
+    const handle = this.addStream(identity);
+    let stream: S;
+    try {
+      stream = await create(handle.onResidencyChange);
+    } catch (e) {
+      handle.remove();
+      throw e;
+    }
+    handle.attach(stream);
+    return {
+      get state() {
+        return stream.state;
+      },
+      get counters() {
+        return stream.counters;
+      },
+      toQueryable: () => stream.toQueryable(),
+      start: () => stream.start(),
+      close: async () => {
+        handle.remove();
+        await stream.close();
+      },
+    };
+  }
+
+  private attach(entry: StreamEntry, source: ViewSourceStream): void {
+    if (entry.source !== null || entry.removed || this.closed) return;
+    entry.source = source;
+    entry.onState = () => this.markReset(entry);
+    entry.onView = (change) => {
+      if (change === 'reset') this.markReset(entry);
+      else {
+        entry.upsert = true;
+        if (!entry.dirty) this.markDirty(entry);
+      }
+      // Size cut at a batch boundary, so a delta never holds half of an engine batch.
+      if (this.pendingKeyChanges >= this.maxDeltaKeyChanges) this.flush();
+    };
+    source.on('state', entry.onState);
+    source.on('view', entry.onView);
+    this.streams.set(entry.id, entry);
+    this.markReset(entry);
+  }
+
+  private removeEntry(entry: StreamEntry): void {
+    if (entry.removed) return;
+    entry.removed = true;
+    this.detach(entry);
+    this.streams.delete(entry.id);
+    this.pendingKeyChanges -= entry.changes.length;
+    entry.changes.clear(0);
+    if (entry.announced) {
+      this.removedStreamIds.push(entry.id);
+      this.scheduleFlush();
+    }
+  }
+
+  private detach(entry: StreamEntry): void {
+    if (entry.source !== null && entry.onState !== null && entry.onView !== null) {
+      entry.source.off('state', entry.onState);
+      entry.source.off('view', entry.onView);
+    }
+    entry.onState = null;
+    entry.onView = null;
+  }
+
+  /** The stream's state and residency are replaced in the next delta; pending changes are dropped. */
+  private markReset(entry: StreamEntry): void {
+    if (entry.removed) return;
+    if (!entry.reset) {
+      this.pendingKeyChanges -= entry.changes.length;
+      entry.changes.clear(this.maxDeltaKeyChanges);
+      entry.reset = true;
+    }
+    if (!entry.dirty) this.markDirty(entry);
+  }
+
+  private markDirty(entry: StreamEntry): void {
+    entry.dirty = true;
+    this.dirtyStreams.push(entry);
+    this.scheduleFlush();
+  }
+
+  // ---- instances ----------------------------------------------------------------------------
+
+  /**
+   * Hooks the instance table (discovery): its rows enter the view now, then every change
+   * (registrations, replacements, states, loads, removals) becomes an instance upsert or removal.
+   * Without it the view has no instances (static streams only).
+   */
+  attachInstanceTable(source: InstanceTableSource): void {
+    if (this.instanceSource !== null) throw new Error('view publisher: an instance table is already attached');
+    this.instanceSource = source;
+    for (const v of source.instances()) {
+      this.instances.set(v.name, v);
+      this.pendingInstances.set(v.name, v);
+    }
+    this.unsubscribeInstances = source.onChange((c) => this.onInstanceChange(c));
+    if (this.pendingInstances.size > 0) this.scheduleFlush();
+  }
+
+  private onInstanceChange(c: InstanceChange): void {
+    const name = c.instance.name;
+    if (c.kind === 'remove') {
+      this.instances.delete(name);
+      this.pendingInstances.set(name, null);
+    } else {
+      this.instances.set(name, c.instance);
+      this.pendingInstances.set(name, c.instance);
+    }
+    this.scheduleFlush();
+  }
+
+  /** `ListInstances`: every instance with heartbeat age and exclusion reason, sorted by name. */
+  listInstances(): WireListInstancesResponse {
+    const source = this.instanceSource;
+    if (source === null) return { instances: [], etcd_connected: false };
+    const diag = source.diagnostics?.() ?? null;
+    const reasons = new Map<string, string>();
+    for (const ex of diag?.exclusions ?? []) {
+      for (const name of ex.instances) if (!reasons.has(name)) reasons.set(name, `${ex.class}: ${ex.detail}`);
+    }
+    const now = this.nowMs();
+    const rows = [...source.instances()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return {
+      instances: rows.map((v) =>
+        toWireViewInstance(v, {
+          heartbeatAgeMs: v.lastHeartbeatMs === null ? -1 : Math.max(0, now - v.lastHeartbeatMs),
+          excludedReason: reasons.get(v.name) ?? '',
+        }),
+      ),
+      etcd_connected: diag?.etcdConnected ?? false,
+    };
+  }
+
+  // ---- deltas -------------------------------------------------------------------------------
+
+  private scheduleFlush(): void {
+    if (this.flushTimer !== null || this.closed) return;
+    this.flushTimer = setTimeout(() => {
+      this.flushTimer = null;
+      this.flush();
+    }, this.flushIntervalMs);
+  }
+
+  /**
+   * Publishes everything pending as the next version (nothing when nothing is pending): builds the
+   * delta, encodes it once, appends it to the change log and pumps every watcher. Synchronous, so
+   * the delta is one consistent cut of the view.
+   */
+  flush(): void {
+    if (this.flushTimer !== null) {
+      clearTimeout(this.flushTimer);
+      this.flushTimer = null;
+    }
+    if (this.closed) return;
+    if (this.pendingInstances.size === 0 && this.removedStreamIds.length === 0 && this.dirtyStreams.length === 0) return;
+    const delta: WireViewDelta = {
+      instance_removals: [],
+      instance_upserts: [],
+      stream_removals: this.removedStreamIds,
+      stream_upserts: [],
+      stream_resets: [],
+      residency: [],
+    };
+    this.removedStreamIds = [];
+    for (const [name, v] of this.pendingInstances) {
+      if (v === null) delta.instance_removals.push(name);
+      else delta.instance_upserts.push(toWireViewInstance(v));
+    }
+    this.pendingInstances.clear();
+    const dirty = this.dirtyStreams;
+    let keyChanges = 0;
+    for (let i = 0; i < dirty.length; i++) {
+      const e = dirty[i]!;
+      if (e.removed || e.source === null) continue;
+      if (e.reset) {
+        delta.stream_resets.push(this.wireStream(e, true));
+      } else {
+        if (e.upsert) delta.stream_upserts.push(this.wireStream(e, false));
+        if (e.changes.length > 0) {
+          keyChanges += e.changes.length;
+          // Views into the stream's buffer: encoded below, before the buffer is reused.
+          delta.residency.push({ stream_id: e.id, keys: e.changes.keys(), tiers: e.changes.tiers() });
+        }
+      }
+      e.announced = true;
+    }
+    const now = this.nowMs();
+    const version = this.currentVersion + 1;
+    const bytes = this.encode({ epoch: this.epoch, version, sent_at_ms: now, delta });
+    for (let i = 0; i < dirty.length; i++) {
+      const e = dirty[i]!;
+      e.dirty = false;
+      e.reset = false;
+      e.upsert = false;
+      e.changes.clear(this.maxDeltaKeyChanges);
+    }
+    dirty.length = 0;
+    this.pendingKeyChanges = 0;
+    this.currentVersion = version;
+    this.snapshotCache = null;
+    this.deltasPublished++;
+    this.keyChangesPublished += keyChanges;
+    this.changeLog.append(version, bytes);
+    const oldest = this.changeLog.oldestVersion;
+    for (const w of this.watchers) {
+      if (w.nextVersion < oldest || !w.pump(this.changeLog, now)) this.endLagging(w);
+    }
+  }
+
+  private wireStream(e: StreamEntry, withResidency: boolean): WireViewStream {
+    const q = (e.source as ViewSourceStream).toQueryable();
+    const index = q.synchronized ? q.index : null;
+    const id = e.identity;
+    const s: WireViewStream = {
+      stream_id: e.id,
+      instance_name: id.instanceName,
+      dp_rank: id.dpRank,
+      block_size: id.blockSize,
+      hash_seed: id.hashSeed.toString(),
+      incarnation_id: id.incarnationId ?? '',
+      generation: id.generation ?? 0,
+      synchronized: q.synchronized,
+      sequence: q.sequence.toString(),
+      error: q.error,
+      device_blocks: index === null ? 0 : index.deviceBlocks,
+      host_blocks: index === null ? 0 : index.hostBlocks,
+    };
+    if (withResidency) {
+      // O(keys of the stream): a reset or snapshot carries the whole residency.
+      const r = index === null ? { keys: EMPTY, tiers: EMPTY } : index.exportResidency();
+      s.keys = r.keys;
+      s.tiers = r.tiers;
+    }
+    return s;
+  }
+
+  // ---- watchers -----------------------------------------------------------------------------
+
+  /**
+   * A router starts watching. Pending changes are published first, then: a resumable
+   * (epoch, version) gets the log entries after it; anything else one full snapshot at the
+   * current version. Live deltas follow either way.
+   */
+  watch(req: WatchRequest, sink: ViewSink): ViewWatcher {
+    if (this.closed) {
+      sink.end('closing', 'view publisher is closed');
+      const w = new ViewWatcher(req.routerId, sink, this.currentVersion + 1, this.nowMs(), () => undefined);
+      w.closed = true;
+      return w;
+    }
+    this.flush();
+    const now = this.nowMs();
+    const resumable = req.epoch === this.epoch && Number.isSafeInteger(req.version) && this.changeLog.canResumeFrom(req.version);
+    const w = new ViewWatcher(req.routerId, sink, resumable ? req.version + 1 : this.currentVersion + 1, now, (n) => {
+      this.bytesSent += n;
+    });
+    w.onDrained = () => {
+      if (!w.pump(this.changeLog, this.nowMs())) this.endLagging(w);
+    };
+    this.watchers.add(w);
+    if (resumable) {
+      this.resumes++;
+    } else {
+      this.snapshotsSent++;
+      w.send(this.snapshotBytes(now), now);
+    }
+    this.log.info(
+      { router_id: req.routerId, epoch: req.epoch, asked_version: req.version, version: this.currentVersion, start: resumable ? 'resume' : 'snapshot' },
+      'view watcher joined',
+    );
+    if (!w.pump(this.changeLog, now)) this.endLagging(w);
+    return w;
+  }
+
+  /** The watcher's stream ended on the router's side (cancelled, closed). */
+  unwatch(w: ViewWatcher): void {
+    if (!this.watchers.delete(w)) return;
+    w.closed = true;
+    w.onDrained = null;
+    this.log.info({ router_id: w.routerId, sent_bytes: w.bytesSent, next_version: w.nextVersion }, 'view watcher left');
+  }
+
+  private endLagging(w: ViewWatcher): void {
+    this.watchers.delete(w);
+    this.laggingEnded++;
+    const detail = `view_lagging: router ${w.routerId} needs version ${w.nextVersion}, the change log starts at ${this.changeLog.oldestVersion}; re-watch for a snapshot`;
+    this.log.warn({ router_id: w.routerId, next_version: w.nextVersion, oldest: this.changeLog.oldestVersion }, 'view watcher fell behind the change log; ended');
+    w.end('lagging', detail);
+  }
+
+  /** The snapshot at the current version, encoded once per version however many routers ask. */
+  private snapshotBytes(now: number): Buffer {
+    const cached = this.snapshotCache;
+    if (cached !== null && cached.version === this.currentVersion) return cached.bytes;
+    const instances: WireViewInstance[] = [];
+    const names = [...this.instances.keys()].sort();
+    for (const n of names) instances.push(toWireViewInstance(this.instances.get(n)!));
+    const streams: WireViewStream[] = [];
+    for (const e of this.streams.values()) if (e.source !== null) streams.push(this.wireStream(e, true));
+    const bytes = this.encode({ epoch: this.epoch, version: this.currentVersion, sent_at_ms: now, snapshot: { instances, streams } });
+    this.snapshotCache = { version: this.currentVersion, bytes };
+    return bytes;
+  }
+
+  /** Idle, caught-up watchers get a heartbeat at the current version (one encoding per tick). */
+  private heartbeat(): void {
+    if (this.watchers.size === 0) return;
+    const now = this.nowMs();
+    let bytes: Buffer | null = null;
+    for (const w of this.watchers) {
+      if (w.blocked || !w.caughtUp(this.changeLog) || now - w.lastWriteMs < this.heartbeatIntervalMs) continue;
+      bytes ??= this.encode({ epoch: this.epoch, version: this.currentVersion, sent_at_ms: now, heartbeat: {} });
+      w.send(bytes, now);
+    }
+  }
+
+  /** Stops the timers, ends every watch (`closing`) and lets go of streams and instances. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.heartbeatTimer);
+    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    for (const w of [...this.watchers]) w.end('closing', 'directory view publisher stopping; re-watch another directory');
+    this.watchers.clear();
+    this.unsubscribeInstances?.();
+    this.unsubscribeInstances = null;
+    for (const e of this.streams.values()) this.detach(e);
+    this.snapshotCache = null;
+  }
+}

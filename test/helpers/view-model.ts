@@ -1,0 +1,142 @@
+// A router-side model of the view stream for tests and the propagation benchmark: applies decoded
+// ViewUpdates (snapshot, then ordered deltas, heartbeats) to plain Maps exactly as
+// proto/kvdirectory.proto documents the order, and refuses anything out of order.
+import { protoViewUpdateDecoder } from '../../directory-svc/view/view-update-encoder.js';
+
+/** Decoded shapes (proto-loader: keepCase, longs String, bytes as Buffer, oneofs). */
+export interface DecodedViewStream {
+  stream_id: number;
+  instance_name: string;
+  dp_rank: number;
+  block_size: number;
+  hash_seed: string;
+  incarnation_id: string;
+  generation: string;
+  synchronized: boolean;
+  sequence: string;
+  error: string;
+  device_blocks: string;
+  host_blocks: string;
+  keys: Buffer;
+  tiers: Buffer;
+}
+
+export interface DecodedViewInstance {
+  name: string;
+  type: string;
+  state: string;
+  schedulable: boolean;
+  generation: string;
+  incarnation_id: string;
+  load: { waiting_requests_num: string; gpu_cache_usage_perc: number; reported_at_ms: string } | null;
+  heartbeat_age_ms: string;
+  excluded_reason: string;
+}
+
+export interface DecodedViewUpdate {
+  epoch: string;
+  version: string;
+  sent_at_ms: string;
+  body: 'snapshot' | 'delta' | 'heartbeat';
+  snapshot?: { instances: DecodedViewInstance[]; streams: DecodedViewStream[] };
+  delta?: {
+    instance_removals: string[];
+    instance_upserts: DecodedViewInstance[];
+    stream_removals: number[];
+    stream_upserts: DecodedViewStream[];
+    stream_resets: DecodedViewStream[];
+    residency: { stream_id: number; keys: Buffer; tiers: Buffer }[];
+  };
+}
+
+const decoder = protoViewUpdateDecoder();
+
+export function decodeViewUpdate(bytes: Buffer): DecodedViewUpdate {
+  return decoder(bytes) as DecodedViewUpdate;
+}
+
+export interface ModelStream {
+  state: DecodedViewStream;
+  /** key hex → tier bits (never 0). */
+  residency: Map<string, number>;
+}
+
+function fillResidency(into: Map<string, number>, keys: Buffer, tiers: Buffer): void {
+  if (keys.length !== tiers.length * 16) throw new Error(`keys ${keys.length} bytes for ${tiers.length} tiers`);
+  for (let i = 0; i < tiers.length; i++) {
+    const hex = keys.toString('hex', i * 16, i * 16 + 16);
+    const t = tiers[i]!;
+    if (t === 0) into.delete(hex);
+    else into.set(hex, t);
+  }
+}
+
+export class ViewModel {
+  epoch = '';
+  /** Last applied version; -1 before the first snapshot. */
+  version = -1;
+  readonly instances = new Map<string, DecodedViewInstance>();
+  readonly streams = new Map<number, ModelStream>();
+  snapshots = 0;
+  deltas = 0;
+  heartbeats = 0;
+
+  /** Applies one update atomically (synchronously); throws on a gap or a foreign epoch. */
+  apply(u: DecodedViewUpdate): void {
+    const version = Number(u.version);
+    if (u.body === 'snapshot') {
+      const s = u.snapshot!;
+      this.epoch = u.epoch;
+      this.version = version;
+      this.instances.clear();
+      this.streams.clear();
+      for (const i of s.instances) this.instances.set(i.name, i);
+      for (const st of s.streams) {
+        const residency = new Map<string, number>();
+        fillResidency(residency, st.keys, st.tiers);
+        this.streams.set(st.stream_id, { state: st, residency });
+      }
+      this.snapshots++;
+      return;
+    }
+    if (u.epoch !== this.epoch) throw new Error(`update of epoch ${u.epoch} while holding ${this.epoch}`);
+    if (u.body === 'heartbeat') {
+      this.heartbeats++;
+      return;
+    }
+    if (version !== this.version + 1) throw new Error(`delta ${version} after ${this.version}`);
+    const d = u.delta!;
+    for (const n of d.instance_removals) this.instances.delete(n);
+    for (const i of d.instance_upserts) this.instances.set(i.name, i);
+    for (const id of d.stream_removals) this.streams.delete(id);
+    for (const st of d.stream_upserts) {
+      const cur = this.streams.get(st.stream_id);
+      if (cur === undefined) this.streams.set(st.stream_id, { state: st, residency: new Map() });
+      else cur.state = st;
+    }
+    for (const st of d.stream_resets) {
+      const residency = new Map<string, number>();
+      fillResidency(residency, st.keys, st.tiers);
+      this.streams.set(st.stream_id, { state: st, residency });
+    }
+    for (const r of d.residency) {
+      const cur = this.streams.get(r.stream_id);
+      if (cur === undefined) throw new Error(`residency for unknown stream ${r.stream_id}`);
+      fillResidency(cur.residency, r.keys, r.tiers);
+    }
+    this.version = version;
+    this.deltas++;
+  }
+
+  streamByName(instanceName: string, dpRank: number): ModelStream | null {
+    for (const s of this.streams.values()) if (s.state.instance_name === instanceName && s.state.dp_rank === dpRank) return s;
+    return null;
+  }
+}
+
+/** The residency of an exportResidency() result as key hex → tiers. */
+export function residencyMap(r: { keys: Uint8Array; tiers: Uint8Array }): Map<string, number> {
+  const out = new Map<string, number>();
+  fillResidency(out, Buffer.from(r.keys.buffer, r.keys.byteOffset, r.keys.length), Buffer.from(r.tiers.buffer, r.tiers.byteOffset, r.tiers.length));
+  return out;
+}

@@ -1,0 +1,381 @@
+// architecture.md "The view stream", directory side: delta batching, stream resets superseding
+// pending changes, stream and instance changes, resumable watches, snapshots, and per-watcher flow
+// control. The index is a real StreamIndex fed decoded events; the subscriber is stood in for by a
+// small event source (the protocol suite uses the real one over ZeroMQ). Deltas are cut by calling
+// flush() (the flush timer is set far away), so nothing here depends on timing.
+import { EventEmitter } from 'node:events';
+import { expect } from 'chai';
+import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
+import type { InstanceRegistration } from '../../../directory-svc/discovery/instance-json.js';
+import { InstanceTable, type InstanceChange } from '../../../directory-svc/discovery/instance-table.js';
+import type { PlanExclusion } from '../../../directory-svc/discovery/stream-planner.js';
+import { StreamIndex, type SkipCounters } from '../../../directory-svc/index/stream-index.js';
+import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
+import type { StreamState } from '../../../directory-svc/subscription/stream-state.js';
+import { ViewPublisher, type InstanceTableSource, type ViewStreamHandle } from '../../../directory-svc/view/view-publisher.js';
+import type { ViewEndReason, ViewSink } from '../../../directory-svc/view/view-watcher.js';
+import { decodeViewUpdate, residencyMap, ViewModel, type DecodedViewUpdate } from '../../helpers/view-model.js';
+import { range, removed, stored } from '../index/index-fixtures.js';
+
+/** Stands in for a StreamSubscriber: its served index, state and the 'state'/'view' events. */
+class SourceStream extends EventEmitter {
+  state: StreamState = 'SYNCHRONIZED';
+  index: StreamIndex | null = null;
+  sequence = -1n;
+  error = '';
+  constructor(readonly name: string) {
+    super();
+  }
+  toQueryable(): QueryableStream {
+    const synchronized = this.state === 'SYNCHRONIZED';
+    return {
+      instanceName: this.name,
+      dpRank: 0,
+      blockSize: 4,
+      hashSeed: 1024n,
+      synchronized,
+      sequence: this.sequence,
+      error: this.error,
+      index: synchronized ? this.index : null,
+    };
+  }
+}
+
+/** Collects what a watcher is sent; `full` makes write() report a full buffer. */
+class MemorySink implements ViewSink {
+  readonly sent: Buffer[] = [];
+  full = false;
+  ended: { reason: ViewEndReason; detail: string } | null = null;
+  private drainCb: (() => void) | null = null;
+  write(bytes: Buffer): boolean {
+    this.sent.push(bytes);
+    return !this.full;
+  }
+  onDrain(cb: () => void): void {
+    this.drainCb = cb;
+  }
+  end(reason: ViewEndReason, detail: string): void {
+    this.ended = { reason, detail };
+  }
+  drain(): void {
+    this.full = false;
+    const cb = this.drainCb;
+    this.drainCb = null;
+    cb?.();
+  }
+  updates(): DecodedViewUpdate[] {
+    return this.sent.map(decodeViewUpdate);
+  }
+}
+
+function skips(): SkipCounters {
+  return { outOfScope: 0, descendant: 0, orphan: 0 };
+}
+
+function registration(name: string, over: Partial<InstanceRegistration> = {}): InstanceRegistration {
+  return {
+    name,
+    type: 'DEFAULT',
+    rpcAddress: name,
+    incarnationId: 'inc-1',
+    registerTsMs: 1000,
+    dpSize: 1,
+    ttftProfile: [[128, 20]],
+    tpotProfile: [],
+    backendType: 'xllm',
+    ...over,
+  };
+}
+
+/** A real InstanceTable behind the InstanceTableSource surface (discovery's service does the same). */
+class TableSource implements InstanceTableSource {
+  readonly table = new InstanceTable({ leaseLostHeartbeatTimeoutMs: 3000, detectDisconnectedIntervalMs: 15000 });
+  private listener: ((c: InstanceChange) => void) | null = null;
+  exclusions: PlanExclusion[] = [];
+  instances() {
+    return this.table.instances();
+  }
+  onChange(listener: (c: InstanceChange) => void): () => void {
+    this.listener = listener;
+    return () => {
+      this.listener = null;
+    };
+  }
+  diagnostics() {
+    return { etcdConnected: true, exclusions: this.exclusions };
+  }
+  emit(changes: readonly InstanceChange[]): void {
+    for (const c of changes) this.listener?.(c);
+  }
+}
+
+describe('architecture.md view stream: publisher', () => {
+  let hasher: ContentKeyHasher;
+  let publisher: ViewPublisher | null = null;
+  let clock = 1_000_000;
+
+  before(async () => {
+    hasher = await ContentKeyHasher.forSeed(1024);
+  });
+
+  afterEach(() => {
+    publisher?.close();
+    publisher = null;
+  });
+
+  function open(opts: { maxDeltaKeyChanges?: number; logMaxEntries?: number; logMaxBytes?: number } = {}): ViewPublisher {
+    publisher = new ViewPublisher({ flushIntervalMs: 3_600_000, epoch: 'epoch-a', nowMs: () => clock, ...opts });
+    return publisher;
+  }
+
+  /** A synchronized source with an index wired to the publisher's observer for it. */
+  function track(p: ViewPublisher, name: string): { src: SourceStream; handle: ViewStreamHandle } {
+    const src = new SourceStream(name);
+    const handle = p.addStream({ instanceName: name, dpRank: 0, blockSize: 4, hashSeed: 1024n });
+    src.index = new StreamIndex({ blockSize: 4, hasher, maxEntries: 10_000, onResidencyChange: handle.onResidencyChange });
+    handle.attach(src);
+    return { src, handle };
+  }
+
+  /** Applies one batch to the source's index and emits 'view' 'batch' like the subscriber. */
+  function batch(src: SourceStream, events: Parameters<StreamIndex['applyEvents']>[0]): void {
+    src.index!.applyEvents(events, skips());
+    src.sequence++;
+    src.emit('view', 'batch');
+  }
+
+  function watchInto(p: ViewPublisher, model: ViewModel, sink: MemorySink, epoch = '', version = 0) {
+    const w = p.watch({ routerId: 'r1', epoch, version }, sink);
+    return w;
+  }
+
+  function applyAll(model: ViewModel, sink: MemorySink, from = 0): void {
+    for (const u of sink.updates().slice(from)) model.apply(u);
+  }
+
+  it('delta batching: the key changes of several batches go into one delta with the next version, last write wins', () => {
+    const p = open();
+    const { src } = track(p, 'e1');
+    const sink = new MemorySink();
+    const model = new ViewModel();
+    watchInto(p, model, sink);
+    batch(src, [stored([1, 2, 3], null, range(1, 12), 1)]);
+    batch(src, [removed([3], 1), stored([1], null, [], 2)]);
+    batch(src, [stored([3], 2, range(9, 12), 1)]); // key 3 back: its last change wins
+    p.flush();
+    applyAll(model, sink);
+    const updates = sink.updates();
+    // snapshot at 1 (the stream's announcement was flushed first), then one delta with all three batches
+    expect(updates.map((u) => [u.body, Number(u.version)])).to.deep.equal([
+      ['snapshot', 1],
+      ['delta', 2],
+    ]);
+    const delta = updates[1]!.delta!;
+    expect(delta.residency).to.have.length(1);
+    expect(delta.residency[0]!.tiers.length).to.equal(6); // 3 stores, 1 removal, 1 replica, key 3 again
+    expect(delta.stream_upserts.map((s) => s.sequence)).to.deep.equal(['2']);
+    expect(model.streamByName('e1', 0)!.residency).to.deep.equal(residencyMap(src.index!.exportResidency()));
+    expect(p.stats().keyChangesPublished).to.equal(6);
+  });
+
+  it('delta size cut: reaching maxDeltaKeyChanges after a batch publishes at once, never inside a batch', () => {
+    const p = open({ maxDeltaKeyChanges: 4 });
+    const { src } = track(p, 'e1');
+    p.flush();
+    const v0 = p.version;
+    src.index!.applyEvents([stored([1, 2, 3, 4, 5, 6], null, range(1, 24), 1)], skips());
+    expect(p.version).to.equal(v0); // mid-batch: nothing cut
+    src.emit('view', 'batch');
+    expect(p.version).to.equal(v0 + 1);
+    expect(p.stats().keyChangesPublished).to.equal(6);
+  });
+
+  it('stream reset supersedes pending changes: a recovered index replaces the residency atomically', () => {
+    const p = open();
+    const { src, handle } = track(p, 'e1');
+    const sink = new MemorySink();
+    const model = new ViewModel();
+    watchInto(p, model, sink);
+    batch(src, [stored([1, 2], null, range(1, 8), 1)]);
+    p.flush();
+    batch(src, [stored([3], 2, range(9, 12), 1)]); // pending, then superseded
+    // Recovery: a new index (as the subscriber builds it) is swapped in and announced by 'reset'.
+    const fresh = new StreamIndex({ blockSize: 4, hasher, maxEntries: 10_000, onResidencyChange: handle.onResidencyChange });
+    fresh.applyEvents([stored([7, 8], null, range(101, 108), 2)], skips());
+    src.index = fresh;
+    src.emit('view', 'reset');
+    batch(src, [stored([9], 8, range(109, 112), 2)]); // after the reset: covered by the export
+    p.flush();
+    applyAll(model, sink);
+    const last = sink.updates().at(-1)!.delta!;
+    expect(last.stream_resets).to.have.length(1);
+    expect(last.residency).to.have.length(0);
+    expect(last.stream_upserts).to.have.length(0);
+    expect(model.streamByName('e1', 0)!.residency).to.deep.equal(residencyMap(fresh.exportResidency()));
+    expect(model.streamByName('e1', 0)!.residency.size).to.equal(3);
+  });
+
+  it('leaving SYNCHRONIZED resets the stream to no residency, with its state and error', () => {
+    const p = open();
+    const { src } = track(p, 'e1');
+    const sink = new MemorySink();
+    const model = new ViewModel();
+    batch(src, [stored([1, 2], null, range(1, 8), 1)]);
+    watchInto(p, model, sink);
+    src.state = 'RECOVERING';
+    src.error = 'gap: expected seq 5, got 7';
+    src.emit('state', 'RECOVERING', src.error);
+    p.flush();
+    applyAll(model, sink);
+    const s = model.streamByName('e1', 0)!;
+    expect(s.state.synchronized).to.equal(false);
+    expect(s.state.error).to.equal('gap: expected seq 5, got 7');
+    expect(s.residency.size).to.equal(0);
+  });
+
+  it('stream removal: an announced stream is removed by id; one added and removed between deltas never appears', () => {
+    const p = open();
+    const a = track(p, 'e1');
+    p.flush();
+    const sink = new MemorySink();
+    const model = new ViewModel();
+    watchInto(p, model, sink);
+    const b = track(p, 'e2');
+    a.handle.remove();
+    b.handle.remove();
+    p.flush();
+    applyAll(model, sink);
+    const d = sink.updates().at(-1)!.delta!;
+    expect(d.stream_removals).to.deep.equal([a.handle.streamId]);
+    expect(d.stream_resets).to.have.length(0);
+    expect(model.streams.size).to.equal(0);
+    expect(a.handle.streamId).to.not.equal(b.handle.streamId);
+  });
+
+  it('resume inside the log: (epoch, version) gets exactly the missing deltas, no snapshot', () => {
+    const p = open();
+    const { src } = track(p, 'e1');
+    const first = new MemorySink();
+    const model = new ViewModel();
+    const w = watchInto(p, model, first);
+    applyAll(model, first);
+    p.unwatch(w); // the router disconnects
+    for (let i = 0; i < 3; i++) {
+      batch(src, [stored([10 + i], i === 0 ? null : 9 + i, range(1 + 4 * i, 4 + 4 * i), 1)]);
+      p.flush();
+    }
+    const again = new MemorySink();
+    p.watch({ routerId: 'r1', epoch: model.epoch, version: model.version }, again);
+    const got = again.updates();
+    expect(got.map((u) => u.body)).to.deep.equal(['delta', 'delta', 'delta']);
+    expect(got.map((u) => Number(u.version))).to.deep.equal([model.version + 1, model.version + 2, model.version + 3]);
+    applyAll(model, again);
+    expect(model.streamByName('e1', 0)!.residency).to.deep.equal(residencyMap(src.index!.exportResidency()));
+    expect(p.stats().resumes).to.equal(1);
+  });
+
+  it('resume outside the log or with an unknown epoch: one snapshot at the current version', () => {
+    const p = open({ logMaxEntries: 2 });
+    const { src } = track(p, 'e1');
+    for (let i = 0; i < 5; i++) {
+      batch(src, [stored([10 + i], i === 0 ? null : 9 + i, range(1 + 4 * i, 4 + 4 * i), 1)]);
+      p.flush();
+    }
+    for (const [epoch, version] of [
+      ['epoch-a', 1], // evicted
+      ['epoch-old', p.version], // another process lifetime
+      ['epoch-a', p.version + 7], // never reached
+    ] as const) {
+      const sink = new MemorySink();
+      p.watch({ routerId: 'r', epoch, version }, sink);
+      const got = sink.updates();
+      expect(got.map((u) => [u.body, Number(u.version), u.epoch])).to.deep.equal([['snapshot', p.version, 'epoch-a']]);
+      const model = new ViewModel();
+      applyAll(model, sink);
+      expect(model.streamByName('e1', 0)!.residency).to.deep.equal(residencyMap(src.index!.exportResidency()));
+    }
+  });
+
+  it('flow control: a full watcher gets nothing until drain, then every delta in order', () => {
+    const p = open();
+    const { src } = track(p, 'e1');
+    const sink = new MemorySink();
+    const model = new ViewModel();
+    const w = watchInto(p, model, sink);
+    sink.full = true;
+    batch(src, [stored([1], null, range(1, 4), 1)]);
+    p.flush(); // written, buffer now reported full
+    const written = sink.sent.length;
+    for (let i = 0; i < 3; i++) {
+      batch(src, [stored([2 + i], 1 + i, range(5 + 4 * i, 8 + 4 * i), 1)]);
+      p.flush();
+    }
+    expect(sink.sent.length).to.equal(written);
+    expect(w.blocked).to.equal(true);
+    sink.drain();
+    expect(sink.sent.length).to.equal(written + 3);
+    applyAll(model, sink);
+    expect(model.version).to.equal(p.version);
+    expect(model.streamByName('e1', 0)!.residency).to.deep.equal(residencyMap(src.index!.exportResidency()));
+  });
+
+  it('flow control: a watcher that falls further behind than the log holds is ended as lagging, never skipped ahead', () => {
+    const p = open({ logMaxEntries: 2 });
+    const { src } = track(p, 'e1');
+    const sink = new MemorySink();
+    const model = new ViewModel();
+    watchInto(p, model, sink);
+    sink.full = true;
+    for (let i = 0; i < 4; i++) {
+      batch(src, [stored([1 + i], i === 0 ? null : i, range(1 + 4 * i, 4 + 4 * i), 1)]);
+      p.flush();
+    }
+    expect(sink.ended?.reason).to.equal('lagging');
+    expect(sink.ended?.detail).to.match(/^view_lagging: /);
+    expect(p.watcherCount).to.equal(0);
+    expect(p.stats().laggingEnded).to.equal(1);
+    // What it was sent is a gap-free prefix.
+    applyAll(model, sink);
+    expect(model.version).to.be.lessThan(p.version);
+  });
+
+  it('instances: registrations, load updates, state moves and removals become instance upserts and removals', () => {
+    const p = open();
+    const src = new TableSource();
+    src.table.put(registration('10.0.0.1:8000'), clock);
+    p.attachInstanceTable(src);
+    const sink = new MemorySink();
+    const model = new ViewModel();
+    watchInto(p, model, sink);
+    src.emit(src.table.put(registration('10.0.0.2:8000', { type: 'MIX' }), clock).changes);
+    src.emit(src.table.heartbeat({ name: '10.0.0.1:8000', incarnationId: 'inc-1', currentRole: null, load: { waitingRequests: 3, gpuCacheUsage: 0.5, recentMaxTtftMs: null, recentMaxTbtMs: null } }, clock).changes);
+    p.flush();
+    applyAll(model, sink);
+    expect([...model.instances.keys()].sort()).to.deep.equal(['10.0.0.1:8000', '10.0.0.2:8000']);
+    expect(model.instances.get('10.0.0.1:8000')!.load!.waiting_requests_num).to.equal('3');
+    expect(model.instances.get('10.0.0.2:8000')!.load).to.equal(null);
+    // SUSPECT then removed after the detect interval.
+    const del = src.table.delete('DEFAULT', '10.0.0.1:8000', null);
+    src.emit(src.table.probeResult(del.probe!, false, clock));
+    src.emit(src.table.tick(clock + 20_000));
+    p.flush();
+    applyAll(model, sink, 0 + sink.sent.length - 1);
+    expect([...model.instances.keys()]).to.deep.equal(['10.0.0.2:8000']);
+  });
+
+  it('ListInstances: heartbeat age (-1 without one), the planner exclusion reason, etcd_connected', () => {
+    const p = open();
+    const src = new TableSource();
+    src.table.put(registration('b:8000'), clock);
+    src.table.put(registration('a:8000'), clock);
+    src.table.heartbeat({ name: 'a:8000', incarnationId: null, currentRole: null, load: null }, clock - 250);
+    src.exclusions = [{ class: 'port_overflow', instances: ['b:8000'], detail: 'instance b:8000 needs ports up to 70000, above 65535' }];
+    p.attachInstanceTable(src);
+    const res = p.listInstances();
+    expect(res.etcd_connected).to.equal(true);
+    expect(res.instances.map((i) => [i.name, i.heartbeat_age_ms, i.excluded_reason])).to.deep.equal([
+      ['a:8000', 250, ''],
+      ['b:8000', -1, 'port_overflow: instance b:8000 needs ports up to 70000, above 65535'],
+    ]);
+  });
+});
