@@ -38,6 +38,8 @@ async function getHostCacheState(dp: DataPath, req: Parameters<RpcHandler>[0]): 
   const mediumFilter = media.length === 0 ? null : new Set(media);
   const ctx = selectionContext(dp, instance, null);
 
+  // One reporter's location id repeats on every key it holds: parse each id once per request.
+  const hostOf = new Map<string, string | null>();
   // Hosts still matching every key so far, and the final count of hosts that dropped out.
   let alive: Set<string> | null = null;
   const result = new Map<string, number>();
@@ -49,10 +51,13 @@ async function getHostCacheState(dp: DataPath, req: Parameters<RpcHandler>[0]): 
       const here = new Set<string>();
       for (const loc of blocks.get(key)?.locations ?? []) {
         if (!isEventReportLocation(loc) || !isLookupVisible(loc, ctx)) continue;
-        const id = parseReportLocationId(loc.locationId);
-        if (id === null) continue;
-        if (mediumFilter !== null && !mediumFilter.has(id.medium.toLowerCase())) continue;
-        here.add(id.hostIpPort);
+        let host = hostOf.get(loc.locationId);
+        if (host === undefined) {
+          const id = parseReportLocationId(loc.locationId);
+          host = id === null || (mediumFilter !== null && !mediumFilter.has(id.medium.toLowerCase())) ? null : id.hostIpPort;
+          hostOf.set(loc.locationId, host);
+        }
+        if (host !== null) here.add(host);
       }
       const next: Set<string> = alive === null ? here : new Set([...alive].filter((h) => here.has(h)));
       if (alive !== null) for (const h of alive) if (!next.has(h)) result.set(h, matched);

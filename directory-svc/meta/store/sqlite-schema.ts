@@ -6,15 +6,15 @@
  * Layout:
  * - `instances`: one row per registration, the record as JSON (never scanned on a hot path).
  * - `locations`: one row per (instance, block key, location id). The primary key serves
- *   getBlocks and the stable scan order; secondary indexes serve the status / id / time scans
- *   of trim, cleanup and startup recovery.
+ *   getBlocks and the stable scan order (per-instance trim and cleanup scans); one secondary
+ *   index serves the status scans of startup recovery and quota accounting.
  * - `block_properties`: one row per block that has properties; the row is deleted instead of
  *   holding `{}`, so "a block with no locations and no properties" simply has no rows (§9.2).
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreError } from './meta-store.js';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 const MIGRATIONS: ReadonlyArray<{ readonly to: number; readonly sql: string }> = [
   {
@@ -49,6 +49,16 @@ const MIGRATIONS: ReadonlyArray<{ readonly to: number; readonly sql: string }> =
         properties  TEXT    NOT NULL,
         PRIMARY KEY (instance_id, block_key)
       ) WITHOUT ROWID;
+    `,
+  },
+  {
+    // Every secondary index costs each reportEvent ADD a B-tree insert. The id and create-time
+    // indexes served no query (prefix scans are per instance in primary-key order, trims are
+    // rare background scans), so only the status index stays (startup cleanup, quota).
+    to: 2,
+    sql: `
+      DROP INDEX IF EXISTS locations_by_id;
+      DROP INDEX IF EXISTS locations_by_create_time;
     `,
   },
 ];

@@ -16,6 +16,7 @@ import {
   type StoredLocation,
 } from '../../../directory-svc/meta/store/meta-store.js';
 import { SqliteMetaStore } from '../../../directory-svc/meta/store/sqlite-meta-store.js';
+import { SCHEMA_VERSION } from '../../../directory-svc/meta/store/sqlite-schema.js';
 
 /** Creates a fresh, empty store; `reopen` (when the backend persists) reopens the same data. */
 export interface MetaStoreFactory {
@@ -354,17 +355,41 @@ describe('SqliteMetaStore specifics (kvcm-meta §9.1)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('§9.1 opens with WAL, busy_timeout 5000, the requested synchronous and schema version 1', async () => {
+  it('§9.1 opens with WAL, busy_timeout 5000, the requested synchronous and the current schema version', async () => {
     const path = join(dir, 'a', 'b', 'kvcm.db');
     opened.push(SqliteMetaStore.open(path, { synchronous: 'FULL' }));
     await opened[0].close();
     const db = new Database(path, { readonly: true });
     try {
       expect(db.pragma('journal_mode', { simple: true })).to.equal('wal');
-      expect(db.pragma('user_version', { simple: true })).to.equal(1);
+      expect(db.pragma('user_version', { simple: true })).to.equal(SCHEMA_VERSION);
+      const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'locations' AND sql IS NOT NULL").all();
+      expect(indexes).to.deep.equal([{ name: 'locations_by_status' }]);
     } finally {
       db.close();
     }
+  });
+
+  it('§9.1 a version-1 database is migrated at open and keeps its rows', async () => {
+    const path = join(dir, 'v1.db');
+    const db = new Database(path);
+    db.exec(`CREATE TABLE instances (instance_id TEXT PRIMARY KEY NOT NULL, instance_group TEXT NOT NULL, record TEXT NOT NULL) WITHOUT ROWID;
+      CREATE INDEX instances_by_group ON instances(instance_group);
+      CREATE TABLE locations (instance_id TEXT NOT NULL, block_key INTEGER NOT NULL, location_id TEXT NOT NULL, storage_name TEXT NOT NULL,
+        type INTEGER NOT NULL, status INTEGER NOT NULL, create_time_us INTEGER NOT NULL, rev INTEGER NOT NULL, specs TEXT NOT NULL,
+        PRIMARY KEY (instance_id, block_key, location_id)) WITHOUT ROWID;
+      CREATE INDEX locations_by_status ON locations(status, instance_id, block_key, location_id);
+      CREATE INDEX locations_by_id ON locations(location_id, instance_id, block_key);
+      CREATE INDEX locations_by_create_time ON locations(instance_id, create_time_us);
+      CREATE TABLE block_properties (instance_id TEXT NOT NULL, block_key INTEGER NOT NULL, properties TEXT NOT NULL,
+        PRIMARY KEY (instance_id, block_key)) WITHOUT ROWID;
+      INSERT INTO locations VALUES ('a', 7, 'L1', 'local_file', 4, 3, 5, 1, '[["tp0","file://x"]]');
+      PRAGMA user_version = 1;`);
+    db.close();
+    const store = SqliteMetaStore.open(path);
+    opened.push(store);
+    const b = (await store.getBlocks('a', [7n])).get(7n);
+    expect(b?.locations[0]).to.deep.equal({ ...loc('L1', { createTimeUs: 5n, specs: [{ name: 'tp0', uri: 'file://x' }] }), rev: 1 });
   });
 
   it('§9.1 a database with a newer schema version is refused with a StoreError', () => {
