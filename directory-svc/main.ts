@@ -16,6 +16,7 @@ import { createLogger, type Logger } from '../shared/log/logger.js';
 import { Directory, type DirectoryStreamFactory } from './directory.js';
 import { DirectoryGrpcServer } from './grpc/directory-grpc-server.js';
 import { StreamSubscriber } from './subscription/stream-subscriber.js';
+import { ViewPublisher } from './view/view-publisher.js';
 import { loadMetaConfig } from './meta/config/load-meta-config.js';
 import type { MetaConfig } from './meta/config/meta-config.js';
 import { startMetaService } from './meta/meta-service.js';
@@ -46,9 +47,13 @@ function loadStartupConfig(argv: readonly string[], env: NodeJS.ProcessEnv): { f
   return { flags, kvEvents };
 }
 
-function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger): Directory {
+function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: ViewPublisher): Directory {
+  // Each subscriber reports its served index's residency changes and its state/view events to the
+  // view stream (architecture.md "The view stream"); closing it takes the stream out of the view.
   const createStream: DirectoryStreamFactory = (cfg, limits) =>
-    StreamSubscriber.create(cfg, limits, { logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }) });
+    view.track(cfg, (onResidencyChange) =>
+      StreamSubscriber.create(cfg, limits, { logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }), onResidencyChange }),
+    );
   if (kvEvents === null) {
     // routing.md: no directory means zero hit ratios, with one warning at startup.
     log.warn('--kv_events_config_file is empty: directory disabled, Query answers zero matches and routers get no cache credit');
@@ -125,19 +130,23 @@ async function run(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM', 0));
 
   try {
-    const directory = buildDirectory(kvEvents, log);
+    const viewPublisher = new ViewPublisher({ logger: log.child({ component: 'view' }) });
+    const directory = buildDirectory(kvEvents, log, viewPublisher);
     started.push({ name: 'directory', close: () => directory.close() });
     if (kvEvents !== null) {
       for (const s of kvEvents.streams) await directory.addStream(s);
       if (kvEvents.discovery !== null) {
         // HOOK (discovery issue): start the etcd watch (flags.etcdAddr, flags.etcdNamespace) and the
         // reconciler that calls directory.addStream / removeStream every refresh_interval_ms.
+        // View stream: once the discovery service exists, `viewPublisher.attachInstanceTable(discovery)`.
         log.warn({ enabled: kvEvents.discovery.enabled }, 'discovery configured but not available in this build: no streams');
       }
     }
 
-    const grpcServer = await DirectoryGrpcServer.start({ port: flags.grpcPort, directory, logger: log.child({ component: 'grpc' }) });
+    const grpcServer = await DirectoryGrpcServer.start({ port: flags.grpcPort, directory, view: viewPublisher, logger: log.child({ component: 'grpc' }) });
     started.push({ name: 'grpc', close: () => grpcServer.close() });
+    // Pushed after grpc so it closes first: ending the WatchView streams lets the gRPC shutdown be graceful.
+    started.push({ name: 'view', close: async () => viewPublisher.close() });
 
     // HOOK (HTTP issue): heartbeat, /health and /metrics on flags.httpPort (discovery.md "Heartbeats").
 
