@@ -3,8 +3,9 @@
  * `node --import tsx directory-svc/main.ts`). The only module that reads process.argv and
  * process.env, and the only one that wires the parts together (architecture.md):
  *
- *   flags → kv-events config → Directory (static stream subscribers) → gRPC (KvDirectory,
- *   health, reflection) → [hooks: MetaService, HTTP heartbeat/metrics, discovery]
+ *   flags → kv-events config → Directory (static stream subscribers) → discovery (etcd watch,
+ *   instance table, stream reconciler) → gRPC (KvDirectory, health, reflection) → HTTP
+ *   (heartbeat, health, metrics) → MetaService
  *
  * Exit codes: 0 after a clean SIGINT/SIGTERM stop; 2 for a bad flag or config file, with exactly
  * one line on stderr naming the field; 1 when a listener cannot start or a stop hangs.
@@ -13,8 +14,11 @@ import { ConfigError, isConfigError } from '../shared/config/config-error.js';
 import { directoryHelp, parseDirectoryFlags, type DirectoryFlags } from '../shared/config/directory-flags.js';
 import { DEFAULT_STREAM_LIMITS, readKvEventsConfigFile, type KvEventsConfig } from '../shared/config/kv-events-config.js';
 import { createLogger, type Logger } from '../shared/log/logger.js';
+import { Registry } from 'prom-client';
 import { Directory, type DirectoryStreamFactory } from './directory.js';
 import { DirectoryGrpcServer } from './grpc/directory-grpc-server.js';
+import { DiscoveryService } from './discovery/discovery-service.js';
+import { DirectoryHttpServer } from './http/directory-http-server.js';
 import { StreamSubscriber } from './subscription/stream-subscriber.js';
 import { ViewPublisher } from './view/view-publisher.js';
 import { loadMetaConfig } from './meta/config/load-meta-config.js';
@@ -135,20 +139,36 @@ async function run(): Promise<void> {
     started.push({ name: 'directory', close: () => directory.close() });
     if (kvEvents !== null) {
       for (const s of kvEvents.streams) await directory.addStream(s);
-      if (kvEvents.discovery !== null) {
-        // HOOK (discovery issue): start the etcd watch (flags.etcdAddr, flags.etcdNamespace) and the
-        // reconciler that calls directory.addStream / removeStream every refresh_interval_ms.
-        // View stream: once the discovery service exists, `viewPublisher.attachInstanceTable(discovery)`.
-        log.warn({ enabled: kvEvents.discovery.enabled }, 'discovery configured but not available in this build: no streams');
-      }
     }
+    // discovery.md: the etcd watch and the instance table always run (instances and load matter
+    // for routing even without KV streams); streams are planned only with discovery.enabled.
+    const registry = new Registry();
+    const discovery = DiscoveryService.start({
+      flags,
+      discovery: kvEvents?.discovery ?? null,
+      maxStreams: kvEvents?.maxStreams ?? 0,
+      streams: kvEvents?.discovery?.enabled === true ? directory : null,
+      registry,
+      logger: log.child({ component: 'discovery' }),
+    });
+    started.push({ name: 'discovery', close: () => discovery.close() });
+    viewPublisher.attachInstanceTable(discovery);
 
     const grpcServer = await DirectoryGrpcServer.start({ port: flags.grpcPort, directory, view: viewPublisher, logger: log.child({ component: 'grpc' }) });
     started.push({ name: 'grpc', close: () => grpcServer.close() });
     // Pushed after grpc so it closes first: ending the WatchView streams lets the gRPC shutdown be graceful.
     started.push({ name: 'view', close: async () => viewPublisher.close() });
 
-    // HOOK (HTTP issue): heartbeat, /health and /metrics on flags.httpPort (discovery.md "Heartbeats").
+    // Heartbeats, /health and /metrics (discovery.md "Heartbeats").
+    const httpServer = await DirectoryHttpServer.start({
+      port: flags.httpPort,
+      internalApiToken: flags.internalApiToken,
+      heartbeats: discovery,
+      registry,
+      logger: log.child({ component: 'http' }),
+      health: () => ({ etcd_connected: discovery.etcdConnected, instances: discovery.instances().length }),
+    });
+    started.push({ name: 'http', close: () => httpServer.close() });
 
     if (metaCfg !== null) {
       // MetaService (kvcm-meta), its config validated at the top of run().
@@ -163,6 +183,7 @@ async function run(): Promise<void> {
     log.info(
       {
         grpc_port: grpcServer.port,
+        http_port: httpServer.port,
         directory_enabled: directory.enabled,
         streams: directory.streamCount,
         stream_source: kvEvents === null ? '' : kvEvents.discovery !== null ? 'discovery' : 'static',

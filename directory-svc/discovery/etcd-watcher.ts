@@ -64,6 +64,7 @@ export class EtcdWatcher {
   private closed = false;
   private isConnected = false;
   private endSession: ((reason: string) => void) | null = null;
+  private client: Etcd3 | null = null;
   private wakeRetry: (() => void) | null = null;
   private loopDone: Promise<void> | null = null;
   private listingsTotal = 0;
@@ -92,6 +93,8 @@ export class EtcdWatcher {
   async close(): Promise<void> {
     this.closed = true;
     this.endSession?.('closed');
+    // Closing the client fails a listing still waiting on an unreachable etcd at once.
+    this.client?.close();
     this.wakeRetry?.();
     await this.loopDone;
   }
@@ -103,6 +106,7 @@ export class EtcdWatcher {
     while (!this.closed) {
       const hosts = this.opts.hosts.map((h) => `http://${h.host}:${h.port}`);
       const client = new Etcd3({ hosts, dialTimeout: this.opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS });
+      this.client = client;
       let reason: string;
       try {
         reason = await this.session(client);
@@ -111,11 +115,12 @@ export class EtcdWatcher {
         reason = errorText(e);
       } finally {
         this.endSession = null;
+        this.client = null;
         client.close();
       }
       if (this.isConnected) {
         this.isConnected = false;
-        this.opts.sink.connection(false, reason);
+        if (!this.closed) this.opts.sink.connection(false, reason);
       }
       if (this.closed) break;
       this.log.warn({ reason, retry_ms: retryMs }, 'etcd watch lost; keeping the last instance table and listing again');

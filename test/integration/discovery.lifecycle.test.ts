@@ -202,6 +202,18 @@ describe('discovery.md Instance states (real etcd)', function () {
     await waitFor(() => svc!.instance(engine.name)?.load?.waitingRequests === 7, 5000, 'legacy load');
   });
 
+  it('etcd unreachable at start stops nothing: heartbeats answer 409, and instances appear once etcd answers', async () => {
+    await etcd.stop();
+    await startDirectory();
+    expect(svc!.diagnostics().stale).to.equal(true);
+    const res = await fetch(`http://127.0.0.1:${http!.port}/v1/internal/heartbeat`, { method: 'POST', body: JSON.stringify({ name: '127.0.0.1:1' }) });
+    expect(res.status).to.equal(409);
+    await etcd.restart();
+    const engine = await startEngine();
+    await waitFor(() => state(engine.name) === 'ACTIVE', 20000, 'instance after etcd came up');
+    expect(svc!.diagnostics().stale).to.equal(false);
+  });
+
   it('etcd stopped: the table is kept (stale); restarted: re-listed, and a change made meanwhile is seen', async () => {
     await startDirectory();
     const a = await startEngine({ leaseTtlS: 30 });
