@@ -226,6 +226,8 @@ export class EngineControl {
       lease.on('lost', (err) => this.log.warn({ err: err.message, instance: this.name }, 'engine lease lost'));
       this.lease = lease;
     }
+    // rpc_address is required by the schema but unused by the directory; the simulator has no
+    // brpc port, so it names the next port up as a placeholder.
     const value = {
       name: this.name,
       rpc_address: `${this.opts.host ?? '127.0.0.1'}:${this.opts.httpPort + 1}`,
