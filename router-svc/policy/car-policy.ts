@@ -1,0 +1,180 @@
+/**
+ * CAR, cache-aware routing (routing.md "CAR"). For each P candidate:
+ *
+ *   hit          = min over its DP ranks r of (device_hit_tokens_r + w · host_only_hit_tokens_r)
+ *   kv_hit_ratio = clamp(hit / input_tokens, 0, 1)          (0 when input_tokens = 0)
+ *   queue_cost   = waiting / max(waiting over P)            (0 when that max is 0)
+ *   score_P      = λ · (1 − kv_hit_ratio) + (1 − λ) · queue_cost      smallest wins
+ *
+ * A missing or unsynchronized rank, a stale view, or a stream of another incarnation makes the
+ * instance's hit 0 (it stays a candidate by queue cost). D side, load only:
+ *
+ *   score_D = gpu_cache_usage_perc + waiting / max(waiting over D)   smallest wins
+ *
+ * Exact ties rotate (pickMinimumWithRotation). Cost per decision: one key chain per distinct
+ * (block_size, seed) plus one O(matched blocks) walk per stream; scratch arrays are reused.
+ */
+import type { RouterInstance, RouterStream, StreamHits, ViewCache } from '../viewcache/view-cache.js';
+import { CandidateCache } from './candidates.js';
+import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
+import { newRotationCursor, pickMinimumWithRotation } from './pick-minimum.js';
+import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
+
+export interface CarPolicyOptions {
+  /** `--car_prefill_lambda` in [0,1]: 1 compares only cache misses, 0 only queues. */
+  readonly prefillLambda: number;
+  /** `--car_host_hit_weight` in [0,1]: credit of a host-only hit token against a device one. */
+  readonly hostHitWeight: number;
+}
+
+/** Why an instance got no prefix credit (explanation notes). */
+const NOTE_STALE = 'directory view stale: no cache credit';
+const NOTE_NO_STREAM = 'a DP rank has no stream: no cache credit';
+const NOTE_UNSYNCHRONIZED = 'a DP rank is not synchronized: no cache credit';
+const NOTE_INCARNATION = 'stream incarnation differs from the registered one: no cache credit';
+
+/**
+ * routing.md: credit only for streams subscribed for the instance's current registration — the
+ * incarnation id, or for engines without one the registration (generation, which changes exactly
+ * when the engine behind the name is replaced). A generation of 0 (static streams) is unknown
+ * and not held against the stream.
+ */
+export function streamMatchesInstance(stream: RouterStream, inst: RouterInstance): boolean {
+  if (stream.incarnationId !== inst.incarnationId) return false;
+  if (stream.generation !== 0n && inst.generation !== 0n && stream.generation !== inst.generation) return false;
+  return true;
+}
+
+/** The per-instance result of the DP-rank minimum. */
+interface InstanceHit {
+  hit: number;
+  device: number;
+  hostOnly: number;
+  note: string | null;
+}
+
+export class CarPolicy implements RoutingPolicy {
+  readonly name = 'CAR' as const;
+  private readonly lambda: number;
+  private readonly hostWeight: number;
+  private readonly candidates = new CandidateCache();
+  private readonly prefillCursor = newRotationCursor();
+  private readonly decodeCursor = newRotationCursor();
+  private scores = new Float64Array(16);
+  private readonly scratchHit: InstanceHit = { hit: 0, device: 0, hostOnly: 0, note: null };
+
+  constructor(opts: CarPolicyOptions) {
+    if (!(opts.prefillLambda >= 0 && opts.prefillLambda <= 1)) throw new RangeError(`prefillLambda must be in [0,1], got ${opts.prefillLambda}`);
+    if (!(opts.hostHitWeight >= 0 && opts.hostHitWeight <= 1)) throw new RangeError(`hostHitWeight must be in [0,1], got ${opts.hostHitWeight}`);
+    this.lambda = opts.prefillLambda;
+    this.hostWeight = opts.hostHitWeight;
+  }
+
+  decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision {
+    const set = this.candidates.of(view);
+    const p = set.prefill;
+    const tokenIds = req.tokenIds;
+    const inputTokens = tokenIds !== null ? tokenIds.length : req.promptTokens;
+    // Without token ids there is nothing to match: hit ratios are 0, queue cost decides.
+    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs) : null;
+    const explanations: CandidateExplanation[] = [];
+    if (this.scores.length < Math.max(p.length, set.decode.length)) this.scores = new Float64Array(Math.max(p.length, set.decode.length) * 2);
+    const scores = this.scores;
+    const lambda = this.lambda;
+    let cursor = 0;
+    for (let i = 0; i < p.length; i++) {
+      const inst = p[i]!;
+      const h = this.scratchHit;
+      if (hits === null) {
+        h.hit = 0;
+        h.device = 0;
+        h.hostOnly = 0;
+        h.note = null;
+      } else cursor = this.instanceHit(inst, hits, cursor, h);
+      const ratio = inputTokens > 0 ? Math.min(1, Math.max(0, h.hit / inputTokens)) : 0;
+      const queueCost = set.prefillQueueCost[i]!;
+      const score = lambda * (1 - ratio) + (1 - lambda) * queueCost;
+      scores[i] = score;
+      const e: CandidateExplanation = {
+        instance_name: inst.name,
+        incarnation_id: inst.incarnationId,
+        role: 'prefill',
+        hit_tokens: h.hit,
+        device_hit_tokens: h.device,
+        host_only_hit_tokens: h.hostOnly,
+        kv_hit_ratio: ratio,
+        queue_cost: queueCost,
+        score,
+      };
+      if (h.note !== null) e.note = h.note;
+      explanations.push(e);
+    }
+    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor);
+    const prefill = p[pi]!;
+    let decode: RouteDecision['decode'] = null;
+    const d = set.decode;
+    if (d.length > 0) {
+      for (let i = 0; i < d.length; i++) {
+        const inst = d[i]!;
+        const queueCost = set.decodeQueueCost[i]!;
+        scores[i] = inst.load!.gpuCacheUsagePerc + queueCost;
+        explanations.push(loadOnlyExplanation(inst, 'decode', queueCost, scores[i]!));
+      }
+      if (needsDecode(prefill, d.length)) decode = chosen(d[pickMinimumWithRotation(scores, d.length, set.decodeNames, this.decodeCursor)]!);
+    }
+    return { policy: 'CAR', prefill: chosen(prefill), decode, candidates: explanations };
+  }
+
+  /**
+   * Minimum over the DP ranks of `inst` of device + w · host_only, reading the streams of `hits`
+   * (sorted by instance name, then rank, like the candidates) from `from` on; returns where the
+   * next (later-named) candidate's streams can start.
+   */
+  private instanceHit(inst: RouterInstance, hits: StreamHits, from: number, out: InstanceHit): number {
+    const streams = hits.streams;
+    let j = from;
+    while (j < hits.count && streams[j]!.instanceName < inst.name) j++;
+    let rank = 0;
+    let min = Number.POSITIVE_INFINITY;
+    let minDevice = 0;
+    let minHostOnly = 0;
+    let note: string | null = hits.stale ? NOTE_STALE : null;
+    for (; j < hits.count && streams[j]!.instanceName === inst.name; j++) {
+      const s = streams[j]!;
+      const r = s.dpRank;
+      // A rank beyond dp_size or a repeated one is not one of the instance's ranks.
+      if (r >= inst.dpSize || r < rank) continue;
+      if (r > rank) note ??= NOTE_NO_STREAM;
+      rank = r + 1;
+      if (note !== null) continue;
+      if (hits.credited[j] !== 1) {
+        note = NOTE_UNSYNCHRONIZED;
+        continue;
+      }
+      if (!streamMatchesInstance(s, inst)) {
+        note = NOTE_INCARNATION;
+        continue;
+      }
+      const device = hits.deviceHitTokens[j]!;
+      const hostOnly = hits.hostOnlyHitTokens[j]!;
+      const v = device + this.hostWeight * hostOnly;
+      if (v < min) {
+        min = v;
+        minDevice = device;
+        minHostOnly = hostOnly;
+      }
+    }
+    if (rank < inst.dpSize) note ??= NOTE_NO_STREAM;
+    if (note !== null || min === Number.POSITIVE_INFINITY) {
+      out.hit = 0;
+      out.device = 0;
+      out.hostOnly = 0;
+    } else {
+      out.hit = min;
+      out.device = minDevice;
+      out.hostOnly = minHostOnly;
+    }
+    out.note = note;
+    return j;
+  }
+}

@@ -1,0 +1,15 @@
+/**
+ * routing.md "Candidates": with no candidate the answer is 503 with a clear reason. The HTTP layer
+ * maps `httpStatus` and `reason`; callers match on `class`, never on the message.
+ */
+export class NoCandidateError extends Error {
+  readonly class = 'no_candidate' as const;
+  readonly httpStatus = 503 as const;
+  constructor(
+    /** What the client sees: why no instance could take the request. */
+    readonly reason: string,
+  ) {
+    super(`no_candidate: ${reason}`);
+    this.name = 'NoCandidateError';
+  }
+}

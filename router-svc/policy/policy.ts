@@ -1,0 +1,64 @@
+/**
+ * The routing policies' common surface (routing.md): a pure decision over the router's view.
+ * `createPolicy` picks the implementation named by `--load_balance_policy`.
+ */
+import type { RouterFlags } from '../../shared/config/router-flags.js';
+import type { ViewCache } from '../viewcache/view-cache.js';
+import { CarPolicy } from './car-policy.js';
+import { RoundRobinPolicy } from './round-robin-policy.js';
+import { SloAwarePolicy } from './slo-aware-policy.js';
+
+export { NoCandidateError } from './no-candidate-error.js';
+
+export interface RouteRequest {
+  /** Already tokenized prompt (ints in [0, 2^31)); null when only a token count is known. */
+  tokenIds: readonly number[] | null;
+  /** Input length for RR/SLO_AWARE when tokenIds is null (ignored when tokenIds is given). */
+  promptTokens: number;
+}
+
+/** One candidate's terms, as routing.md asks the route answer to explain them. */
+export interface CandidateExplanation {
+  instance_name: string;
+  incarnation_id: string;
+  role: 'prefill' | 'decode';
+  hit_tokens: number;
+  device_hit_tokens: number;
+  host_only_hit_tokens: number;
+  kv_hit_ratio: number;
+  queue_cost: number;
+  score: number;
+  predicted_ms?: number;
+  note?: string;
+}
+
+export interface RouteDecision {
+  policy: 'RR' | 'SLO_AWARE' | 'CAR';
+  prefill: { name: string; incarnation_id: string };
+  /** null when there is no D candidate, or the chosen prefill is a DEFAULT serving alone. */
+  decode: { name: string; incarnation_id: string } | null;
+  candidates: CandidateExplanation[];
+}
+
+export interface RoutingPolicy {
+  readonly name: 'RR' | 'SLO_AWARE' | 'CAR';
+  /** Throws NoCandidateError (503) when no instance can take the request. */
+  decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision;
+}
+
+export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'>;
+
+export function createPolicy(flags: PolicyFlags): RoutingPolicy {
+  switch (flags.loadBalancePolicy) {
+    case 'CAR':
+      return new CarPolicy({ prefillLambda: flags.carPrefillLambda, hostHitWeight: flags.carHostHitWeight });
+    case 'RR':
+      return new RoundRobinPolicy();
+    case 'SLO_AWARE':
+      return new SloAwarePolicy({ targetTtftMs: flags.targetTtftMs, targetTpotMs: flags.targetTpotMs });
+    default: {
+      const never: never = flags.loadBalancePolicy;
+      throw new RangeError(`unknown load_balance_policy ${String(never)}`);
+    }
+  }
+}

@@ -1,0 +1,498 @@
+/**
+ * The router's in-process copy of the directory's versioned residency view (architecture.md "The
+ * view stream"; routing.md: the request path reads only this). Pure: no I/O, no timers, no clock
+ * reads — time comes in as `nowMs`.
+ *
+ * Atomicity: a snapshot builds a whole new ViewState and swaps one reference; a delta is fully
+ * validated first (unknown streams, hashers), then applied synchronously in the proto's order
+ * (instance removals, instance upserts, stream removals, stream upserts, stream resets,
+ * residency), so a request — which also runs synchronously — sees the old view or the new one.
+ *
+ * Continuity: a delta must carry (same epoch, version + 1) and a heartbeat the current version;
+ * anything else is a gap: never applied, the cache stops claiming freshness until a snapshot
+ * replaces it (ViewGapError tells the client to resubscribe fresh).
+ *
+ * Query cost: the kv-events §4 chain is computed once per distinct (block_size, hasher) per call
+ * into buffers kept between calls; each stream then walks it with O(1) lookups per block.
+ */
+import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import { sequenceForJson } from '../../shared/view/query-result.js';
+import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
+import { HasherPool } from './hasher-pool.js';
+import { StreamResidency, type PrefixHit } from './stream-residency.js';
+import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
+import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId } from './view-update.js';
+
+export type { RouterInstance } from './view-update.js';
+
+/** architecture.md: the `error` of every stream while the view is stale. */
+export const VIEW_STALE_ERROR = 'directory view stale';
+
+/** One stream as the router sees it; block counts are those of its view residency. */
+export interface RouterStream {
+  readonly streamId: StreamId;
+  readonly instanceName: string;
+  readonly dpRank: number;
+  readonly blockSize: number;
+  readonly hashSeed: bigint;
+  /** The registration the stream was subscribed for ('' for static streams). */
+  readonly incarnationId: string;
+  readonly generation: bigint;
+  readonly synchronized: boolean;
+  readonly sequence: bigint;
+  readonly error: string;
+  readonly deviceBlocks: number;
+  readonly hostBlocks: number;
+}
+
+/**
+ * Per-stream prefix hits of one request, in `streams` order (instance name, then dp rank). Owned
+ * by the cache and overwritten by the next matchStreams call: read it before calling again.
+ */
+export interface StreamHits {
+  /** The view was stale: no stream gets credit. */
+  readonly stale: boolean;
+  readonly inputTokens: number;
+  readonly count: number;
+  readonly streams: readonly RouterStream[];
+  readonly deviceHitTokens: Uint32Array;
+  readonly hostOnlyHitTokens: Uint32Array;
+  /** 1 when the stream gives credit: synchronized in a fresh view. */
+  readonly credited: Uint8Array;
+}
+
+class CachedStream implements RouterStream {
+  readonly streamId: StreamId;
+  readonly instanceName: string;
+  readonly dpRank: number;
+  readonly blockSize: number;
+  readonly hashSeed: bigint;
+  readonly incarnationId: string;
+  readonly generation: bigint;
+  readonly synchronized: boolean;
+  readonly sequence: bigint;
+  readonly error: string;
+
+  constructor(
+    d: DecodedViewStream,
+    readonly residency: StreamResidency,
+    readonly hasher: ContentKeyHasher,
+  ) {
+    this.streamId = d.streamId;
+    this.instanceName = d.instanceName;
+    this.dpRank = d.dpRank;
+    this.blockSize = d.blockSize;
+    this.hashSeed = d.hashSeed;
+    this.incarnationId = d.incarnationId;
+    this.generation = d.generation;
+    this.synchronized = d.synchronized;
+    this.sequence = d.sequence;
+    this.error = d.error;
+  }
+
+  get deviceBlocks(): number {
+    return this.residency.deviceBlocks;
+  }
+
+  get hostBlocks(): number {
+    return this.residency.hostBlocks;
+  }
+}
+
+/** Orders streams by instance name (UTF-16 code units, as the directory does), then dp rank. */
+function byNameThenRank(a: CachedStream, b: CachedStream): number {
+  if (a.instanceName !== b.instanceName) return a.instanceName < b.instanceName ? -1 : 1;
+  return a.dpRank - b.dpRank;
+}
+
+/** Everything one snapshot (plus the deltas after it) describes; sorted lists built lazily. */
+class ViewState {
+  readonly instances = new Map<string, RouterInstance>();
+  readonly streams = new Map<number, CachedStream>();
+  private instanceList: RouterInstance[] | null = null;
+  private streamList: CachedStream[] | null = null;
+  private byInstance: Map<string, CachedStream[]> | null = null;
+
+  invalidateInstances(): void {
+    this.instanceList = null;
+  }
+
+  invalidateStreams(): void {
+    this.streamList = null;
+    this.byInstance = null;
+  }
+
+  sortedInstances(): readonly RouterInstance[] {
+    if (this.instanceList === null) {
+      this.instanceList = [...this.instances.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    }
+    return this.instanceList;
+  }
+
+  sortedStreams(): readonly CachedStream[] {
+    if (this.streamList === null) this.streamList = [...this.streams.values()].sort(byNameThenRank);
+    return this.streamList;
+  }
+
+  streamsOf(name: string): readonly CachedStream[] {
+    if (this.byInstance === null) {
+      const m = new Map<string, CachedStream[]>();
+      for (const s of this.sortedStreams()) {
+        let l = m.get(s.instanceName);
+        if (l === undefined) m.set(s.instanceName, (l = []));
+        l.push(s);
+      }
+      this.byInstance = m;
+    }
+    return this.byInstance.get(name) ?? NO_STREAMS;
+  }
+}
+
+const NO_STREAMS: readonly CachedStream[] = Object.freeze([]);
+
+/** A key chain computed for one (block_size, hasher) during the current call. */
+interface ChainSlot {
+  blockSize: number;
+  hasher: ContentKeyHasher;
+  keys: Uint8Array;
+  blocks: number;
+  /** Call number this chain belongs to; stale slots are recomputed, not reallocated. */
+  stamp: number;
+}
+
+export interface ViewCacheOptions {
+  /** `--view_stale_after_ms`: the bound query() and matchStreams() use. */
+  readonly staleAfterMs: number;
+  /** Hashers by seed; the view client loads an update's new seeds into it before applying. */
+  readonly hashers?: HasherPool;
+}
+
+export class ViewCache {
+  readonly hashers: HasherPool;
+  private readonly staleAfterMs: number;
+  private state = new ViewState();
+  private epochValue = '';
+  private versionValue = 0n;
+  private hasSnapshotValue = false;
+  /** A gap (or no snapshot yet): only a snapshot makes the view usable again. */
+  private awaitingSnapshot = true;
+  private staleReasonValue: string | null = 'no snapshot yet';
+  private lastHeard = Number.NEGATIVE_INFINITY;
+  private instancesRev = 0;
+  private streamsRev = 0;
+  // Scratch of matchStreams, grown as needed and reused between requests.
+  private stamp = 0;
+  private readonly chains: ChainSlot[] = [];
+  private readonly hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
+  private hits: { -readonly [K in keyof StreamHits]: StreamHits[K] } = {
+    stale: true,
+    inputTokens: 0,
+    count: 0,
+    streams: NO_STREAMS,
+    deviceHitTokens: new Uint32Array(16),
+    hostOnlyHitTokens: new Uint32Array(16),
+    credited: new Uint8Array(16),
+  };
+
+  constructor(opts: ViewCacheOptions) {
+    if (!(opts.staleAfterMs > 0)) throw new RangeError(`staleAfterMs must be positive, got ${opts.staleAfterMs}`);
+    this.staleAfterMs = opts.staleAfterMs;
+    this.hashers = opts.hashers ?? new HasherPool();
+  }
+
+  /** The directory process lifetime the view belongs to; '' before the first snapshot. */
+  get epoch(): string {
+    return this.epochValue;
+  }
+
+  /** The last version applied. */
+  get version(): bigint {
+    return this.versionValue;
+  }
+
+  /** nowMs of the last message accepted (heartbeats count); −Infinity before any. */
+  get lastHeardMs(): number {
+    return this.lastHeard;
+  }
+
+  get hasSnapshot(): boolean {
+    return this.hasSnapshotValue;
+  }
+
+  /** True after a gap until a snapshot: the client must watch fresh (empty epoch). */
+  get needsSnapshot(): boolean {
+    return this.awaitingSnapshot;
+  }
+
+  /** Why the view was marked stale; null when it was not (time-based staleness aside). */
+  get staleReason(): string | null {
+    return this.staleReasonValue;
+  }
+
+  /** Bumped whenever an instance changes (load reports included): policies cache candidates by it. */
+  get instancesRevision(): number {
+    return this.instancesRev;
+  }
+
+  /** Bumped whenever the stream set or a stream's state changes (not on residency changes). */
+  get streamsRevision(): number {
+    return this.streamsRev;
+  }
+
+  /** Hash seeds of `u` with no loaded hasher: `await hashers.ensure(...)` them before applyUpdate. */
+  missingSeeds(u: DecodedViewUpdate): bigint[] {
+    const out: bigint[] = [];
+    const visit = (streams: readonly DecodedViewStream[]): void => {
+      for (const s of streams) if (!this.hashers.has(s.hashSeed) && !out.includes(s.hashSeed)) out.push(s.hashSeed);
+    };
+    if (u.kind === 'snapshot') visit(u.streams);
+    else if (u.kind === 'delta') {
+      visit(u.streamUpserts);
+      visit(u.streamResets);
+    }
+    return out;
+  }
+
+  /**
+   * Applies one update whole or not at all. Throws ViewGapError (out of order: nothing applied,
+   * freshness withdrawn until a snapshot), ViewProtocolError or HasherNotReadyError (nothing
+   * applied).
+   */
+  applyUpdate(u: DecodedViewUpdate, nowMs: number): void {
+    switch (u.kind) {
+      case 'snapshot':
+        this.applySnapshot(u);
+        break;
+      case 'delta':
+        this.checkContinuity(u.epoch, u.version, this.versionValue + 1n, 'delta');
+        this.applyDelta(u);
+        this.versionValue = u.version;
+        break;
+      case 'heartbeat':
+        // Waiting for the snapshot a resubscription asked for: a heartbeat proves nothing.
+        if (this.awaitingSnapshot) return;
+        this.checkContinuity(u.epoch, u.version, this.versionValue, 'heartbeat');
+        break;
+      default: {
+        const never: never = u;
+        throw new ViewProtocolError(`unknown update kind ${JSON.stringify(never)}`);
+      }
+    }
+    this.lastHeard = nowMs;
+    this.staleReasonValue = null;
+  }
+
+  /** Withdraws cache credit until the next accepted message (or snapshot, after a gap). */
+  markStale(reason: string): void {
+    this.staleReasonValue = reason;
+  }
+
+  /** architecture.md: stale after `staleAfterMs` without any message, or when marked. */
+  isStale(nowMs: number, staleAfterMs: number = this.staleAfterMs): boolean {
+    return this.awaitingSnapshot || this.staleReasonValue !== null || nowMs - this.lastHeard >= staleAfterMs;
+  }
+
+  /** Instances sorted by name. */
+  instances(): readonly RouterInstance[] {
+    return this.state.sortedInstances();
+  }
+
+  instance(name: string): RouterInstance | null {
+    return this.state.instances.get(name) ?? null;
+  }
+
+  /** Every stream, sorted by instance name then dp rank. */
+  streams(): readonly RouterStream[] {
+    return this.state.sortedStreams();
+  }
+
+  /** The streams of one instance, sorted by dp rank. */
+  streamsOf(instanceName: string): readonly RouterStream[] {
+    return this.state.streamsOf(instanceName);
+  }
+
+  /** Tier bits of one key in one stream (tests and diagnostics); 0 when absent. */
+  tiersOf(streamId: number, key: Uint8Array, offset = 0): number {
+    const s = this.state.streams.get(streamId);
+    return s === undefined ? 0 : s.residency.tiersOf(key, offset);
+  }
+
+  /**
+   * Prefix hits of `tokenIds` (ints in [0, 2^31), validated by the caller) on every stream, into
+   * buffers reused by the next call. A stale view or an unsynchronized stream gets no credit.
+   */
+  matchStreams(tokenIds: ArrayLike<number>, nowMs: number): StreamHits {
+    const list = this.state.sortedStreams();
+    const n = list.length;
+    const h = this.hits;
+    if (h.credited.length < n) {
+      const cap = Math.max(n, h.credited.length * 2);
+      h.deviceHitTokens = new Uint32Array(cap);
+      h.hostOnlyHitTokens = new Uint32Array(cap);
+      h.credited = new Uint8Array(cap);
+    }
+    const stale = this.isStale(nowMs);
+    this.stamp++;
+    for (let i = 0; i < n; i++) {
+      const s = list[i]!;
+      const credited = !stale && s.synchronized;
+      let device = 0;
+      let hostOnly = 0;
+      if (credited && tokenIds.length >= s.blockSize) {
+        const chain = this.chainFor(tokenIds, s.blockSize, s.hasher);
+        s.residency.matchPrefix(chain.keys, chain.blocks, this.hit);
+        device = this.hit.deviceBlocks * s.blockSize;
+        hostOnly = this.hit.hostOnlyBlocks * s.blockSize;
+      }
+      h.deviceHitTokens[i] = device;
+      h.hostOnlyHitTokens[i] = hostOnly;
+      h.credited[i] = credited ? 1 : 0;
+    }
+    h.stale = stale;
+    h.inputTokens = tokenIds.length;
+    h.count = n;
+    h.streams = list;
+    return h;
+  }
+
+  /**
+   * routing.md `POST /v1/internal/kv-cache/query`, the same answer as the directory's Query for
+   * the same view; a stale view reports every stream unsynchronized with VIEW_STALE_ERROR.
+   */
+  query(tokenIds: ArrayLike<number>, nowMs: number): QueryResult {
+    const hits = this.matchStreams(tokenIds, nowMs);
+    const matches: StreamMatch[] = new Array<StreamMatch>(hits.count);
+    let commonBlockSize = hits.count > 0 ? hits.streams[0]!.blockSize : 0;
+    for (let i = 0; i < hits.count; i++) {
+      const s = hits.streams[i]!;
+      if (s.blockSize !== commonBlockSize) commonBlockSize = 0;
+      const credited = hits.credited[i] === 1;
+      const device = hits.deviceHitTokens[i]!;
+      const hostOnly = hits.hostOnlyHitTokens[i]!;
+      matches[i] = {
+        instance_name: s.instanceName,
+        dp_rank: s.dpRank,
+        synchronized: credited,
+        sequence: sequenceForJson(s.sequence),
+        device_hit_tokens: device,
+        host_only_hit_tokens: hostOnly,
+        reusable_prefix_tokens: device + hostOnly,
+        device_blocks: credited ? s.deviceBlocks : 0,
+        host_blocks: credited ? s.hostBlocks : 0,
+        error: hits.stale ? VIEW_STALE_ERROR : s.error,
+      };
+    }
+    return { input_tokens: tokenIds.length, block_size: commonBlockSize, matches };
+  }
+
+  private checkContinuity(epoch: string, version: bigint, want: bigint, what: string): void {
+    let detail: string | null = null;
+    if (this.awaitingSnapshot) detail = `${what} ${epoch}/${version} while waiting for a snapshot`;
+    else if (epoch !== this.epochValue) detail = `${what} of epoch ${JSON.stringify(epoch)} on a view of epoch ${JSON.stringify(this.epochValue)}`;
+    else if (version !== want) detail = `${what} version ${version} where ${want} was due`;
+    if (detail === null) return;
+    this.awaitingSnapshot = true;
+    this.staleReasonValue = `view_gap: ${detail}`;
+    throw new ViewGapError(detail);
+  }
+
+  private requireHasher(seed: bigint): ContentKeyHasher {
+    const h = this.hashers.get(seed);
+    if (h === null) throw new HasherNotReadyError(seed);
+    return h;
+  }
+
+  private applySnapshot(u: DecodedSnapshot): void {
+    // Built beside the current state: a throw leaves the old view in place, untouched.
+    const next = new ViewState();
+    for (const inst of u.instances) next.instances.set(inst.name, inst);
+    for (const s of u.streams) {
+      if (next.streams.has(s.streamId)) throw new ViewProtocolError(`snapshot repeats stream_id ${s.streamId}`);
+      const residency = new StreamResidency();
+      residency.setTiers(s.keys, s.tiers);
+      next.streams.set(s.streamId, new CachedStream(s, residency, this.requireHasher(s.hashSeed)));
+    }
+    this.state = next;
+    this.epochValue = u.epoch;
+    this.versionValue = u.version;
+    this.hasSnapshotValue = true;
+    this.awaitingSnapshot = false;
+    this.instancesRev++;
+    this.streamsRev++;
+  }
+
+  /** Validates everything that could fail, so the mutation below runs to the end. */
+  private validateDelta(u: DecodedDelta): void {
+    for (const s of u.streamUpserts) this.requireHasher(s.hashSeed);
+    for (const s of u.streamResets) this.requireHasher(s.hashSeed);
+    if (u.residency.length === 0) return;
+    const removed = u.streamRemovals.length > 0 ? new Set<number>(u.streamRemovals) : null;
+    let added: Set<number> | null = null;
+    if (u.streamUpserts.length + u.streamResets.length > 0) {
+      added = new Set<number>();
+      for (const s of u.streamUpserts) added.add(s.streamId);
+      for (const s of u.streamResets) added.add(s.streamId);
+    }
+    for (const r of u.residency) {
+      const exists = (added !== null && added.has(r.streamId)) || (this.state.streams.has(r.streamId) && !(removed !== null && removed.has(r.streamId)));
+      if (!exists) throw new ViewProtocolError(`residency for unknown stream_id ${r.streamId} at version ${u.version}`);
+    }
+  }
+
+  private applyDelta(u: DecodedDelta): void {
+    this.validateDelta(u);
+    const state = this.state;
+    for (const name of u.instanceRemovals) state.instances.delete(name);
+    for (const inst of u.instanceUpserts) state.instances.set(inst.name, inst);
+    if (u.instanceRemovals.length + u.instanceUpserts.length > 0) {
+      state.invalidateInstances();
+      this.instancesRev++;
+    }
+    for (const id of u.streamRemovals) state.streams.delete(id);
+    for (const s of u.streamUpserts) {
+      // State only, residency kept — unless the keys' meaning changed (block size or seed).
+      const prev = state.streams.get(s.streamId);
+      const keep = prev !== undefined && prev.blockSize === s.blockSize && prev.hashSeed === s.hashSeed;
+      state.streams.set(s.streamId, new CachedStream(s, keep ? prev.residency : new StreamResidency(), this.requireHasher(s.hashSeed)));
+    }
+    for (const s of u.streamResets) {
+      const residency = new StreamResidency();
+      residency.setTiers(s.keys, s.tiers);
+      state.streams.set(s.streamId, new CachedStream(s, residency, this.requireHasher(s.hashSeed)));
+    }
+    if (u.streamRemovals.length + u.streamUpserts.length + u.streamResets.length > 0) {
+      state.invalidateStreams();
+      this.streamsRev++;
+    }
+    for (const r of u.residency) state.streams.get(r.streamId)!.residency.setTiers(r.keys, r.tiers);
+  }
+
+  /** The chain of `tokenIds` for (blockSize, hasher), computed at most once per call. */
+  private chainFor(tokenIds: ArrayLike<number>, blockSize: number, hasher: ContentKeyHasher): ChainSlot {
+    let free: ChainSlot | null = null;
+    for (let i = 0; i < this.chains.length; i++) {
+      const c = this.chains[i]!;
+      if (c.blockSize === blockSize && c.hasher === hasher) {
+        if (c.stamp !== this.stamp) this.fill(c, tokenIds);
+        return c;
+      }
+      if (free === null && c.stamp !== this.stamp) free = c;
+    }
+    if (free === null) {
+      free = { blockSize, hasher, keys: new Uint8Array(0), blocks: 0, stamp: 0 };
+      this.chains.push(free);
+    }
+    free.blockSize = blockSize;
+    free.hasher = hasher;
+    this.fill(free, tokenIds);
+    return free;
+  }
+
+  private fill(c: ChainSlot, tokenIds: ArrayLike<number>): void {
+    const blocks = Math.floor(tokenIds.length / c.blockSize);
+    if (c.keys.length < blocks * 16) c.keys = new Uint8Array(Math.max(blocks * 16, c.keys.length * 2));
+    c.hasher.chain(tokenIds, c.blockSize, c.keys);
+    c.blocks = blocks;
+    c.stamp = this.stamp;
+  }
+}

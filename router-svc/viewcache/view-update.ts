@@ -1,0 +1,244 @@
+/**
+ * The view stream's messages decoded into domain types (architecture.md "The view stream"):
+ * 64-bit values as bigint, enums checked, residency blobs checked (N × 16 key bytes for N tier
+ * bytes). `decodeViewUpdate` is the only place that reads the Wire… shapes; a malformed message is
+ * a ViewProtocolError, so the cache never applies part of one.
+ */
+import type {
+  WireProfilePoint,
+  WireResidencyChanges,
+  WireViewInstance,
+  WireViewLoad,
+  WireViewStream,
+  WireViewUpdate,
+} from '../../shared/view/view-wire.js';
+import { ViewProtocolError } from './view-errors.js';
+
+export type InstanceType = 'DEFAULT' | 'PREFILL' | 'DECODE' | 'MIX';
+export type InstanceRole = 'PREFILL' | 'DECODE';
+export type InstanceState = 'ACTIVE' | 'LEASE_LOST' | 'SUSPECT';
+
+/** A stream's id within one epoch (proto ViewStream.stream_id). */
+export type StreamId = number & { readonly __brand: 'StreamId' };
+
+/** Latest valid heartbeat load (discovery.md "Heartbeats"). */
+export interface InstanceLoad {
+  readonly waitingRequestsNum: number;
+  readonly gpuCacheUsagePerc: number;
+  readonly recentMaxTtftMs: number;
+  readonly recentMaxTbtMs: number;
+  readonly reportedAtMs: number;
+}
+
+/** One instance as the router sees it (discovery.md instance JSON + state + load). */
+export interface RouterInstance {
+  readonly name: string;
+  readonly type: InstanceType;
+  /** MIX only (default PREFILL, discovery.md); '' for the other types. */
+  readonly currentRole: InstanceRole | '';
+  readonly incarnationId: string;
+  readonly registerTsMs: number;
+  readonly dpSize: number;
+  readonly state: InstanceState;
+  readonly schedulable: boolean;
+  /** null: no valid load report yet, so not a routing candidate. */
+  readonly load: InstanceLoad | null;
+  /** [input_tokens, ttft_ms] points, as registered. */
+  readonly ttftProfile: readonly (readonly number[])[];
+  /** [batch_size, total_tokens, tpot_ms] points, as registered. */
+  readonly tpotProfile: readonly (readonly number[])[];
+  readonly generation: bigint;
+}
+
+/** One stream's identity and state; residency only in snapshots and resets. */
+export interface DecodedViewStream {
+  readonly streamId: StreamId;
+  readonly instanceName: string;
+  readonly dpRank: number;
+  readonly blockSize: number;
+  readonly hashSeed: bigint;
+  readonly incarnationId: string;
+  readonly generation: bigint;
+  readonly synchronized: boolean;
+  /** `last`, −1n when none (kv-events §8). */
+  readonly sequence: bigint;
+  readonly error: string;
+  /** N × 16 bytes, low64 LE || high64 LE (kv-events §4). */
+  readonly keys: Uint8Array;
+  /** N tier bytes: 1 Device, 2 Host, 3 both (0 = not resident, only in residency changes). */
+  readonly tiers: Uint8Array;
+}
+
+export interface DecodedResidencyChanges {
+  readonly streamId: StreamId;
+  readonly keys: Uint8Array;
+  readonly tiers: Uint8Array;
+}
+
+interface UpdateHead {
+  readonly epoch: string;
+  /** Snapshot: the version it reflects; delta: the new version; heartbeat: the current one. */
+  readonly version: bigint;
+  readonly sentAtMs: number;
+}
+
+export interface DecodedSnapshot extends UpdateHead {
+  readonly kind: 'snapshot';
+  readonly instances: readonly RouterInstance[];
+  readonly streams: readonly DecodedViewStream[];
+}
+
+/** Applied in this field order (proto ViewDelta). */
+export interface DecodedDelta extends UpdateHead {
+  readonly kind: 'delta';
+  readonly instanceRemovals: readonly string[];
+  readonly instanceUpserts: readonly RouterInstance[];
+  readonly streamRemovals: readonly StreamId[];
+  readonly streamUpserts: readonly DecodedViewStream[];
+  readonly streamResets: readonly DecodedViewStream[];
+  readonly residency: readonly DecodedResidencyChanges[];
+}
+
+export interface DecodedHeartbeat extends UpdateHead {
+  readonly kind: 'heartbeat';
+}
+
+export type DecodedViewUpdate = DecodedSnapshot | DecodedDelta | DecodedHeartbeat;
+
+const INSTANCE_TYPES: readonly string[] = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'];
+const INSTANCE_STATES: readonly string[] = ['ACTIVE', 'LEASE_LOST', 'SUSPECT'];
+const EMPTY = new Uint8Array(0);
+
+function bigintField(field: string, v: string | number | undefined | null): bigint {
+  if (v === undefined || v === null || v === '') return 0n;
+  if (typeof v === 'number') {
+    if (!Number.isInteger(v)) throw new ViewProtocolError(`${field} is not an integer: ${v}`);
+    return BigInt(v);
+  }
+  if (!/^-?\d+$/.test(v)) throw new ViewProtocolError(`${field} is not a decimal integer: ${JSON.stringify(v)}`);
+  return BigInt(v);
+}
+
+function numberField(field: string, v: string | number | undefined | null): number {
+  const n = bigintField(field, v);
+  if (n > BigInt(Number.MAX_SAFE_INTEGER) || n < BigInt(Number.MIN_SAFE_INTEGER)) throw new ViewProtocolError(`${field} out of range: ${n}`);
+  return Number(n);
+}
+
+function bytesField(v: Uint8Array | undefined | null): Uint8Array {
+  return v ?? EMPTY;
+}
+
+function checkResidency(where: string, keys: Uint8Array, tiers: Uint8Array): void {
+  if (keys.length !== tiers.length * 16) {
+    throw new ViewProtocolError(`${where}: ${keys.length} key bytes for ${tiers.length} tier bytes (want 16 per tier byte)`);
+  }
+  for (let i = 0; i < tiers.length; i++) {
+    if (tiers[i]! > 3) throw new ViewProtocolError(`${where}: tier bits ${tiers[i]} at ${i} (want 0..3)`);
+  }
+}
+
+function decodeProfile(points: readonly WireProfilePoint[] | undefined | null): (readonly number[])[] {
+  const out: (readonly number[])[] = [];
+  if (!points) return out;
+  for (const p of points) out.push(Object.freeze((p.values ?? []).slice()));
+  return out;
+}
+
+function decodeLoad(name: string, l: WireViewLoad | undefined | null): InstanceLoad | null {
+  if (!l) return null;
+  return {
+    waitingRequestsNum: numberField(`instance ${name} load.waiting_requests_num`, l.waiting_requests_num),
+    gpuCacheUsagePerc: l.gpu_cache_usage_perc ?? 0,
+    recentMaxTtftMs: l.recent_max_ttft ?? 0,
+    recentMaxTbtMs: l.recent_max_tbt ?? 0,
+    reportedAtMs: numberField(`instance ${name} load.reported_at_ms`, l.reported_at_ms),
+  };
+}
+
+export function decodeInstance(w: WireViewInstance): RouterInstance {
+  const name = w.name;
+  if (!name) throw new ViewProtocolError('instance without a name');
+  if (!INSTANCE_TYPES.includes(w.type)) throw new ViewProtocolError(`instance ${name}: unknown type ${JSON.stringify(w.type)}`);
+  if (!INSTANCE_STATES.includes(w.state)) throw new ViewProtocolError(`instance ${name}: unknown state ${JSON.stringify(w.state)}`);
+  const type = w.type as InstanceType;
+  let role: InstanceRole | '' = '';
+  // discovery.md: current_role is meaningful for MIX only, PREFILL by default.
+  if (type === 'MIX') role = w.current_role === 'DECODE' ? 'DECODE' : 'PREFILL';
+  return {
+    name,
+    type,
+    currentRole: role,
+    incarnationId: w.incarnation_id ?? '',
+    registerTsMs: numberField(`instance ${name} register_ts_ms`, w.register_ts_ms),
+    // discovery.md: dp_size 0 means 1.
+    dpSize: w.dp_size > 0 ? w.dp_size : 1,
+    state: w.state as InstanceState,
+    schedulable: w.schedulable === true,
+    load: decodeLoad(name, w.load),
+    ttftProfile: decodeProfile(w.ttft_profiling_data),
+    tpotProfile: decodeProfile(w.tpot_profiling_data),
+    generation: bigintField(`instance ${name} generation`, w.generation),
+  };
+}
+
+export function decodeStream(w: WireViewStream): DecodedViewStream {
+  const where = `stream ${w.stream_id} (${w.instance_name} rank ${w.dp_rank})`;
+  if (!(w.block_size >= 1)) throw new ViewProtocolError(`${where}: block_size ${w.block_size}`);
+  const keys = bytesField(w.keys);
+  const tiers = bytesField(w.tiers);
+  checkResidency(where, keys, tiers);
+  return {
+    streamId: w.stream_id as StreamId,
+    instanceName: w.instance_name,
+    dpRank: w.dp_rank,
+    blockSize: w.block_size,
+    hashSeed: bigintField(`${where} hash_seed`, w.hash_seed),
+    incarnationId: w.incarnation_id ?? '',
+    generation: bigintField(`${where} generation`, w.generation),
+    synchronized: w.synchronized === true,
+    sequence: w.sequence === undefined || w.sequence === '' ? -1n : bigintField(`${where} sequence`, w.sequence),
+    error: w.error ?? '',
+    keys,
+    tiers,
+  };
+}
+
+function decodeResidency(w: WireResidencyChanges): DecodedResidencyChanges {
+  const keys = bytesField(w.keys);
+  const tiers = bytesField(w.tiers);
+  checkResidency(`residency of stream ${w.stream_id}`, keys, tiers);
+  return { streamId: w.stream_id as StreamId, keys, tiers };
+}
+
+/** Wire → domain; throws ViewProtocolError on anything the cache could not apply whole. */
+export function decodeViewUpdate(w: WireViewUpdate): DecodedViewUpdate {
+  const head = { epoch: w.epoch ?? '', version: bigintField('version', w.version), sentAtMs: numberField('sent_at_ms', w.sent_at_ms) };
+  if (head.version < 0n) throw new ViewProtocolError(`negative version ${head.version}`);
+  const body = w.body ?? (w.snapshot ? 'snapshot' : w.delta ? 'delta' : w.heartbeat ? 'heartbeat' : undefined);
+  switch (body) {
+    case 'snapshot': {
+      const s = w.snapshot;
+      if (!s) throw new ViewProtocolError('body says snapshot but none is set');
+      return { ...head, kind: 'snapshot', instances: (s.instances ?? []).map(decodeInstance), streams: (s.streams ?? []).map(decodeStream) };
+    }
+    case 'delta': {
+      const d = w.delta;
+      if (!d) throw new ViewProtocolError('body says delta but none is set');
+      return {
+        ...head,
+        kind: 'delta',
+        instanceRemovals: (d.instance_removals ?? []).slice(),
+        instanceUpserts: (d.instance_upserts ?? []).map(decodeInstance),
+        streamRemovals: (d.stream_removals ?? []).map((id) => id as StreamId),
+        streamUpserts: (d.stream_upserts ?? []).map(decodeStream),
+        streamResets: (d.stream_resets ?? []).map(decodeStream),
+        residency: (d.residency ?? []).map(decodeResidency),
+      };
+    }
+    case 'heartbeat':
+      return { ...head, kind: 'heartbeat' };
+    default:
+      throw new ViewProtocolError(`update without a body (epoch ${JSON.stringify(head.epoch)}, version ${head.version})`);
+  }
+}
