@@ -1,0 +1,56 @@
+/**
+ * The engine's DP dispatcher as the CLI's OpenAI endpoint sees it: each request's prefill goes to
+ * the next rank in turn (the engine, not the router, picks the rank: routing.md), and with
+ * `dropEveryNBatches = n > 0` every n-th event batch of a rank takes its seq but is never sent
+ * (kv-events §7.1: the subscriber sees a gap and recovers from the snapshot, which stays truthful
+ * because the pool did change). Also reports the load a heartbeat carries.
+ */
+import type { EngineSimulator } from './engine-simulator.js';
+import type { PromptAdmitter } from './openai-server.js';
+
+export class RankDispatcher implements PromptAdmitter {
+  readonly blockSize: number;
+  private nextRank = 0;
+  /** Batches each rank has published through this dispatcher (dropped ones included). */
+  private readonly batches: number[];
+  /** Requests admitted and not yet answered (the heartbeat's waiting_requests_num). */
+  private inFlight = 0;
+
+  constructor(
+    private readonly sim: EngineSimulator,
+    private readonly deviceCapacityBlocks: number,
+    private readonly dropEveryNBatches: number,
+  ) {
+    this.blockSize = sim.blockSize;
+    this.batches = new Array<number>(sim.dpSize).fill(0);
+  }
+
+  async admitPrompt(tokenIds: readonly number[]): Promise<{ hitBlocks: number; hostHitBlocks: number }> {
+    const r = this.nextRank;
+    this.nextRank = (r + 1) % this.sim.dpSize;
+    const rank = this.sim.rank(r);
+    const n = this.dropEveryNBatches;
+    // The flag stays armed until a batch goes out, so a step that publishes nothing (prompt fully
+    // resident) moves the drop to the next step rather than losing it.
+    if (n > 0 && (this.batches[r]! + 1) % n === 0) rank.publisher.dropNextBatch();
+    const step = await rank.admitPrompt(tokenIds);
+    this.batches[r]! += step.seqs.length;
+    return step;
+  }
+
+  requestStarted(): void {
+    this.inFlight++;
+  }
+
+  requestEnded(): void {
+    if (this.inFlight > 0) this.inFlight--;
+  }
+
+  /** discovery.md heartbeat load: queue length and Device occupancy over all ranks. */
+  load(): { waiting_requests_num: number; gpu_cache_usage_perc: number } {
+    let device = 0;
+    for (let r = 0; r < this.sim.dpSize; r++) device += this.sim.rank(r).pool.deviceBlocks;
+    const usage = device / (this.deviceCapacityBlocks * this.sim.dpSize);
+    return { waiting_requests_num: this.inFlight, gpu_cache_usage_perc: Math.min(1, Math.max(0, usage)) };
+  }
+}
