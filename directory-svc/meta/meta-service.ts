@@ -17,6 +17,7 @@ import { registerInstanceRpcs } from './rpc/instances.js';
 import { registerReportEventRpc } from './rpc/report-event.js';
 import { registerDataPathRpcs } from './rpc/data-path-rpcs.js';
 import type { MetaStore } from './store/meta-store.js';
+import { InstrumentedMetaStore } from './store/instrumented-meta-store.js';
 
 /** What each MetaService part receives from the wiring. */
 export interface MetaServiceDeps {
@@ -59,10 +60,12 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
 
   const metrics = createMetaMetrics();
   const closeHooks: Array<() => void | Promise<void>> = [];
-  const instances = new InstanceRegistry(opts.store, config, log.child({ component: 'meta-instances' }));
+  // §9.3 kvcm_store_tx_duration_seconds{op}: every part reaches the store through this wrapper.
+  const store = new InstrumentedMetaStore(opts.store, metrics.storeTxDurationSeconds);
+  const instances = new InstanceRegistry(store, config, log.child({ component: 'meta-instances' }));
   const deps: MetaServiceDeps = {
     config,
-    store: opts.store,
+    store,
     logger: log,
     metrics,
     instances,

@@ -17,6 +17,7 @@ import {
 } from '../../../directory-svc/meta/store/meta-store.js';
 import { SqliteMetaStore } from '../../../directory-svc/meta/store/sqlite-meta-store.js';
 import { SCHEMA_VERSION } from '../../../directory-svc/meta/store/sqlite-schema.js';
+import { InstrumentedMetaStore } from '../../../directory-svc/meta/store/instrumented-meta-store.js';
 
 /** Creates a fresh, empty store; `reopen` (when the backend persists) reopens the same data. */
 export interface MetaStoreFactory {
@@ -343,6 +344,26 @@ function sqliteFactory(): MetaStoreFactory {
 }
 
 describeMetaStoreContract('SqliteMetaStore', sqliteFactory());
+
+// §9.3: the timing wrapper must keep the contract; every call observes its op.
+const observedOps = new Set<string>();
+function instrumentedFactory(): MetaStoreFactory {
+  const inner = sqliteFactory();
+  const wrap = (s: MetaStore): MetaStore => new InstrumentedMetaStore(s, { observe: (l) => observedOps.add(l.op) });
+  return {
+    create: async () => wrap(await inner.create()),
+    reopen: async () => wrap(await (inner.reopen as () => Promise<MetaStore>)()),
+    cleanup: () => inner.cleanup(),
+  };
+}
+describeMetaStoreContract('InstrumentedMetaStore(SqliteMetaStore)', instrumentedFactory());
+describe('InstrumentedMetaStore (kvcm-meta §9.3 store_tx_duration_seconds)', () => {
+  it('§9.3 every store method is observed under its op name', () => {
+    for (const op of ['getInstance', 'putInstance', 'listInstances', 'countInstances', 'getBlocks', 'apply', 'scanLocations']) {
+      expect(observedOps.has(op), op).to.equal(true);
+    }
+  });
+});
 
 describe('SqliteMetaStore specifics (kvcm-meta §9.1)', () => {
   let dir: string;
