@@ -29,6 +29,8 @@ export class ManualTimers {
 export interface MetaHarnessOptions {
   /** Data directory to reuse (restart scenarios); a fresh temp dir otherwise. */
   readonly dir?: string;
+  /** With `dir`: this harness removes the directory in removeDir (the restarted one owns it). */
+  readonly ownDir?: boolean;
   /** Config file text; null/undefined = the §8 built-in default. */
   readonly configJson?: string | null;
   readonly timers?: ManualTimers;
@@ -49,7 +51,7 @@ export class MetaHarness {
   ) {}
 
   static async start(opts: MetaHarnessOptions = {}): Promise<MetaHarness> {
-    const ownsDir = opts.dir === undefined;
+    const ownsDir = opts.dir === undefined || opts.ownDir === true;
     const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'kvcm-data-'));
     const timers = opts.timers ?? new ManualTimers();
     const port = await freePort();

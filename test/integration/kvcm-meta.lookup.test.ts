@@ -244,4 +244,27 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     const only = await locate({ query_type: 'QT_BATCH_GET', block_keys: [1], location_spec_names: ['full_attention:group=0:tp=0'] });
     expect(only.locations[0].type).to.equal('ST_NFS');
   });
+
+  it('I-05 a write on one instance is a miss on another', async () => {
+    await serve([1, 2]);
+    const other = await h.call('getCacheLocation', { instance_id: 'test_instance_id_2', query_type: 'QT_BATCH_GET', block_keys: [1, 2] });
+    expect(code(other)).to.equal('OK');
+    expect(other.locations.map((l: Json) => l.type)).to.deep.equal(['ST_UNSPECIFIED', 'ST_UNSPECIFIED']);
+    expect(code(await h.call('getCacheLocation', { instance_id: 'nobody', block_keys: [1] }))).to.equal('INSTANCE_NOT_EXIST');
+  });
+
+  it('§5.4 hit statistics are flushed on close and never resurrect a removed block', async () => {
+    await serve([1, 2]);
+    await locate({ block_keys: [1, 2] });
+    await locate({ query_type: 'QT_BATCH_GET', block_keys: [1, 3] });
+    expect(code(await h.call('removeCache', { instance_id: I, block_keys: [2] }))).to.equal('OK');
+    const dir = h.dir;
+    await h.close();
+    h = await MetaHarness.start({ dir, ownDir: true });
+    const d = await h.call('getCacheMetaDetail', { instance_id: I, block_keys: [1, 2] });
+    expect(d.items[0].properties['BP#hit_count']).to.equal('2');
+    expect(d.items[0].properties['BP#lru_time']).to.equal(String(BigInt(h.timers.ms) * 1000n));
+    expect(d.items[1].locations[0].status).to.equal('CLS_NOT_FOUND');
+    expect(d.items[1].properties).to.deep.equal({});
+  });
 });
