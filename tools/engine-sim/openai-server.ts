@@ -46,6 +46,8 @@ export interface SimRequestEvent {
   readonly path: string;
   readonly stream: boolean;
   readonly promptTokens: number;
+  /** The request body exactly as received (tests check a proxy forwarded it unchanged). */
+  readonly body: Buffer;
 }
 
 export const COMPLETIONS_PATH = '/v1/completions';
@@ -99,7 +101,7 @@ export class OpenAiEndpoint extends EventEmitter {
       if (e instanceof BadRequest) return sendError(res, 400, e.message);
       throw e;
     }
-    const event: SimRequestEvent = { id: `cmpl-sim-${++this.seq}`, path, stream: request.stream, promptTokens: request.tokens.length };
+    const event: SimRequestEvent = { id: `cmpl-sim-${++this.seq}`, path, stream: request.stream, promptTokens: request.tokens.length, body };
     this.requests++;
     this.emit('request', event);
 

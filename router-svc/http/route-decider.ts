@@ -1,0 +1,47 @@
+/**
+ * One routing decision as the HTTP edge makes it, for `POST /v1/route` and the OpenAI proxy alike:
+ * the policy reads the in-process view (routing.md: nothing on the request path touches the
+ * network), and the outcome, latency and chosen hit ratio are recorded here, outside the policy.
+ * NoCandidateError becomes the 503 the client sees, with the policy's reason.
+ */
+import { performance } from 'node:perf_hooks';
+import { NoCandidateError, type RouteDecision, type RoutingPolicy } from '../policy/policy.js';
+import type { ViewCache } from '../viewcache/view-cache.js';
+import type { RouteRequest } from './route-request.js';
+import { RouterHttpError } from './router-http-errors.js';
+import type { RouterMetrics } from './router-metrics.js';
+
+export class RouteDecider {
+  constructor(
+    private readonly policy: RoutingPolicy,
+    private readonly view: ViewCache,
+    private readonly metrics: RouterMetrics,
+    /** `--load_balance_policy`, the metrics label. */
+    private readonly policyName: string,
+  ) {}
+
+  /** The decision, or a `no_candidate` RouterHttpError (503) naming why. */
+  decide(input: RouteRequest, nowMs: number): RouteDecision {
+    const t0 = performance.now();
+    let decision: RouteDecision;
+    try {
+      decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens }, this.view, nowMs);
+    } catch (e) {
+      const seconds = (performance.now() - t0) / 1000;
+      if (e instanceof NoCandidateError) {
+        this.metrics.decision(this.policyName, 'no_candidate', seconds, null);
+        throw new RouterHttpError('no_candidate', 503, e.reason);
+      }
+      this.metrics.decision(this.policyName, 'error', seconds, null);
+      throw e;
+    }
+    this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
+    return decision;
+  }
+}
+
+/** kv_hit_ratio of the chosen prefill among the candidates (0 when it is not listed). */
+function chosenHitRatio(d: RouteDecision): number {
+  for (const c of d.candidates) if (c.role === 'prefill' && c.instance_name === d.prefill.name) return c.kv_hit_ratio;
+  return 0;
+}

@@ -1,0 +1,66 @@
+/**
+ * Request bodies of the router's own endpoints, checked into domain values (routing.md "HTTP API").
+ * Pure: JSON value in, typed request out, or a 400 RouterHttpError whose reason names the field.
+ */
+import { badRequest } from './router-http-errors.js';
+
+/** routing.md: token ids are integers in [0, 2^31) (int32 on the engine side, kv-events §3.2). */
+export const TOKEN_ID_LIMIT = 0x80000000;
+
+/** `POST /v1/internal/kv-cache/query`. */
+export interface KvQueryRequest {
+  /** Empty: synchronization and residency of every stream with zero hits (routing.md). */
+  readonly tokenIds: readonly number[];
+}
+
+/** `POST /v1/route`: what the policy decides on. */
+export interface RouteRequest {
+  /** null: no token ids, the policy ranks by load (prompt_tokens only). */
+  readonly tokenIds: readonly number[] | null;
+  readonly promptTokens: number;
+}
+
+export function parseKvQueryRequest(body: unknown): KvQueryRequest {
+  const o = jsonObject(body);
+  if (!('token_ids' in o)) throw badRequest('token_ids is required: an array of integers in [0, 2^31)');
+  return { tokenIds: parseTokenIds(o['token_ids'], 'token_ids') };
+}
+
+/**
+ * `{"token_ids":[...]}` or `{"prompt_tokens": n}`. With both, token_ids drive CAR and
+ * prompt_tokens is taken as given (the caller may count a chat template the ids leave out).
+ */
+export function parseRouteRequest(body: unknown): RouteRequest {
+  const o = jsonObject(body);
+  const hasIds = 'token_ids' in o && o['token_ids'] !== null;
+  const hasCount = 'prompt_tokens' in o && o['prompt_tokens'] !== null;
+  if (!hasIds && !hasCount) throw badRequest('token_ids or prompt_tokens is required');
+  const tokenIds = hasIds ? parseTokenIds(o['token_ids'], 'token_ids') : null;
+  let promptTokens = tokenIds?.length ?? 0;
+  if (hasCount) {
+    const n = o['prompt_tokens'];
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badRequest('prompt_tokens must be a non-negative integer');
+    promptTokens = n;
+  }
+  return { tokenIds, promptTokens };
+}
+
+/**
+ * An array of integers in [0, 2^31), or a 400 naming the field and, for a bad element, its index.
+ * Hot path (8k-token prompts): one indexed loop, no intermediate arrays.
+ */
+export function parseTokenIds(value: unknown, field: string): readonly number[] {
+  if (!Array.isArray(value)) throw badRequest(`${field} must be an array of integers in [0, 2^31)`);
+  for (let i = 0; i < value.length; i++) {
+    const t: unknown = value[i];
+    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t >= TOKEN_ID_LIMIT) {
+      throw badRequest(`${field}[${i}] must be an integer in [0, 2^31)`);
+    }
+  }
+  return value as number[];
+}
+
+export function jsonObject(body: unknown): Record<string, unknown> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('body must be a JSON object');
+  return body as Record<string, unknown>;
+}

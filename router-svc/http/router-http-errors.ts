@@ -1,0 +1,54 @@
+/**
+ * What the router's HTTP edge answers when a request cannot be served (routing.md "HTTP API").
+ * Each failure has a stable `class`, the HTTP status and the one-line `reason` the client sees as
+ * `{"error": reason}`; the message is `<class>: <reason>`. Stack traces never reach a response.
+ */
+
+export type RouterHttpErrorClass =
+  | 'bad_request'
+  | 'unauthorized'
+  | 'too_large'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'no_candidate'
+  | 'upstream';
+
+export class RouterHttpError extends Error {
+  /** The stable class tests and metrics match on. */
+  readonly class: RouterHttpErrorClass;
+
+  constructor(
+    cls: RouterHttpErrorClass,
+    readonly httpStatus: number,
+    /** Shown to the client as `{"error": reason}`: names the field or the instance, never internals. */
+    readonly reason: string,
+  ) {
+    super(`${cls}: ${reason}`);
+    this.class = cls;
+    this.name = 'RouterHttpError';
+  }
+}
+
+/** 400: malformed JSON or a field of the wrong type; `reason` names the field. */
+export function badRequest(reason: string): RouterHttpError {
+  return new RouterHttpError('bad_request', 400, reason);
+}
+
+/** 413: the body is over the limit (routing.md: 8 MiB). */
+export function tooLarge(maxBytes: number): RouterHttpError {
+  return new RouterHttpError('too_large', 413, `request body over ${maxBytes} bytes`);
+}
+
+/** 401: internal endpoint without the right X-Internal-Token (the sent value is never echoed). */
+export function unauthorized(): RouterHttpError {
+  return new RouterHttpError('unauthorized', 401, 'invalid internal token');
+}
+
+/** 502: the chosen engine failed; routing.md says the answer names the instance. */
+export function upstreamFailed(instance: string, detail: string): RouterHttpError {
+  return new RouterHttpError('upstream', 502, `upstream ${instance} failed: ${detail}`);
+}
+
+export function isRouterHttpError(e: unknown): e is RouterHttpError {
+  return e instanceof RouterHttpError;
+}

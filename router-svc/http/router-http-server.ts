@@ -1,0 +1,176 @@
+/**
+ * router-svc's HTTP port (`--http_port`, routing.md "HTTP API"): the query endpoint, `/v1/route`,
+ * the OpenAI-compatible proxy, `/health`, `/ready` and `/metrics`. Every answer is JSON; a failure
+ * is `{"error": reason}` with the status of its RouterHttpError (400 naming the field, 401, 413,
+ * 502, 503), and an unexpected error is a bare 500 (logged, never a stack trace in the response).
+ *
+ * routing.md: "The server opens its port only when it is ready to answer (view received)": main
+ * starts this server after the first snapshot was applied; `start` refuses an empty view.
+ */
+import { createServer, type Server } from 'node:http';
+import type { Socket } from 'node:net';
+import Koa from 'koa';
+import type { Context, Next } from 'koa';
+import { Router } from '@koa/router';
+import type { Logger } from '../../shared/log/logger.js';
+import { silentLogger } from '../../shared/log/logger.js';
+import type { ViewCache } from '../viewcache/view-cache.js';
+import { CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH, type OpenAiProxy } from '../proxy/openai-proxy.js';
+import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from './internal-token.js';
+import { MAX_BODY_BYTES, readJsonBody } from './json-body.js';
+import { queryResultJson } from './query-json.js';
+import type { RouteDecider } from './route-decider.js';
+import { parseKvQueryRequest, parseRouteRequest } from './route-request.js';
+import { RouterHttpError, isRouterHttpError, unauthorized } from './router-http-errors.js';
+import type { RouterMetrics } from './router-metrics.js';
+
+export const KV_QUERY_PATH = '/v1/internal/kv-cache/query';
+export const ROUTE_PATH = '/v1/route';
+
+export interface RouterHttpServerOptions {
+  /** `--http_port`; 0 = any free port (tests). */
+  readonly port: number;
+  /** Default 0.0.0.0: clients and load balancers on other hosts. */
+  readonly host?: string;
+  /** The router's view (already holding its first snapshot). */
+  readonly view: ViewCache;
+  readonly decider: RouteDecider;
+  /** null: no proxy routes (404). */
+  readonly proxy: OpenAiProxy | null;
+  readonly metrics: RouterMetrics;
+  /** `--internal_api_token`; '' = internal endpoints are open. */
+  readonly internalApiToken: string;
+  readonly logger?: Logger;
+  /** Default 8 MiB (routing.md). */
+  readonly maxBodyBytes?: number;
+  /** Wall clock (Date.now): view staleness compares it with update arrival times. */
+  readonly clock?: () => number;
+}
+
+/** `start` before the view has its first snapshot (routing.md: the port opens only when ready). */
+export class ViewNotReadyError extends Error {
+  readonly class = 'not_ready' as const;
+  constructor() {
+    super('not_ready: the HTTP port opens only after the first view snapshot');
+    this.name = 'ViewNotReadyError';
+  }
+}
+
+export class RouterHttpServer {
+  private readonly sockets = new Set<Socket>();
+
+  private constructor(
+    private readonly server: Server,
+    private readonly requestedPort: number,
+  ) {}
+
+  /** Binds and resolves once listening. */
+  static async start(opts: RouterHttpServerOptions): Promise<RouterHttpServer> {
+    if (!opts.view.hasSnapshot) throw new ViewNotReadyError();
+    const app = buildApp(opts);
+    const server = createServer(app.callback());
+    // Keep-alive clients (load balancers, benchmarks) reuse connections; headers must arrive soon.
+    server.keepAliveTimeout = 65_000;
+    server.headersTimeout = 66_000;
+    const self = new RouterHttpServer(server, opts.port);
+    server.on('connection', (s: Socket) => {
+      self.sockets.add(s);
+      s.once('close', () => self.sockets.delete(s));
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port, opts.host ?? '0.0.0.0', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    return self;
+  }
+
+  get port(): number {
+    const addr = this.server.address();
+    return typeof addr === 'object' && addr !== null ? addr.port : this.requestedPort;
+  }
+
+  /** Stops listening and cuts every connection (in-flight proxied streams included). */
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.server.close(() => resolve());
+      for (const s of this.sockets) s.destroy();
+    });
+  }
+}
+
+function buildApp(opts: RouterHttpServerOptions): Koa {
+  const log = opts.logger ?? silentLogger;
+  const clock = opts.clock ?? Date.now;
+  const maxBodyBytes = opts.maxBodyBytes ?? MAX_BODY_BYTES;
+  const token = new InternalTokenCheck(opts.internalApiToken);
+  const view = opts.view;
+
+  const app = new Koa();
+  // Errors are answered and logged below; koa's own handler would print stacks to stderr.
+  app.silent = true;
+  app.use(async (ctx: Context, next: Next) => {
+    try {
+      await next();
+    } catch (e) {
+      if (isRouterHttpError(e)) {
+        if (e.httpStatus === 413) ctx.set('Connection', 'close'); // the drain may have stopped early
+        if (e.httpStatus >= 500) log.warn({ path: ctx.path, status: e.httpStatus, err: e.reason }, 'request failed');
+        return reply(ctx, e.httpStatus, { error: e.reason });
+      }
+      log.error({ path: ctx.path, err: e instanceof Error ? e.message : String(e) }, 'unexpected error');
+      return reply(ctx, 500, { error: 'internal error' });
+    }
+  });
+
+  const router = new Router();
+  router.get('/health', (ctx) => reply(ctx, 200, { status: 'ok' }));
+  router.get('/ready', (ctx) => {
+    const now = clock();
+    if (view.hasSnapshot && !view.isStale(now)) return reply(ctx, 200, { ready: true, epoch: view.epoch, version: Number(view.version) });
+    const reason = !view.hasSnapshot ? 'no view snapshot yet' : (view.staleReason ?? 'directory view stale');
+    return reply(ctx, 503, { ready: false, error: reason });
+  });
+  router.get('/metrics', async (ctx) => {
+    ctx.status = 200;
+    ctx.set('Content-Type', opts.metrics.registry.contentType);
+    ctx.body = await opts.metrics.registry.metrics();
+  });
+  router.post(KV_QUERY_PATH, async (ctx) => {
+    // The token is checked before the body is read: an unauthenticated caller learns nothing.
+    if (!token.accepts(ctx.req.headers[INTERNAL_TOKEN_HEADER])) throw unauthorized();
+    const body = await readJsonBody(ctx.req, maxBodyBytes);
+    const request = parseKvQueryRequest(body.json);
+    ctx.status = 200;
+    ctx.type = 'application/json';
+    ctx.body = queryResultJson(view.query(request.tokenIds, clock()));
+  });
+  router.post(ROUTE_PATH, async (ctx) => {
+    const body = await readJsonBody(ctx.req, maxBodyBytes);
+    const decision = opts.decider.decide(parseRouteRequest(body.json), clock());
+    return reply(ctx, 200, decision);
+  });
+  const proxy = opts.proxy;
+  if (proxy !== null) {
+    router.post(COMPLETIONS_PATH, (ctx) => proxy.handle(ctx, COMPLETIONS_PATH));
+    router.post(CHAT_COMPLETIONS_PATH, (ctx) => proxy.handle(ctx, CHAT_COMPLETIONS_PATH));
+  }
+  app.use(router.routes());
+  app.use(
+    router.allowedMethods({
+      throw: true,
+      methodNotAllowed: () => new RouterHttpError('method_not_allowed', 405, 'method not allowed'),
+      notImplemented: () => new RouterHttpError('method_not_allowed', 405, 'method not allowed'),
+    }),
+  );
+  app.use((ctx) => reply(ctx, 404, { error: 'not found' }));
+  return app;
+}
+
+function reply(ctx: Context, status: number, body: object): void {
+  ctx.status = status;
+  ctx.type = 'application/json';
+  ctx.body = JSON.stringify(body);
+}

@@ -1,0 +1,102 @@
+/**
+ * router-svc's Prometheus metrics (routing.md "Operations"): decisions by policy and outcome, the
+ * chosen prefill's hit ratio, decision latency, the view's version, lag and stale time, and proxy
+ * outcomes. Metrics wrap the core from the HTTP edge; the policy and the view cache never see them.
+ * View gauges are read at scrape time from a callback, so the request path does no gauge work.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The view's state at scrape time (main wires it to the ViewClient). */
+export interface ViewStatus {
+  /** Version of the last applied update (0 before the first). */
+  readonly version: number;
+  /**
+   * How old the router's knowledge is: time since the last view message was applied (the
+   * directory heartbeats at least every 500 ms, so a healthy stream keeps this under ~0.5 s); null
+   * before the first.
+   */
+  readonly lagMs: number | null;
+  /** How long the view has been stale, 0 while fresh. */
+  readonly staleForMs: number;
+}
+
+/** How a decision ended: `ok`, `no_candidate` (503), `bad_request` (400, never reached the policy). */
+export type DecisionOutcome = 'ok' | 'no_candidate' | 'error';
+
+/** How a proxied request ended. */
+export type ProxyOutcome = 'ok' | 'upstream_error' | 'client_abort' | 'no_candidate' | 'bad_request';
+
+export class RouterMetrics {
+  readonly registry = new Registry();
+  private readonly decisions: Counter<'policy' | 'outcome'>;
+  private readonly hitRatio: Histogram<'policy'>;
+  private readonly latency: Histogram<'policy'>;
+  private readonly proxied: Counter<'path' | 'outcome'>;
+
+  constructor(viewStatus: () => ViewStatus) {
+    const registers = [this.registry];
+    collectDefaultMetrics({ register: this.registry, prefix: 'router_' });
+    this.decisions = new Counter({
+      name: 'router_decisions_total',
+      help: 'Routing decisions by policy and outcome',
+      labelNames: ['policy', 'outcome'],
+      registers,
+    });
+    this.hitRatio = new Histogram({
+      name: 'router_decision_kv_hit_ratio',
+      help: 'kv_hit_ratio of the chosen prefill instance (routing.md CAR; 0 for text prompts and other policies)',
+      labelNames: ['policy'],
+      buckets: [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1],
+      registers,
+    });
+    this.latency = new Histogram({
+      name: 'router_decision_latency_seconds',
+      help: 'Time to decide (view read and scoring), excluding body read and forwarding',
+      labelNames: ['policy'],
+      buckets: [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05],
+      registers,
+    });
+    this.proxied = new Counter({
+      name: 'router_proxy_requests_total',
+      help: 'OpenAI-compatible requests by path and outcome',
+      labelNames: ['path', 'outcome'],
+      registers,
+    });
+    new Gauge({
+      name: 'router_view_version',
+      help: 'Version of the last view update applied',
+      registers,
+      collect() {
+        this.set(viewStatus().version);
+      },
+    });
+    new Gauge({
+      name: 'router_view_lag_seconds',
+      help: 'Directory-to-router delay of the last view update (clocks of both hosts)',
+      registers,
+      collect() {
+        const lag = viewStatus().lagMs;
+        this.set(lag === null ? 0 : lag / 1000);
+      },
+    });
+    new Gauge({
+      name: 'router_view_stale_seconds',
+      help: 'How long the view has been stale (no cache credit while > 0); 0 while fresh',
+      registers,
+      collect() {
+        this.set(viewStatus().staleForMs / 1000);
+      },
+    });
+  }
+
+  /** One decision; `hitRatio` is the chosen prefill's, null when there was no decision. */
+  decision(policy: string, outcome: DecisionOutcome, seconds: number, hitRatio: number | null): void {
+    this.decisions.inc({ policy, outcome });
+    this.latency.observe({ policy }, seconds);
+    if (hitRatio !== null) this.hitRatio.observe({ policy }, hitRatio);
+  }
+
+  proxyRequest(path: string, outcome: ProxyOutcome): void {
+    this.proxied.inc({ path, outcome });
+  }
+}

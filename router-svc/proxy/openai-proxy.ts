@@ -1,0 +1,84 @@
+/**
+ * The OpenAI-compatible proxy (routing.md "OpenAI-compatible proxy"): `POST /v1/completions` and
+ * `POST /v1/chat/completions` choose a prefill instance with the configured policy and forward the
+ * request unchanged to `http://<instance name><same path>`. Token-id prompts get CAR credit; text
+ * and chat go by queue cost (no tokenizer). No candidate is 503; an engine failure is 502 naming
+ * the instance; a client that disconnects cancels the upstream request.
+ */
+import type { Context } from 'koa';
+import type { Logger } from '../../shared/log/logger.js';
+import { readJsonBody } from '../http/json-body.js';
+import type { RouteDecider } from '../http/route-decider.js';
+import type { RouteRequest } from '../http/route-request.js';
+import type { RouterMetrics } from '../http/router-metrics.js';
+import { isRouterHttpError } from '../http/router-http-errors.js';
+import { chatRouteInput, completionRouteInput } from './prompt-route-input.js';
+import type { UpstreamForwarder } from './upstream-forwarder.js';
+
+export const COMPLETIONS_PATH = '/v1/completions';
+export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
+
+export interface OpenAiProxyOptions {
+  readonly decider: RouteDecider;
+  readonly forwarder: UpstreamForwarder;
+  readonly metrics: RouterMetrics;
+  readonly logger: Logger;
+  readonly maxBodyBytes: number;
+  /** Wall clock for the view's staleness (Date.now in main). */
+  readonly clock: () => number;
+}
+
+export class OpenAiProxy {
+  constructor(private readonly opts: OpenAiProxyOptions) {}
+
+  /**
+   * Serves one request on `path`. Errors before anything was sent are thrown as RouterHttpError
+   * for the server's error handler (400, 413, 502, 503); once forwarding starts, this handler owns
+   * the raw response (koa's `respond` is off).
+   */
+  async handle(ctx: Context, path: typeof COMPLETIONS_PATH | typeof CHAT_COMPLETIONS_PATH): Promise<void> {
+    let input: RouteRequest;
+    let raw: Buffer;
+    try {
+      const body = await readJsonBody(ctx.req, this.opts.maxBodyBytes);
+      raw = body.raw;
+      input = path === COMPLETIONS_PATH ? completionRouteInput(body.json) : chatRouteInput(body.json);
+    } catch (e) {
+      if (isRouterHttpError(e)) this.opts.metrics.proxyRequest(path, 'bad_request');
+      throw e;
+    }
+    let instance: string;
+    try {
+      instance = this.opts.decider.decide(input, this.opts.clock()).prefill.name;
+    } catch (e) {
+      if (isRouterHttpError(e)) this.opts.metrics.proxyRequest(path, 'no_candidate');
+      throw e;
+    }
+
+    ctx.respond = false;
+    const result = await this.opts.forwarder.forward(instance, ctx.url, ctx.req, ctx.res, raw);
+    switch (result.kind) {
+      case 'ok':
+        this.opts.metrics.proxyRequest(path, 'ok');
+        return;
+      case 'client_abort':
+        this.opts.metrics.proxyRequest(path, 'client_abort');
+        this.opts.logger.debug({ instance, path }, 'client disconnected: upstream request cancelled');
+        return;
+      case 'failed_mid_response':
+        this.opts.metrics.proxyRequest(path, 'upstream_error');
+        this.opts.logger.warn({ instance, path, err: result.error.reason }, 'upstream failed mid-answer');
+        return;
+      case 'failed_before_response':
+        this.opts.metrics.proxyRequest(path, 'upstream_error');
+        this.opts.logger.warn({ instance, path, err: result.error.reason }, 'upstream failed');
+        // Nothing was sent yet: the server's error handler answers 502 through koa.
+        ctx.respond = true;
+        throw result.error;
+      default: {
+        const never: never = result;
+        throw new Error(`impossible forward result ${JSON.stringify(never)}`);
+      }
+    }
+  }
+}

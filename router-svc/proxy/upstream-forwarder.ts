@@ -1,0 +1,178 @@
+/**
+ * Forwards one request, body unchanged, to `http://<instance name><same path>` over a keep-alive
+ * agent and passes the answer back as it arrives (routing.md "OpenAI-compatible proxy"): status and
+ * headers first, then each chunk as the engine writes it, so SSE streams are not buffered. A client
+ * that disconnects cancels the upstream request; an engine that fails before answering gives 502
+ * naming the instance. node:http errors are turned into RouterHttpError here and nowhere else.
+ */
+import { Agent, request, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { upstreamFailed, type RouterHttpError } from '../http/router-http-errors.js';
+import { INTERNAL_TOKEN_HEADER } from '../http/internal-token.js';
+
+/** Response header naming the engine that served the request (operators, tests). */
+export const INSTANCE_HEADER = 'x-kv-router-instance';
+
+/** RFC 9110 §7.6.1 hop-by-hop headers: they describe one connection, never forwarded. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+export interface UpstreamForwarderOptions {
+  /** Idle keep-alive sockets kept per engine. */
+  readonly maxFreeSockets?: number;
+  /** Connect-and-first-byte limit; 0 = none (long generations are the engine's business). */
+  readonly connectTimeoutMs?: number;
+}
+
+/** How a forward ended: answered in full, client went away, or the engine failed. */
+export type ForwardResult =
+  | { readonly kind: 'ok'; readonly status: number }
+  | { readonly kind: 'client_abort' }
+  /** Before any byte was sent to the client: the caller answers 502 with `error`. */
+  | { readonly kind: 'failed_before_response'; readonly error: RouterHttpError }
+  /** After the status went out: the client connection was cut (nothing else can be said). */
+  | { readonly kind: 'failed_mid_response'; readonly error: RouterHttpError };
+
+export class UpstreamForwarder {
+  private readonly agent: Agent;
+  private readonly connectTimeoutMs: number;
+
+  constructor(opts: UpstreamForwarderOptions = {}) {
+    this.agent = new Agent({ keepAlive: true, maxFreeSockets: opts.maxFreeSockets ?? 64, scheduling: 'lifo' });
+    this.connectTimeoutMs = opts.connectTimeoutMs ?? 5000;
+  }
+
+  /**
+   * Sends `body` to `instance` at `pathAndQuery` with the client's end-to-end headers, and pipes
+   * the answer into `res`. Resolves once the exchange is over; never rejects.
+   */
+  forward(instance: string, pathAndQuery: string, req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<ForwardResult> {
+    const target = hostPort(instance);
+    if (target === null) {
+      return Promise.resolve({ kind: 'failed_before_response', error: upstreamFailed(instance, 'instance name is not host:port') });
+    }
+    return new Promise<ForwardResult>((resolve) => {
+      let settled = false;
+      const settle = (r: ForwardResult): void => {
+        if (settled) return;
+        settled = true;
+        resolve(r);
+      };
+      const upstream = request({
+        host: target.host,
+        port: target.port,
+        method: req.method ?? 'POST',
+        path: pathAndQuery,
+        headers: requestHeaders(req.headers, instance, body.length),
+        agent: this.agent,
+      });
+
+      // The client went away (its socket closed before our answer ended): cancel the engine's work.
+      const onClientClose = (): void => {
+        if (res.writableFinished) return;
+        upstream.destroy();
+        settle({ kind: 'client_abort' });
+      };
+      res.once('close', onClientClose);
+
+      let connectTimer: NodeJS.Timeout | null = null;
+      if (this.connectTimeoutMs > 0) {
+        connectTimer = setTimeout(() => upstream.destroy(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs);
+      }
+      const clearConnectTimer = (): void => {
+        if (connectTimer !== null) clearTimeout(connectTimer);
+        connectTimer = null;
+      };
+
+      upstream.on('response', (answer: IncomingMessage) => {
+        clearConnectTimer();
+        const headers = responseHeaders(answer.headers);
+        headers[INSTANCE_HEADER] = instance;
+        res.writeHead(answer.statusCode ?? 502, headers);
+        // SSE: headers go out now, before the first event.
+        res.flushHeaders();
+        answer.on('data', (chunk: Buffer) => {
+          if (res.destroyed) return;
+          // Backpressure: a slow client pauses the engine's stream instead of buffering it here.
+          if (!res.write(chunk)) {
+            answer.pause();
+            res.once('drain', () => answer.resume());
+          }
+        });
+        answer.once('end', () => {
+          res.end();
+          settle({ kind: 'ok', status: answer.statusCode ?? 502 });
+        });
+        const cut = (detail: string): void => {
+          if (settled) return;
+          res.destroy();
+          settle({ kind: 'failed_mid_response', error: upstreamFailed(instance, detail) });
+        };
+        answer.once('error', (e: Error) => cut(e.message));
+        // The engine's connection closed before the answer was complete (e.g. it crashed mid-stream).
+        answer.once('close', () => {
+          if (!answer.complete) cut('connection closed mid-answer');
+        });
+      });
+
+      upstream.on('error', (e: Error) => {
+        clearConnectTimer();
+        if (settled) return;
+        if (res.headersSent) {
+          res.destroy();
+          settle({ kind: 'failed_mid_response', error: upstreamFailed(instance, e.message) });
+        } else {
+          res.off('close', onClientClose);
+          settle({ kind: 'failed_before_response', error: upstreamFailed(instance, e.message) });
+        }
+      });
+
+      upstream.end(body);
+    });
+  }
+
+  /** Closes idle upstream sockets (in-flight requests end on their own or with their clients). */
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+/** `host:port` or `[v6]:port` of an instance name (discovery.md: the name is the business address). */
+function hostPort(name: string): { host: string; port: number } | null {
+  const colon = name.lastIndexOf(':');
+  if (colon <= 0) return null;
+  let host = name.slice(0, colon);
+  const port = Number(name.slice(colon + 1));
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return null;
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  return { host, port };
+}
+
+/** End-to-end client headers; Host becomes the engine, the length is the exact forwarded body. */
+function requestHeaders(inHeaders: IncomingHttpHeaders, instance: string, bodyBytes: number): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(inHeaders)) {
+    if (value === undefined || HOP_BY_HOP.has(name) || name === 'host' || name === 'content-length' || name === INTERNAL_TOKEN_HEADER) continue;
+    out[name] = value;
+  }
+  out['host'] = instance;
+  out['content-length'] = bodyBytes;
+  return out;
+}
+
+function responseHeaders(inHeaders: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(inHeaders)) {
+    if (value === undefined || HOP_BY_HOP.has(name)) continue;
+    out[name] = value;
+  }
+  return out;
+}

@@ -1,0 +1,123 @@
+/**
+ * router-svc's parts wired together (architecture.md): the view client watching the directory, the
+ * policy named by --load_balance_policy, and the HTTP port (query, route, OpenAI proxy, health,
+ * readiness, metrics). main.ts adds only flags, logging and signals; tests start this in process.
+ *
+ * routing.md "HTTP API": the port opens only once the first view snapshot has been applied, so a
+ * load balancer never sends traffic to a router that cannot route yet.
+ */
+import { hostname } from 'node:os';
+import type { RouterFlags } from '../shared/config/router-flags.js';
+import type { Logger } from '../shared/log/logger.js';
+import { RouteDecider } from './http/route-decider.js';
+import { RouterHttpServer } from './http/router-http-server.js';
+import { RouterMetrics, type ViewStatus } from './http/router-metrics.js';
+import { createPolicy } from './policy/policy.js';
+import { OpenAiProxy } from './proxy/openai-proxy.js';
+import { UpstreamForwarder } from './proxy/upstream-forwarder.js';
+import { ViewClient } from './viewcache/view-client.js';
+
+export interface RouterServiceOptions {
+  readonly flags: RouterFlags;
+  readonly logger: Logger;
+  /** Interface the HTTP port binds; default 0.0.0.0. */
+  readonly host?: string;
+  /** Overrides --http_port (0 = a free port, for tests). */
+  readonly httpPort?: number;
+  /** Identifies this router to the directory (diagnostics); default `<hostname>:<pid>`. */
+  readonly routerId?: string;
+  /** Aborting before the port opened (SIGTERM while waiting for the directory) closes everything. */
+  readonly signal?: AbortSignal;
+}
+
+export class RouterService {
+  private closed = false;
+
+  private constructor(
+    private readonly viewClient: ViewClient,
+    private readonly http: RouterHttpServer,
+    private readonly forwarder: UpstreamForwarder,
+    readonly metrics: RouterMetrics,
+  ) {}
+
+  /**
+   * Connects to the directory, waits for the first snapshot, then opens the HTTP port. Rejects if
+   * `signal` aborts first or the port cannot be bound (everything started is closed again).
+   */
+  static async start(opts: RouterServiceOptions): Promise<RouterService> {
+    const { flags, logger: log } = opts;
+    const viewClient = ViewClient.start({
+      directoryAddrs: flags.directoryAddr,
+      routerId: opts.routerId ?? `${hostname()}:${process.pid}`,
+      staleAfterMs: flags.viewStaleAfterMs,
+      internalApiToken: flags.internalApiToken === '' ? undefined : flags.internalApiToken,
+      logger: log.child({ component: 'view' }),
+    });
+    const forwarder = new UpstreamForwarder();
+    const onAbort = (): void => void viewClient.close();
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      log.info({ directory_addr: flags.directoryAddr.map((a) => `${a.host}:${a.port}`) }, 'waiting for the first view snapshot');
+      await viewClient.whenReady();
+      const view = viewClient.cache;
+      if (view.streams().length === 0) {
+        // routing.md CAR: no directory streams (or a stale view) means zero hit ratios, one warning.
+        log.warn('the directory view has no KV event streams: no cache credit, routing by load only');
+      }
+
+      const viewStatus = (): ViewStatus => {
+        const now = Date.now();
+        // Age of the newest directory message (heartbeats every ≤ 500 ms included).
+        const sinceHeardMs = Number.isFinite(view.lastHeardMs) ? Math.max(0, now - view.lastHeardMs) : null;
+        return { version: Number(view.version), lagMs: sinceHeardMs, staleForMs: view.isStale(now) ? (sinceHeardMs ?? 0) : 0 };
+      };
+      const metrics = new RouterMetrics(viewStatus);
+      const policy = createPolicy(flags);
+      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy);
+      const proxy = new OpenAiProxy({
+        decider,
+        forwarder,
+        metrics,
+        logger: log.child({ component: 'proxy' }),
+        maxBodyBytes: 8 * 1024 * 1024,
+        clock: Date.now,
+      });
+      const http = await RouterHttpServer.start({
+        port: opts.httpPort ?? flags.httpPort,
+        host: opts.host,
+        view,
+        decider,
+        proxy,
+        metrics,
+        internalApiToken: flags.internalApiToken,
+        logger: log.child({ component: 'http' }),
+      });
+      log.info({ http_port: http.port, policy: flags.loadBalancePolicy, view_version: Number(view.version), streams: view.streams().length }, 'router-svc ready');
+      return new RouterService(viewClient, http, forwarder, metrics);
+    } catch (e) {
+      forwarder.close();
+      await viewClient.close();
+      throw e;
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  get port(): number {
+    return this.http.port;
+  }
+
+  /** The view cache the HTTP port reads (tests compare it with the directory). */
+  get view(): ViewClient['cache'] {
+    return this.viewClient.cache;
+  }
+
+  /** Closes the port first (no new requests), then upstream sockets, then the view stream. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.http.close();
+    this.forwarder.close();
+    await this.viewClient.close();
+  }
+}
