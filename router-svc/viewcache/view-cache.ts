@@ -287,6 +287,15 @@ export class ViewCache {
     this.staleReasonValue = reason;
   }
 
+  /**
+   * Withdraws cache credit until a snapshot replaces the view (a message that could not be
+   * applied: continuity is lost even though the view itself is intact).
+   */
+  requireSnapshot(reason: string): void {
+    this.awaitingSnapshot = true;
+    this.staleReasonValue = reason;
+  }
+
   /** architecture.md: stale after `staleAfterMs` without any message, or when marked. */
   isStale(nowMs: number, staleAfterMs: number = this.staleAfterMs): boolean {
     return this.awaitingSnapshot || this.staleReasonValue !== null || nowMs - this.lastHeard >= staleAfterMs;

@@ -8,6 +8,7 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { protoPath as healthProtoPath } from 'grpc-health-check';
 
@@ -50,4 +51,16 @@ export function loadKvDirectoryPackage(): protoLoader.PackageDefinition {
     });
   }
   return cached;
+}
+
+/**
+ * The generated KvDirectory client class (its `.service` is the server definition); throws when
+ * the proto no longer declares the service.
+ */
+export function kvDirectoryServiceConstructor(): grpc.ServiceClientConstructor {
+  const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage());
+  const ns = (loaded['kvdirectory'] as grpc.GrpcObject | undefined)?.['v1'] as grpc.GrpcObject | undefined;
+  const ctor = ns?.['KvDirectory'] as grpc.ServiceClientConstructor | undefined;
+  if (ctor === undefined) throw new Error(`${KVDIRECTORY_SERVICE_NAME} missing from proto/${KVDIRECTORY_PROTO_FILE}`);
+  return ctor;
 }

@@ -1,0 +1,300 @@
+/**
+ * The router's gRPC edge to the directory (architecture.md "The view stream"): one WatchView call
+ * at a time, feeding the ViewCache.
+ *
+ * - Fresh watch (empty epoch) until a snapshot is applied; after a broken stream, resume with the
+ *   (epoch, version) last applied — a directory that no longer has it (or a restarted one, with
+ *   another epoch) answers with a snapshot, which replaces everything.
+ * - A gap or an update that cannot be applied: resubscribe fresh at once for a snapshot.
+ * - Failure (error, end, or silence for `staleAfterMs`): the next `--directory_addr` entry,
+ *   round robin, after a capped exponential backoff with jitter (none after a healthy stream).
+ * - Silence for `staleAfterMs` also marks the view stale: no cache credit until a message lands.
+ * Updates are applied strictly in arrival order; an update introducing a new hash seed waits for
+ * its hasher (async) and holds back the ones behind it.
+ * grpc-js errors are converted to ViewStreamError here and nowhere else.
+ */
+import { EventEmitter } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from '../../shared/log/logger.js';
+import { silentLogger } from '../../shared/log/logger.js';
+import { kvDirectoryServiceConstructor } from '../../shared/view/kvdirectory-proto.js';
+import type { WireViewUpdate, WireWatchViewRequest } from '../../shared/view/view-wire.js';
+import { ViewCache } from './view-cache.js';
+import { ViewClientClosedError, ViewGapError, ViewStreamError } from './view-errors.js';
+import { decodeViewUpdate } from './view-update.js';
+
+export interface DirectoryAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+export interface ViewClientOptions {
+  /** `--directory_addr`, in failover order. */
+  readonly directoryAddrs: readonly DirectoryAddress[];
+  /** Sent as WatchViewRequest.router_id (the directory's diagnostics name watchers by it). */
+  readonly routerId: string;
+  /** `--view_stale_after_ms`. */
+  readonly staleAfterMs: number;
+  /** `--internal_api_token`: sent as `x-internal-token` metadata when non-empty. */
+  readonly internalApiToken?: string;
+  readonly logger?: Logger;
+  /** Clock, ms since the Unix epoch (tests may pin it). */
+  readonly nowMs?: () => number;
+  /** First retry delay after a failed attempt (default 100 ms). */
+  readonly backoffBaseMs?: number;
+  /** Retry delay cap (default 2000 ms). */
+  readonly backoffMaxMs?: number;
+}
+
+interface KvDirectoryViewClient extends grpc.Client {
+  WatchView(req: WireWatchViewRequest, metadata: grpc.Metadata): grpc.ClientReadableStream<WireViewUpdate>;
+}
+
+interface Pending {
+  readonly callId: number;
+  readonly wire: WireViewUpdate;
+}
+
+const DEFAULT_BACKOFF_BASE_MS = 100;
+const DEFAULT_BACKOFF_MAX_MS = 2000;
+
+function addressText(a: DirectoryAddress): string {
+  return a.host.includes(':') ? `[${a.host}]:${a.port}` : `${a.host}:${a.port}`;
+}
+
+/** grpc-js error → ViewStreamError; the only place that reads grpc-js error shapes. */
+function toViewStreamError(address: string, e: unknown): ViewStreamError {
+  if (e !== null && typeof e === 'object' && 'code' in e && typeof (e as { code: unknown }).code === 'number') {
+    const code = (e as grpc.ServiceError).code;
+    const name = grpc.status[code] ?? String(code);
+    const se = e as grpc.ServiceError;
+    return new ViewStreamError(address, name, se.details || se.message);
+  }
+  return new ViewStreamError(address, 'UNKNOWN', e instanceof Error ? e.message : String(e));
+}
+
+export class ViewClient extends EventEmitter {
+  readonly cache: ViewCache;
+  private readonly addrs: readonly string[];
+  private readonly clients: (KvDirectoryViewClient | null)[];
+  private readonly log: Logger;
+  private readonly now: () => number;
+  private readonly ctor: grpc.ServiceClientConstructor;
+  private addrIndex = 0;
+  private call: grpc.ClientReadableStream<WireViewUpdate> | null = null;
+  private callId = 0;
+  /** When the current call started or last delivered a message (silence detection). */
+  private callActivityMs = 0;
+  private callHeard = false;
+  private failures = 0;
+  private readonly queue: Pending[] = [];
+  private draining = false;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private readonly staleTimer: NodeJS.Timeout;
+  private staleAnnounced = false;
+  private closed = false;
+  private readonly ready: Promise<void>;
+  private resolveReady!: () => void;
+  private rejectReady!: (e: Error) => void;
+
+  private constructor(private readonly opts: ViewClientOptions) {
+    super();
+    if (opts.directoryAddrs.length === 0) throw new RangeError('ViewClient needs at least one directory address');
+    this.cache = new ViewCache({ staleAfterMs: opts.staleAfterMs });
+    this.addrs = opts.directoryAddrs.map(addressText);
+    this.clients = this.addrs.map(() => null);
+    this.log = opts.logger ?? silentLogger;
+    this.now = opts.nowMs ?? Date.now;
+    this.ctor = kvDirectoryServiceConstructor();
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.resolveReady = resolve;
+      this.rejectReady = reject;
+    });
+    // Marked handled: a client closed before anyone awaited readiness is not an error.
+    this.ready.catch(() => undefined);
+    const tick = Math.max(10, Math.min(250, Math.floor(opts.staleAfterMs / 4)));
+    this.staleTimer = setInterval(() => this.checkSilence(), tick);
+    this.staleTimer.unref();
+  }
+
+  /** Starts watching `directoryAddrs[0]` at once. */
+  static start(opts: ViewClientOptions): ViewClient {
+    const c = new ViewClient(opts);
+    c.connect();
+    return c;
+  }
+
+  /** Resolves once the first snapshot has been applied; rejects if closed before. */
+  whenReady(): Promise<void> {
+    return this.ready;
+  }
+
+  /** The address of the call currently open; null between attempts. */
+  get currentAddress(): string | null {
+    return this.call === null ? null : this.addrs[this.addrIndex]!;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.staleTimer);
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    this.endCall();
+    this.queue.length = 0;
+    for (const c of this.clients) c?.close();
+    this.rejectReady(new ViewClientClosedError());
+  }
+
+  private clientFor(i: number): KvDirectoryViewClient {
+    let c = this.clients[i] ?? null;
+    if (c === null) {
+      c = new this.ctor(this.addrs[i]!, grpc.credentials.createInsecure(), {
+        // Snapshots carry every stream's residency: far beyond grpc-js's 4 MiB default.
+        'grpc.max_receive_message_length': -1,
+        // Our own failover paces attempts; keep the channel's reconnect backoff short under it.
+        'grpc.initial_reconnect_backoff_ms': 100,
+        'grpc.max_reconnect_backoff_ms': 2000,
+      }) as unknown as KvDirectoryViewClient;
+      this.clients[i] = c;
+    }
+    return c;
+  }
+
+  private connect(): void {
+    if (this.closed) return;
+    this.retryTimer = null;
+    const i = this.addrIndex;
+    const fresh = this.cache.needsSnapshot;
+    const req: WireWatchViewRequest = {
+      router_id: this.opts.routerId,
+      epoch: fresh ? '' : this.cache.epoch,
+      version: fresh ? '0' : this.cache.version.toString(),
+    };
+    const md = new grpc.Metadata();
+    if (this.opts.internalApiToken) md.set('x-internal-token', this.opts.internalApiToken);
+    const id = ++this.callId;
+    const call = this.clientFor(i).WatchView(req, md);
+    this.call = call;
+    this.callActivityMs = this.now();
+    this.callHeard = false;
+    this.log.debug({ address: this.addrs[i], epoch: req.epoch, version: req.version }, 'view: watching');
+    call.on('data', (w: WireViewUpdate) => this.onMessage(id, w));
+    call.on('error', (e: unknown) => this.onCallEnd(id, e));
+    call.on('end', () => this.onCallEnd(id, null));
+  }
+
+  /** Cancels the current call (if any); its late events are ignored by id. */
+  private endCall(): void {
+    const call = this.call;
+    this.call = null;
+    this.callId++;
+    if (call !== null) {
+      call.removeAllListeners('data');
+      // A cancelled call still emits 'error' (CANCELLED): swallowed here, it was our doing.
+      call.on('error', () => undefined);
+      call.cancel();
+    }
+  }
+
+  private onMessage(id: number, wire: WireViewUpdate): void {
+    if (id !== this.callId || this.closed) return;
+    this.callActivityMs = this.now();
+    if (!this.callHeard) {
+      this.callHeard = true;
+      this.emit('connected', this.addrs[this.addrIndex]);
+    }
+    this.queue.push({ callId: id, wire });
+    if (!this.draining) void this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    try {
+      while (this.queue.length > 0 && !this.closed) {
+        const p = this.queue.shift()!;
+        if (p.callId !== this.callId) continue;
+        await this.applyOne(p);
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  private async applyOne(p: Pending): Promise<void> {
+    try {
+      const u = decodeViewUpdate(p.wire);
+      const missing = this.cache.missingSeeds(u);
+      if (missing.length > 0) {
+        await this.cache.hashers.ensure(missing);
+        if (p.callId !== this.callId || this.closed) return;
+      }
+      this.cache.applyUpdate(u, this.now());
+      this.failures = 0;
+      this.staleAnnounced = false;
+      if (u.kind === 'snapshot') {
+        this.log.info({ address: this.addrs[this.addrIndex], epoch: u.epoch, version: u.version.toString() }, 'view: snapshot applied');
+        this.emit('snapshot', u.epoch);
+        this.resolveReady();
+      }
+      if (u.kind !== 'heartbeat') this.emit('update', u.version);
+    } catch (e) {
+      if (e instanceof ViewGapError) {
+        this.log.warn({ address: this.addrs[this.addrIndex], err: e.message }, 'view: gap, resubscribing for a snapshot');
+      } else {
+        this.cache.requireSnapshot(e instanceof Error ? e.message : String(e));
+        this.log.error({ address: this.addrs[this.addrIndex], err: e instanceof Error ? e.message : String(e) }, 'view: update not applicable, resubscribing for a snapshot');
+      }
+      this.announceStale();
+      // Same address, fresh watch, at once: the directory is alive, our continuity is not.
+      this.endCall();
+      this.connect();
+    }
+  }
+
+  private onCallEnd(id: number, e: unknown): void {
+    if (id !== this.callId || this.closed) return;
+    const err = e === null ? new ViewStreamError(this.addrs[this.addrIndex]!, 'OK', 'stream ended by the directory') : toViewStreamError(this.addrs[this.addrIndex]!, e);
+    this.failover(err);
+  }
+
+  private failover(err: ViewStreamError): void {
+    this.endCall();
+    const healthy = this.callHeard;
+    if (!healthy) this.failures++;
+    this.log.warn({ address: err.address, code: err.grpcCode, err: err.message, failures: this.failures }, 'view: stream lost');
+    this.addrIndex = (this.addrIndex + 1) % this.addrs.length;
+    const delay = healthy ? 0 : this.backoffMs();
+    this.retryTimer = setTimeout(() => this.connect(), delay);
+    this.retryTimer.unref();
+  }
+
+  /** Capped exponential backoff with jitter in [½, 1] of the step. */
+  private backoffMs(): number {
+    const base = this.opts.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS;
+    const max = this.opts.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS;
+    const step = Math.min(max, base * 2 ** Math.min(30, Math.max(0, this.failures - 1)));
+    return Math.round(step * (0.5 + Math.random() / 2));
+  }
+
+  private announceStale(): void {
+    if (this.staleAnnounced) return;
+    this.staleAnnounced = true;
+    this.emit('stale', this.cache.staleReason ?? 'directory view stale');
+  }
+
+  /** Periodic: marks the view stale after `staleAfterMs` of silence and drops a silent call. */
+  private checkSilence(): void {
+    if (this.closed) return;
+    const now = this.now();
+    const staleAfter = this.opts.staleAfterMs;
+    if (this.cache.hasSnapshot && now - this.cache.lastHeardMs >= staleAfter && this.cache.staleReason === null) {
+      this.cache.markStale(`no view message for ${staleAfter} ms`);
+      this.log.warn({ staleAfterMs: staleAfter }, 'view: stale, no cache credit until the directory is heard again');
+      this.announceStale();
+    }
+    if (this.call !== null && now - this.callActivityMs >= staleAfter) {
+      this.failover(new ViewStreamError(this.addrs[this.addrIndex]!, 'DEADLINE_EXCEEDED', `no view message for ${staleAfter} ms`));
+    }
+  }
+}
