@@ -11,7 +11,7 @@
 // Hits are read two ways: `hits`/`tierHits` walk the served index directly (blocks), `query`
 // goes through StreamQuery so the routing.md JSON entry is what a suite asserts.
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
-import type { PrefixHit } from '../../directory-svc/index/stream-index.js';
+import type { PrefixHit, ResidencyObserver } from '../../directory-svc/index/stream-index.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import type { QueryResult, StreamMatch } from '../../directory-svc/index/stream-query.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
@@ -105,6 +105,8 @@ export interface StreamRigOptions {
   random?: () => number;
   /** §7.4 stability clock; see stableClock. */
   nowMs?: () => number;
+  /** Residency changes of the served index (view deltas). */
+  onResidencyChange?: ResidencyObserver;
   instanceName?: string;
   /** The stream's dp_rank (default 0). */
   dpRank?: number;
@@ -178,7 +180,7 @@ export class StreamRig {
         hashSeed,
       },
       { ...BASE_LIMITS, ...opts.limits },
-      { random: opts.random ?? (() => 0), nowMs: opts.nowMs },
+      { random: opts.random ?? (() => 0), nowMs: opts.nowMs, onResidencyChange: opts.onResidencyChange },
     );
     const hasher = await ContentKeyHasher.forSeed(hashSeed);
     return new StreamRig(pub, sub, hasher);
