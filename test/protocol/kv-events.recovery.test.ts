@@ -7,177 +7,23 @@
 //
 // Every test samples the query view on every 'state' and 'view' event: outside SYNCHRONIZED the
 // index must be null, and hits are counted through index.matchPrefix on chained §4 keys.
-// No timing assertions: waits are on states, events and counters.
+// No timing assertions: waits are on states, events and counters. The rig (publisher +
+// subscriber + sample log) is the shared one in test/helpers/stream-harness.ts.
 import { expect } from 'chai';
-import { ContentKeyHasher } from '../../shared/keys/content-key.js';
-import type { PrefixHit, ResidencyObserver } from '../../directory-svc/index/stream-index.js';
-import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
-import type { ReconcileOutcome, StreamLimits, StreamState } from '../../directory-svc/subscription/stream-subscriber.js';
-import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
+import type { StreamState, StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import { EMPTY_FRAME, TERMINATOR_WATERMARK, WireEncoder, encodeSnapshotChunks, u64be } from '../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent, WireSnapshotBlock } from '../../tools/engine-sim/wire-types.js';
-import { freePort, waitFor } from '../helpers/ports.js';
-
-const BLOCK_SIZE = 4;
-const SEED = 1024n;
-
-const BASE_LIMITS: StreamLimits = {
-  maxBlocksPerStream: 100_000,
-  maxMessageBytes: 65_536,
-  maxBufferedBytes: 65_536,
-  replayTimeoutMs: 300,
-  resyncIntervalMs: 0,
-};
-
-/** Tokens of block `n` (1-based content): [4n+1 .. 4n+4]. */
-function blockTokens(n: number): number[] {
-  return [4 * n + 1, 4 * n + 2, 4 * n + 3, 4 * n + 4];
-}
-
-/** A chain of `count` blocks from `first`, hashes `hashBase + i`, tokens distinct per `tokenBase`. */
-function chainTokens(tokenBase: number, count: number): number[] {
-  const out: number[] = [];
-  for (let i = 0; i < count; i++) out.push(...blockTokens(tokenBase + i));
-  return out;
-}
-
-function stored(hashes: number[], parent: number | null, tokens: number[], medium = 'gpu'): WireEvent {
-  return { type: 'BlockStored', block_hashes: hashes, parent_block_hash: parent, token_ids: tokens, block_size: BLOCK_SIZE, medium };
-}
-
-function cleared(): WireEvent {
-  return { type: 'AllBlocksCleared', medium: null };
-}
-
-function snapBlock(hash: number, parent: number | null, tokens: number[], media: string[] = ['gpu']): WireSnapshotBlock {
-  return { block_hash: hash, parent_block_hash: parent, token_ids: tokens, media };
-}
-
-interface Sample {
-  state: StreamState;
-  sequence: bigint;
-  /** Hits (blocks) per probe, in probe order; 0 when there is no index. */
-  hits: number[];
-}
-
-/** One subscriber + one rank publisher, with a log of every state and view change. */
-class Rig {
-  readonly samples: Sample[] = [];
-  readonly states: StreamState[] = [];
-  /** The `error` carried by each 'state' event, parallel to `states`. */
-  readonly errors: string[] = [];
-  readonly backoffs: { delayMs: number; failures: number }[] = [];
-  readonly reconciles: ReconcileOutcome[] = [];
-  /** Set when an event fired with a non-SYNCHRONIZED state and a non-null index. */
-  staleViewSeen = false;
-  probes: number[][] = [];
-  private readonly hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
-
-  private constructor(
-    readonly pub: RankPublisher,
-    readonly sub: StreamSubscriber,
-    readonly hasher: ContentKeyHasher,
-  ) {
-    sub.on('state', (state: StreamState, error: string) => {
-      this.states.push(state);
-      this.errors.push(error);
-      this.sample();
-    });
-    sub.on('view', () => this.sample());
-    sub.on('backoff', (delayMs: number, failures: number) => this.backoffs.push({ delayMs, failures }));
-    sub.on('reconcile', (o: ReconcileOutcome) => this.reconciles.push(o));
-  }
-
-  static async open(
-    opts: {
-      limits?: Partial<StreamLimits>;
-      pubDpRank?: number;
-      pubBlockSize?: number;
-      random?: () => number;
-      onResidencyChange?: ResidencyObserver;
-    } = {},
-  ): Promise<Rig> {
-    const eventPort = await freePort();
-    const replayPort = await freePort();
-    const pub = await RankPublisher.start({
-      eventPort,
-      replayPort,
-      dpRank: opts.pubDpRank ?? 0,
-      blockSize: opts.pubBlockSize ?? BLOCK_SIZE,
-      maxMessageBytes: 65_536,
-    });
-    const sub = await StreamSubscriber.create(
-      {
-        instanceName: 'engine-a',
-        dpRank: 0,
-        blockSize: BLOCK_SIZE,
-        endpoint: pub.eventEndpoint,
-        replayEndpoint: pub.replayEndpoint,
-        topic: '',
-        hashSeed: SEED,
-      },
-      { ...BASE_LIMITS, ...opts.limits },
-      { random: opts.random ?? (() => 0), onResidencyChange: opts.onResidencyChange },
-    );
-    const hasher = await ContentKeyHasher.forSeed(SEED);
-    return new Rig(pub, sub, hasher);
-  }
-
-  /** Reusable-prefix hits in blocks for `tokens` on the current query view (0 when none). */
-  hits(tokens: number[]): number {
-    const index = this.sub.index;
-    if (index === null) return 0;
-    const keys = this.hasher.chain(tokens, BLOCK_SIZE);
-    index.matchPrefix(keys, keys.length / 16, this.hit);
-    return this.hit.deviceBlocks + this.hit.hostOnlyBlocks;
-  }
-
-  /** Same, split by tier. */
-  tierHits(tokens: number[]): PrefixHit {
-    const out = { deviceBlocks: 0, hostOnlyBlocks: 0 };
-    const index = this.sub.index;
-    if (index === null) return out;
-    const keys = this.hasher.chain(tokens, BLOCK_SIZE);
-    index.matchPrefix(keys, keys.length / 16, out);
-    return out;
-  }
-
-  private sample(): void {
-    const state = this.sub.state;
-    if (state !== 'SYNCHRONIZED' && this.sub.index !== null) this.staleViewSeen = true;
-    if (state !== 'SYNCHRONIZED' && this.sub.toQueryable().index !== null) this.staleViewSeen = true;
-    this.samples.push({ state, sequence: this.sub.sequence, hits: this.probes.map((p) => this.hits(p)) });
-  }
-
-  async synchronized(timeoutMs = 5000): Promise<void> {
-    await waitFor(() => this.sub.state === 'SYNCHRONIZED', timeoutMs, `SYNCHRONIZED (now ${this.sub.state}, ${this.sub.error})`);
-  }
-
-  async inState(state: StreamState, timeoutMs = 5000): Promise<void> {
-    await waitFor(() => this.sub.state === state, timeoutMs, `${state} (now ${this.sub.state}, ${this.sub.error})`);
-  }
-
-  /** Start the subscriber, wait for SYNCHRONIZED and for the SUB to be attached at the publisher. */
-  async startSynchronized(): Promise<void> {
-    this.sub.start();
-    await this.synchronized();
-    await this.pub.waitForSubscribers(1);
-  }
-
-  errorClass(): string {
-    const e = this.sub.error;
-    return e === '' ? '' : e.slice(0, e.indexOf(':'));
-  }
-
-  async close(): Promise<void> {
-    await this.sub.close();
-    await this.pub.close();
-  }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
+import { waitFor } from '../helpers/ports.js';
+import {
+  BLOCK_SIZE,
+  StreamRig as Rig,
+  blockTokens,
+  chainTokens,
+  cleared,
+  sleep,
+  snapBlock,
+  stored,
+} from '../helpers/stream-harness.js';
 
 describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
   this.timeout(20_000);
