@@ -21,6 +21,7 @@ import { DiscoveryService } from './discovery/discovery-service.js';
 import { DirectoryHttpServer } from './http/directory-http-server.js';
 import { StreamSubscriber } from './subscription/stream-subscriber.js';
 import { ViewPublisher } from './view/view-publisher.js';
+import { registerViewMetrics } from './view/view-metrics.js';
 import { loadMetaConfig } from './meta/config/load-meta-config.js';
 import type { MetaConfig } from './meta/config/meta-config.js';
 import { startMetaService } from './meta/meta-service.js';
@@ -153,6 +154,7 @@ async function run(): Promise<void> {
     });
     started.push({ name: 'discovery', close: () => discovery.close() });
     viewPublisher.attachInstanceTable(discovery);
+    registerViewMetrics(registry, viewPublisher);
 
     const grpcServer = await DirectoryGrpcServer.start({ port: flags.grpcPort, directory, view: viewPublisher, logger: log.child({ component: 'grpc' }) });
     started.push({ name: 'grpc', close: () => grpcServer.close() });
