@@ -97,9 +97,9 @@ describe('architecture.md view stream: WatchView end to end', () => {
     states = [];
   });
 
-  async function open(): Promise<{ pub: RankPublisher; view: ViewPublisher; sub: StreamSubscriber; client: KvViewClient }> {
-    pub = await RankPublisher.start({ eventPort: await freePort(), replayPort: await freePort(), dpRank: 0, blockSize: BLOCK_SIZE, maxMessageBytes: 65_536 });
-    const v = new ViewPublisher({ flushIntervalMs: 10 });
+  async function open(opts: { logMaxEntries?: number } = {}): Promise<{ pub: RankPublisher; view: ViewPublisher; sub: StreamSubscriber; client: KvViewClient }> {
+    pub = await RankPublisher.start({ eventPort: await freePort(), replayPort: await freePort(), dpRank: 0, blockSize: BLOCK_SIZE, maxMessageBytes: 1 << 20 });
+    const v = new ViewPublisher({ flushIntervalMs: 10, ...opts });
     view = v;
     const factory: DirectoryStreamFactory = (cfg, limits) =>
       v.track(cfg, async (onResidencyChange) => {
@@ -242,6 +242,40 @@ describe('architecture.md view stream: WatchView end to end', () => {
     const res = await new Promise<WireListInstancesResponse>((resolve, reject) => c.ListInstances({}, (err, r) => (err ? reject(err) : resolve(r))));
     expect(res.instances).to.deep.equal([]);
     expect(res.etcd_connected).to.equal(false);
+  });
+
+  it('a router that stops reading is ended with ABORTED once it falls out of the log; what it got has no gap', async () => {
+    const { pub: p, view: v, sub, client: c } = await open({ logMaxEntries: 4 });
+    const w = watch(c);
+    await waitFor(() => w.model.snapshots === 1, 5000, 'snapshot');
+    w.call.pause(); // the router stops reading: HTTP/2 flow control fills, then the server's buffer
+    let seq = -1;
+    for (let i = 0; i < 400 && v.stats().laggingEnded === 0; i++) {
+      // ~1000 keys per delta (≈17 kB), so the transport fills after a few dozen deltas.
+      const toks: number[] = [];
+      const hashes: number[] = [];
+      for (let b = 0; b < 1000; b++) {
+        hashes.push(i * 1000 + b + 1);
+        toks.push(...tokens(i * 1000 + b));
+      }
+      const events = [stored(hashes, null, toks)];
+      if (i > 0) events.push(removed(hashes.map((h) => h - 1000)));
+      seq = Number(await p.publish(events));
+      await waitFor(() => sub.sequence === BigInt(seq), 5000, `seq ${seq}`);
+      v.flush();
+    }
+    expect(v.stats().laggingEnded).to.equal(1);
+    expect(v.watcherCount).to.equal(0);
+    w.call.resume();
+    await waitFor(() => w.status !== null, 10_000, 'status');
+    expect(w.status!.code).to.equal(grpc.status.ABORTED);
+    expect(w.status!.details).to.match(/^view_lagging: /);
+    expect(w.error, 'a delta was skipped').to.equal(null);
+    expect(w.model.version).to.be.lessThan(v.version);
+    // Re-watching from where it stopped (now outside the log) gets a snapshot equal to the index.
+    const again = watch(c, w.model.epoch, w.model.version);
+    await converged(again, v, sub, BigInt(seq));
+    expect(again.updates[0]!.body).to.equal('snapshot');
   });
 
   it('a stopping directory ends every watch with UNAVAILABLE so routers fail over', async () => {
