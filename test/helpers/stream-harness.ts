@@ -255,6 +255,27 @@ export class StreamRig {
     return seq;
   }
 
+  /**
+   * Inject one fault, then wait until it cost synchronization with error class `cls` and the
+   * stream recovered from a snapshot. Throws unless the moves were exactly UNSYNCHRONIZED →
+   * RECOVERING → SYNCHRONIZED (use stableClock so the §7.4 retry is immediate). Returns the
+   * error the UNSYNCHRONIZED transition carried.
+   */
+  async faultThenRecover(cls: string, inject: () => Promise<unknown>, timeoutMs = 10_000): Promise<string> {
+    const lostBefore = this.sub.counters.syncLost[cls] ?? 0;
+    const okBefore = this.sub.counters.recoveriesOk;
+    const statesBefore = this.states.length;
+    await inject();
+    await waitFor(
+      () => (this.sub.counters.syncLost[cls] ?? 0) === lostBefore + 1 && this.sub.counters.recoveriesOk === okBefore + 1 && this.sub.state === 'SYNCHRONIZED',
+      timeoutMs,
+      `${cls} then recovery (now ${this.sub.state}, ${this.sub.error})`,
+    );
+    const moves = this.states.slice(statesBefore).join(' → ');
+    if (moves !== 'UNSYNCHRONIZED → RECOVERING → SYNCHRONIZED') throw new Error(`unexpected moves after a ${cls} fault: ${moves}`);
+    return this.errors[statesBefore];
+  }
+
   async atSequence(seq: bigint, timeoutMs = 5000): Promise<void> {
     await waitFor(
       () => this.sub.state === 'SYNCHRONIZED' && this.sub.sequence === seq,

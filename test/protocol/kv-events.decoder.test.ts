@@ -69,25 +69,6 @@ function batchOf(events: Uint8Array[], dpRank: number | null = 0): Uint8Array {
   return encoder.encodeBatch(1700000000.5, events, dpRank);
 }
 
-/**
- * Inject one fault, then wait until it cost synchronization with `cls` and the stream recovered
- * from a snapshot. Returns the error the UNSYNCHRONIZED transition carried.
- */
-async function faultThenRecover(rig: StreamRig, cls: string, inject: () => Promise<unknown>): Promise<string> {
-  const lostBefore = rig.sub.counters.syncLost[cls] ?? 0;
-  const okBefore = rig.sub.counters.recoveriesOk;
-  const statesBefore = rig.states.length;
-  await inject();
-  await waitFor(
-    () => (rig.sub.counters.syncLost[cls] ?? 0) === lostBefore + 1 && rig.sub.counters.recoveriesOk === okBefore + 1 && rig.sub.state === 'SYNCHRONIZED',
-    10_000,
-    `${cls} then recovery (now ${rig.sub.state}, ${rig.sub.error})`,
-  );
-  const moves = rig.states.slice(statesBefore);
-  expect(moves).to.deep.equal(['UNSYNCHRONIZED', 'RECOVERING', 'SYNCHRONIZED']);
-  return rig.errors[statesBefore];
-}
-
 describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', function () {
   this.timeout(30_000);
   let rigs: StreamRig[] = [];
@@ -218,7 +199,7 @@ describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', functi
       [{ type: 'AllBlocksCleared', medium: 7 } as unknown as WireEvent],
     ];
     for (const events of bad) {
-      const error = await faultThenRecover(rig, 'parse', () => rig.publishFault(events));
+      const error = await rig.faultThenRecover('parse', () => rig.publishFault(events));
       expect(error).to.match(/^parse: /);
       // Recovery restored the publisher's (truthful) state, not any part of the bad batch.
       const now = rig.query(chainTokens(0, 3));
@@ -243,7 +224,7 @@ describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', functi
       ['9-byte seq', () => rig.pub.publishRaw([topic, concat(specBytes('00'), nextSeq()), POSITIONAL_BATCH])],
     ];
     for (const [what, inject] of faults) {
-      const error = await faultThenRecover(rig, 'parse', inject);
+      const error = await rig.faultThenRecover('parse', inject);
       expect(error, what).to.match(/^parse: /);
       expect(rig.query(blockTokens(0)).device_hit_tokens, what).to.equal(4);
     }
@@ -290,7 +271,7 @@ describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', functi
       [{ block_hashes: [1], medium: 'gpu' } as unknown as WireEvent],
     ];
     for (const events of faults) {
-      const error = await faultThenRecover(rig, 'parse', () => rig.publishFault(events));
+      const error = await rig.faultThenRecover('parse', () => rig.publishFault(events));
       expect(error).to.match(/^parse: /);
       expect(rig.query(blockTokens(5)).device_hit_tokens).to.equal(0);
       expect(rig.query(blockTokens(0)).device_hit_tokens).to.equal(4);
@@ -314,7 +295,7 @@ describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', functi
       ['token id 2^31', 'parse', () => rig.publishFault([stored([7], 1, [2 ** 31, 2, 3, 4])])],
     ];
     for (const [what, cls, inject] of cases) {
-      const error = await faultThenRecover(rig, cls, inject);
+      const error = await rig.faultThenRecover(cls, inject);
       expect(error.startsWith(`${cls}: `), `${what}: ${error}`).to.equal(true);
     }
 
@@ -326,7 +307,7 @@ describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', functi
     expect(sizeWithPad(pad)).to.equal(max);
     await rig.apply([padded(pad, 8)]);
     expect(rig.query([...blockTokens(0), ...blockTokens(8)]).device_hit_tokens).to.equal(8);
-    const error = await faultThenRecover(rig, 'limit', () => rig.publishFault([padded(pad + 1, 9)]));
+    const error = await rig.faultThenRecover('limit', () => rig.publishFault([padded(pad + 1, 9)]));
     expect(error).to.equal(`limit: max_message_bytes ${max} exceeded`);
     expect(rig.query([...blockTokens(0), ...blockTokens(9)]).device_hit_tokens).to.equal(4);
 

@@ -10,7 +10,6 @@
 import { expect } from 'chai';
 import type { StreamMatch } from '../../directory-svc/index/stream-query.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
-import { waitFor } from '../helpers/ports.js';
 import {
   StreamRig,
   blockTokens,
@@ -40,21 +39,6 @@ function counts(m: StreamMatch): { device: number; hostOnly: number; reusable: n
     deviceBlocks: m.device_blocks,
     hostBlocks: m.host_blocks,
   };
-}
-
-/** Wait until a fault cost synchronization with `cls` and the stream recovered; returns that error. */
-async function faultThenRecover(rig: StreamRig, cls: string, inject: () => Promise<unknown>): Promise<string> {
-  const lostBefore = rig.sub.counters.syncLost[cls] ?? 0;
-  const okBefore = rig.sub.counters.recoveriesOk;
-  const statesBefore = rig.states.length;
-  await inject();
-  await waitFor(
-    () => (rig.sub.counters.syncLost[cls] ?? 0) === lostBefore + 1 && rig.sub.counters.recoveriesOk === okBefore + 1 && rig.sub.state === 'SYNCHRONIZED',
-    10_000,
-    `${cls} then recovery (now ${rig.sub.state}, ${rig.sub.error})`,
-  );
-  expect(rig.states.slice(statesBefore)).to.deep.equal(['UNSYNCHRONIZED', 'RECOVERING', 'SYNCHRONIZED']);
-  return rig.errors[statesBefore];
 }
 
 describe('kv-events §12 index (I1–I10) over real ZeroMQ', function () {
@@ -137,11 +121,11 @@ describe('kv-events §12 index (I1–I10) over real ZeroMQ', function () {
     const rig = await open({ nowMs: stableClock() });
     await rig.startSynchronized();
     await rig.apply([stored([11], null, blockTokens(0))]);
-    let error = await faultThenRecover(rig, 'inconsistent', () => rig.publishFault([stored([30], 999, blockTokens(5))]));
+    let error = await rig.faultThenRecover('inconsistent', () => rig.publishFault([stored([30], 999, blockTokens(5))]));
     expect(error).to.equal('inconsistent: unknown parent 0x00000000000003e7');
     expect(rig.query(blockTokens(5)).device_hit_tokens).to.equal(0);
     expect(rig.query(blockTokens(0)).device_hit_tokens).to.equal(4);
-    error = await faultThenRecover(rig, 'inconsistent', () => rig.publishFault([stored([11], null, blockTokens(1))]));
+    error = await rig.faultThenRecover('inconsistent', () => rig.publishFault([stored([11], null, blockTokens(1))]));
     expect(error).to.match(/^inconsistent: /);
     expect(rig.query(blockTokens(1)).device_hit_tokens).to.equal(0);
     expect(rig.query(blockTokens(0)).device_hit_tokens).to.equal(4);
@@ -158,7 +142,7 @@ describe('kv-events §12 index (I1–I10) over real ZeroMQ', function () {
       { ...stored([12, 13], 11, chainTokens(1, 2)), block_size: 8 },
     ];
     for (const event of faults) {
-      const error = await faultThenRecover(rig, 'protocol', () => rig.publishFault([event]));
+      const error = await rig.faultThenRecover('protocol', () => rig.publishFault([event]));
       expect(error).to.match(/^protocol: /);
       expect(rig.query(chainTokens(0, 3)).device_hit_tokens).to.equal(4);
     }
