@@ -14,11 +14,12 @@ import { ConfigError, isConfigError } from '../shared/config/config-error.js';
 import { directoryHelp, parseDirectoryFlags, type DirectoryFlags } from '../shared/config/directory-flags.js';
 import { DEFAULT_STREAM_LIMITS, readKvEventsConfigFile, type KvEventsConfig } from '../shared/config/kv-events-config.js';
 import { createLogger, type Logger } from '../shared/log/logger.js';
-import { Registry } from 'prom-client';
+import { createMetricsRegistry } from '../shared/metrics/metrics-registry.js';
 import { Directory, type DirectoryStreamFactory } from './directory.js';
 import { DirectoryGrpcServer } from './grpc/directory-grpc-server.js';
 import { DiscoveryService } from './discovery/discovery-service.js';
 import { DirectoryHttpServer } from './http/directory-http-server.js';
+import { StreamMetrics } from './metrics/stream-metrics.js';
 import { StreamSubscriber } from './subscription/stream-subscriber.js';
 import { ViewPublisher } from './view/view-publisher.js';
 import { registerViewMetrics } from './view/view-metrics.js';
@@ -52,12 +53,16 @@ function loadStartupConfig(argv: readonly string[], env: NodeJS.ProcessEnv): { f
   return { flags, kvEvents };
 }
 
-function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: ViewPublisher): Directory {
+function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: ViewPublisher, metrics: StreamMetrics): Directory {
   // Each subscriber reports its served index's residency changes and its state/view events to the
   // view stream (architecture.md "The view stream"); closing it takes the stream out of the view.
-  const createStream: DirectoryStreamFactory = (cfg, limits) =>
-    view.track(cfg, (onResidencyChange) =>
-      StreamSubscriber.create(cfg, limits, { logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }), onResidencyChange }),
+  // Its §10 metrics are read at scrape time; closing it takes its series out.
+  const createStream: DirectoryStreamFactory = async (cfg, limits) =>
+    metrics.track(
+      cfg,
+      await view.track(cfg, (onResidencyChange) =>
+        StreamSubscriber.create(cfg, limits, { logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }), onResidencyChange }),
+      ),
     );
   if (kvEvents === null) {
     // routing.md: no directory means zero hit ratios, with one warning at startup.
@@ -135,15 +140,16 @@ async function run(): Promise<void> {
   process.on('SIGTERM', () => void stop('SIGTERM', 0));
 
   try {
+    // One registry for GET /metrics on --http_port: process, discovery and per-stream metrics.
+    const registry = createMetricsRegistry();
     const viewPublisher = new ViewPublisher({ logger: log.child({ component: 'view' }) });
-    const directory = buildDirectory(kvEvents, log, viewPublisher);
+    const directory = buildDirectory(kvEvents, log, viewPublisher, new StreamMetrics(registry));
     started.push({ name: 'directory', close: () => directory.close() });
     if (kvEvents !== null) {
       for (const s of kvEvents.streams) await directory.addStream(s);
     }
     // discovery.md: the etcd watch and the instance table always run (instances and load matter
     // for routing even without KV streams); streams are planned only with discovery.enabled.
-    const registry = new Registry();
     const discovery = DiscoveryService.start({
       flags,
       discovery: kvEvents?.discovery ?? null,
