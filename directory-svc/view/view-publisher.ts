@@ -22,7 +22,7 @@
  *   creates it through the one message that replaces everything.
  * - Any 'state' event is a reset: leaving SYNCHRONIZED empties the residency (kv-events §7.2: no
  *   stale credit), entering it is followed by the new index anyway.
- * - A stream added and removed between two deltas is never announced.
+ * - A stream or instance added and removed between two deltas is never announced.
  * - Replayed log entries carry their original `sent_at_ms`.
  * - A watcher whose next needed delta left the log is ended with `lagging` (ABORTED at the gRPC
  *   edge); heartbeats go only to caught-up, unblocked watchers idle for `heartbeatIntervalMs`.
@@ -176,6 +176,8 @@ export class ViewPublisher {
   private readonly instances = new Map<string, InstanceView>();
   /** name → new row, or null for a removal. */
   private readonly pendingInstances = new Map<string, InstanceView | null>();
+  /** Names present in the latest published version (a removal is sent only for these). */
+  private readonly publishedInstances = new Set<string>();
   private instanceSource: InstanceTableSource | null = null;
   private unsubscribeInstances: (() => void) | null = null;
 
@@ -441,8 +443,12 @@ export class ViewPublisher {
     };
     this.removedStreamIds = [];
     for (const [name, v] of this.pendingInstances) {
-      if (v === null) delta.instance_removals.push(name);
-      else delta.instance_upserts.push(toWireViewInstance(v));
+      if (v !== null) {
+        delta.instance_upserts.push(toWireViewInstance(v));
+        this.publishedInstances.add(name);
+      } else if (this.publishedInstances.delete(name)) {
+        delta.instance_removals.push(name);
+      }
     }
     this.pendingInstances.clear();
     const dirty = this.dirtyStreams;

@@ -354,6 +354,15 @@ describe('architecture.md view stream: publisher', () => {
     expect([...model.instances.keys()].sort()).to.deep.equal(['10.0.0.1:8000', '10.0.0.2:8000']);
     expect(model.instances.get('10.0.0.1:8000')!.load!.waiting_requests_num).to.equal('3');
     expect(model.instances.get('10.0.0.2:8000')!.load).to.equal(null);
+    // Registered and gone between two deltas: never announced, so no removal either.
+    const ghost = src.table.put(registration('10.0.0.9:8000'), clock).changes;
+    src.emit(ghost);
+    src.emit([{ kind: 'remove', instance: ghost[0]!.instance }]);
+    p.flush();
+    const quiet = sink.updates().at(-1)!;
+    applyAll(model, sink, sink.sent.length - 1);
+    expect(quiet.delta!.instance_upserts.map((i) => i.name)).to.deep.equal([]);
+    expect(quiet.delta!.instance_removals).to.deep.equal([]);
     // SUSPECT then removed after the detect interval.
     const del = src.table.delete('DEFAULT', '10.0.0.1:8000', null);
     src.emit(src.table.probeResult(del.probe!, false, clock));
