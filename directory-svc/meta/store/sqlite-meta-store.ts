@@ -34,7 +34,11 @@ import {
 export interface SqliteMetaStoreOptions {
   /** PRAGMA synchronous: NORMAL (default, §8 `store.synchronous`) or FULL. */
   readonly synchronous?: 'NORMAL' | 'FULL';
+  /** Decoded blocks (and known-absent keys) kept in memory for getBlocks; 0 disables. */
+  readonly blockCacheEntries?: number;
 }
+
+export const DEFAULT_BLOCK_CACHE_ENTRIES = 131072;
 
 /** Raw row of `locations` in column order of LOCATION_COLUMNS (statements run in raw mode). */
 type LocationRow = [
@@ -90,10 +94,22 @@ interface Statements {
 
 export class SqliteMetaStore implements MetaStore {
   private closed = false;
+  /**
+   * Read-through cache of decoded blocks, `null` = known absent, keyed `<instance>\0<key>`.
+   * This store is the database's only writer (one process, §9.1), so invalidating every key an
+   * `apply` touches (before it runs, so a rolled-back batch only costs a miss) keeps it exact.
+   * FIFO eviction in insertion order. Returned blocks are shared: callers treat them as the
+   * readonly values their types say.
+   */
+  private readonly blockCache = new Map<string, StoredBlock | null>();
   private readonly stmts: Statements;
   private readonly applyTx: BetterSqlite3.Transaction<(mutations: readonly StoreMutation[]) => MutationResult[]>;
 
-  private constructor(private readonly db: BetterSqlite3.Database, readonly path: string) {
+  private constructor(
+    private readonly db: BetterSqlite3.Database,
+    readonly path: string,
+    private readonly blockCacheEntries: number,
+  ) {
     this.stmts = prepareStatements(db);
     this.applyTx = db.transaction((mutations: readonly StoreMutation[]) => this.applyAll(mutations));
   }
@@ -118,7 +134,7 @@ export class SqliteMetaStore implements MetaStore {
       db.pragma('cache_size = -65536');
       db.defaultSafeIntegers(true);
       migrate(db, path);
-      return new SqliteMetaStore(db, path);
+      return new SqliteMetaStore(db, path, opts.blockCacheEntries ?? DEFAULT_BLOCK_CACHE_ENTRIES);
     } catch (err) {
       db?.close();
       if (err instanceof StoreError) throw err;
@@ -156,40 +172,85 @@ export class SqliteMetaStore implements MetaStore {
     return this.run('getBlocks', () => {
       const out = new Map<bigint, StoredBlock>();
       if (blockKeys.length === 0) return out;
-      const unique = blockKeys.length === 1 ? blockKeys : [...new Set(blockKeys)];
-      const keysJson = `[${unique.join(',')}]`;
-      const blocks: ({ properties: Record<string, string>; locations: StoredLocation[] } | undefined)[] = new Array(unique.length);
-      for (const r of this.stmts.batchLocations.all(keysJson, instanceId)) {
-        const i = r[0];
-        let b = blocks[i];
-        if (b === undefined) {
-          b = { properties: {}, locations: [] };
-          blocks[i] = b;
-        }
-        b.locations.push(decodeBatchLocation(r));
+      const cache = this.blockCache;
+      const useCache = this.blockCacheEntries > 0;
+      const prefix = `${instanceId}\u0000`;
+      let misses: bigint[] | null = null;
+      for (let i = 0; i < blockKeys.length; i++) {
+        const key = blockKeys[i] as bigint;
+        if (out.has(key)) continue;
+        const cached = useCache ? cache.get(prefix + key) : undefined;
+        if (cached === undefined) {
+          (misses ??= []).push(key);
+        } else if (cached !== null) out.set(key, cached);
       }
-      for (const r of this.stmts.batchProperties.all(keysJson, instanceId)) {
-        const i = r[0];
-        let b = blocks[i];
-        if (b === undefined) {
-          b = { properties: {}, locations: [] };
-          blocks[i] = b;
-        }
-        b.properties = JSON.parse(r[1]) as Record<string, string>;
-      }
+      if (misses === null) return out;
+      const unique = misses.length === 1 ? misses : [...new Set(misses)];
+      const read = this.readBlocks(instanceId, unique);
       for (let i = 0; i < unique.length; i++) {
-        const b = blocks[i];
-        if (b === undefined) continue;
-        // Rows of one key come in primary-key order already; sort only to be safe for >1.
-        if (b.locations.length > 1) b.locations.sort((x, y) => (x.locationId < y.locationId ? -1 : x.locationId > y.locationId ? 1 : 0));
-        out.set(unique[i] as bigint, b);
+        const key = unique[i] as bigint;
+        const b = read[i];
+        if (b !== undefined) out.set(key, b);
+        if (useCache) cache.set(prefix + key, b ?? null);
       }
+      if (useCache && cache.size > this.blockCacheEntries) this.evict();
       return out;
     });
   }
 
+  /**
+   * Cost: two statements for all `keys` (distinct), one primary-key probe per key each, driven
+   * by json_each over the bound key array. Index i of the result is keys[i]'s block.
+   */
+  private readBlocks(instanceId: string, keys: readonly bigint[]): (StoredBlock | undefined)[] {
+    const keysJson = `[${keys.join(',')}]`;
+    const blocks: ({ properties: Record<string, string>; locations: StoredLocation[] } | undefined)[] = new Array(keys.length);
+    for (const r of this.stmts.batchLocations.all(keysJson, instanceId)) {
+      const i = r[0];
+      let b = blocks[i];
+      if (b === undefined) {
+        b = { properties: {}, locations: [] };
+        blocks[i] = b;
+      }
+      b.locations.push(decodeBatchLocation(r));
+    }
+    for (const r of this.stmts.batchProperties.all(keysJson, instanceId)) {
+      const i = r[0];
+      let b = blocks[i];
+      if (b === undefined) {
+        b = { properties: {}, locations: [] };
+        blocks[i] = b;
+      }
+      b.properties = JSON.parse(r[1]) as Record<string, string>;
+    }
+    for (const b of blocks) {
+      // Rows of one key come in primary-key order already; sort only to be safe for >1.
+      if (b !== undefined && b.locations.length > 1) {
+        b.locations.sort((x, y) => (x.locationId < y.locationId ? -1 : x.locationId > y.locationId ? 1 : 0));
+      }
+    }
+    return blocks;
+  }
+
+  /** Drops the oldest quarter of the cache (FIFO by insertion). */
+  private evict(): void {
+    let drop = this.blockCache.size - Math.floor(this.blockCacheEntries * 0.75);
+    for (const k of this.blockCache.keys()) {
+      if (drop-- <= 0) break;
+      this.blockCache.delete(k);
+    }
+  }
+
   async apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]> {
-    return this.run('apply', () => this.applyTx.immediate(mutations));
+    return this.run('apply', () => {
+      if (this.blockCache.size > 0) {
+        for (let i = 0; i < mutations.length; i++) {
+          const m = mutations[i] as StoreMutation;
+          this.blockCache.delete(`${m.instanceId}\u0000${m.blockKey}`);
+        }
+      }
+      return this.applyTx.immediate(mutations);
+    });
   }
 
   async scanLocations(
@@ -257,6 +318,7 @@ export class SqliteMetaStore implements MetaStore {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    this.blockCache.clear();
     try {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     } finally {

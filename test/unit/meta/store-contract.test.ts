@@ -210,6 +210,20 @@ export function describeMetaStoreContract(name: string, factory: MetaStoreFactor
       expect([...blocks.keys()]).to.deep.equal([1n]);
     });
 
+    it('§9.2 a read after each committed apply sees it (no stale reads, absent keys included)', async () => {
+      expect((await store.getBlocks(INST, [5n, 6n])).size).to.equal(0);
+      await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 5n, location: loc('L1') }]);
+      expect([...(await store.getBlocks(INST, [5n, 6n])).keys()]).to.deep.equal([5n]);
+      await store.apply([{ op: 'mergeProperties', instanceId: INST, blockKey: 5n, properties: { a: '1' } }]);
+      expect((await store.getBlocks(INST, [5n])).get(5n)?.properties).to.deep.equal({ a: '1' });
+      await store.apply([{ op: 'setStatusIf', instanceId: INST, blockKey: 5n, locationId: 'L1', status: CLS_DELETING }]);
+      expect((await store.getBlocks(INST, [5n])).get(5n)?.locations[0].status).to.equal(CLS_DELETING);
+      await store.apply([{ op: 'deleteBlock', instanceId: INST, blockKey: 5n }]);
+      expect((await store.getBlocks(INST, [5n])).size).to.equal(0);
+      await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 6n, location: loc('L2') }]);
+      expect((await store.getBlocks(INST, [6n])).get(6n)?.locations.map((l) => l.locationId)).to.deep.equal(['L2']);
+    });
+
     it('§9.2 getBlocks returns duplicate request keys once and lists a block’s locations in id order', async () => {
       await store.apply([
         { op: 'putLocation', instanceId: INST, blockKey: 9n, location: loc('Zz') },
