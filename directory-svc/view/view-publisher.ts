@@ -87,7 +87,7 @@ export interface WatchRequest {
 }
 
 export interface ViewPublisherOptions {
-  /** A delta is cut this long after the first pending change (default 15 ms). */
+  /** A delta is cut this long after the first pending change (default 10 ms). */
   readonly flushIntervalMs?: number;
   /** A delta is cut once this many key changes are pending (default 65536). */
   readonly maxDeltaKeyChanges?: number;
@@ -150,7 +150,7 @@ interface StreamEntry {
 
 const EMPTY = new Uint8Array(0);
 const DEFAULTS = {
-  flushIntervalMs: 15,
+  flushIntervalMs: 10,
   maxDeltaKeyChanges: 65536,
   logMaxEntries: 4096,
   logMaxBytes: 64 * 1024 * 1024,
