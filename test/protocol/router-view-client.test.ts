@@ -1,0 +1,244 @@
+/**
+ * architecture.md "The view stream", router side, over real gRPC: a grpc-js server in this file
+ * implements KvDirectory.WatchView from proto/kvdirectory.proto and plays scripted updates to
+ * the router's ViewClient.
+ *
+ *   test server (WatchView)                      ViewClient → ViewCache
+ *   ── snapshot e1/5 ──────────────────────────▶ ready, query answers from the view
+ *   ── delta e1/6, heartbeat e1/6 ─────────────▶ 'update' 6
+ *   ── end of stream ──────────────────────────▶ WatchView{epoch e1, version 6} (resume)
+ *   ── snapshot e2/1 (directory restarted) ────▶ everything replaced
+ *   ── silence ────────────────────────────────▶ 'stale', then a new WatchView
+ * Fresh ephemeral ports per test; every server and client is closed in afterEach.
+ */
+import { once } from 'node:events';
+import { expect } from 'chai';
+import * as grpc from '@grpc/grpc-js';
+import { kvDirectoryServiceConstructor } from '../../shared/view/kvdirectory-proto.js';
+import type { WireViewUpdate, WireWatchViewRequest } from '../../shared/view/view-wire.js';
+import { ViewClient, type ViewClientOptions } from '../../router-svc/viewcache/view-client.js';
+import { VIEW_STALE_ERROR } from '../../router-svc/viewcache/view-cache.js';
+import { DEVICE, blockKeys, delta, heartbeat, residency, residencyChanges, snapshot, tokens, wireInstance, wireStream } from '../unit/router/view-fixtures.js';
+
+type WatchCall = grpc.ServerWritableStream<WireWatchViewRequest, WireViewUpdate>;
+
+interface Watch {
+  readonly req: WireWatchViewRequest;
+  readonly token: string | null;
+  readonly call: WatchCall;
+}
+
+/** A KvDirectory server whose WatchView calls are handed to the test to script. */
+class ScriptedDirectory {
+  readonly watches: Watch[] = [];
+  private waiters: ((w: Watch) => void)[] = [];
+
+  private constructor(
+    private readonly server: grpc.Server,
+    readonly port: number,
+  ) {}
+
+  static async start(): Promise<ScriptedDirectory> {
+    const server = new grpc.Server();
+    let self: ScriptedDirectory | null = null;
+    const unimplemented = (_call: unknown, cb: grpc.sendUnaryData<unknown>): void => cb({ code: grpc.status.UNIMPLEMENTED, details: 'test server' });
+    server.addService(kvDirectoryServiceConstructor().service, {
+      Query: unimplemented,
+      ListStreams: unimplemented,
+      GetStats: unimplemented,
+      ListInstances: unimplemented,
+      WatchView: (call: WatchCall) => {
+        const token = call.metadata.get('x-internal-token')[0];
+        const w: Watch = { req: call.request, token: token === undefined ? null : String(token), call };
+        call.on('error', () => undefined); // a cancelled call: nothing to do
+        self!.watches.push(w);
+        const waiter = self!.waiters.shift();
+        if (waiter) waiter(w);
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    );
+    self = new ScriptedDirectory(server, port);
+    return self;
+  }
+
+  get address(): { host: string; port: number } {
+    return { host: '127.0.0.1', port: this.port };
+  }
+
+  /** The next WatchView call (or the oldest one not yet taken). */
+  nextWatch(): Promise<Watch> {
+    const taken = this.taken++;
+    if (taken < this.watches.length) return Promise.resolve(this.watches[taken]!);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private taken = 0;
+
+  stop(): void {
+    this.server.forceShutdown();
+  }
+}
+
+function send(w: Watch, u: WireViewUpdate): void {
+  w.call.write(u);
+}
+
+/** The next 'update' event carrying `version`. */
+async function updateTo(client: ViewClient, version: bigint): Promise<void> {
+  for (;;) {
+    const [v] = (await once(client, 'update')) as [bigint];
+    if (v === version) return;
+  }
+}
+
+describe('architecture.md view stream: router ViewClient over real gRPC', () => {
+  const servers: ScriptedDirectory[] = [];
+  let client: ViewClient | null = null;
+  let k: Uint8Array[];
+
+  before(async () => {
+    k = await blockKeys(tokens(8));
+  });
+
+  afterEach(async () => {
+    await client?.close();
+    client = null;
+    for (const s of servers.splice(0)) s.stop();
+  });
+
+  async function directory(): Promise<ScriptedDirectory> {
+    const s = await ScriptedDirectory.start();
+    servers.push(s);
+    return s;
+  }
+
+  function start(addrs: ScriptedDirectory[], over: Partial<ViewClientOptions> = {}): ViewClient {
+    client = ViewClient.start({ directoryAddrs: addrs.map((a) => a.address), routerId: 'router-test', staleAfterMs: 3000, backoffBaseMs: 20, backoffMaxMs: 100, ...over });
+    return client;
+  }
+
+  const base = (epoch: string, version: number): WireViewUpdate =>
+    snapshot(epoch, version, [wireInstance('a:1')], [wireStream(1, 'a:1', residency([k[0]!], [DEVICE]))]);
+
+  it('fresh watch: router_id, empty epoch and x-internal-token; snapshot makes it ready; deltas and heartbeats apply in order', async () => {
+    const d = await directory();
+    const c = start([d], { internalApiToken: 's3cret' });
+    const w = await d.nextWatch();
+    expect(w.req).to.deep.equal({ router_id: 'router-test', epoch: '', version: '0' });
+    expect(w.token).to.equal('s3cret');
+    send(w, base('e1', 5));
+    await c.whenReady();
+    expect(c.cache.query(tokens(8), Date.now()).matches[0]).to.include({ device_hit_tokens: 4 });
+    send(w, delta('e1', 6, { residency: [residencyChanges(1, [k[1]!], [DEVICE])] }));
+    send(w, heartbeat('e1', 6));
+    await updateTo(c, 6n);
+    expect(c.cache.query(tokens(8), Date.now()).matches[0]).to.include({ device_hit_tokens: 8 });
+    expect(c.cache.version).to.equal(6n);
+  });
+
+  it('a broken stream resumes with (epoch, version), and the directory continues with deltas', async () => {
+    const d = await directory();
+    const c = start([d]);
+    const w1 = await d.nextWatch();
+    send(w1, base('e1', 5));
+    send(w1, delta('e1', 6, { instance_upserts: [wireInstance('b:1')] }));
+    await updateTo(c, 6n);
+    w1.call.end();
+    const w2 = await d.nextWatch();
+    expect(w2.req).to.deep.equal({ router_id: 'router-test', epoch: 'e1', version: '6' });
+    send(w2, delta('e1', 7, { residency: [residencyChanges(1, [k[1]!], [DEVICE])] }));
+    await updateTo(c, 7n);
+    expect(c.cache.instances().map((i) => i.name)).to.deep.equal(['a:1', 'b:1']);
+    expect(c.cache.query(tokens(8), Date.now()).matches[0]!.device_hit_tokens).to.equal(8);
+  });
+
+  it('epoch change (directory restart): the snapshot of the new epoch replaces everything', async () => {
+    const d = await directory();
+    const c = start([d]);
+    const w1 = await d.nextWatch();
+    send(w1, base('e1', 5));
+    await c.whenReady();
+    w1.call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'directory restarting' });
+    const w2 = await d.nextWatch();
+    expect(w2.req).to.include({ epoch: 'e1', version: '5' });
+    send(w2, snapshot('e2', 1, [wireInstance('z:1')], [wireStream(4, 'z:1')]));
+    await once(c, 'snapshot');
+    expect(c.cache.epoch).to.equal('e2');
+    expect(c.cache.instances().map((i) => i.name)).to.deep.equal(['z:1']);
+    expect(c.cache.streams().map((s) => s.streamId)).to.deep.equal([4]);
+  });
+
+  it('a version gap is never applied: the client resubscribes fresh and takes the new snapshot', async () => {
+    const d = await directory();
+    const c = start([d]);
+    const w1 = await d.nextWatch();
+    send(w1, base('e1', 5));
+    await c.whenReady();
+    send(w1, delta('e1', 7, { instance_upserts: [wireInstance('x:1')] }));
+    const w2 = await d.nextWatch();
+    expect(w2.req).to.include({ epoch: '', version: '0' });
+    expect(c.cache.instance('x:1')).to.equal(null);
+    expect(c.cache.query(tokens(8), Date.now()).matches[0]!.error).to.equal(VIEW_STALE_ERROR);
+    send(w2, base('e1', 9));
+    await updateTo(c, 9n);
+    expect(c.cache.isStale(Date.now(), 3000)).to.equal(false);
+  });
+
+  it('failover: an unreachable first address, then the second one serves the view', async () => {
+    const dead = await directory();
+    dead.stop(); // its port is now closed: connecting fails
+    const live = await directory();
+    const c = start([dead, live]);
+    const w = await live.nextWatch();
+    send(w, base('e1', 1));
+    await c.whenReady();
+    expect(c.currentAddress).to.equal(`127.0.0.1:${live.port}`);
+  });
+
+  it('failover: the serving directory goes away, the next address is asked to resume and answers with its own snapshot', async () => {
+    const a = await directory();
+    const b = await directory();
+    const c = start([a, b]);
+    const wa = await a.nextWatch();
+    send(wa, base('eA', 3));
+    await c.whenReady();
+    a.stop();
+    const wb = await b.nextWatch();
+    expect(wb.req).to.include({ epoch: 'eA', version: '3' });
+    send(wb, snapshot('eB', 40, [wireInstance('b:1')], []));
+    await once(c, 'snapshot');
+    expect(c.cache.epoch).to.equal('eB');
+    expect(c.cache.version).to.equal(40n);
+  });
+
+  it('staleness: a silent directory makes the view stale (no credit, "directory view stale") and the client watches again', async () => {
+    const d = await directory();
+    const c = start([d], { staleAfterMs: 300 });
+    const w1 = await d.nextWatch();
+    send(w1, base('e1', 5));
+    await c.whenReady();
+    await once(c, 'stale');
+    const m = c.cache.query(tokens(8), Date.now()).matches[0]!;
+    expect(m).to.include({ synchronized: false, device_hit_tokens: 0, error: 'directory view stale' });
+    const w2 = await d.nextWatch();
+    expect(w2.req).to.include({ epoch: 'e1', version: '5' });
+    send(w2, heartbeat('e1', 5));
+    await once(c, 'connected');
+    // The heartbeat is applied right after 'connected' is emitted: wait until it lands.
+    while (c.cache.isStale(Date.now(), 300)) await new Promise((r) => setImmediate(r));
+    expect(c.cache.query(tokens(8), Date.now()).matches[0]).to.include({ synchronized: true, device_hit_tokens: 4 });
+  });
+
+  it('close() before the first snapshot rejects whenReady with class "closed"', async () => {
+    const d = await directory();
+    const c = start([d]);
+    await d.nextWatch();
+    const ready = c.whenReady();
+    await c.close();
+    client = null;
+    const err = await ready.then(() => null, (e: unknown) => e);
+    expect(err).to.have.property('class', 'closed');
+  });
+});
