@@ -1,0 +1,121 @@
+/**
+ * The one command that runs the whole stack locally (`npm start`, i.e. `node dist/tools/stack.js`;
+ * `node --import tsx tools/stack.ts` without a build): a local etcd, simulated engines (two
+ * DEFAULT and a PREFILL/DECODE pair by default), directory-svc with discovery and one router-svc
+ * with CAR. Once the router is ready it sends the demo workload (tools/stack/demo-workload.ts),
+ * prints which engine served each prompt with its hit tokens and where to curl, then runs until
+ * Ctrl-C / SIGTERM, on which it stops every process it started.
+ *
+ * Exit codes: 0 after a clean stop (and after `--demo_only`); 2 for a bad flag (one line on
+ * stderr); 1 when a port is taken, a process fails to start, the demo fails or a child dies.
+ */
+import { isConfigError } from '../shared/config/config-error.js';
+import { runDemo, routeExample, type DemoRequest } from './stack/demo-workload.js';
+import { LocalStack } from './stack/local-stack.js';
+import { parseStackArgs, stackHelp, type StackConfig } from './stack/stack-flags.js';
+
+const CHILD_WATCH_MS = 1000;
+
+function print(line: string): void {
+  process.stdout.write(line + '\n');
+}
+
+function loadConfig(): StackConfig | 'help' {
+  try {
+    return parseStackArgs(process.argv.slice(2));
+  } catch (e) {
+    if (!isConfigError(e)) throw e;
+    console.error(e.message);
+    process.exit(2);
+  }
+}
+
+/** Streams the router serves hits for: DEFAULT, PREFILL and MIX ranks (MIX starts as PREFILL). */
+function prefillStreams(cfg: StackConfig): number {
+  return cfg.engines.filter((e) => e.type !== 'DECODE').reduce((n, e) => n + e.dpSize, 0);
+}
+
+function printWhereToCurl(cfg: StackConfig, stack: LocalStack): void {
+  const r = stack.routerUrl;
+  const tokens = JSON.stringify(Array.from({ length: 2 * cfg.blockSize }, (_, k) => 1 + k));
+  print('');
+  print('Where to curl:');
+  print(`  ${`router (${cfg.loadBalancePolicy})`.padEnd(20)}${r}`);
+  print(`    curl -s ${r}/v1/internal/kv-cache/query -H 'content-type: application/json' -d '{"token_ids":${tokens}}'`);
+  print(`    curl -s ${r}/v1/route -H 'content-type: application/json' -d '{"token_ids":${tokens}}'`);
+  print(`    curl -s ${r}/v1/completions -H 'content-type: application/json' -d '{"prompt":${tokens},"max_tokens":8}' -i`);
+  print(`    curl -s ${r}/metrics ; curl -s ${r}/ready`);
+  print(`  directory gRPC      127.0.0.1:${cfg.directoryGrpcPort}   (grpcurl -plaintext 127.0.0.1:${cfg.directoryGrpcPort} list)`);
+  print(`  directory HTTP      http://127.0.0.1:${cfg.directoryHttpPort}/health  /metrics`);
+  print(cfg.metaPort !== 0 ? `  MetaService         http://127.0.0.1:${cfg.metaPort}` : '  MetaService         disabled (--meta_port=0)');
+  print(`  etcd                127.0.0.1:${cfg.etcdPort}   (etcdctl --endpoints=127.0.0.1:${cfg.etcdPort} get --prefix XLLM:)`);
+  for (const e of stack.engines) print(`  engine ${e.type.padEnd(8)}     http://127.0.0.1:${e.httpPort}  dp_size ${e.dpSize}`);
+  if (cfg.internalApiToken !== '') print(`  internal endpoints need -H 'x-internal-token: ${cfg.internalApiToken}'`);
+}
+
+function printDemoSummary(results: readonly DemoRequest[]): void {
+  const second = results.filter((r) => r.round > 1);
+  const hits = second.filter((r) => r.hitTokens > 0).length;
+  print(`[demo] round 2: ${hits} of ${second.length} prompts routed to an engine already holding them (hit > 0)`);
+}
+
+async function run(): Promise<void> {
+  const cfg = loadConfig();
+  if (cfg === 'help') {
+    process.stdout.write(stackHelp());
+    return;
+  }
+  const stack = new LocalStack(cfg, print);
+  let stopping = false;
+  const shutdown = async (reason: string, code: number): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    print(`[stack] stopping (${reason})`);
+    try {
+      await stack.stop({ keepRunDir: code !== 0 });
+    } catch (e) {
+      console.error(`[stack] stop failed: ${e instanceof Error ? e.message : String(e)}`);
+      code = 1;
+    }
+    process.exit(code);
+  };
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => void shutdown(signal, 0));
+
+  try {
+    await stack.start();
+    if (cfg.demo) {
+      print('[demo] two rounds of prompts sharing a system prefix, through the router\'s OpenAI proxy:');
+      const results = await runDemo({
+        routerUrl: stack.routerUrl,
+        blockSize: cfg.blockSize,
+        internalApiToken: cfg.internalApiToken,
+        expectedStreams: prefillStreams(cfg),
+        print,
+      });
+      printDemoSummary(results);
+      print(`[demo] POST /v1/route for prompt 1 now: ${JSON.stringify(await routeExample({ routerUrl: stack.routerUrl, blockSize: cfg.blockSize, internalApiToken: cfg.internalApiToken }))}`);
+      if (cfg.demoOnly && !results.some((r) => r.round > 1 && r.hitTokens > 0)) throw new Error('demo: no second-round prompt got a cache hit');
+    }
+  } catch (e) {
+    if (stopping) return; // a signal arrived mid-start: shutdown() owns the exit
+    console.error(`[stack] ${e instanceof Error ? e.message : String(e)}`);
+    await shutdown('start or demo failed', 1);
+    return;
+  }
+  printWhereToCurl(cfg, stack);
+  if (cfg.demoOnly) {
+    await shutdown('--demo_only done', 0);
+    return;
+  }
+  print('');
+  print('[stack] running; Ctrl-C stops everything');
+  const watch = setInterval(() => {
+    const dead = stack.exitedChild();
+    if (dead === undefined || stopping) return;
+    clearInterval(watch);
+    console.error(`[stack] ${dead.name} exited (code ${dead.exit?.code}, signal ${dead.exit?.signal}); last lines:\n${dead.tail()}`);
+    void shutdown(`${dead.name} exited`, 1);
+  }, CHILD_WATCH_MS);
+}
+
+void run();

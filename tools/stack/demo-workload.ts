@@ -1,0 +1,155 @@
+/**
+ * The stack's demo: a few prompts sharing a system prefix, sent as token ids through the router's
+ * OpenAI proxy, twice. Before each request the router's query endpoint tells how many of the
+ * prompt's tokens each engine already holds (its view of the directory's index, routing.md); the
+ * proxy's `x-kv-router-instance` header says which engine served it, and the engine's
+ * `usage.prompt_tokens_details.cached_tokens` what it actually reused. After each request the demo
+ * waits until the router's view shows the prompt resident, so the next decision can use it: the
+ * second round lands every prompt on the engine that holds it, with non-zero hits.
+ */
+import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
+
+/** Must match router-svc/proxy/upstream-forwarder.ts INSTANCE_HEADER (the two never import each other). */
+const INSTANCE_HEADER = 'x-kv-router-instance';
+const QUERY_PATH = '/v1/internal/kv-cache/query';
+const PROMPTS = 3;
+const ROUNDS = 2;
+/** Generous: on a loaded machine an event crosses engine → directory → router in well under this. */
+const VIEW_WAIT_MS = 30000;
+
+export interface DemoOptions {
+  readonly routerUrl: string;
+  readonly blockSize: number;
+  readonly internalApiToken: string;
+  /** Streams the directory should serve (DEFAULT, PREFILL and MIX ranks). */
+  readonly expectedStreams: number;
+  readonly print: (line: string) => void;
+}
+
+export interface DemoRequest {
+  readonly round: number;
+  readonly prompt: number;
+  readonly engine: string;
+  readonly inputTokens: number;
+  /** The router's view of the serving engine before the request: min over its ranks of device + host-only hits. */
+  readonly hitTokens: number;
+  /** What the engine reported reusing. */
+  readonly cachedTokens: number;
+}
+
+export async function runDemo(opts: DemoOptions): Promise<DemoRequest[]> {
+  const client = new RouterClient(opts.routerUrl, opts.internalApiToken);
+  opts.print(`[demo] waiting for the router's view to list ${opts.expectedStreams} synchronized engine streams`);
+  await waitFor(async () => {
+    const q = await client.query([]);
+    return q.matches.length >= opts.expectedStreams && q.matches.every((m) => m.synchronized);
+  }, `${opts.expectedStreams} synchronized streams in the router's query endpoint`);
+
+  const prompts = demoPrompts(opts.blockSize);
+  const results: DemoRequest[] = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (let i = 0; i < prompts.length; i++) {
+      const tokens = prompts[i]!;
+      const before = await client.query(tokens);
+      const served = await client.complete(tokens);
+      const r: DemoRequest = {
+        round,
+        prompt: i + 1,
+        engine: served.engine,
+        inputTokens: tokens.length,
+        hitTokens: instanceHit(before.matches, served.engine),
+        cachedTokens: served.cachedTokens,
+      };
+      results.push(r);
+      opts.print(
+        `  round ${r.round}  prompt ${r.prompt}  -> ${r.engine.padEnd(21)} tokens ${String(r.inputTokens).padStart(4)}  hit ${String(r.hitTokens).padStart(4)} (router view)  cached ${String(r.cachedTokens).padStart(4)} (engine)`,
+      );
+      // The engine published the prompt's blocks; wait until the router sees them so the next
+      // decision (this round's shared prefix, next round's whole prompt) can use them.
+      const resident = Math.floor(tokens.length / opts.blockSize) * opts.blockSize;
+      // One rank holding it is enough here: a DP engine's other ranks never saw the prompt.
+      await waitFor(async () => bestRankHit((await client.query(tokens)).matches, served.engine) >= resident, `prompt ${i + 1} resident on ${served.engine} in the router's view`);
+    }
+  }
+  return results;
+}
+
+/** One `/v1/route` answer for the first prompt, for the summary (no request is sent to an engine). */
+export async function routeExample(opts: Pick<DemoOptions, 'routerUrl' | 'blockSize' | 'internalApiToken'>): Promise<unknown> {
+  return new RouterClient(opts.routerUrl, opts.internalApiToken).route(demoPrompts(opts.blockSize)[0]!);
+}
+
+/**
+ * A 3-block "system prompt" shared by every prompt, then a per-prompt user part of one and a half
+ * blocks (the half block is never resident: hits count complete blocks only).
+ */
+export function demoPrompts(blockSize: number): number[][] {
+  const system = Array.from({ length: 3 * blockSize }, (_, k) => 1 + k);
+  const userLength = blockSize + Math.max(1, Math.floor(blockSize / 2));
+  return Array.from({ length: PROMPTS }, (_, i) => [...system, ...Array.from({ length: userLength }, (_, k) => 10000 * (i + 1) + k)]);
+}
+
+/** routing.md CAR hit of one instance (host weight aside): the minimum over its ranks. */
+function instanceHit(matches: readonly StreamMatch[], instance: string): number {
+  let hit = Number.POSITIVE_INFINITY;
+  for (const m of matches) {
+    if (m.instance_name !== instance) continue;
+    hit = Math.min(hit, m.synchronized ? m.device_hit_tokens + m.host_only_hit_tokens : 0);
+  }
+  return Number.isFinite(hit) ? hit : 0;
+}
+
+/** The most any one rank of the instance holds. */
+function bestRankHit(matches: readonly StreamMatch[], instance: string): number {
+  let hit = 0;
+  for (const m of matches) {
+    if (m.instance_name === instance && m.synchronized) hit = Math.max(hit, m.device_hit_tokens + m.host_only_hit_tokens);
+  }
+  return hit;
+}
+
+class RouterClient {
+  constructor(
+    private readonly baseUrl: string,
+    private readonly token: string,
+  ) {}
+
+  async query(tokenIds: readonly number[]): Promise<QueryResult> {
+    return (await this.post(QUERY_PATH, { token_ids: tokenIds }, true)).json as QueryResult;
+  }
+
+  async route(tokenIds: readonly number[]): Promise<unknown> {
+    return (await this.post('/v1/route', { token_ids: tokenIds }, true)).json;
+  }
+
+  async complete(tokenIds: readonly number[]): Promise<{ engine: string; cachedTokens: number }> {
+    const res = await this.post('/v1/completions', { model: 'demo', prompt: tokenIds, max_tokens: 4 }, false);
+    const engine = res.headers.get(INSTANCE_HEADER) ?? '(unknown)';
+    const usage = (res.json as { usage?: { prompt_tokens_details?: { cached_tokens?: unknown } } }).usage;
+    const cached = usage?.prompt_tokens_details?.cached_tokens;
+    return { engine, cachedTokens: typeof cached === 'number' ? cached : 0 };
+  }
+
+  private async post(path: string, body: unknown, internal: boolean): Promise<{ json: unknown; headers: Headers }> {
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    if (internal && this.token !== '') headers['x-internal-token'] = this.token;
+    const res = await fetch(`${this.baseUrl}${path}`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(10000) });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`POST ${path} answered ${res.status}: ${text.slice(0, 300)}`);
+    return { json: JSON.parse(text) as unknown, headers: res.headers };
+  }
+}
+
+async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + VIEW_WAIT_MS;
+  let lastError = '';
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch (e) {
+      lastError = e instanceof Error ? e.message : String(e);
+    }
+    if (Date.now() > deadline) throw new Error(`demo: no ${what} within ${VIEW_WAIT_MS} ms${lastError === '' ? '' : ` (last error: ${lastError})`}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * Every TCP port the stack will bind, checked before anything starts so a taken port fails with
+ * one clear line naming the flag to change, instead of a child dying halfway through start-up.
+ * Engines are laid out as discovery.md expects: engine i listens on its HTTP port `p_i`, rank r
+ * publishes on `p_i + 10000 + r` and answers snapshots on `p_i + 30000 + r`; consecutive engines
+ * are `dp_size` ports apart so no two ranges overlap.
+ */
+import { createServer } from 'node:net';
+import type { EngineSpec } from './stack-flags.js';
+
+/** discovery.md defaults; the directory's discovery config is written with the same numbers. */
+export const EVENT_PORT_OFFSET = 10000;
+export const REPLAY_PORT_OFFSET = 30000;
+
+export interface PlannedEngine extends EngineSpec {
+  readonly httpPort: number;
+}
+
+export interface PlannedPort {
+  readonly port: number;
+  /** What binds it, for the error line (`--router_port`, `engine 2 events (rank 1)`). */
+  readonly owner: string;
+}
+
+export class PortTakenError extends Error {
+  constructor(readonly port: number, readonly owner: string) {
+    super(`port ${port} (${owner}) is already in use: stop whatever holds it or choose another port with the flag`);
+    this.name = 'PortTakenError';
+  }
+}
+
+/** Ports each engine binds, given its HTTP port. */
+export function enginePorts(e: PlannedEngine, index: number): PlannedPort[] {
+  const out: PlannedPort[] = [{ port: e.httpPort, owner: `--engine_base_port: engine ${index} HTTP` }];
+  for (let r = 0; r < e.dpSize; r++) {
+    out.push({ port: e.httpPort + EVENT_PORT_OFFSET + r, owner: `--engine_base_port: engine ${index} events (rank ${r})` });
+    out.push({ port: e.httpPort + REPLAY_PORT_OFFSET + r, owner: `--engine_base_port: engine ${index} snapshots (rank ${r})` });
+  }
+  return out;
+}
+
+export function layoutEngines(engines: readonly EngineSpec[], basePort: number): PlannedEngine[] {
+  let port = basePort;
+  return engines.map((e) => {
+    const planned = { ...e, httpPort: port };
+    port += Math.max(e.dpSize, 1);
+    return planned;
+  });
+}
+
+/** Throws PortTakenError for the first port something else already listens on. */
+export async function assertPortsFree(ports: readonly PlannedPort[]): Promise<void> {
+  const seen = new Map<number, string>();
+  for (const p of ports) {
+    const other = seen.get(p.port);
+    if (other !== undefined) throw new Error(`port ${p.port} is planned twice (${other} and ${p.owner}): change one of the port flags`);
+    seen.set(p.port, p.owner);
+    if (p.port > 65535) throw new Error(`port ${p.port} (${p.owner}) is above 65535: lower --engine_base_port`);
+    if (!(await isFree(p.port))) throw new PortTakenError(p.port, p.owner);
+  }
+}
+
+/**
+ * `--engine_base_port=0`: a base whose whole layout is free right now, avoiding `reserved` (the
+ * stack's other ports). Random so two stacks started together rarely race for the same base.
+ */
+export async function findFreeEngineBase(engines: readonly EngineSpec[], reserved: ReadonlySet<number>): Promise<number> {
+  const span = engines.reduce((n, e) => n + e.dpSize, 0);
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = 20000 + Math.floor(Math.random() * (65535 - REPLAY_PORT_OFFSET - span - 20000));
+    const ports = layoutEngines(engines, base).flatMap((e, i) => enginePorts(e, i));
+    let ok = true;
+    for (const p of ports) {
+      if (reserved.has(p.port) || !(await isFree(p.port))) {
+        ok = false;
+        break;
+      }
+    }
+    if (ok) return base;
+  }
+  throw new Error('found no free port range for the engines: pass --engine_base_port');
+}
+
+/** Binding on 127.0.0.1 and on the wildcard: a listener on either makes the port unusable. */
+async function isFree(port: number): Promise<boolean> {
+  return (await canBind(port, '127.0.0.1')) && (await canBind(port, '0.0.0.0'));
+}
+
+function canBind(port: number, host: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.unref();
+    srv.once('error', () => resolve(false));
+    srv.listen({ port, host, exclusive: true }, () => srv.close(() => resolve(true)));
+  });
+}

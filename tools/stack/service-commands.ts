@@ -1,0 +1,102 @@
+/**
+ * The command line of each process in the stack. The services run from the same tree as the stack
+ * itself: from `dist/` when the stack is the built `dist/tools/stack.js` (npm start), and from the
+ * TypeScript sources through tsx when the stack runs as `tools/stack.ts` (tests, no build).
+ */
+import { writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { EVENT_PORT_OFFSET, REPLAY_PORT_OFFSET, type PlannedEngine } from './port-plan.js';
+import type { StackConfig } from './stack-flags.js';
+
+export interface Command {
+  readonly command: string;
+  readonly args: readonly string[];
+}
+
+const here = fileURLToPath(import.meta.url);
+const fromSource = here.endsWith('.ts');
+/** The repository root: this file is `<root>/tools/stack/x.ts` or `<root>/dist/tools/stack/x.js`. */
+export const REPO_ROOT = resolve(dirname(here), fromSource ? '../..' : '../../..');
+
+/** `node <root>/dist/<rel>.js`, or `node --import tsx <root>/<rel>.ts` when running from source. */
+function nodeEntry(rel: string, args: readonly string[]): Command {
+  const entry = fromSource ? ['--import', 'tsx', join(REPO_ROOT, `${rel}.ts`)] : [join(REPO_ROOT, 'dist', `${rel}.js`)];
+  return { command: process.execPath, args: [...entry, ...args] };
+}
+
+export function etcdCommand(cfg: StackConfig, dataDir: string): Command {
+  const client = `http://127.0.0.1:${cfg.etcdPort}`;
+  const peer = `http://127.0.0.1:${cfg.etcdPeerPort}`;
+  return {
+    command: cfg.etcdBin,
+    args: [
+      '--data-dir', dataDir,
+      '--name', 'stack',
+      '--listen-client-urls', client,
+      '--advertise-client-urls', client,
+      '--listen-peer-urls', peer,
+      '--initial-advertise-peer-urls', peer,
+      '--initial-cluster', `stack=${peer}`,
+      '--log-level', 'warn',
+    ],
+  };
+}
+
+/** Writes the directory's discovery config (discovery.md) into the run dir; returns its path. */
+export function writeDiscoveryConfig(cfg: StackConfig, runDir: string): string {
+  const path = join(runDir, 'kv-events.json');
+  const config = {
+    discovery: {
+      enabled: true,
+      block_size: cfg.blockSize,
+      topic: '',
+      event_port_offset: EVENT_PORT_OFFSET,
+      replay_port_offset: REPLAY_PORT_OFFSET,
+      // Faster than the 1000 ms default so a fresh engine is subscribed soon after it registers.
+      refresh_interval_ms: 250,
+    },
+  };
+  writeFileSync(path, JSON.stringify(config, null, 2) + '\n');
+  return path;
+}
+
+export function directoryCommand(cfg: StackConfig, kvEventsConfigFile: string, runDir: string): Command {
+  return nodeEntry('directory-svc/main', [
+    `--etcd_addr=127.0.0.1:${cfg.etcdPort}`,
+    `--kv_events_config_file=${kvEventsConfigFile}`,
+    `--grpc_port=${cfg.directoryGrpcPort}`,
+    `--http_port=${cfg.directoryHttpPort}`,
+    `--meta_http_port=${cfg.metaPort}`,
+    `--meta_db=${join(runDir, 'kvcm.db')}`,
+    `--internal_api_token=${cfg.internalApiToken}`,
+    `--log_level=${cfg.logLevel}`,
+  ]);
+}
+
+export function engineCommand(cfg: StackConfig, engine: PlannedEngine): Command {
+  return nodeEntry('tools/engine-sim/cli', [
+    `--name=127.0.0.1:${engine.httpPort}`,
+    `--type=${engine.type}`,
+    `--dp_size=${engine.dpSize}`,
+    `--block_size=${cfg.blockSize}`,
+    `--device_capacity_blocks=${cfg.deviceCapacityBlocks}`,
+    `--host_capacity_blocks=${cfg.hostCapacityBlocks}`,
+    `--event_port_offset=${EVENT_PORT_OFFSET}`,
+    `--replay_port_offset=${REPLAY_PORT_OFFSET}`,
+    `--etcd_addr=127.0.0.1:${cfg.etcdPort}`,
+    `--directory_http=127.0.0.1:${cfg.directoryHttpPort}`,
+    `--internal_api_token=${cfg.internalApiToken}`,
+    `--log_level=${cfg.logLevel}`,
+  ]);
+}
+
+export function routerCommand(cfg: StackConfig): Command {
+  return nodeEntry('router-svc/main', [
+    `--directory_addr=127.0.0.1:${cfg.directoryGrpcPort}`,
+    `--http_port=${cfg.routerPort}`,
+    `--load_balance_policy=${cfg.loadBalancePolicy}`,
+    `--internal_api_token=${cfg.internalApiToken}`,
+    `--log_level=${cfg.logLevel}`,
+  ]);
+}

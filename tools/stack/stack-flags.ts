@@ -1,0 +1,154 @@
+/**
+ * Flags of the one-command local stack (`npm start`, `node dist/tools/stack.js --help`). Pure:
+ * argv in, a frozen `StackConfig` out, or a `ConfigError` with the one line to print (exit 2).
+ * The fixed default ports are those of architecture.md (router 8888, directory gRPC 50051, HTTP
+ * 8889, MetaService 6382) plus etcd's own 2379/2380; each is a flag so two stacks, or a test, can
+ * run side by side.
+ */
+import { ConfigError } from '../../shared/config/config-error.js';
+import { flagsHelp, parseFlags, type FlagValues } from '../../shared/config/flags.js';
+import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
+import { LOAD_BALANCE_POLICIES, type LoadBalancePolicy } from '../../shared/config/router-flags.js';
+import type { EngineType } from '../engine-sim/engine-control.js';
+
+const ENGINE_TYPES: readonly EngineType[] = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'];
+/** Enough for any demo; keeps the engines' port layout (base + dp sizes) short. */
+const MAX_ENGINES = 32;
+const MAX_DP_SIZE = 16;
+
+export const STACK_FLAGS = {
+  router_port: { type: 'int', default: 8888, min: 1, max: 65535, help: 'router-svc HTTP port (query, route, OpenAI proxy)' },
+  directory_grpc_port: { type: 'int', default: 50051, min: 1, max: 65535, help: 'directory-svc gRPC port (view stream, Query, ListStreams)' },
+  directory_http_port: { type: 'int', default: 8889, min: 1, max: 65535, help: 'directory-svc HTTP port (heartbeats, health, metrics)' },
+  meta_port: { type: 'int', default: 6382, min: 0, max: 65535, help: 'MetaService HTTP port; 0 disables it' },
+  etcd_port: { type: 'int', default: 2379, min: 1, max: 65535, help: 'client port of the local etcd the stack starts' },
+  etcd_peer_port: { type: 'int', default: 2380, min: 1, max: 65535, help: 'peer port of the local etcd' },
+  etcd_bin: { type: 'string', default: 'etcd', placeholder: 'path', help: 'etcd binary (Debian package etcd-server; npm start installs it when missing)' },
+  engines: {
+    type: 'string',
+    default: 'DEFAULT,DEFAULT,PREFILL,DECODE',
+    placeholder: 'TYPE[:dp],...',
+    help: 'simulated engines, one TYPE[:dp_size] each (DEFAULT|PREFILL|DECODE|MIX)',
+  },
+  engine_base_port: {
+    type: 'int',
+    default: 8000,
+    min: 0,
+    max: 35535,
+    help: 'HTTP port of the first engine, the next ones follow (base + dp sizes); events at +10000, snapshots at +30000; 0 picks free ports',
+  },
+  block_size: { type: 'int', default: 16, min: 1, max: 4096, help: 'KV block size of every engine and of directory discovery' },
+  device_capacity_blocks: { type: 'int', default: 1024, min: 1, max: 16777216, help: 'Device blocks per engine rank' },
+  host_capacity_blocks: { type: 'int', default: 256, min: 0, max: 16777216, help: 'Host blocks per engine rank (0 disables offload)' },
+  load_balance_policy: { type: 'enum', values: LOAD_BALANCE_POLICIES, default: 'CAR', help: 'router policy' },
+  internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'X-Internal-Token shared by the engines, directory and router' },
+  run_dir: { type: 'string', default: '', placeholder: 'dir', help: 'where etcd data, the MetaService db and every process log go; empty makes a temp dir (removed on exit)' },
+  demo: { type: 'bool', default: true, help: 'send the demo workload once the router is ready' },
+  demo_only: { type: 'bool', default: false, help: 'run the demo, print the summary, stop everything and exit 0' },
+  log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'log level of the services (their logs go to files in the run dir)' },
+} as const;
+
+type StackFlags = FlagValues<typeof STACK_FLAGS>;
+
+export interface EngineSpec {
+  readonly type: EngineType;
+  readonly dpSize: number;
+}
+
+export interface StackConfig {
+  readonly routerPort: number;
+  readonly directoryGrpcPort: number;
+  readonly directoryHttpPort: number;
+  /** 0: no MetaService. */
+  readonly metaPort: number;
+  readonly etcdPort: number;
+  readonly etcdPeerPort: number;
+  readonly etcdBin: string;
+  readonly engines: readonly EngineSpec[];
+  /** 0: choose free ports. */
+  readonly engineBasePort: number;
+  readonly blockSize: number;
+  readonly deviceCapacityBlocks: number;
+  readonly hostCapacityBlocks: number;
+  readonly loadBalancePolicy: LoadBalancePolicy;
+  readonly internalApiToken: string;
+  readonly runDir: string;
+  readonly demo: boolean;
+  readonly demoOnly: boolean;
+  readonly logLevel: LogLevel;
+}
+
+export const STACK_USAGE = [
+  'Usage: npm start -- [--name=value ...]   (or node dist/tools/stack.js)',
+  '',
+  'Runs the whole stack locally: etcd, simulated engines, directory-svc and one router-svc,',
+  'sends a short demo workload, prints where to curl, and runs until Ctrl-C.',
+].join('\n');
+
+export function stackHelp(): string {
+  return flagsHelp(STACK_USAGE, STACK_FLAGS);
+}
+
+/** argv (without node and script) → config, or 'help'. Throws `ConfigError`. */
+export function parseStackArgs(argv: readonly string[]): StackConfig | 'help' {
+  const parsed = parseFlags(STACK_FLAGS, argv);
+  if (parsed.kind === 'help') return 'help';
+  return toConfig(parsed.flags);
+}
+
+function toConfig(f: StackFlags): StackConfig {
+  const fixed: [string, number][] = [
+    ['--router_port', f.routerPort],
+    ['--directory_grpc_port', f.directoryGrpcPort],
+    ['--directory_http_port', f.directoryHttpPort],
+    ['--etcd_port', f.etcdPort],
+    ['--etcd_peer_port', f.etcdPeerPort],
+  ];
+  if (f.metaPort !== 0) fixed.push(['--meta_port', f.metaPort]);
+  for (let i = 0; i < fixed.length; i++) {
+    for (let j = 0; j < i; j++) {
+      if (fixed[i]![1] === fixed[j]![1]) {
+        throw new ConfigError(fixed[i]![0], 'port reused', `invalid ${fixed[i]![0]}: ${fixed[i]![1]} is also ${fixed[j]![0]}`);
+      }
+    }
+  }
+  return Object.freeze({
+    routerPort: f.routerPort,
+    directoryGrpcPort: f.directoryGrpcPort,
+    directoryHttpPort: f.directoryHttpPort,
+    metaPort: f.metaPort,
+    etcdPort: f.etcdPort,
+    etcdPeerPort: f.etcdPeerPort,
+    etcdBin: f.etcdBin,
+    engines: parseEngines(f.engines),
+    engineBasePort: f.engineBasePort,
+    blockSize: f.blockSize,
+    deviceCapacityBlocks: f.deviceCapacityBlocks,
+    hostCapacityBlocks: f.hostCapacityBlocks,
+    loadBalancePolicy: f.loadBalancePolicy,
+    internalApiToken: f.internalApiToken,
+    runDir: f.runDir,
+    demo: f.demo || f.demoOnly,
+    demoOnly: f.demoOnly,
+    logLevel: f.logLevel,
+  });
+}
+
+/** `DEFAULT,DEFAULT:2,PREFILL` → specs; case-insensitive types. */
+export function parseEngines(text: string): readonly EngineSpec[] {
+  const bad = (why: string): ConfigError =>
+    new ConfigError('--engines', why, `invalid --engines: ${why} (expected TYPE[:dp],... with TYPE one of ${ENGINE_TYPES.join('|')}, dp 1..${MAX_DP_SIZE}), got ${JSON.stringify(text)}`);
+  const parts = text.split(',').map((p) => p.trim());
+  if (text.trim() === '') throw bad('no engine');
+  if (parts.length > MAX_ENGINES) throw bad(`more than ${MAX_ENGINES} engines`);
+  return Object.freeze(
+    parts.map((part) => {
+      const m = /^([A-Za-z]+)(?::(\d+))?$/.exec(part);
+      const type = ENGINE_TYPES.find((t) => m !== null && t === m[1]!.toUpperCase());
+      if (m === null || type === undefined) throw bad(`bad entry ${JSON.stringify(part)}`);
+      const dpSize = m[2] === undefined ? 1 : Number(m[2]);
+      if (!Number.isInteger(dpSize) || dpSize < 1 || dpSize > MAX_DP_SIZE) throw bad(`bad dp size in ${JSON.stringify(part)}`);
+      return Object.freeze({ type, dpSize });
+    }),
+  );
+}
