@@ -15,6 +15,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
+import { isCandidate } from '../../router-svc/policy/candidates.js';
+import type { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import { EngineControl, type EngineType } from '../../tools/engine-sim/engine-control.js';
 import { EngineSimulator } from '../../tools/engine-sim/engine-simulator.js';
 import { OpenAiEndpoint } from '../../tools/engine-sim/openai-server.js';
@@ -225,4 +227,25 @@ export class DirectoryQueryClient {
   close(): void {
     this.client.close();
   }
+}
+
+/**
+ * Until the router's view has exactly `names` as routing candidates, each with synchronized
+ * streams. Engines closed by an earlier test leave the view only once the directory has probed
+ * them (discovery.md "Instance states"), so a test waits for its own set before routing.
+ */
+export async function untilCandidates(view: ViewCache, names: readonly string[], timeoutMs = 20000): Promise<void> {
+  const want = [...names].sort().join(',');
+  await waitFor(
+    () => {
+      const candidates = view.instances().filter(isCandidate).map((i) => i.name);
+      if (candidates.sort().join(',') !== want) return false;
+      return names.every((n) => {
+        const streams = view.streamsOf(n);
+        return streams.length > 0 && streams.every((s) => s.synchronized);
+      });
+    },
+    timeoutMs,
+    `exactly [${want}] routable in the router's view`,
+  );
 }

@@ -11,7 +11,7 @@ import { silentLogger } from '../../shared/log/logger.js';
 import { RouterService } from '../../router-svc/router-service.js';
 import { EtcdServer } from '../helpers/etcd-server.js';
 import { freePort, waitFor } from '../helpers/ports.js';
-import { DirectoryProcess, DirectoryQueryClient, SimEngine, spawnTs, type ServiceProcess, type WireQueryAnswer } from '../helpers/router-stack.js';
+import { DirectoryProcess, DirectoryQueryClient, SimEngine, spawnTs, untilCandidates, type ServiceProcess, type WireQueryAnswer } from '../helpers/router-stack.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 
 const NAMESPACE = 'router-http-test';
@@ -124,21 +124,9 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
     return e;
   }
 
-  /** Until the router's view has `name` as a routing candidate (load reported) with a synchronized stream. */
-  async function untilRoutable(router: RouterService, name: string): Promise<void> {
-    await waitFor(
-      () => {
-        const inst = router.view.instance(name);
-        const streams = router.view.streamsOf(name);
-        return inst !== null && inst.load !== null && inst.schedulable && streams.length > 0 && streams.every((s) => s.synchronized);
-      },
-      20000,
-      `${name} routable in the router's view`,
-    );
-  }
-
   it('503 with the reason when the view holds no candidate (routing.md "Candidates")', async () => {
-    const { url } = await startRouter(['--load_balance_policy=CAR']);
+    const { router, url } = await startRouter(['--load_balance_policy=CAR']);
+    await untilCandidates(router.view, []);
     const r = await call(`${url}/v1/route`, { body: JSON.stringify({ token_ids: PROMPT }) });
     expect(r.status).to.equal(503);
     expect(r.body.error).to.be.a('string').and.not.equal('');
@@ -202,7 +190,7 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
   it('query JSON is identical to the directory gRPC Query for the same tokens, and empty token_ids gives state only', async () => {
     const engine = await startEngine();
     const { router, url } = await startRouter();
-    await untilRoutable(router, engine.name);
+    await untilCandidates(router.view, [engine.name]);
     await engine.sim.admitPrompt(PROMPT);
     const grpc = new DirectoryQueryClient(directory.address);
     grpcClients.push(grpc);
@@ -235,8 +223,7 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
     const holder = await startEngine();
     const other = await startEngine();
     const { router, url } = await startRouter(['--load_balance_policy=CAR']);
-    await untilRoutable(router, holder.name);
-    await untilRoutable(router, other.name);
+    await untilCandidates(router.view, [holder.name, other.name]);
     await holder.sim.admitPrompt(PROMPT);
     await waitFor(() => router.view.query(PROMPT, Date.now()).matches.some((m) => m.instance_name === holder.name && m.device_hit_tokens === 12), 15000, 'holder hits in the view');
 
@@ -315,7 +302,9 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
       expect(refused, 'port open before the view').to.equal(true);
 
       await tcp.up();
-      await waitFor(async () => (await fetch(`http://127.0.0.1:${httpPort}/ready`).catch(() => null))?.status === 200, 20000, 'router ready');
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${httpPort}/ready`).catch(() => null))?.status === 200, 30000, 'router ready').catch((e: Error) => {
+        throw new Error(`${e.message}; router log:\n${router.log}`);
+      });
       expect(router.log).to.include('router-svc ready');
       // routing.md: an empty view (no streams) warns once at startup, never more.
       expect(router.log.split('no cache credit').length - 1).to.be.at.most(1);
