@@ -12,6 +12,9 @@ import type { PlanExclusion } from '../../../directory-svc/discovery/stream-plan
 import { StreamIndex, type SkipCounters } from '../../../directory-svc/index/stream-index.js';
 import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
 import type { StreamState } from '../../../directory-svc/subscription/stream-state.js';
+import type { StreamCounters } from '../../../directory-svc/subscription/stream-subscriber.js';
+import { Directory } from '../../../directory-svc/directory.js';
+import { DEFAULT_STREAM_LIMITS } from '../../../shared/config/kv-events-config.js';
 import { ViewPublisher, type InstanceTableSource, type ViewStreamHandle } from '../../../directory-svc/view/view-publisher.js';
 import type { ViewEndReason, ViewSink } from '../../../directory-svc/view/view-watcher.js';
 import { decodeViewUpdate, residencyMap, ViewModel, type DecodedViewUpdate } from '../../helpers/view-model.js';
@@ -23,9 +26,12 @@ class SourceStream extends EventEmitter {
   index: StreamIndex | null = null;
   sequence = -1n;
   error = '';
+  readonly counters = {} as StreamCounters;
   constructor(readonly name: string) {
     super();
   }
+  start(): void {}
+  async close(): Promise<void> {}
   toQueryable(): QueryableStream {
     const synchronized = this.state === 'SYNCHRONIZED';
     return {
@@ -250,6 +256,36 @@ describe('architecture.md view stream: publisher', () => {
     expect(d.stream_resets).to.have.length(0);
     expect(model.streams.size).to.equal(0);
     expect(a.handle.streamId).to.not.equal(b.handle.streamId);
+  });
+
+  it('discovery streams: incarnation and generation ride from the plan through Directory.addStream into the view; close removes the stream', async () => {
+    const p = open();
+    const directory = new Directory({
+      enabled: true,
+      streamSource: 'discovery',
+      maxStreams: 4,
+      limits: DEFAULT_STREAM_LIMITS,
+      createStream: (cfg) => p.track(cfg, () => new SourceStream(cfg.instanceName)),
+    });
+    try {
+      const base = { dpRank: 0, blockSize: 4, endpoint: 'tcp://127.0.0.1:1', replayEndpoint: 'tcp://127.0.0.1:2', topic: '', hashSeed: 1024n };
+      await directory.addStream({ ...base, instanceName: 'd:8000', generation: 7, incarnationId: 'inc-x' });
+      await directory.addStream({ ...base, instanceName: 's:8000', endpoint: 'tcp://127.0.0.1:3', replayEndpoint: 'tcp://127.0.0.1:4' });
+      const sink = new MemorySink();
+      const model = new ViewModel();
+      watchInto(p, model, sink);
+      applyAll(model, sink);
+      const d = model.streamByName('d:8000', 0)!.state;
+      expect([d.incarnation_id, d.generation]).to.deep.equal(['inc-x', '7']);
+      const st = model.streamByName('s:8000', 0)!.state;
+      expect([st.incarnation_id, st.generation]).to.deep.equal(['', '0']);
+      await directory.removeStream('d:8000', 0);
+      p.flush();
+      applyAll(model, sink, sink.sent.length - 1);
+      expect(model.streamByName('d:8000', 0)).to.equal(null);
+    } finally {
+      await directory.close();
+    }
   });
 
   it('resume inside the log: (epoch, version) gets exactly the missing deltas, no snapshot', () => {
