@@ -1,0 +1,99 @@
+/**
+ * The one-command local stack (tools/stack.ts, `npm start`) as a real process, every port a free
+ * one: it starts etcd, simulated engines, directory-svc and a CAR router, runs the demo through
+ * the router's proxy, and stops everything it started. "No child left behind" is checked on the
+ * pids the stack prints for each process and on the stack's process group.
+ */
+import { expect } from 'chai';
+import { freePort } from '../helpers/ports.js';
+import { pidAlive, ServiceProcess, stopAllProcesses } from '../helpers/process-harness.js';
+
+const STACK_ENTRY = 'tools/stack.ts';
+/** Everything from tsx's first compile to the last stop, on a shared 2-core machine. */
+const STACK_RUN_MS = 180000;
+
+async function freePortFlags(): Promise<{ args: string[]; routerPort: number }> {
+  const routerPort = await freePort();
+  const args = [
+    `--router_port=${routerPort}`,
+    `--directory_grpc_port=${await freePort()}`,
+    `--directory_http_port=${await freePort()}`,
+    `--meta_port=${await freePort()}`,
+    `--etcd_port=${await freePort()}`,
+    `--etcd_peer_port=${await freePort()}`,
+    '--engine_base_port=0',
+  ];
+  return { args, routerPort };
+}
+
+/** Pids of the processes the stack reported starting (`[stack] started <name> (pid N)`). */
+function childPids(stack: ServiceProcess): number[] {
+  return stack.output.flatMap((l) => {
+    const m = /^\[stack\] started \S+ \(pid (\d+)\)$/.exec(l);
+    return m === null ? [] : [Number(m[1])];
+  });
+}
+
+function expectNothingLeft(stack: ServiceProcess): void {
+  const pids = childPids(stack);
+  expect(pids.length, 'etcd, 4 engines, directory and router were started').to.equal(7);
+  expect(pids.filter(pidAlive), 'children still alive').to.deep.equal([]);
+  expect(stack.groupAlive(), 'a process is left in the stack process group').to.equal(false);
+}
+
+describe('local stack (tools/stack.ts, npm start)', function () {
+  this.timeout(STACK_RUN_MS + 30000);
+
+  afterEach(async () => {
+    await stopAllProcesses();
+  });
+
+  it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, exits 0 and leaves no process behind', async () => {
+    const { args, routerPort } = await freePortFlags();
+    const stack = ServiceProcess.spawn({ name: 'stack', entry: STACK_ENTRY, args: ['--demo_only', ...args] });
+    const exit = await stack.waitForExit(STACK_RUN_MS);
+    const out = stack.tail(200);
+
+    expect(exit.code, out).to.equal(0);
+    expect(stack.output, out).to.include(`[stack] router ready at http://127.0.0.1:${routerPort}`);
+    const secondRound = stack.output.flatMap((l) => {
+      const m = /^\s+round 2\s+prompt (\d+)\s+-> (\S+)\s+tokens\s+(\d+)\s+hit\s+(\d+) \(router view\)\s+cached\s+(\d+) \(engine\)$/.exec(l);
+      return m === null ? [] : [{ engine: m[2]!, tokens: Number(m[3]), hit: Number(m[4]), cached: Number(m[5]) }];
+    });
+    expect(secondRound.length, out).to.equal(3);
+    const hits = secondRound.filter((r) => r.hit > 0);
+    expect(hits.length, out).to.be.greaterThan(0);
+    // The router's credit is what the engine then reused: routing found the cache.
+    for (const r of hits) expect(r.cached, out).to.be.greaterThan(0);
+    expectNothingLeft(stack);
+  });
+
+  it('SIGTERM while running stops every process it started and exits 0', async () => {
+    const { args, routerPort } = await freePortFlags();
+    const stack = ServiceProcess.spawn({ name: 'stack', entry: STACK_ENTRY, args: ['--demo=false', ...args] });
+    await stack.waitForOutput(/^\[stack\] running; Ctrl-C stops everything$/, STACK_RUN_MS);
+    expect(stack.output).to.include(`[stack] router ready at http://127.0.0.1:${routerPort}`);
+
+    const exit = await stack.stop();
+    expect(exit.code, stack.tail(50)).to.equal(0);
+    expect(stack.output).to.include('[stack] stopped 7 processes');
+    expectNothingLeft(stack);
+  });
+
+  it('a port already taken fails at once with one message naming its flag, and starts nothing', async () => {
+    const { args } = await freePortFlags();
+    const routerPort = Number(args[0]!.split('=')[1]);
+    const holder = ServiceProcess.spawn({
+      name: 'port-holder',
+      command: process.execPath,
+      args: ['-e', `require('net').createServer().listen(${routerPort}, '127.0.0.1', () => console.log('listening'))`],
+    });
+    await holder.waitForOutput(/^listening$/);
+
+    const stack = ServiceProcess.spawn({ name: 'stack', entry: STACK_ENTRY, args: ['--demo_only', ...args] });
+    const exit = await stack.waitForExit(STACK_RUN_MS);
+    expect(exit.code).to.equal(1);
+    expect(stack.output).to.include(`[stack] port ${routerPort} (--router_port) is already in use: stop whatever holds it or choose another port with the flag`);
+    expect(stack.output.filter((l) => l.startsWith('[stack] started'))).to.deep.equal([]);
+  });
+});
