@@ -230,7 +230,8 @@ export class ViewClient extends EventEmitter {
         if (p.callId !== this.callId || this.closed) return;
       }
       this.cache.applyUpdate(u, this.now());
-      this.failures = 0;
+      // A heartbeat ignored while waiting for a snapshot is no sign of health.
+      if (!this.cache.needsSnapshot) this.failures = 0;
       this.staleAnnounced = false;
       if (u.kind === 'snapshot') {
         this.log.info({ address: this.addrs[this.addrIndex], epoch: u.epoch, version: u.version.toString() }, 'view: snapshot applied');
@@ -239,16 +240,21 @@ export class ViewClient extends EventEmitter {
       }
       if (u.kind !== 'heartbeat') this.emit('update', u.version);
     } catch (e) {
-      if (e instanceof ViewGapError) {
-        this.log.warn({ address: this.addrs[this.addrIndex], err: e.message }, 'view: gap, resubscribing for a snapshot');
-      } else {
-        this.cache.requireSnapshot(e instanceof Error ? e.message : String(e));
-        this.log.error({ address: this.addrs[this.addrIndex], err: e instanceof Error ? e.message : String(e) }, 'view: update not applicable, resubscribing for a snapshot');
+      const detail = e instanceof Error ? e.message : String(e);
+      const gap = e instanceof ViewGapError;
+      if (gap) this.log.warn({ address: this.addrs[this.addrIndex], err: detail }, 'view: gap, resubscribing for a snapshot');
+      else {
+        this.cache.requireSnapshot(detail);
+        this.log.error({ address: this.addrs[this.addrIndex], err: detail }, 'view: update not applicable, resubscribing for a snapshot');
       }
       this.announceStale();
-      // Same address, fresh watch, at once: the directory is alive, our continuity is not.
       this.endCall();
-      this.connect();
+      // A gap: the directory is alive, only our continuity is lost — same address, fresh watch,
+      // at once. An update we cannot apply would come again from the same directory: next address.
+      // Repeats back off, so a directory that keeps sending the same thing is not hammered.
+      this.failures++;
+      if (!gap) this.addrIndex = (this.addrIndex + 1) % this.addrs.length;
+      this.scheduleConnect(this.failures === 1 ? 0 : this.backoffMs());
     }
   }
 
@@ -264,8 +270,13 @@ export class ViewClient extends EventEmitter {
     if (!healthy) this.failures++;
     this.log.warn({ address: err.address, code: err.grpcCode, err: err.message, failures: this.failures }, 'view: stream lost');
     this.addrIndex = (this.addrIndex + 1) % this.addrs.length;
-    const delay = healthy ? 0 : this.backoffMs();
-    this.retryTimer = setTimeout(() => this.connect(), delay);
+    this.scheduleConnect(healthy ? 0 : this.backoffMs());
+  }
+
+  private scheduleConnect(delayMs: number): void {
+    if (this.closed) return;
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => this.connect(), delayMs);
     this.retryTimer.unref();
   }
 

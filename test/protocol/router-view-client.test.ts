@@ -213,6 +213,23 @@ describe('architecture.md view stream: router ViewClient over real gRPC', () => 
     expect(c.cache.version).to.equal(40n);
   });
 
+  it('an update that cannot be applied (malformed residency) is not applied: the next address is asked for a snapshot', async () => {
+    const a = await directory();
+    const b = await directory();
+    const c = start([a, b]);
+    const wa = await a.nextWatch();
+    send(wa, base('eA', 3));
+    await c.whenReady();
+    send(wa, delta('eA', 4, { instance_upserts: [wireInstance('x:1')], residency: [{ stream_id: 1, keys: new Uint8Array(20), tiers: Uint8Array.from([1]) }] }));
+    const wb = await b.nextWatch();
+    expect(wb.req).to.include({ epoch: '', version: '0' });
+    expect(c.cache.instance('x:1')).to.equal(null);
+    expect(c.cache.version).to.equal(3n);
+    send(wb, snapshot('eB', 8, [wireInstance('b:1')], []));
+    await once(c, 'snapshot');
+    expect(c.cache.isStale(Date.now(), 3000)).to.equal(false);
+  });
+
   it('staleness: a silent directory makes the view stale (no credit, "directory view stale") and the client watches again', async () => {
     const d = await directory();
     const c = start([d], { staleAfterMs: 300 });
