@@ -8,6 +8,7 @@ import type { MetaStore, StoreMutation } from '../store/meta-store.js';
 import type { GroupLock } from './group-lock.js';
 
 export const HIT_FLUSH_INTERVAL_MS = 5000;
+const FLUSH_BATCH = 1000;
 
 interface PendingHits {
   readonly groupName: string;
@@ -87,7 +88,8 @@ export class HitStatistics {
               properties: { 'BP#hit_count': String(count), 'BP#lru_time': hit.lastHitUs.toString() },
             });
           }
-          if (muts.length > 0) await this.store.apply(muts);
+          // §9.1: background jobs write ≤ 1000 rows per transaction.
+          for (let i = 0; i < muts.length; i += FLUSH_BATCH) await this.store.apply(muts.slice(i, i + FLUSH_BATCH));
         });
       } catch (err) {
         // §5.4 allows losing statistics; log and drop rather than retry forever.
