@@ -21,7 +21,7 @@ import {
   type WireQueryRequest,
   type WireQueryResponse,
 } from './kvdirectory-wire.js';
-import { preEncodedWatchView, viewHandlers, type ViewApi } from './view-handlers.js';
+import { preEncodedWatchView, viewHandlers, viewStatsFields, type ViewApi } from './view-handlers.js';
 
 /** What the gRPC edge reads; `Directory` implements it. */
 export interface DirectoryApi {
@@ -70,7 +70,7 @@ export class DirectoryGrpcServer {
     const service = serviceDefinition(loaded);
     const server = new grpc.Server();
     const view = opts.view === undefined ? {} : viewHandlers(opts.view, log);
-    server.addService(preEncodedWatchView(service), { ...handlers(opts.directory, log), ...view });
+    server.addService(preEncodedWatchView(service), { ...handlers(opts.directory, log, opts.view), ...view });
     const health = new HealthImplementation({ '': 'NOT_SERVING', [KVDIRECTORY_SERVICE_NAME]: 'NOT_SERVING' });
     health.addToServer(server);
     new ReflectionService(pkg).addToServer(server);
@@ -127,7 +127,7 @@ export function checkTokenIds(tokenIds: unknown): string | null {
   return null;
 }
 
-function handlers(directory: DirectoryApi, log: Logger): grpc.UntypedServiceImplementation {
+function handlers(directory: DirectoryApi, log: Logger, view?: ViewApi): grpc.UntypedServiceImplementation {
   const query: grpc.handleUnaryCall<WireQueryRequest, WireQueryResponse> = (call, callback) => {
     const bad = checkTokenIds(call.request.token_ids);
     if (bad !== null) {
@@ -140,7 +140,7 @@ function handlers(directory: DirectoryApi, log: Logger): grpc.UntypedServiceImpl
     respond(log, 'ListStreams', callback, () => ({ streams: directory.listStreams().map(toWireStreamStatus) }));
   };
   const getStats: grpc.handleUnaryCall<unknown, WireGetStatsResponse> = (_call, callback) => {
-    respond(log, 'GetStats', callback, () => toWireStats(directory.stats()));
+    respond(log, 'GetStats', callback, () => (view === undefined ? toWireStats(directory.stats()) : { ...toWireStats(directory.stats()), ...viewStatsFields(view) }));
   };
   return { Query: query, ListStreams: listStreams, GetStats: getStats };
 }

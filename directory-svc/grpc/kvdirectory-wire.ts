@@ -77,6 +77,10 @@ export interface WireGetStatsResponse {
   queries_total: string;
   started_at_ms: string;
   uptime_ms: string;
+  /** Set by the view handlers when the view stream is served; proto defaults otherwise. */
+  view_epoch?: string;
+  view_version?: string;
+  view_watchers?: number;
 }
 
 export function toWireQueryResponse(r: QueryResult): WireQueryResponse {

@@ -11,7 +11,13 @@ import type { WatchRequest, ViewPublisher } from '../view/view-publisher.js';
 import type { WireListInstancesResponse } from '../view/view-wire.js';
 
 /** What the view handlers read; `ViewPublisher` implements it. */
-export type ViewApi = Pick<ViewPublisher, 'watch' | 'unwatch' | 'listInstances'>;
+export type ViewApi = Pick<ViewPublisher, 'watch' | 'unwatch' | 'listInstances' | 'stats'>;
+
+/** GetStats fields 12–14: the view stream's epoch, version and watchers. */
+export function viewStatsFields(view: ViewApi): { view_epoch: string; view_version: string; view_watchers: number } {
+  const s = view.stats();
+  return { view_epoch: s.epoch, view_version: String(s.version), view_watchers: s.watchers };
+}
 
 export interface WireWatchViewRequest {
   router_id: string;

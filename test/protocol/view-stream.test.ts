@@ -20,6 +20,7 @@ import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscr
 import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import type { WireListInstancesResponse } from '../../directory-svc/view/view-wire.js';
+import type { WireGetStatsResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
 import { freePort, waitFor } from '../helpers/ports.js';
@@ -31,6 +32,7 @@ const INSTANCE = 'engine-a:8000';
 interface KvViewClient extends grpc.Client {
   WatchView(req: { router_id: string; epoch: string; version: string }): grpc.ClientReadableStream<DecodedViewUpdate>;
   ListInstances(req: Record<string, never>, cb: (err: grpc.ServiceError | null, res: WireListInstancesResponse) => void): void;
+  GetStats(req: Record<string, never>, cb: (err: grpc.ServiceError | null, res: WireGetStatsResponse) => void): void;
 }
 
 function tokens(n: number): number[] {
@@ -242,6 +244,14 @@ describe('architecture.md view stream: WatchView end to end', () => {
     const res = await new Promise<WireListInstancesResponse>((resolve, reject) => c.ListInstances({}, (err, r) => (err ? reject(err) : resolve(r))));
     expect(res.instances).to.deep.equal([]);
     expect(res.etcd_connected).to.equal(false);
+  });
+
+  it('GetStats reports the view epoch, version and watcher count', async () => {
+    const { view: v, client: c } = await open();
+    const w = watch(c);
+    await waitFor(() => w.model.snapshots === 1, 5000, 'snapshot');
+    const res = await new Promise<WireGetStatsResponse>((resolve, reject) => c.GetStats({}, (err, r) => (err ? reject(err) : resolve(r))));
+    expect([res.view_epoch, res.view_version, res.view_watchers]).to.deep.equal([v.epoch, String(v.version), 1]);
   });
 
   it('a router that stops reading is ended with ABORTED once it falls out of the log; what it got has no gap', async () => {
