@@ -18,6 +18,14 @@ import { kvDirectoryServiceConstructor } from '../../shared/view/kvdirectory-pro
 import type { WireViewUpdate, WireWatchViewRequest } from '../../shared/view/view-wire.js';
 import { ViewClient, type ViewClientOptions } from '../../router-svc/viewcache/view-client.js';
 import { VIEW_STALE_ERROR } from '../../router-svc/viewcache/view-cache.js';
+import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
+import { Directory, type DirectoryStreamFactory } from '../../directory-svc/directory.js';
+import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-server.js';
+import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
+import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
+import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
+import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
+import { freePort, waitFor } from '../helpers/ports.js';
 import { DEVICE, blockKeys, delta, heartbeat, residency, residencyChanges, snapshot, tokens, wireInstance, wireStream } from '../unit/router/view-fixtures.js';
 
 type WatchCall = grpc.ServerWritableStream<WireWatchViewRequest, WireViewUpdate>;
@@ -257,5 +265,88 @@ describe('architecture.md view stream: router ViewClient over real gRPC', () => 
     client = null;
     const err = await ready.then(() => null, (e: unknown) => e);
     expect(err).to.have.property('class', 'closed');
+  });
+});
+
+/**
+ * Against the real directory: engine simulator rank publisher ─ZMQ─▶ StreamSubscriber ─▶
+ * ViewPublisher ─WatchView─▶ ViewClient. The router's query must converge to the directory's own
+ * Query answer after live events, and the view must follow a replacement directory (new epoch)
+ * at the second address.
+ */
+describe('architecture.md view stream: router ViewClient against the real directory WatchView', () => {
+  const BLOCK = 4;
+  const INSTANCE = 'engine-a:8000';
+  let pub: RankPublisher | null = null;
+  const views: ViewPublisher[] = [];
+  const directories: Directory[] = [];
+  const servers: DirectoryGrpcServer[] = [];
+  let client: ViewClient | null = null;
+
+  afterEach(async () => {
+    await client?.close();
+    client = null;
+    for (const v of views.splice(0)) v.close();
+    for (const s of servers.splice(0)) await s.close(500);
+    for (const d of directories.splice(0)) await d.close();
+    await pub?.close();
+    pub = null;
+  });
+
+  async function realDirectory(p: RankPublisher): Promise<{ directory: Directory; server: DirectoryGrpcServer }> {
+    const v = new ViewPublisher({ flushIntervalMs: 10 });
+    views.push(v);
+    const factory: DirectoryStreamFactory = (cfg, limits) =>
+      v.track(cfg, async (onResidencyChange) => StreamSubscriber.create(cfg, limits, { onResidencyChange, random: () => 0 }));
+    const directory = new Directory({
+      enabled: true,
+      streamSource: 'static',
+      maxStreams: 8,
+      limits: { ...DEFAULT_STREAM_LIMITS, replayTimeoutMs: 2000, resyncIntervalMs: 0 },
+      createStream: factory,
+    });
+    directories.push(directory);
+    await directory.addStream({ instanceName: INSTANCE, dpRank: 0, blockSize: BLOCK, endpoint: p.eventEndpoint, replayEndpoint: p.replayEndpoint, topic: '', hashSeed: 1024n });
+    const server = await DirectoryGrpcServer.start({ port: 0, host: '127.0.0.1', directory, view: v });
+    servers.push(server);
+    return { directory, server };
+  }
+
+  const storedEvent = (hashes: number[], parent: number | null, toks: number[], medium = 'gpu'): WireEvent => ({
+    type: 'BlockStored', block_hashes: hashes, parent_block_hash: parent, token_ids: toks, block_size: BLOCK, medium,
+  });
+
+  it('the router query converges to the directory Query; a replacement directory at the next address replaces the view', async () => {
+    pub = await RankPublisher.start({ eventPort: await freePort(), replayPort: await freePort(), dpRank: 0, blockSize: BLOCK, maxMessageBytes: 1 << 20 });
+    const first = await realDirectory(pub);
+    const second = await realDirectory(pub);
+    const c = (client = ViewClient.start({
+      directoryAddrs: [{ host: '127.0.0.1', port: first.server.port }, { host: '127.0.0.1', port: second.server.port }],
+      routerId: 'router-real',
+      staleAfterMs: 3000,
+      backoffBaseMs: 20,
+      backoffMaxMs: 100,
+    }));
+    await c.whenReady();
+    await pub.waitForSubscribers(2);
+    await pub.publish([storedEvent([1, 2, 3], null, tokens(12))]);
+    await pub.publish([storedEvent([1, 2], null, [], 'cpu')]);
+    const t = tokens(16);
+    await waitFor(() => first.directory.query(t).matches[0]?.reusable_prefix_tokens === 12, 10_000, 'directory indexed the events');
+    const want = first.directory.query(t);
+    await waitFor(() => JSON.stringify(c.cache.query(t, Date.now())) === JSON.stringify(want), 10_000, 'router view equals the directory');
+    expect(c.cache.query(t, Date.now())).to.deep.equal(want);
+    expect(want.matches[0]).to.include({ device_hit_tokens: 12, device_blocks: 3, host_blocks: 2 });
+    expect(c.cache.epoch).to.equal(views[0]!.epoch);
+
+    // The first directory goes away: the second (another process lifetime, another epoch) is asked
+    // to resume, answers with its snapshot, and the router's answer is that directory's.
+    await first.server.close(0);
+    views[0]!.close();
+    await waitFor(() => c.cache.epoch === views[1]!.epoch, 10_000, 'view of the second directory');
+    await waitFor(() => second.directory.query(t).matches[0]?.reusable_prefix_tokens === 12, 10_000, 'second directory indexed the events');
+    const again = second.directory.query(t);
+    await waitFor(() => JSON.stringify(c.cache.query(t, Date.now())) === JSON.stringify(again), 10_000, 'router view equals the second directory');
+    expect(c.cache.isStale(Date.now(), 3000)).to.equal(false);
   });
 });
