@@ -1,0 +1,321 @@
+/**
+ * Routing decision benchmark: `POST /v1/route` with 8k-token prompts under CAR (routing.md), over
+ * real HTTP on loopback, beside a bare node:http server measured in the same run by the same load
+ * generator.
+ *
+ * What is measured (one JSON line per result on stdout):
+ *  1. `http_baseline`: a bare node:http server that reads the same request bodies and answers a
+ *     fixed JSON of the size of a route answer. The floor of HTTP + body transfer on this machine.
+ *  2. `route_car_8k`: RouterHttpServer with the CAR policy over an in-process ViewCache holding a
+ *     realistic view: 8 DEFAULT instances × 2 DP ranks = 16 streams, block_size 128, each rank
+ *     holding the chains of 160 of 640 resident 8k-token prompts from 32 shared-prefix families
+ *     (thousands of distinct blocks per stream, a fifth of the prompts offloaded to Host), loads 0–9 waiting. Requests are 8192
+ *     token ids (64 blocks): a family prefix of 2k–6k tokens plus a suffix, half of them a prompt
+ *     some rank already holds whole. Each decision hashes the 64-block chain once and walks every
+ *     stream (the full request path: body read, JSON parse, token validation, scoring, answer).
+ *  Both report requests/s (decisions/s), p50/p99/max latency in ms and, for the router, the ratio
+ *  to the baseline (noisy shared machines compare by ratio).
+ *
+ * Load shape: a keep-alive client in a child process (forked from this file) with `CONCURRENCY`
+ * requests in flight, request bodies built before timing from a fixed seed, warm-up dropped.
+ * The view is built directly (as a decoded snapshot) rather than streamed from a directory: the
+ * benchmark measures the router's request path, which reads only the in-process view.
+ *
+ * Run: node --import tsx bench/route/route.bench.ts [--quick]   (--quick: shorter runs, fewer bodies)
+ */
+import { fork } from 'node:child_process';
+import { Agent, createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { ContentKeyHasher, DEFAULT_HASH_SEED } from '../../shared/keys/content-key.js';
+import { silentLogger } from '../../shared/log/logger.js';
+import { RouteDecider } from '../../router-svc/http/route-decider.js';
+import { RouterHttpServer } from '../../router-svc/http/router-http-server.js';
+import { RouterMetrics } from '../../router-svc/http/router-metrics.js';
+import { createPolicy } from '../../router-svc/policy/policy.js';
+import { ViewCache } from '../../router-svc/viewcache/view-cache.js';
+import type { DecodedSnapshot, DecodedViewStream, RouterInstance, StreamId } from '../../router-svc/viewcache/view-update.js';
+
+const QUICK = process.argv.includes('--quick');
+const SEED = 0x726f7574;
+const BLOCK_SIZE = 128;
+const PROMPT_TOKENS = 8192;
+const INSTANCES = 8;
+const DP_SIZE = 2;
+const FAMILIES = 32;
+/** Prompts whose chains some rank holds; requests draw half of their prompts from here. */
+const RESIDENT_PROMPTS = 640;
+const PROMPTS_PER_RANK = 160;
+const REQUEST_BODIES = QUICK ? 64 : 256;
+const CONCURRENCY = 8;
+const WARMUP_MS = QUICK ? 500 : 2000;
+const MEASURE_MS = QUICK ? 2000 : 10000;
+
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** 8k-token prompts: family prefix (a multiple of the block size, 2k–6k tokens) + own suffix. */
+function buildPrompts(count: number, rand: () => number, salt: number): number[][] {
+  const families: number[][] = [];
+  const frand = prng(SEED ^ 0x5eed);
+  for (let f = 0; f < FAMILIES; f++) families.push(Array.from({ length: 6144 }, () => Math.floor(frand() * 150000)));
+  const out: number[][] = [];
+  for (let i = 0; i < count; i++) {
+    const fam = families[Math.floor(rand() * FAMILIES)]!;
+    const prefixBlocks = 16 + Math.floor(rand() * 33); // 2048..6144 tokens
+    const p = fam.slice(0, prefixBlocks * BLOCK_SIZE);
+    while (p.length < PROMPT_TOKENS) p.push((Math.floor(rand() * 150000) + salt) % 150000);
+    out.push(p);
+  }
+  return out;
+}
+
+/** The realistic view: instances with loads, two ranks each, residency from prompt chains. */
+async function buildView(resident: readonly number[][], rand: () => number): Promise<{ view: ViewCache; streams: number; blocks: number }> {
+  const hasher = await ContentKeyHasher.forSeed(DEFAULT_HASH_SEED);
+  const chains = resident.map((p) => hasher.chain(p, BLOCK_SIZE));
+  const instances: RouterInstance[] = [];
+  const streams: DecodedViewStream[] = [];
+  let totalBlocks = 0;
+  for (let i = 0; i < INSTANCES; i++) {
+    const name = `10.0.0.${i + 1}:8000`;
+    instances.push({
+      name,
+      type: 'DEFAULT',
+      currentRole: '',
+      incarnationId: `inc-${i}`,
+      registerTsMs: 1_700_000_000_000,
+      dpSize: DP_SIZE,
+      state: 'ACTIVE',
+      schedulable: true,
+      load: { waitingRequestsNum: Math.floor(rand() * 10), gpuCacheUsagePerc: rand(), recentMaxTtftMs: 0, recentMaxTbtMs: 0, reportedAtMs: Date.now() },
+      ttftProfile: [],
+      tpotProfile: [],
+      generation: 1n,
+    });
+    for (let r = 0; r < DP_SIZE; r++) {
+      // Distinct keys of the rank's prompts (shared family prefixes appear once).
+      const seen = new Map<string, number>();
+      for (let k = 0; k < PROMPTS_PER_RANK; k++) {
+        const chain = chains[Math.floor(rand() * chains.length)]!;
+        const offloaded = rand() < 0.2;
+        for (let b = 0; b < chain.length / 16; b++) {
+          const hex = Buffer.from(chain.buffer, chain.byteOffset + b * 16, 16).toString('hex');
+          const tier = offloaded ? 2 : 1;
+          seen.set(hex, (seen.get(hex) ?? 0) | tier);
+        }
+      }
+      const keys = new Uint8Array(seen.size * 16);
+      const tiers = new Uint8Array(seen.size);
+      let n = 0;
+      for (const [hex, tier] of seen) {
+        keys.set(Buffer.from(hex, 'hex'), n * 16);
+        tiers[n++] = tier;
+      }
+      totalBlocks += n;
+      streams.push({
+        streamId: streams.length as StreamId,
+        instanceName: name,
+        dpRank: r,
+        blockSize: BLOCK_SIZE,
+        hashSeed: BigInt(DEFAULT_HASH_SEED),
+        incarnationId: `inc-${i}`,
+        generation: 1n,
+        synchronized: true,
+        sequence: 1000n,
+        error: '',
+        keys,
+        tiers,
+      });
+    }
+  }
+  const snapshot: DecodedSnapshot = { kind: 'snapshot', epoch: 'bench', version: 1n, sentAtMs: Date.now(), instances, streams };
+  // Stale only after an hour: the benchmark sends no heartbeats.
+  const view = new ViewCache({ staleAfterMs: 3_600_000 });
+  await view.hashers.ensure([BigInt(DEFAULT_HASH_SEED)]);
+  view.applyUpdate(snapshot, Date.now());
+  return { view, streams: streams.length, blocks: totalBlocks };
+}
+
+/**
+ * The prompts the view holds, and the request bodies: half a whole resident prompt, half a fresh
+ * prompt sharing some family prefix. Deterministic, so the load generator rebuilds the same bodies.
+ */
+function buildWorkload(): { resident: number[][]; bodies: string[] } {
+  const resident = buildPrompts(RESIDENT_PROMPTS, prng(SEED), 0);
+  const fresh = buildPrompts(REQUEST_BODIES, prng(SEED + 1), 7);
+  const out: string[] = [];
+  const brand = prng(SEED + 2);
+  for (let i = 0; i < REQUEST_BODIES; i++) {
+    const p = i % 2 === 0 ? resident[Math.floor(brand() * resident.length)]! : fresh[i]!;
+    out.push(JSON.stringify({ token_ids: p }));
+  }
+  return { resident, bodies: out };
+}
+
+interface LoadResult {
+  requests: number;
+  errors: number;
+  seconds: number;
+  latenciesMs: number[];
+}
+
+interface LoadCommand {
+  port: number;
+  path: string;
+  warmupMs: number;
+  measureMs: number;
+  concurrency: number;
+}
+
+/** The child process: a keep-alive client with `concurrency` requests in flight. */
+async function runLoad(cmd: LoadCommand, bodies: readonly string[]): Promise<LoadResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: cmd.concurrency });
+  const buffers = bodies.map((b) => Buffer.from(b));
+  let next = 0;
+  const one = (): Promise<boolean> =>
+    new Promise((resolve) => {
+      const body = buffers[next++ % buffers.length]!;
+      const req = request(
+        { host: '127.0.0.1', port: cmd.port, path: cmd.path, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } },
+        (res) => {
+          res.on('data', () => undefined);
+          res.on('end', () => resolve(res.statusCode === 200));
+        },
+      );
+      req.on('error', () => resolve(false));
+      req.end(body);
+    });
+  const phase = async (ms: number, record: boolean): Promise<LoadResult> => {
+    const latencies: number[] = [];
+    let requests = 0;
+    let errors = 0;
+    const start = performance.now();
+    const end = start + ms;
+    const worker = async (): Promise<void> => {
+      while (performance.now() < end) {
+        const t0 = performance.now();
+        const ok = await one();
+        if (!record) continue;
+        if (ok) {
+          requests++;
+          latencies.push(performance.now() - t0);
+        } else errors++;
+      }
+    };
+    await Promise.all(Array.from({ length: cmd.concurrency }, worker));
+    return { requests, errors, seconds: (performance.now() - start) / 1000, latenciesMs: latencies };
+  };
+  await phase(cmd.warmupMs, false);
+  const result = await phase(cmd.measureMs, true);
+  agent.destroy();
+  return result;
+}
+
+function stats(r: LoadResult): Record<string, number> {
+  const sorted = r.latenciesMs.slice().sort((a, b) => a - b);
+  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+  const round = (x: number): number => Math.round(x * 1000) / 1000;
+  return {
+    requests: r.requests,
+    errors: r.errors,
+    requests_per_s: Math.round(r.requests / r.seconds),
+    p50_ms: round(at(0.5)),
+    p99_ms: round(at(0.99)),
+    max_ms: round(sorted[sorted.length - 1] ?? Number.NaN),
+  };
+}
+
+function emit(obj: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify({ quick: QUICK, ...obj })}\n`);
+}
+
+/** Runs the load generator in a child process against `port`/`path`. */
+function measure(port: number, path: string): Promise<LoadResult> {
+  const child = fork(fileURLToPath(import.meta.url), ['--load-generator', ...(QUICK ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  return new Promise((resolve, reject) => {
+    child.once('message', (m) => {
+      resolve(m as LoadResult);
+      child.kill();
+    });
+    child.once('exit', (code) => reject(new Error(`load generator exited ${code}`)));
+    const cmd: LoadCommand = { port, path, warmupMs: WARMUP_MS, measureMs: MEASURE_MS, concurrency: CONCURRENCY };
+    child.send(cmd);
+  });
+}
+
+function listen(server: Server): Promise<number> {
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+}
+
+async function main(): Promise<void> {
+  const { resident, bodies } = buildWorkload();
+  const { view, streams, blocks } = await buildView(resident, prng(SEED + 3));
+
+  const flags = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.5, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
+  const metrics = new RouterMetrics(() => ({ version: Number(view.version), lagMs: 0, staleForMs: 0 }));
+  const decider = new RouteDecider(createPolicy(flags), view, metrics, 'CAR');
+  const router = await RouterHttpServer.start({ port: 0, host: '127.0.0.1', view, decider, proxy: null, metrics, internalApiToken: '', logger: silentLogger });
+
+  // A fixed answer of the size of a route answer with 8 candidates.
+  const sample = await new Promise<string>((resolve, reject) => {
+    const body = Buffer.from(bodies[0]!);
+    const req = request({ host: '127.0.0.1', port: router.port, path: '/v1/route', method: 'POST', headers: { 'content-length': body.length } }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => (res.statusCode === 200 ? resolve(text) : reject(new Error(`route answered ${res.statusCode}: ${text}`))));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+  const bare = createServer((req, res) => {
+    req.on('data', () => undefined);
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(sample) });
+      res.end(sample);
+    });
+  });
+  bare.keepAliveTimeout = 65_000;
+  const barePort = await listen(bare);
+
+  const shape = { concurrency: CONCURRENCY, prompt_tokens: PROMPT_TOKENS, body_bytes: Math.round(bodies.reduce((s, b) => s + b.length, 0) / bodies.length) };
+  const baseline = stats(await measure(barePort, '/'));
+  emit({ name: 'http_baseline', ...shape, answer_bytes: sample.length, ...baseline });
+  const route = stats(await measure(router.port, '/v1/route'));
+  emit({
+    name: 'route_car_8k',
+    ...shape,
+    instances: INSTANCES,
+    streams,
+    resident_blocks: blocks,
+    block_size: BLOCK_SIZE,
+    decisions_per_s: route['requests_per_s'],
+    ...route,
+    ratio_vs_baseline: Math.round((route['requests_per_s']! / baseline['requests_per_s']!) * 1000) / 1000,
+  });
+
+  await router.close();
+  await new Promise<void>((resolve) => bare.close(() => resolve()));
+  bare.closeAllConnections();
+}
+
+if (process.argv.includes('--load-generator')) {
+  process.once('message', (cmd) => {
+    void runLoad(cmd as LoadCommand, buildWorkload().bodies).then((r) => {
+      process.send!(r, undefined, {}, () => process.exit(0));
+    });
+  });
+} else {
+  main().catch((e: unknown) => {
+    console.error(e instanceof Error ? e.stack : String(e));
+    process.exit(1);
+  });
+}
