@@ -5,7 +5,8 @@
  * that disconnects cancels the upstream request; an engine that fails before answering gives 502
  * naming the instance. node:http errors are turned into RouterHttpError here and nowhere else.
  */
-import { Agent, request, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import { Agent, request, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { upstreamFailed, type RouterHttpError } from '../http/router-http-errors.js';
 import { INTERNAL_TOKEN_HEADER } from '../http/internal-token.js';
 
@@ -28,7 +29,7 @@ const HOP_BY_HOP = new Set([
 export interface UpstreamForwarderOptions {
   /** Idle keep-alive sockets kept per engine. */
   readonly maxFreeSockets?: number;
-  /** Connect-and-first-byte limit; 0 = none (long generations are the engine's business). */
+  /** TCP connect limit per new upstream connection (default 5000); 0 = none. */
   readonly connectTimeoutMs?: number;
 }
 
@@ -46,7 +47,9 @@ export class UpstreamForwarder {
   private readonly connectTimeoutMs: number;
 
   constructor(opts: UpstreamForwarderOptions = {}) {
-    this.agent = new Agent({ keepAlive: true, maxFreeSockets: opts.maxFreeSockets ?? 64, scheduling: 'lifo' });
+    // `timeout` drops idle pooled sockets after 4 s, before a node-style engine's 5 s keep-alive
+    // timeout closes them under us (active requests are not affected by it).
+    this.agent = new Agent({ keepAlive: true, maxFreeSockets: opts.maxFreeSockets ?? 64, scheduling: 'lifo', timeout: 4000 });
     this.connectTimeoutMs = opts.connectTimeoutMs ?? 5000;
   }
 
@@ -66,76 +69,94 @@ export class UpstreamForwarder {
         settled = true;
         resolve(r);
       };
-      const upstream = request({
-        host: target.host,
-        port: target.port,
-        method: req.method ?? 'POST',
-        path: pathAndQuery,
-        headers: requestHeaders(req.headers, instance, body.length),
-        agent: this.agent,
-      });
+      let upstream: ClientRequest | null = null;
 
       // The client went away (its socket closed before our answer ended): cancel the engine's work.
       const onClientClose = (): void => {
         if (res.writableFinished) return;
-        upstream.destroy();
+        upstream?.destroy();
         settle({ kind: 'client_abort' });
       };
       res.once('close', onClientClose);
 
-      let connectTimer: NodeJS.Timeout | null = null;
-      if (this.connectTimeoutMs > 0) {
-        connectTimer = setTimeout(() => upstream.destroy(new Error(`no answer within ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs);
-      }
-      const clearConnectTimer = (): void => {
-        if (connectTimer !== null) clearTimeout(connectTimer);
-        connectTimer = null;
-      };
+      const attempt = (mayRetry: boolean): void => {
+        const up = request({
+          host: target.host,
+          port: target.port,
+          method: req.method ?? 'POST',
+          path: pathAndQuery,
+          headers: requestHeaders(req.headers, instance, body.length),
+          agent: this.agent,
+        });
+        upstream = up;
 
-      upstream.on('response', (answer: IncomingMessage) => {
-        clearConnectTimer();
-        const headers = responseHeaders(answer.headers);
-        headers[INSTANCE_HEADER] = instance;
-        res.writeHead(answer.statusCode ?? 502, headers);
-        // SSE: headers go out now, before the first event.
-        res.flushHeaders();
-        answer.on('data', (chunk: Buffer) => {
-          if (res.destroyed) return;
-          // Backpressure: a slow client pauses the engine's stream instead of buffering it here.
-          if (!res.write(chunk)) {
-            answer.pause();
-            res.once('drain', () => answer.resume());
-          }
-        });
-        answer.once('end', () => {
-          res.end();
-          settle({ kind: 'ok', status: answer.statusCode ?? 502 });
-        });
-        const cut = (detail: string): void => {
-          if (settled) return;
-          res.destroy();
-          settle({ kind: 'failed_mid_response', error: upstreamFailed(instance, detail) });
+        // Only connecting is bounded: a non-streaming generation may take minutes before its headers.
+        let connectTimer: NodeJS.Timeout | null = null;
+        const clearConnectTimer = (): void => {
+          if (connectTimer !== null) clearTimeout(connectTimer);
+          connectTimer = null;
         };
-        answer.once('error', (e: Error) => cut(e.message));
-        // The engine's connection closed before the answer was complete (e.g. it crashed mid-stream).
-        answer.once('close', () => {
-          if (!answer.complete) cut('connection closed mid-answer');
-        });
-      });
+        if (this.connectTimeoutMs > 0) {
+          up.once('socket', (socket: Socket) => {
+            if (!socket.connecting) return; // a reused keep-alive socket
+            connectTimer = setTimeout(() => up.destroy(new Error(`connect timed out after ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs);
+            socket.once('connect', clearConnectTimer);
+          });
+        }
 
-      upstream.on('error', (e: Error) => {
-        clearConnectTimer();
-        if (settled) return;
-        if (res.headersSent) {
-          res.destroy();
-          settle({ kind: 'failed_mid_response', error: upstreamFailed(instance, e.message) });
-        } else {
+        up.on('response', (answer: IncomingMessage) => {
+          clearConnectTimer();
+          const headers = responseHeaders(answer.headers);
+          headers[INSTANCE_HEADER] = instance;
+          res.writeHead(answer.statusCode ?? 502, headers);
+          // SSE: headers go out now, before the first event.
+          res.flushHeaders();
+          answer.on('data', (chunk: Buffer) => {
+            if (res.destroyed) return;
+            // Backpressure: a slow client pauses the engine's stream instead of buffering it here.
+            if (!res.write(chunk)) {
+              answer.pause();
+              res.once('drain', () => answer.resume());
+            }
+          });
+          answer.once('end', () => {
+            res.end();
+            settle({ kind: 'ok', status: answer.statusCode ?? 502 });
+          });
+          const cut = (detail: string): void => {
+            if (settled) return;
+            res.destroy();
+            settle({ kind: 'failed_mid_response', error: upstreamFailed(instance, detail) });
+          };
+          answer.once('error', (e: Error) => cut(e.message));
+          // The engine's connection closed before the answer was complete (e.g. it crashed mid-stream).
+          answer.once('close', () => {
+            if (!answer.complete) cut('connection closed mid-answer');
+          });
+        });
+
+        up.on('error', (e: Error) => {
+          clearConnectTimer();
+          if (settled) return;
+          if (res.headersSent) {
+            res.destroy();
+            settle({ kind: 'failed_mid_response', error: upstreamFailed(instance, e.message) });
+            return;
+          }
+          // An idle keep-alive socket the engine closed just as we reused it: the request never
+          // reached the engine, so one retry on a fresh connection is safe (node:http docs,
+          // `request.reusedSocket`).
+          if (mayRetry && up.reusedSocket && (e as NodeJS.ErrnoException).code === 'ECONNRESET') {
+            attempt(false);
+            return;
+          }
           res.off('close', onClientClose);
           settle({ kind: 'failed_before_response', error: upstreamFailed(instance, e.message) });
-        }
-      });
+        });
 
-      upstream.end(body);
+        up.end(body);
+      };
+      attempt(true);
     });
   }
 

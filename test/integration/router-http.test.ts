@@ -160,6 +160,16 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
     }
   });
 
+  it('unknown paths answer 404 and wrong methods 405, both as JSON errors', async () => {
+    const { url } = await startRouter();
+    const missing = await call(`${url}/v1/nothing`, { body: '{}' });
+    expect(missing.status).to.equal(404);
+    expect(missing.body).to.deep.equal({ error: 'not found' });
+    const wrongMethod = await call(`${url}/v1/route`);
+    expect(wrongMethod.status).to.equal(405);
+    expect(wrongMethod.body).to.have.property('error');
+  });
+
   it('401 on internal endpoints without the right X-Internal-Token when --internal_api_token is set', async () => {
     const { url } = await startRouter(['--internal_api_token=s3cret']);
     const body = JSON.stringify({ token_ids: PROMPT });
