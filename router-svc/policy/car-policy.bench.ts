@@ -1,0 +1,133 @@
+/**
+ * Micro-benchmark: one CAR decision (routing.md "CAR") on the router's in-process view — key chain,
+ * per-stream prefix walks, DP-rank minimum, scores, pick — against the baseline of hashing the
+ * same prompt's key chain alone (the part no view layout can avoid).
+ *
+ * Load: 16 DEFAULT instances × 2 DP ranks = 32 streams (block_size 128, seed 1024), each holding
+ * 200 cached prompts of 32 blocks (6400 resident keys per stream, ~205k in all, Device and Host
+ * mixed). Requests: 4096-token prompts, half of them a cached prompt's prefix plus a fresh suffix,
+ * half new. Seed fixed; view and requests built before timing; 2 warm-up rounds dropped; 5 timed
+ * rounds; per-decision latency p50/p99 over the timed rounds. One JSON line on stdout.
+ *
+ * Run: node --import tsx router-svc/policy/car-policy.bench.ts [--quick]
+ */
+import { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import { ViewCache } from '../viewcache/view-cache.js';
+import type { DecodedSnapshot, DecodedViewStream, RouterInstance, StreamId } from '../viewcache/view-update.js';
+import { CarPolicy } from './car-policy.js';
+
+const QUICK = process.argv.includes('--quick');
+const INSTANCES = 16;
+const RANKS = 2;
+const BLOCK_SIZE = 128;
+const PROMPTS_PER_STREAM = QUICK ? 50 : 200;
+const BLOCKS_PER_PROMPT = 32;
+const REQUESTS = QUICK ? 200 : 1000;
+const WARMUP_ROUNDS = 2;
+const TIMED_ROUNDS = QUICK ? 2 : 5;
+
+/** mulberry32 */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function randomTokens(rnd: () => number, n: number): number[] {
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) out[i] = Math.floor(rnd() * 151936);
+  return out;
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+}
+
+async function main(): Promise<void> {
+  const rnd = prng(20261129);
+  const hasher = await ContentKeyHasher.forSeed(1024);
+  const prompts: number[][] = [];
+  const instances: RouterInstance[] = [];
+  const streams: DecodedViewStream[] = [];
+  for (let i = 0; i < INSTANCES; i++) {
+    const name = `10.0.0.${i}:8000`;
+    instances.push({
+      name, type: 'DEFAULT', currentRole: '', incarnationId: `inc-${i}`, registerTsMs: 1, dpSize: RANKS, state: 'ACTIVE', schedulable: true,
+      load: { waitingRequestsNum: Math.floor(rnd() * 8), gpuCacheUsagePerc: rnd(), recentMaxTtftMs: 0, recentMaxTbtMs: 0, reportedAtMs: 1 },
+      ttftProfile: [], tpotProfile: [], generation: 1n,
+    });
+    for (let r = 0; r < RANKS; r++) {
+      const keys = new Uint8Array(PROMPTS_PER_STREAM * BLOCKS_PER_PROMPT * 16);
+      const tiers = new Uint8Array(PROMPTS_PER_STREAM * BLOCKS_PER_PROMPT);
+      for (let p = 0; p < PROMPTS_PER_STREAM; p++) {
+        const toks = randomTokens(rnd, BLOCKS_PER_PROMPT * BLOCK_SIZE);
+        prompts.push(toks);
+        keys.set(hasher.chain(toks, BLOCK_SIZE), p * BLOCKS_PER_PROMPT * 16);
+        for (let b = 0; b < BLOCKS_PER_PROMPT; b++) tiers[p * BLOCKS_PER_PROMPT + b] = b < 24 ? 1 : rnd() < 0.5 ? 2 : 3;
+      }
+      streams.push({
+        streamId: (i * RANKS + r + 1) as StreamId, instanceName: name, dpRank: r, blockSize: BLOCK_SIZE, hashSeed: 1024n,
+        incarnationId: `inc-${i}`, generation: 1n, synchronized: true, sequence: 1n, error: '', keys, tiers,
+      });
+    }
+  }
+  const view = new ViewCache({ staleAfterMs: 3000 });
+  await view.hashers.ensure([1024n]);
+  const snapshot: DecodedSnapshot = { kind: 'snapshot', epoch: 'bench', version: 1n, sentAtMs: 0, instances, streams };
+  view.applyUpdate(snapshot, 0);
+  const requests: number[][] = [];
+  for (let q = 0; q < REQUESTS; q++) {
+    if (q % 2 === 0) {
+      const base = prompts[Math.floor(rnd() * prompts.length)]!;
+      const keep = Math.floor(rnd() * BLOCKS_PER_PROMPT) * BLOCK_SIZE;
+      requests.push(base.slice(0, keep).concat(randomTokens(rnd, 4096 - keep)));
+    } else requests.push(randomTokens(rnd, 4096));
+  }
+  const policy = new CarPolicy({ prefillLambda: 0.5, hostHitWeight: 0.5 });
+  const decideNs = new Float64Array(TIMED_ROUNDS * REQUESTS);
+  const chainNs = new Float64Array(TIMED_ROUNDS * REQUESTS);
+  const scratch = new Uint8Array((4096 / BLOCK_SIZE) * 16);
+  let sink = 0;
+  for (let round = 0; round < WARMUP_ROUNDS + TIMED_ROUNDS; round++) {
+    const timed = round >= WARMUP_ROUNDS;
+    for (let q = 0; q < REQUESTS; q++) {
+      const req = requests[q]!;
+      let t0 = process.hrtime.bigint();
+      hasher.chain(req, BLOCK_SIZE, scratch);
+      let t1 = process.hrtime.bigint();
+      sink += scratch[0]!;
+      if (timed) chainNs[(round - WARMUP_ROUNDS) * REQUESTS + q] = Number(t1 - t0);
+      t0 = process.hrtime.bigint();
+      const d = policy.decide({ tokenIds: req, promptTokens: 0 }, view, 1);
+      t1 = process.hrtime.bigint();
+      sink += d.candidates.length;
+      if (timed) decideNs[(round - WARMUP_ROUNDS) * REQUESTS + q] = Number(t1 - t0);
+    }
+  }
+  decideNs.sort();
+  chainNs.sort();
+  console.log(
+    JSON.stringify({
+      bench: 'car-decision',
+      quick: QUICK,
+      instances: INSTANCES,
+      streams: INSTANCES * RANKS,
+      resident_keys: INSTANCES * RANKS * PROMPTS_PER_STREAM * BLOCKS_PER_PROMPT,
+      prompt_tokens: 4096,
+      block_size: BLOCK_SIZE,
+      decisions: decideNs.length,
+      decide_p50_us: percentile(decideNs, 0.5) / 1000,
+      decide_p99_us: percentile(decideNs, 0.99) / 1000,
+      baseline_chain_p50_us: percentile(chainNs, 0.5) / 1000,
+      baseline_chain_p99_us: percentile(chainNs, 0.99) / 1000,
+      sink: sink % 7,
+    }),
+  );
+}
+
+await main();
