@@ -10,11 +10,13 @@ import type { RpcHandler } from '../http/meta-http-server.js';
 import { isLookupVisible } from '../lookup/location-selection.js';
 import { isEventReportLocation } from '../report/event-report-visibility.js';
 import { parseReportLocationId } from '../report/report-location-id.js';
+import type { StoredLocation } from '../store/meta-store.js';
 import type { DataPath } from '../write/data-path.js';
 import type { RpcRegistrar } from './lookup.js';
 import { selectionContext } from './lookup.js';
 
 const CHUNK = 1024;
+const NO_LOCATIONS: readonly StoredLocation[] = [];
 
 export function registerHostCacheStateRpc(server: RpcRegistrar, dp: DataPath): void {
   server.registerRpc('getHostCacheState', (req) => getHostCacheState(dp, req));
@@ -40,33 +42,46 @@ async function getHostCacheState(dp: DataPath, req: Parameters<RpcHandler>[0]): 
 
   // One reporter's location id repeats on every key it holds: parse each id once per request.
   const hostOf = new Map<string, string | null>();
-  // Hosts still matching every key so far, and the final count of hosts that dropped out.
-  let alive: Set<string> | null = null;
+  // Hosts still matching every key so far (host → index of the last key it held); a host that
+  // misses key i ends with prefix_match_blocks = i. No allocation per key beyond the store read.
+  const alive = new Map<string, number>();
   const result = new Map<string, number>();
   let matched = 0;
   scan: for (let start = 0; start < keys.length; start += CHUNK) {
     const chunk = keys.slice(start, start + CHUNK);
     const blocks = await dp.store.getBlocks(instanceId, chunk);
-    for (const key of chunk) {
-      const here = new Set<string>();
-      for (const loc of blocks.get(key)?.locations ?? []) {
-        if (!isEventReportLocation(loc) || !isLookupVisible(loc, ctx)) continue;
+    for (let c = 0; c < chunk.length; c++) {
+      const block = blocks.get(chunk[c] as bigint);
+      let held = 0;
+      const locations = block === undefined ? NO_LOCATIONS : block.locations;
+      for (let j = 0; j < locations.length; j++) {
+        const loc = locations[j] as StoredLocation;
+        if (!isEventReportLocation(loc)) continue;
         let host = hostOf.get(loc.locationId);
         if (host === undefined) {
           const id = parseReportLocationId(loc.locationId);
           host = id === null || (mediumFilter !== null && !mediumFilter.has(id.medium.toLowerCase())) ? null : id.hostIpPort;
           hostOf.set(loc.locationId, host);
         }
-        if (host !== null) here.add(host);
+        if (host === null || (matched > 0 && !alive.has(host)) || alive.get(host) === matched) continue;
+        if (!isLookupVisible(loc, ctx)) continue;
+        alive.set(host, matched);
+        held++;
       }
-      const next: Set<string> = alive === null ? here : new Set([...alive].filter((h) => here.has(h)));
-      if (alive !== null) for (const h of alive) if (!next.has(h)) result.set(h, matched);
-      alive = next;
+      // Common case: every live host held this key too, nothing to retire.
+      if (held !== alive.size) {
+        for (const [host, last] of alive) {
+          if (last !== matched) {
+            alive.delete(host);
+            result.set(host, matched);
+          }
+        }
+      }
       if (alive.size === 0) break scan;
       matched++;
     }
   }
-  if (alive !== null) for (const h of alive) result.set(h, matched);
+  for (const host of alive.keys()) result.set(host, matched);
   const hosts = [...result.entries()]
     .filter(([, k]) => k > 0)
     .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))

@@ -427,6 +427,20 @@ describe('SqliteMetaStore specifics (kvcm-meta §9.1)', () => {
     expect(b?.locations[0]).to.deep.equal({ ...loc('L1', { createTimeUs: 5n, specs: [{ name: 'tp0', uri: 'file://x' }] }), rev: 1 });
   });
 
+  it('§9.2 a tiny block cache evicts and still answers exactly', async () => {
+    const store = SqliteMetaStore.open(join(dir, 'small.db'), { blockCacheEntries: 4 });
+    opened.push(store);
+    const keys = Array.from({ length: 10 }, (_, i) => BigInt(i));
+    await store.apply(keys.map((k) => ({ op: 'putLocation' as const, instanceId: 'a', blockKey: k, location: loc('L1') })));
+    for (let round = 0; round < 3; round++) {
+      expect((await store.getBlocks('a', [...keys, 99n])).size).to.equal(10);
+      await store.apply([{ op: 'deleteBlock', instanceId: 'a', blockKey: BigInt(round) }]);
+      expect((await store.getBlocks('a', keys)).size).to.equal(9);
+      await store.apply([{ op: 'putLocation', instanceId: 'a', blockKey: BigInt(round), location: loc('L2') }]);
+      expect((await store.getBlocks('a', [BigInt(round)])).get(BigInt(round))?.locations.map((l) => l.locationId)).to.deep.equal(['L2']);
+    }
+  });
+
   it('§9.1 a database with a newer schema version is refused with a StoreError', () => {
     const path = join(dir, 'kvcm.db');
     const db = new Database(path);
