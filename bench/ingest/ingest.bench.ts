@@ -34,7 +34,7 @@
  * Reconciliation is off (resync_interval_ms 0) so no snapshot exchange runs while measuring.
  *
  * Run: node --import tsx bench/ingest/ingest.bench.ts [--quick] [--streams=1|16]
- *      [--only=indexed|baseline]   (full run ≈ 1 min; --quick ≈ 10 s)
+ *      [--only=indexed|baseline]   (full run ≈ 1–1.5 min, 20 phases; --quick ≈ 10 s)
  * Profile: node --cpu-prof --import tsx bench/ingest/ingest.bench.ts --streams=1 --only=indexed
  */
 import { fork } from 'node:child_process';
