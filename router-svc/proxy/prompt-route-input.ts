@@ -5,7 +5,7 @@
  * no tokenizer. Pure: parsed JSON in, route input out, or a 400 naming the field.
  */
 import { badRequest } from '../http/router-http-errors.js';
-import { jsonObject, TOKEN_ID_LIMIT, type RouteRequest } from '../http/route-request.js';
+import { jsonObject, parseTokenIds, TOKEN_ID_LIMIT, type RouteRequest } from '../http/route-request.js';
 
 /**
  * Rough tokens per text character for the `promptTokens` estimate of text prompts (SLO_AWARE
@@ -21,7 +21,11 @@ export function completionRouteInput(body: unknown): RouteRequest {
   if (prompt === undefined || prompt === null) throw badRequest('prompt is required: a string or an array of token ids');
   if (typeof prompt === 'string') return { tokenIds: null, promptTokens: estimateTokens(prompt) };
   if (!Array.isArray(prompt)) throw badRequest('prompt must be a string, an array of strings or an array of token ids');
-  if (isTokenIdArray(prompt)) return { tokenIds: prompt, promptTokens: prompt.length };
+  if (typeof prompt[0] === 'number') {
+    // A token-id prompt: every element must be a token id (the 400 names the first bad index).
+    const tokenIds = parseTokenIds(prompt, 'prompt');
+    return { tokenIds, promptTokens: tokenIds.length };
+  }
   // A batch (strings or token arrays): one engine serves all of it; no single prefix to credit.
   let promptTokens = 0;
   for (let i = 0; i < prompt.length; i++) {
