@@ -7,7 +7,8 @@
  *   another epoch) answers with a snapshot, which replaces everything.
  * - A gap or an update that cannot be applied: resubscribe fresh at once for a snapshot.
  * - Failure (error, end, or silence for `staleAfterMs`): the next `--directory_addr` entry,
- *   round robin, after a capped exponential backoff with jitter (none after a healthy stream).
+ *   round robin, after a capped exponential backoff with jitter (none after a stream that was
+ *   working, at most once per backoff cap).
  * - Silence for `staleAfterMs` also marks the view stale: no cache credit until a message lands.
  * Updates are applied strictly in arrival order; an update introducing a new hash seed waits for
  * its hasher (async) and holds back the ones behind it.
@@ -87,6 +88,7 @@ export class ViewClient extends EventEmitter {
   private callActivityMs = 0;
   private callHeard = false;
   private failures = 0;
+  private lastImmediateRetryMs = Number.NEGATIVE_INFINITY;
   private readonly queue: Pending[] = [];
   private draining = false;
   private retryTimer: NodeJS.Timeout | null = null;
@@ -254,7 +256,7 @@ export class ViewClient extends EventEmitter {
       // Repeats back off, so a directory that keeps sending the same thing is not hammered.
       this.failures++;
       if (!gap) this.addrIndex = (this.addrIndex + 1) % this.addrs.length;
-      this.scheduleConnect(this.failures === 1 ? 0 : this.backoffMs());
+      this.scheduleConnect(this.retryDelayMs(this.failures === 1));
     }
   }
 
@@ -270,7 +272,20 @@ export class ViewClient extends EventEmitter {
     if (!healthy) this.failures++;
     this.log.warn({ address: err.address, code: err.grpcCode, err: err.message, failures: this.failures }, 'view: stream lost');
     this.addrIndex = (this.addrIndex + 1) % this.addrs.length;
-    this.scheduleConnect(healthy ? 0 : this.backoffMs());
+    this.scheduleConnect(this.retryDelayMs(healthy));
+  }
+
+  /**
+   * No wait after a stream that was working (or a first failure), but at most once per backoff
+   * cap: a directory that keeps accepting and dropping the watch is then retried with backoff.
+   */
+  private retryDelayMs(immediate: boolean): number {
+    const now = this.now();
+    if (immediate && now - this.lastImmediateRetryMs >= (this.opts.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS)) {
+      this.lastImmediateRetryMs = now;
+      return 0;
+    }
+    return this.backoffMs();
   }
 
   private scheduleConnect(delayMs: number): void {
