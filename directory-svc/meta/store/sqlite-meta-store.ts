@@ -83,7 +83,8 @@ interface Statements {
   blockProperties: BetterSqlite3.Statement<[string, bigint], { properties: string }>;
   batchLocations: BetterSqlite3.Statement<[string, string], BatchLocationRow>;
   batchProperties: BetterSqlite3.Statement<[string, string], [number, string]>;
-  putLocation: RevStatement;
+  insertLocation: BetterSqlite3.Statement<unknown[]>;
+  replaceLocation: RevStatement;
   setStatus: RevStatement;
   replaceSpecs: RevStatement;
   deleteLocation: RevStatement;
@@ -359,17 +360,13 @@ export class SqliteMetaStore implements MetaStore {
       switch (m.op) {
         case 'putLocation': {
           const l = m.location;
-          const row = s.putLocation.get(
-            m.instanceId,
-            m.blockKey,
-            l.locationId,
-            l.storageName,
-            l.type,
-            l.status,
-            l.createTimeUs,
-            encodeSpecs(l.specs),
-          );
-          results[i] = { applied: true, rev: row?.rev ?? 1 };
+          const specs = encodeSpecs(l.specs);
+          const ins = s.insertLocation.run(m.instanceId, m.blockKey, l.locationId, l.storageName, l.type, l.status, l.createTimeUs, specs);
+          if (ins.changes === 1) results[i] = { applied: true, rev: 1 };
+          else {
+            const row = s.replaceLocation.get(l.storageName, l.type, l.status, l.createTimeUs, specs, m.instanceId, m.blockKey, l.locationId);
+            results[i] = { applied: true, rev: row?.rev ?? 1 };
+          }
           break;
         }
         case 'setStatusIf': {
@@ -443,11 +440,15 @@ function prepareStatements(db: BetterSqlite3.Database): Statements {
       )
       .raw(true)
       .safeIntegers(false),
-    putLocation: db.prepare(
+    // putLocation is an insert (new row, rev 1, no RETURNING: the reportEvent ADD hot path) with
+    // an update fallback for an existing id (rev + 1).
+    insertLocation: db.prepare(
       `INSERT INTO locations(instance_id, block_key, ${LOCATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?) ` +
-        'ON CONFLICT(instance_id, block_key, location_id) DO UPDATE SET storage_name = excluded.storage_name, ' +
-        'type = excluded.type, status = excluded.status, create_time_us = excluded.create_time_us, ' +
-        'specs = excluded.specs, rev = rev + 1 RETURNING rev',
+        'ON CONFLICT(instance_id, block_key, location_id) DO NOTHING',
+    ),
+    replaceLocation: db.prepare(
+      'UPDATE locations SET storage_name = ?, type = ?, status = ?, create_time_us = ?, specs = ?, rev = rev + 1 ' +
+        `WHERE ${pk} RETURNING rev`,
     ).safeIntegers(false) as RevStatement,
     setStatus: db.prepare(`UPDATE locations SET status = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`).safeIntegers(false) as RevStatement,
     replaceSpecs: db.prepare(`UPDATE locations SET specs = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`).safeIntegers(false) as RevStatement,
