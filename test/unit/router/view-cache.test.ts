@@ -169,6 +169,18 @@ describe('architecture.md view stream: router view cache', () => {
     expect(() => decodeViewUpdate(w)).to.throw(ViewProtocolError, /16 per tier byte/);
   });
 
+  it('decoder: discovery.md defaults — MIX without a role acts as PREFILL, dp_size 0 means 1, no load report is null, 64-bit values exact', () => {
+    const u = decodeViewUpdate(
+      snapshot('e1', 1, [wireInstance('m:1', { type: 'MIX', current_role: '', dp_size: 0, load: null, generation: '18446744073709551615' })], [
+        wireStream(1, 'm:1', { sequence: '9007199254740993', hash_seed: '18446744073709551615' }),
+      ]),
+    );
+    if (u.kind !== 'snapshot') throw new Error('snapshot expected');
+    expect(u.instances[0]).to.include({ currentRole: 'PREFILL', dpSize: 1, load: null, generation: 18446744073709551615n });
+    expect(u.streams[0]).to.include({ sequence: 9007199254740993n, hashSeed: 18446744073709551615n });
+    expect(() => decodeViewUpdate(snapshot('e1', 1, [wireInstance('x:1', { type: 'OTHER' })], []))).to.throw(ViewProtocolError, /unknown type/);
+  });
+
   it('staleness: no message for view_stale_after_ms makes the view stale; heartbeats count', async () => {
     await baseSnapshot('e1', 10); // heard at 0
     expect(cache.isStale(STALE_AFTER_MS - 1, STALE_AFTER_MS)).to.equal(false);
