@@ -56,15 +56,18 @@ export async function readBody(req: IncomingMessage, maxBytes: number): Promise<
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
 }
 
-/** `readBody` then `JSON.parse`; an empty or malformed body is a 400. */
+/** `readBody` then `parseJsonBody`. */
 export async function readJsonBody(req: IncomingMessage, maxBytes: number = MAX_BODY_BYTES): Promise<JsonBody> {
   const raw = await readBody(req, maxBytes);
+  return { raw, json: parseJsonBody(raw) };
+}
+
+/** `JSON.parse` of a UTF-8 body; an empty or malformed body is a 400. */
+export function parseJsonBody(raw: Buffer): unknown {
   if (raw.length === 0) throw badRequest('body is empty: expected a JSON object');
-  let json: unknown;
   try {
-    json = JSON.parse(raw.toString('utf8'));
+    return JSON.parse(raw.toString('utf8'));
   } catch {
     throw badRequest('body is not valid JSON');
   }
-  return { raw, json };
 }
