@@ -1,0 +1,105 @@
+/**
+ * The simulated engine as a process (tools/engine-sim/cli.ts), against a real etcd and real
+ * ZeroMQ: flag errors, etcd registration (discovery.md "etcd keys"), the OpenAI endpoint on the
+ * instance's port, a clean SIGTERM (lease revoked), and the drop_every_n_batches fault as a
+ * subscriber sees it (kv-events §2: a seq that never arrives).
+ */
+import { expect } from 'chai';
+import { Etcd3 } from 'etcd3';
+import * as zmq from 'zeromq';
+import { EtcdServer } from '../helpers/etcd-server.js';
+import { waitFor } from '../helpers/ports.js';
+import { ServiceProcess, stopAllProcesses } from '../helpers/process-harness.js';
+import { Inbox } from '../unit/engine-sim/zmq-inbox.js';
+import { findFreeEngineBase } from '../../tools/stack/port-plan.js';
+import { readU64be } from '../../tools/engine-sim/wire-encoding.js';
+
+const CLI = 'tools/engine-sim/cli.ts';
+const READY = 'engine simulator ready';
+
+describe('engine simulator CLI (tools/engine-sim/cli.ts) as a process', function () {
+  this.timeout(90000);
+  let etcd: EtcdServer | null = null;
+  let client: Etcd3 | null = null;
+  let sub: zmq.Subscriber | null = null;
+
+  afterEach(async () => {
+    sub?.close();
+    sub = null;
+    client?.close();
+    client = null;
+    await stopAllProcesses();
+    await etcd?.destroy();
+    etcd = null;
+  });
+
+  it('a bad flag exits 2 with one stderr line naming it', async () => {
+    const proc = ServiceProcess.spawn({ name: 'engine', entry: CLI, args: ['--dp_size=0'] });
+    const exit = await proc.waitForExit();
+    expect(exit.code).to.equal(2);
+    expect(proc.output).to.deep.equal(['invalid --dp_size: expected an integer in 1..64, got "0"']);
+  });
+
+  it('registers XLLM:PREFILL:<name> under the namespace with its incarnation and dp_size, serves completions on its port, and SIGTERM revokes the key and exits 0', async () => {
+    etcd = await EtcdServer.start();
+    const port = await findFreeEngineBase([{ type: 'PREFILL', dpSize: 2 }], new Set());
+    const name = `127.0.0.1:${port}`;
+    const proc = ServiceProcess.spawn({
+      name: 'engine',
+      entry: CLI,
+      args: [`--name=${name}`, '--type=PREFILL', '--dp_size=2', '--block_size=4', `--etcd_addr=${etcd.address}`, '--etcd_namespace=ns', '--directory_http='],
+    });
+    const ready = await proc.waitForLog((l) => l['msg'] === READY);
+    expect(ready['event_endpoints']).to.deep.equal([`tcp://127.0.0.1:${port + 10000}`, `tcp://127.0.0.1:${port + 10001}`]);
+    expect(ready['replay_endpoints']).to.deep.equal([`tcp://127.0.0.1:${port + 30000}`, `tcp://127.0.0.1:${port + 30001}`]);
+
+    client = new Etcd3({ hosts: etcd.clientUrl });
+    const key = `/ns/XLLM:PREFILL:${name}`;
+    const value = JSON.parse((await client.get(key).string())!) as Record<string, unknown>;
+    expect(value).to.include({ name, type: 1, dp_size: 2, incarnation_id: ready['incarnation_id'], backend_type: 'xllm' });
+
+    const res = await fetch(`http://${name}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [1, 2, 3, 4, 5], max_tokens: 2 }) });
+    expect(res.status).to.equal(200);
+    const body = (await res.json()) as { usage: { prompt_tokens: number } };
+    expect(body.usage.prompt_tokens).to.equal(5);
+
+    const exit = await proc.stop();
+    expect(exit.code).to.equal(0);
+    expect(await client.get(key).string()).to.equal(null);
+  });
+
+  it('--drop_every_n_batches=2: every second event batch of a rank takes its seq but never reaches a subscriber', async () => {
+    const port = await findFreeEngineBase([{ type: 'DEFAULT', dpSize: 1 }], new Set());
+    const name = `127.0.0.1:${port}`;
+    const proc = ServiceProcess.spawn({ name: 'engine', entry: CLI, args: [`--name=${name}`, '--block_size=4', '--etcd_addr=', '--drop_every_n_batches=2'] });
+    await proc.waitForLog((l) => l['msg'] === READY);
+    sub = new zmq.Subscriber();
+    sub.connect(`tcp://127.0.0.1:${port + 10000}`);
+    sub.subscribe();
+    const inbox = new Inbox(sub);
+    // Each distinct one-block prompt is one batch. PUB drops messages until the SUB has joined,
+    // so send prompts until one arrives: its seq is where the count starts.
+    let salt = 0;
+    const send = async (): Promise<void> => {
+      salt++;
+      const res = await fetch(`http://${name}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [salt * 10, salt * 10 + 1, salt * 10 + 2, salt * 10 + 3], max_tokens: 1 }) });
+      expect(res.status).to.equal(200);
+    };
+    const seqOf = (m: Buffer[]): bigint => readU64be(m[1]!)!;
+    const first = await waitFor(
+      async () => {
+        await send();
+        return inbox.next(300).then(seqOf, () => null);
+      },
+      30000,
+      'a first batch at the subscriber',
+    );
+    for (let i = 0; i < 4; i++) await send();
+    const seen = [first];
+    while (seen[seen.length - 1]! < first + 4n) seen.push(seqOf(await inbox.next(10000)));
+    // Batch 0 is the startup clear; the dispatcher's batches 1, 2, 3, ... carry seqs 1, 2, 3, ...
+    // and the even ones are dropped.
+    expect(first % 2n).to.equal(1n);
+    expect(seen).to.deep.equal([first, first + 2n, first + 4n]);
+  });
+});
