@@ -1,0 +1,62 @@
+// The simulated engine's command line (tools/engine-sim/engine-sim-flags.ts): discovery.md port
+// arithmetic (rank r at port + offset + r) and one-line ConfigErrors for what would make the
+// directory exclude the instance.
+import { expect } from 'chai';
+import { ConfigError } from '../../../shared/config/config-error.js';
+import { parseEngineSimArgs, type EngineSimConfig } from '../../../tools/engine-sim/engine-sim-flags.js';
+
+function cfg(argv: string[]): EngineSimConfig {
+  const c = parseEngineSimArgs(argv);
+  if (c === 'help') throw new Error('expected a config');
+  return c;
+}
+function error(argv: string[]): string {
+  try {
+    parseEngineSimArgs(argv);
+  } catch (e) {
+    expect(e).to.be.instanceOf(ConfigError);
+    expect((e as Error).message).to.not.include('\n');
+    return (e as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('engine simulator flags (tools/engine-sim/engine-sim-flags.ts)', () => {
+  it('defaults: 127.0.0.1:8000 DEFAULT, one rank, events at 18000 and snapshots at 38000, heartbeats to 127.0.0.1:8889', () => {
+    const c = cfg([]);
+    expect(c).to.include({ instanceName: '127.0.0.1:8000', type: 'DEFAULT', dpSize: 1, blockSize: 128, eventPortBase: 18000, replayPortBase: 38000 });
+    expect(c.directoryUrl).to.equal('http://127.0.0.1:8889');
+    expect(c.etcdHosts).to.deep.equal(['127.0.0.1:2379']);
+    expect(c.incarnationId).to.equal(null);
+  });
+
+  it('discovery.md example: 127.0.0.1:8000 with two ranks publishes on 18000/18001 and serves snapshots on 38000/38001', () => {
+    const c = cfg(['--name=127.0.0.1:8000', '--dp_size=2', '--type=prefill']);
+    expect(c).to.include({ eventPortBase: 18000, replayPortBase: 38000, dpSize: 2, type: 'PREFILL' });
+  });
+
+  it('empty --etcd_addr registers nowhere and empty --directory_http sends no heartbeats; a URL is accepted', () => {
+    expect(cfg(['--etcd_addr=', '--directory_http=']).etcdHosts).to.deep.equal([]);
+    expect(cfg(['--directory_http=']).directoryUrl).to.equal(null);
+    expect(cfg(['--directory_http=http://10.0.0.1:9000/']).directoryUrl).to.equal('http://10.0.0.1:9000');
+  });
+
+  it('a rank port above 65535 names the offset flag', () => {
+    expect(error(['--name=127.0.0.1:35535', '--dp_size=2'])).to.equal('invalid --replay_port_offset: 35535 + 30000 + rank 1 = 65536 is above 65535');
+  });
+
+  it('overlapping event and snapshot ranges are refused', () => {
+    expect(error(['--dp_size=4', '--event_port_offset=100', '--replay_port_offset=102'])).to.match(/^invalid --replay_port_offset: event ports 8100\.\. and snapshot ports 8102\.\. overlap for 4 ranks$/);
+  });
+
+  it('a name that is not one host:port, an unknown type or eviction policy, and an unknown flag are one-line errors', () => {
+    expect(error(['--name=8000'])).to.equal('invalid --name: expected one host:port, got "8000"');
+    expect(error(['--type=BOTH'])).to.match(/^invalid --type: expected one of DEFAULT, PREFILL, DECODE, MIX/);
+    expect(error(['--eviction_policy=fifo'])).to.match(/^invalid --eviction_policy: expected one of lru/);
+    expect(error(['--dp-size=2'])).to.equal('unknown flag --dp-size (did you mean --dp_size?)');
+  });
+
+  it('--help wins over a bad flag', () => {
+    expect(parseEngineSimArgs(['--dp_size=0', '--help'])).to.equal('help');
+  });
+});

@@ -1,0 +1,60 @@
+// The local stack's flags and port layout (tools/stack/stack-flags.ts, tools/stack/port-plan.ts).
+import { expect } from 'chai';
+import { createServer, type Server } from 'node:net';
+import { ConfigError } from '../../../shared/config/config-error.js';
+import { parseEngines, parseStackArgs, type StackConfig } from '../../../tools/stack/stack-flags.js';
+import { assertPortsFree, enginePorts, layoutEngines, PortTakenError } from '../../../tools/stack/port-plan.js';
+import { freePort } from '../../helpers/ports.js';
+
+function cfg(argv: string[]): StackConfig {
+  const c = parseStackArgs(argv);
+  if (c === 'help') throw new Error('expected a config');
+  return c;
+}
+
+describe('local stack flags and port plan (tools/stack)', () => {
+  let server: Server | null = null;
+  afterEach(async () => {
+    await new Promise<void>((resolve) => (server === null ? resolve() : server.close(() => resolve())));
+    server = null;
+  });
+
+  it('defaults: architecture.md ports, two DEFAULT engines and a PREFILL/DECODE pair, CAR, demo on', () => {
+    const c = cfg([]);
+    expect(c).to.include({ routerPort: 8888, directoryGrpcPort: 50051, directoryHttpPort: 8889, metaPort: 6382, etcdPort: 2379, loadBalancePolicy: 'CAR', demo: true, demoOnly: false });
+    expect(c.engines.map((e) => `${e.type}:${e.dpSize}`)).to.deep.equal(['DEFAULT:1', 'DEFAULT:1', 'PREFILL:1', 'DECODE:1']);
+  });
+
+  it('--engines takes TYPE[:dp] entries, case-insensitive, and refuses anything else in one line', () => {
+    expect(parseEngines('default:2, mix').map((e) => `${e.type}:${e.dpSize}`)).to.deep.equal(['DEFAULT:2', 'MIX:1']);
+    for (const bad of ['', 'GPU', 'DEFAULT:0', 'DEFAULT:17', 'DEFAULT:x']) {
+      expect(() => parseEngines(bad), bad).to.throw(ConfigError, /^invalid --engines: /);
+    }
+  });
+
+  it('two port flags with the same value are a startup error naming both', () => {
+    expect(() => cfg(['--router_port=9000', '--meta_port=9000'])).to.throw(ConfigError, 'invalid --meta_port: 9000 is also --router_port');
+    expect(cfg(['--meta_port=0', '--router_port=9000']).metaPort).to.equal(0);
+  });
+
+  it('engines are laid out dp_size ports apart, so their event (+10000) and snapshot (+30000) ranges never overlap', () => {
+    const planned = layoutEngines(parseEngines('DEFAULT:2,PREFILL,DECODE:3'), 8000);
+    expect(planned.map((e) => e.httpPort)).to.deep.equal([8000, 8002, 8003]);
+    const ports = planned.flatMap((e, i) => enginePorts(e, i)).map((p) => p.port);
+    expect(new Set(ports).size).to.equal(ports.length);
+    expect(ports).to.include.members([18000, 18001, 38000, 38001, 18002, 38002, 18003, 18005, 38005]);
+  });
+
+  it('a port something already listens on is PortTakenError naming its flag', async () => {
+    const port = await freePort();
+    server = createServer();
+    await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', () => resolve()));
+    try {
+      await assertPortsFree([{ port, owner: '--router_port' }]);
+      expect.fail('expected PortTakenError');
+    } catch (e) {
+      expect(e).to.be.instanceOf(PortTakenError);
+      expect((e as Error).message).to.equal(`port ${port} (--router_port) is already in use: stop whatever holds it or choose another port with the flag`);
+    }
+  });
+});
