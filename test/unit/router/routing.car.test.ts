@@ -10,7 +10,7 @@ import { expect } from 'chai';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { NoCandidateError, createPolicy, type CandidateExplanation, type RouteDecision, type RoutingPolicy } from '../../../router-svc/policy/policy.js';
 import type { WireViewInstance, WireViewStream } from '../../../shared/view/view-wire.js';
-import { DEVICE, HOST, apply, blockKeys, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
+import { BOTH, DEVICE, HOST, apply, blockKeys, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
 const T16 = tokens(16);
@@ -93,6 +93,13 @@ describe('routing.md CAR', () => {
     const none = car(1, 0).decide({ tokenIds: T16, promptTokens: 0 }, view, 1);
     expect(none.prefill.name).to.equal('a:1');
     expect(byName(none, 'b:1')).to.include({ hit_tokens: 4, kv_hit_ratio: 0.25, score: 0.75 });
+  });
+
+  it('a block on both tiers counts once, as Device: k0 k1 on Device and Host → hit 8, not 8 + .5·8', async () => {
+    await load([wireInstance('a:1')], [wireStream(1, 'a:1', residency([k[0]!, k[1]!], [BOTH, BOTH]))]);
+    const d = car(1, 0.5).decide({ tokenIds: T16, promptTokens: 0 }, view, 1);
+    // λ=1: 1 − 8/16 = .5.
+    expect(byName(d, 'a:1')).to.include({ hit_tokens: 8, device_hit_tokens: 8, host_only_hit_tokens: 0, kv_hit_ratio: 0.5, score: 0.5 });
   });
 
   it('DP minimum: a 2-rank instance gets the minimum over its ranks, never the best rank or the sum', async () => {
