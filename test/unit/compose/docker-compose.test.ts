@@ -8,8 +8,8 @@
 //   engine-N ──heartbeat──▶ directory-svc:http_port
 //   directory-svc ──ZMQ──▶ engine-N:(port + discovery offsets + r)
 import { expect } from 'chai';
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { loadMetaConfig } from '../../../directory-svc/meta/config/load-meta-config.js';
@@ -157,6 +157,20 @@ describe('docker-compose.yml and Dockerfile', () => {
       expect(m, `${name} entry ${cmd[1]}`).to.not.equal(null);
       expect(existsSync(join(ROOT, `${m![1]}.ts`)), `${m![1]}.ts exists`).to.equal(true);
       expect(copied, `Dockerfile copies ${m![1]!.split('/')[0]}/`).to.include(m![1]!.split('/')[0]);
+    }
+  });
+
+  it('the sources the image compiles import nothing outside the folders the Dockerfile copies (tsc in the image would fail)', () => {
+    const copied = new Set([...dockerfile.matchAll(/^COPY\s+(?!--from)(\S+)\s+\.\/\S*$/gm)].map((m) => m[1]!));
+    const sourceDirs = ['shared', 'directory-svc', 'router-svc', 'tools'];
+    for (const d of sourceDirs) expect(copied.has(d), `Dockerfile copies ${d}/`).to.equal(true);
+    const walk = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : []));
+    for (const file of sourceDirs.flatMap((d) => walk(join(ROOT, d)))) {
+      for (const m of readFileSync(file, 'utf8').matchAll(/from '(\.{1,2}\/[^']+)'/g)) {
+        const top = relative(ROOT, resolve(dirname(file), m[1]!)).split('/')[0]!;
+        expect(copied.has(top), `${relative(ROOT, file)} imports ${m[1]} (outside the copied folders)`).to.equal(true);
+      }
     }
   });
 
