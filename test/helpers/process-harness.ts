@@ -54,7 +54,8 @@ export class ServiceProcess {
     private readonly child: ChildProcess,
   ) {
     this.exited = new Promise((resolve) => {
-      child.once('exit', (code, signal) => {
+      // 'close', not 'exit': the output pipes are drained by then, so `output` is complete.
+      child.once('close', (code, signal) => {
         this.exitStatus = { code, signal };
         running.delete(this);
         resolve(this.exitStatus);
