@@ -66,6 +66,7 @@ describe('kvctl against a real directory-svc', function () {
   let pubs: RankPublisher[] = [];
   let directory: ServiceProcess;
   let addr: string;
+  let httpPort: number;
 
   before(async () => {
     tmp = mkdtempSync(join(tmpdir(), 'kvctl-'));
@@ -85,11 +86,12 @@ describe('kvctl against a real directory-svc', function () {
     );
     const grpcPort = await freePort();
     addr = `127.0.0.1:${grpcPort}`;
+    httpPort = await freePort();
     directory = ServiceProcess.spawn({
       name: 'directory',
       entry: 'directory-svc/main.ts',
       cwd: ROOT,
-      args: [`--grpc_port=${grpcPort}`, `--http_port=${await freePort()}`, '--meta_http_port=0', `--etcd_addr=127.0.0.1:${etcd.clientPort}`, `--kv_events_config_file=${config}`],
+      args: [`--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--meta_http_port=0', `--etcd_addr=127.0.0.1:${etcd.clientPort}`, `--kv_events_config_file=${config}`],
     });
     await directory.waitForLog((l) => l['msg'] === 'directory-svc started');
     await Promise.all(pubs.map((p) => p.waitForSubscribers(1, 20000)));
@@ -155,6 +157,14 @@ describe('kvctl against a real directory-svc', function () {
     expect(r[0]).to.deep.equal(['etcd: connected']);
     expect(r[1]).to.deep.equal(['NAME', 'TYPE', 'ROLE', 'STATE', 'SCHEDULABLE', 'DP', 'INCARNATION', 'WAITING', 'GPU_CACHE', 'HEARTBEAT_AGE', 'EXCLUDED']);
     expect(r[2]!.slice(0, 10)).to.deep.equal(['a:8000', 'DEFAULT', '-', 'ACTIVE', 'yes', '1', 'inc-a', '-', '-', '-']);
+  });
+
+  it('the process serves the same streams\' §10 series on GET /metrics (main.ts wires StreamMetrics)', async () => {
+    const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+    expect(text).to.include('kv_batches_applied_total{instance="a:8000",dp_rank="0"} 1');
+    expect(text).to.include('kv_index_blocks{instance="a:8000",dp_rank="0",tier="device"} 3');
+    expect(text).to.include('kv_stream_state{instance="b:8000",dp_rank="0"} 3');
+    expect(text).to.include('process_cpu_user_seconds_total');
   });
 
   it('--json prints the raw gRPC answer (64-bit values as decimal strings)', async () => {
