@@ -174,6 +174,21 @@ describe('docker-compose.yml and Dockerfile', () => {
     }
   });
 
+  it('runtime sources import only production dependencies (the image prunes devDependencies)', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    const walk = (dir: string): string[] =>
+      readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith('.ts') && !e.name.endsWith('.bench.ts') ? [join(dir, e.name)] : []));
+    for (const file of ['shared', 'directory-svc', 'router-svc', 'tools'].flatMap((d) => walk(join(ROOT, d)))) {
+      // `import type` lines vanish from the emitted JS, so only value imports must be installed.
+      for (const m of readFileSync(file, 'utf8').matchAll(/^import (?!type )[^;]*?from '([^.'][^']*)'/gm)) {
+        const spec = m[1]!;
+        if (spec.startsWith('node:')) continue;
+        const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]!;
+        expect(pkg.dependencies, `${relative(ROOT, file)} imports ${spec}`).to.have.property(name);
+      }
+    }
+  });
+
   it('the Dockerfile builds on node:20-bookworm-slim with npm ci and runs as a non-root user with proto/ and deploy/', () => {
     const froms = [...dockerfile.matchAll(/^FROM\s+(\S+)/gm)].map((m) => m[1]);
     expect(froms.length).to.be.at.least(1);
