@@ -250,4 +250,19 @@ describe('kvcm-meta §6 write sessions, §5.2 removeCache/trimCache', () => {
     const d = await detail([777]);
     expect(d.items[0].locations).to.have.length(1);
   });
+
+  it('§5.2 a write session whose location was removed meanwhile skips it at finish', async () => {
+    const s = await start([50, 51]);
+    expect(code(await h.call('removeCache', { instance_id: I, block_keys: [50] }))).to.equal('OK');
+    expect(code(await finish(s.write_session_id, { offset: 2 }))).to.equal('OK');
+    expect(await hits([50, 51])).to.deep.equal([false, true]);
+    expect((await detail([50])).items[0].locations[0].status).to.equal('CLS_NOT_FOUND');
+  });
+
+  it('C-04 overlapping concurrent sessions [1,2] and [2,3]: key 2 gets exactly one location', async () => {
+    const [a, b] = await Promise.all([start([1, 2]), start([2, 3])]);
+    expect(a.locations.length + b.locations.length).to.equal(3);
+    const d = await detail([1, 2, 3]);
+    expect(d.items.map((it: Json) => it.locations.length)).to.deep.equal([1, 1, 1]);
+  });
 });
