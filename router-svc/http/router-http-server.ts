@@ -17,9 +17,8 @@ import { silentLogger } from '../../shared/log/logger.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import { CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH, type OpenAiProxy } from '../proxy/openai-proxy.js';
 import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from './internal-token.js';
-import { MAX_BODY_BYTES, parseJsonBody, readBody } from './json-body.js';
+import { MAX_BODY_BYTES, readJsonBody } from './json-body.js';
 import { queryResultJson } from './query-json.js';
-import { fastTokenIdsBody } from './token-ids-body.js';
 import type { RouteDecider } from './route-decider.js';
 import { parseKvQueryRequest, parseRouteRequest } from './route-request.js';
 import { RouterHttpError, isRouterHttpError, unauthorized } from './router-http-errors.js';
@@ -142,18 +141,17 @@ function buildApp(opts: RouterHttpServerOptions): Koa {
   router.post(KV_QUERY_PATH, async (ctx) => {
     // The token is checked before the body is read: an unauthenticated caller learns nothing.
     if (!token.accepts(ctx.req.headers[INTERNAL_TOKEN_HEADER])) throw unauthorized();
-    const raw = await readBody(ctx.req, maxBodyBytes);
-    const fast = fastTokenIdsBody(raw);
-    const request = fast !== null ? { tokenIds: fast } : parseKvQueryRequest(parseJsonBody(raw));
+    const body = await readJsonBody(ctx.req, maxBodyBytes);
+    const request = parseKvQueryRequest(body.json);
     ctx.status = 200;
     ctx.type = 'application/json';
     ctx.body = queryResultJson(view.query(request.tokenIds, clock()));
   });
   router.post(ROUTE_PATH, async (ctx) => {
-    const raw = await readBody(ctx.req, maxBodyBytes);
-    const fast = fastTokenIdsBody(raw);
-    const request = fast !== null ? { tokenIds: fast, promptTokens: fast.length } : parseRouteRequest(parseJsonBody(raw));
-    const decision = opts.decider.decide(request, clock());
+    // JSON.parse of an 8k-token body costs about what a hand-written token scanner does (measured
+    // 0.3 ms each for 50 KB), so there is no special path for it.
+    const body = await readJsonBody(ctx.req, maxBodyBytes);
+    const decision = opts.decider.decide(parseRouteRequest(body.json), clock());
     return reply(ctx, 200, decision);
   });
   const proxy = opts.proxy;

@@ -1,13 +1,11 @@
 // routing.md "HTTP API" and "OpenAI-compatible proxy": the pure request checks behind the router's
 // endpoints (400 naming the field), the query JSON writer (exact u64 sequence, kv-events §8) and
-// the constant-time internal token check, and the token_ids fast path held to the general one.
+// the constant-time internal token check.
 import { expect } from 'chai';
-import fc from 'fast-check';
 import { InternalTokenCheck } from '../../../router-svc/http/internal-token.js';
 import { queryResultJson } from '../../../router-svc/http/query-json.js';
 import { parseKvQueryRequest, parseRouteRequest } from '../../../router-svc/http/route-request.js';
 import { isRouterHttpError } from '../../../router-svc/http/router-http-errors.js';
-import { fastTokenIdsBody } from '../../../router-svc/http/token-ids-body.js';
 import { chatRouteInput, completionRouteInput } from '../../../router-svc/proxy/prompt-route-input.js';
 
 /** The 400 reason `fn` throws (fails when it does not throw a bad_request). */
@@ -97,44 +95,5 @@ describe('routing.md HTTP API request checks', () => {
     const check = new InternalTokenCheck('s3cret');
     expect(check.accepts('s3cret')).to.equal(true);
     for (const sent of [undefined, '', 's3cre', 's3crett', ['s3cret']]) expect(check.accepts(sent), String(sent)).to.equal(false);
-  });
-});
-
-describe('routing.md query/route bodies: the token_ids fast path agrees with the general path', () => {
-  /** What the general path answers: the ids, or the 400 reason. */
-  function general(text: string): number[] | string {
-    try {
-      return parseKvQueryRequest(JSON.parse(text)).tokenIds.slice();
-    } catch (e) {
-      if (e instanceof SyntaxError) return 'not JSON';
-      if (isRouterHttpError(e)) return e.reason;
-      throw e;
-    }
-  }
-
-  it('exact shape with any whitespace: same ids as JSON.parse', () => {
-    const ws = fc.constantFrom('', ' ', '\n', '\t', '\r\n ');
-    fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 2 ** 31 - 1 }), { maxLength: 50 }), ws, ws, ws, (ids, a, b, c) => {
-        const text = `${a}{${b}"token_ids"${c}:${a}[${ids.join(`${b},${c}`)}]${b}}${c}`;
-        expect(fastTokenIdsBody(Buffer.from(text))).to.deep.equal(ids);
-        expect(general(text)).to.deep.equal(ids);
-      }),
-    );
-  });
-
-  it('any other body: the fast path declines or gives what the general path gives', () => {
-    const pieces = fc.constantFrom('{', '}', '[', ']', ',', ':', ' ', '"token_ids"', '"x"', '0', '01', '7', '2147483647', '2147483648', '-1', '1.0', '1e2', 'null', '\u00a0');
-    fc.assert(
-      fc.property(fc.array(pieces, { maxLength: 12 }), (parts) => {
-        const text = parts.join('');
-        const fast = fastTokenIdsBody(Buffer.from(text));
-        if (fast !== null) expect(general(text)).to.deep.equal(fast);
-      }),
-      { numRuns: 2000 },
-    );
-    for (const declined of ['{"token_ids":[01]}', '{"token_ids":[2147483648]}', '{"token_ids":[-1]}', '{"token_ids":[1.0]}', '{"token_ids":[1],"x":1}', '{"token_ids":[1]', '{"token_ids":[1,]}']) {
-      expect(fastTokenIdsBody(Buffer.from(declined)), declined).to.equal(null);
-    }
   });
 });
