@@ -148,6 +148,8 @@ describe('kvctl against a real directory-svc', function () {
     expect(kv.get('streams_synchronized')).to.equal('2');
     expect(kv.get('streams_by_state')).to.equal('SYNCHRONIZED:2');
     expect(kv.get('device_blocks_total')).to.equal('3');
+    expect(kv.get('view_epoch')).to.be.a('string').and.not.equal('-');
+    expect(kv.get('view_watchers')).to.equal('0');
   });
 
   it('instances prints the etcd registration with its state and no load before a heartbeat', async () => {

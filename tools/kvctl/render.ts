@@ -152,5 +152,9 @@ export function renderStats(res: WireGetStatsResponse): string {
     ['queries_total', res.queries_total],
     ['started_at', new Date(Number(res.started_at_ms)).toISOString()],
     ['uptime', durationText(Number(res.uptime_ms))],
+    // The view stream: compare a router's applied version with view_version (absent from older directories).
+    ['view_epoch', res.view_epoch === undefined || res.view_epoch === '' ? NONE : res.view_epoch],
+    ['view_version', res.view_version ?? NONE],
+    ['view_watchers', res.view_watchers === undefined ? NONE : String(res.view_watchers)],
   ]);
 }
