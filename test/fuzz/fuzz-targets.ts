@@ -1,0 +1,422 @@
+// The in-process fuzz targets: how each one builds input i from its corpus and what it may throw.
+// Loaded by the guarded worker (fuzz-worker.ts) to run inputs, and by the main thread to rebuild
+// input i of a failed run for the report. A target's `run` throws only when the code under test
+// threw something outside its contract; allowed errors are counted by class.
+import { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import { isConfigError } from '../../shared/config/config-error.js';
+import { parseKvEventsConfig } from '../../shared/config/kv-events-config.js';
+import { parseDirectoryFlags } from '../../shared/config/directory-flags.js';
+import { parseRouterFlags } from '../../shared/config/router-flags.js';
+import { decodeLiveMessage } from '../../directory-svc/decoder/live-frame-decoder.js';
+import { SnapshotAssembler, decodeSnapshotMessage } from '../../directory-svc/decoder/snapshot-decoder.js';
+import { isStreamError } from '../../directory-svc/errors/stream-errors.js';
+import { StreamIndex } from '../../directory-svc/index/stream-index.js';
+import type { SkipCounters } from '../../directory-svc/index/stream-index.js';
+import { isDiscoveryError } from '../../directory-svc/discovery/discovery-errors.js';
+import { parseHeartbeat } from '../../directory-svc/discovery/load-report.js';
+import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
+import { readBlockMask } from '../../directory-svc/meta/keys/block-mask.js';
+import { readRawKeys } from '../../directory-svc/meta/keys/request-keys.js';
+import { isBadRequestError } from '../../directory-svc/meta/meta-errors.js';
+import { QueryType, StorageType, TrimStrategy } from '../../directory-svc/meta/meta-enums.js';
+import { JsonParseError, parseJson } from '../../directory-svc/meta/wire/json-parse.js';
+import { RequestReader } from '../../directory-svc/meta/wire/request-reader.js';
+import { isRouterHttpError } from '../../router-svc/http/router-http-errors.js';
+import { parseKvQueryRequest, parseRouteRequest } from '../../router-svc/http/route-request.js';
+import { Rng, hex, loadCorpus, mutateBytes, mutateJsonText, mutateMsgpackInput } from '../helpers/fuzz.js';
+
+/** What a target's `run` reports: the outcome class ('ok' or the allowed error's class). */
+export type Outcome = string;
+
+export interface FuzzTarget<I> {
+  readonly name: string;
+  /** Rebuilds input i: a pure function of the generator and the (loaded) corpus. */
+  generate(rng: Rng): I;
+  /** Runs one input; returns the outcome, throws only on a contract violation. */
+  run(input: I): Outcome;
+  /** A printable form of an input for failure reports. */
+  show(input: I): string;
+}
+
+/** Thrown by `run` when the code under test broke its error contract. */
+export class ContractViolation extends Error {
+  constructor(
+    readonly target: string,
+    readonly violation: unknown,
+  ) {
+    super(`${target}: threw ${describeError(violation)}`);
+  }
+}
+
+export function describeError(e: unknown): string {
+  if (e instanceof Error) return `${e.constructor.name}: ${e.message}\n${(e.stack ?? '').split('\n').slice(1, 6).join('\n')}`;
+  return `non-Error value ${String(e)}`;
+}
+
+const utf8 = new TextDecoder('utf-8');
+const utf8Fatal = new TextDecoder('utf-8', { fatal: true });
+const BLOCK_SIZE = 4;
+const MAX_MESSAGE_BYTES = 65_536;
+
+function textCorpus(kind: string): string[] {
+  return loadCorpus(kind).map((c) => utf8.decode(c.bytes));
+}
+
+function seq8(rng: Rng): Uint8Array {
+  const b = new Uint8Array(8);
+  b[7] = rng.int(256);
+  if (rng.chance(0.1)) b.fill(0xff);
+  return b;
+}
+
+// ---- kv-events: live frames, batch payloads applied to an index, snapshot replies -------------
+
+let hasher: ContentKeyHasher | null = null;
+
+/** The async part of target set-up (the XXH3 wasm); call once before `run`. */
+export async function prepareTargets(): Promise<void> {
+  hasher ??= await ContentKeyHasher.forSeed(1024n);
+}
+
+function zeroSkips(): SkipCounters {
+  return { outOfScope: 0, descendant: 0, orphan: 0 };
+}
+
+/** A small index holding the §3.5 blocks 11 and 12 (so mutated events meet known hashes too). */
+function seededIndex(): StreamIndex {
+  if (hasher === null) throw new Error('prepareTargets() not called');
+  const index = new StreamIndex({ blockSize: BLOCK_SIZE, hasher, maxEntries: 64 });
+  const batch = decodeLiveMessage([new Uint8Array(0), new Uint8Array(8), LIVE_SEED_FOR_INDEX], LIVE_OPTS);
+  if (batch.kind === 'batch') index.applyEvents(batch.batch.events, zeroSkips());
+  return index;
+}
+
+const LIVE_OPTS = { topic: new Uint8Array(0), dpRank: 0, maxMessageBytes: MAX_MESSAGE_BYTES };
+let LIVE_SEED_FOR_INDEX: Uint8Array = new Uint8Array(0);
+
+function streamOutcome(name: string, e: unknown): Outcome {
+  if (isStreamError(e)) return e.class;
+  throw new ContractViolation(name, e);
+}
+
+function liveTarget(name: string, frameMutationRate: number): FuzzTarget<Uint8Array[]> {
+  const corpus = loadCorpus('live-batch').map((c) => c.bytes);
+  LIVE_SEED_FOR_INDEX = corpus[1]!;
+  return {
+    name,
+    generate(rng) {
+      const seed = rng.pick(corpus);
+      const payload = rng.chance(0.9) ? mutateMsgpackInput(rng, seed, corpus) : seed;
+      const frames: Uint8Array[] = [new Uint8Array(0), seq8(rng), payload];
+      if (rng.chance(frameMutationRate)) {
+        switch (rng.int(5)) {
+          case 0:
+            frames.splice(rng.int(3), 1);
+            break;
+          case 1:
+            frames.push(rng.bytes(rng.int(4)));
+            break;
+          case 2:
+            frames[1] = rng.bytes(rng.pick([0, 7, 9]));
+            break;
+          case 3:
+            frames[0] = Uint8Array.from(Buffer.from(rng.pick(['xllm-kv', 'x', '\u0000'])));
+            break;
+          default:
+            frames[2] = new Uint8Array(MAX_MESSAGE_BYTES + 1 + rng.int(16));
+        }
+      }
+      return frames;
+    },
+    run(frames) {
+      let events;
+      try {
+        const r = decodeLiveMessage(frames, LIVE_OPTS);
+        if (r.kind === 'topic_mismatch') return 'topic_mismatch';
+        events = r.batch.events;
+      } catch (e) {
+        return streamOutcome(name, e);
+      }
+      // A decoded batch must also apply (or fail with a StreamError) on a non-empty index.
+      try {
+        seededIndex().applyEvents(events, zeroSkips());
+        return 'ok';
+      } catch (e) {
+        return `index_${streamOutcome(name, e)}`;
+      }
+    },
+    show: (frames) => `frames [${frames.map((f) => hex(f)).join(', ')}]`,
+  };
+}
+
+/** Snapshot replies: a few messages fed to the assembler and the §6 builder, in order. */
+function snapshotTarget(): FuzzTarget<Uint8Array[][]> {
+  const corpus = loadCorpus('snapshot-chunk').map((c) => c.bytes);
+  const TERM = new Uint8Array(8).fill(0xff);
+  return {
+    name: 'snapshot-reply',
+    generate(rng) {
+      const w = new Uint8Array(8);
+      w[7] = rng.int(16);
+      const messages: Uint8Array[][] = [];
+      const chunks = 1 + rng.int(3);
+      for (let i = 0; i < chunks; i++) {
+        const seed = rng.pick(corpus);
+        messages.push([new Uint8Array(0), w, rng.chance(0.85) ? mutateMsgpackInput(rng, seed, corpus) : seed]);
+      }
+      if (rng.chance(0.8)) messages.push([new Uint8Array(0), TERM, new Uint8Array(0)]);
+      if (rng.chance(0.2)) {
+        const m = messages[rng.int(messages.length)]!;
+        const f = rng.int(m.length);
+        m[f] = mutateBytes(rng, m[f]!);
+      }
+      return messages;
+    },
+    run(messages) {
+      if (hasher === null) throw new Error('prepareTargets() not called');
+      const index = new StreamIndex({ blockSize: BLOCK_SIZE, hasher, maxEntries: 64 });
+      const assembler = new SnapshotAssembler();
+      const skipped = zeroSkips();
+      try {
+        for (const frames of messages) {
+          const msg = decodeSnapshotMessage(frames, { dpRank: 0, blockSize: BLOCK_SIZE, maxMessageBytes: MAX_MESSAGE_BYTES });
+          assembler.accept(msg);
+          if (msg.kind === 'chunk') for (const b of msg.blocks) index.addSnapshotBlock(b, skipped);
+        }
+        index.finishSnapshot();
+        return assembler.complete ? 'ok' : 'incomplete';
+      } catch (e) {
+        return streamOutcome('snapshot-reply', e);
+      }
+    },
+    show: (messages) => messages.map((m) => `[${m.map((f) => hex(f)).join(', ')}]`).join(' '),
+  };
+}
+
+// ---- JSON targets ----------------------------------------------------------------------------
+
+function jsonTextTarget(name: string, kind: string, run: (text: string) => Outcome): FuzzTarget<string> {
+  const corpus = textCorpus(kind);
+  return {
+    name,
+    generate: (rng) => {
+      const seed = rng.pick(corpus);
+      return rng.chance(0.95) ? mutateJsonText(rng, seed, corpus) : seed;
+    },
+    run,
+    show: (text) => JSON.stringify(text.length > 4096 ? `${text.slice(0, 4096)}…` : text),
+  };
+}
+
+/** JSON.parse as an HTTP edge would (a SyntaxError is that edge's 400, not the parser's business). */
+function plainJson(text: string): { ok: true; value: unknown } | { ok: false } {
+  try {
+    return { ok: true, value: JSON.parse(text) as unknown };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function heartbeatTarget(): FuzzTarget<string> {
+  return jsonTextTarget('heartbeat', 'heartbeat', (text) => {
+    const j = plainJson(text);
+    if (!j.ok) return 'not_json';
+    try {
+      parseHeartbeat(j.value);
+      return 'ok';
+    } catch (e) {
+      if (isDiscoveryError(e)) return e.class;
+      throw new ContractViolation('heartbeat', e);
+    }
+  });
+}
+
+function kvEventsConfigTarget(): FuzzTarget<string> {
+  return jsonTextTarget('kv-events-config', 'kv-events-config', (text) => {
+    try {
+      parseKvEventsConfig(text);
+      return 'ok';
+    } catch (e) {
+      if (isConfigError(e)) return 'config_error';
+      throw new ContractViolation('kv-events-config', e);
+    }
+  });
+}
+
+function metaConfigTarget(): FuzzTarget<string> {
+  return jsonTextTarget('meta-config', 'meta-config', (text) => {
+    try {
+      // Pure: problems come back as `errors`, nothing is thrown (kvcm-meta §8).
+      const r = parseMetaConfig({ fileText: text, hostname: 'fuzz-host', firstIpv4: '127.0.0.1' });
+      return r.ok ? 'ok' : 'errors';
+    } catch (e) {
+      throw new ContractViolation('meta-config', e);
+    }
+  });
+}
+
+function routerBodyTarget(): FuzzTarget<string> {
+  return jsonTextTarget('router-body', 'router-body', (text) => {
+    const j = plainJson(text);
+    if (!j.ok) return 'not_json';
+    let outcome = 'ok';
+    for (const parse of [parseRouteRequest, parseKvQueryRequest]) {
+      try {
+        parse(j.value);
+      } catch (e) {
+        if (!isRouterHttpError(e)) throw new ContractViolation('router-body', e);
+        outcome = `http_${e.httpStatus}`;
+      }
+    }
+    return outcome;
+  });
+}
+
+/** argv given as a JSON array; mutated both as JSON and element by element. */
+function flagsTarget(): FuzzTarget<string[]> {
+  const corpus = textCorpus('flags');
+  const words = ['--help', '-h', '--', '--http_port', '=', '--log_level=debug', '--etcd_addr=[::1]:2379,h:1', '--car_prefill_lambda=1e-3', '--target_ttft=', '--meta_http_port=0', '--http_port=65536', '--http_port=0x10', '--directory_addr=', '--view_stale_after_ms=+100'];
+  return {
+    name: 'flags',
+    generate(rng) {
+      const seed = rng.pick(corpus);
+      const j = plainJson(rng.chance(0.5) ? mutateJsonText(rng, seed, corpus) : seed);
+      let argv = j.ok && Array.isArray(j.value) ? j.value.map((x) => String(x)) : (JSON.parse(seed) as string[]);
+      const n = rng.int(3);
+      for (let k = 0; k < n; k++) {
+        const i = rng.int(argv.length + 1);
+        if (rng.chance(0.5)) argv.splice(i, 0, rng.pick(words));
+        else if (argv.length > 0) argv[Math.min(i, argv.length - 1)] = mutateJsonText(rng, argv[Math.min(i, argv.length - 1)]!);
+      }
+      if (argv.length > 64) argv = argv.slice(0, 64);
+      return argv;
+    },
+    run(argv) {
+      let outcome = '';
+      for (const parse of [(a: string[]) => parseDirectoryFlags(a, { KVCM_META_CONFIG_FILE: '/x.json' }), parseRouterFlags]) {
+        try {
+          outcome += parse(argv).kind;
+        } catch (e) {
+          if (!isConfigError(e)) throw new ContractViolation('flags', e);
+          outcome += 'config_error';
+        }
+        outcome += '/';
+      }
+      return outcome;
+    },
+    show: (argv) => JSON.stringify(argv),
+  };
+}
+
+// ---- MetaService JSON: the lossless parser, then every typed read a handler may make -----------
+
+/** Field → reader for every request field of kvcm-meta §5.1 and §7.1 (unknown fields are never read). */
+function readEverything(r: RequestReader, depth = 0): void {
+  const reads: ((x: RequestReader) => unknown)[] = [
+    (x) => x.str('trace_id'),
+    (x) => x.str('instance_id'),
+    (x) => x.str('instance_group'),
+    (x) => x.str('write_session_id'),
+    (x) => x.str('host_ip_port'),
+    (x) => x.str('name'),
+    (x) => x.str('uri'),
+    (x) => x.str('block_key'),
+    (x) => x.int32('block_size'),
+    (x) => x.int32('sw_size'),
+    (x) => x.int32('write_timeout_seconds'),
+    (x) => x.int32('min_replica_count'),
+    (x) => x.int32('begin_timestamp'),
+    (x) => x.int32('end_timestamp'),
+    (x) => x.int32('detail_level'),
+    (x) => x.int32('tp_size'),
+    (x) => x.int64('size'),
+    (x) => x.int64('offset'),
+    (x) => x.uint64('s_version'),
+    (x) => x.enumOf('query_type', QueryType),
+    (x) => x.enumOf('default_query_type', QueryType),
+    (x) => x.enumOf('strategy', TrimStrategy),
+    (x) => x.enumOf('storage_type', StorageType),
+    (x) => x.int64List('block_cache_keys'),
+    (x) => x.strList('location_spec_names'),
+    (x) => x.strList('location_spec_group_names'),
+    (x) => x.strList('medium'),
+    (x) => x.strList('spec_names'),
+    (x) => x.strList('mediums'),
+    (x) => x.boolList('values'),
+    (x) => x.map('properties'),
+    (x) => readRawKeys(x),
+    (x) => readBlockMask(x.message('block_mask'), 'block_mask'),
+    (x) => readBlockMask(x.message('success_blocks'), 'success_blocks'),
+  ];
+  for (const read of reads) {
+    try {
+      read(r);
+    } catch (e) {
+      if (!isBadRequestError(e)) throw new ContractViolation('meta-request', e);
+    }
+  }
+  if (depth > 3) return;
+  for (const name of ['model_deployment', 'bool_masks', 'node_register', 'block_add', 'block_delete', 'block_snapshot', 'heartbeat']) {
+    try {
+      const m = r.message(name);
+      if (m !== null) readEverything(m, depth + 1);
+    } catch (e) {
+      if (!isBadRequestError(e)) throw new ContractViolation('meta-request', e);
+    }
+  }
+  for (const name of ['location_spec_infos', 'location_spec_groups', 'events', 'specs', 'blocks']) {
+    try {
+      for (const m of r.messages(name).slice(0, 8)) readEverything(m, depth + 1);
+    } catch (e) {
+      if (!isBadRequestError(e)) throw new ContractViolation('meta-request', e);
+    }
+  }
+}
+
+function metaRequestTarget(): FuzzTarget<string> {
+  return jsonTextTarget('meta-request', 'meta-request', (text) => {
+    let value;
+    try {
+      value = parseJson(text, { maxDepth: 100, maxChars: 1 << 20 });
+    } catch (e) {
+      if (e instanceof JsonParseError) return 'json_parse';
+      throw new ContractViolation('meta-request', e);
+    }
+    let reader: RequestReader;
+    try {
+      reader = RequestReader.ofBody(value);
+    } catch (e) {
+      if (isBadRequestError(e)) return 'not_object';
+      throw new ContractViolation('meta-request', e);
+    }
+    readEverything(reader);
+    return 'read';
+  });
+}
+
+/** Every target by name (the worker and the report look them up here). */
+export function makeTarget(name: string): FuzzTarget<unknown> {
+  const targets: Record<string, () => FuzzTarget<never>> = {
+    'live-frame': () => liveTarget('live-frame', 0.3) as FuzzTarget<never>,
+    'live-batch': () => liveTarget('live-batch', 0) as FuzzTarget<never>,
+    'snapshot-reply': () => snapshotTarget() as FuzzTarget<never>,
+    heartbeat: () => heartbeatTarget() as FuzzTarget<never>,
+    'kv-events-config': () => kvEventsConfigTarget() as FuzzTarget<never>,
+    'meta-config': () => metaConfigTarget() as FuzzTarget<never>,
+    'router-body': () => routerBodyTarget() as FuzzTarget<never>,
+    flags: () => flagsTarget() as FuzzTarget<never>,
+    'meta-request': () => metaRequestTarget() as FuzzTarget<never>,
+  };
+  const make = targets[name];
+  if (make === undefined) throw new Error(`unknown fuzz target ${name}`);
+  return make() as FuzzTarget<unknown>;
+}
+
+/** Bytes of a UTF-8 body, or null when they are not valid UTF-8 (for the HTTP target's report). */
+export function strictUtf8(b: Uint8Array): string | null {
+  try {
+    return utf8Fatal.decode(b);
+  } catch {
+    return null;
+  }
+}

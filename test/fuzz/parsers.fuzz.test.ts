@@ -1,0 +1,34 @@
+// Config, discovery, MetaService and router parsers under a seeded mutation fuzzer (token-level
+// JSON mutations of the seeds in test/fuzz/corpus/). Each parser's error contract:
+//   heartbeat (discovery.md)            → DiscoveryError only
+//   kv-events config (kv-events §9)     → ConfigError only
+//   directory/router flags              → ConfigError only
+//   MetaService config (kvcm-meta §8)   → never throws (errors are returned)
+//   MetaService JSON + RequestReader    → JsonParseError / BadRequestError only (kvcm-meta §1.2: 400)
+//   router bodies (routing.md HTTP API) → RouterHttpError only
+// FUZZ_SEED reproduces a run, FUZZ_ITERATIONS lengthens it.
+import { expect } from 'chai';
+import { MIB, fuzzIterations, fuzzSeed } from '../helpers/fuzz.js';
+import { HEAP_GROWTH_BOUND_BYTES, runGuardedFuzz } from './fuzz-runner.js';
+
+const SEED = fuzzSeed();
+
+describe(`config, discovery, MetaService and router parsers under a seeded mutation fuzzer (FUZZ_SEED=${SEED})`, function () {
+  this.timeout(120_000);
+
+  for (const [target, contract, shortForm] of [
+    ['heartbeat', 'only DiscoveryError', 3000],
+    ['kv-events-config', 'only ConfigError', 3000],
+    ['flags', 'only ConfigError', 2000],
+    ['meta-config', 'nothing thrown', 800],
+    ['meta-request', 'only JsonParseError or BadRequestError', 3000],
+    ['router-body', 'only RouterHttpError', 2000],
+  ] as const) {
+    it(`${target}: ${contract}, no input hangs, the heap does not grow`, async () => {
+      const r = await runGuardedFuzz({ target, seed: SEED, iterations: fuzzIterations(shortForm) });
+      console.log(`      ${target}: ${JSON.stringify(r.outcomes)}; heap growth ${(r.heapGrowthBytes / MIB).toFixed(1)} MiB${r.gcExposed ? '' : ' (no --expose-gc: reported only)'}`);
+      if (r.gcExposed) expect(r.heapGrowthBytes, 'heap growth after gc').to.be.lessThan(HEAP_GROWTH_BOUND_BYTES);
+      expect(Object.keys(r.outcomes).length, 'distinct outcomes (the mutations reach more than one path)').to.be.greaterThan(1);
+    });
+  }
+});
