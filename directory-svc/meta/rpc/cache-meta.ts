@@ -8,7 +8,8 @@
  */
 import { CacheLocationStatus, StorageType, enumName } from '../meta-enums.js';
 import { missingFields } from '../meta-errors.js';
-import type { RpcHandler } from '../http/meta-http-server.js';
+import type { RpcResult } from '../http/meta-http-server.js';
+import type { RequestReader } from '../wire/request-reader.js';
 import { checkBlockMask, isMasked, readBlockMask } from '../keys/block-mask.js';
 import { keysOf, readRawKeys } from '../keys/request-keys.js';
 import { cacheLocationDetailOf, cacheLocationOf, emptyCacheLocation, notFoundDetail } from '../lookup/cache-location-wire.js';
@@ -25,7 +26,7 @@ export function registerCacheMetaRpcs(server: RpcRegistrar, dp: DataPath): void 
   server.registerRpc('getCacheMetaDetail', (req) => getCacheMetaDetail(dp, req));
 }
 
-async function getCacheMeta(dp: DataPath, req: Parameters<RpcHandler>[0]): ReturnType<RpcHandler> {
+async function getCacheMeta(dp: DataPath, req: RequestReader): Promise<RpcResult> {
   const instanceId = req.str('instance_id');
   const raw = readRawKeys(req);
   const mask = readBlockMask(req.message('block_mask'), 'block_mask');
@@ -85,7 +86,7 @@ interface DetailItem {
   status: { code: string; message: string };
 }
 
-async function getCacheMetaDetail(dp: DataPath, req: Parameters<RpcHandler>[0]): ReturnType<RpcHandler> {
+async function getCacheMetaDetail(dp: DataPath, req: RequestReader): Promise<RpcResult> {
   const instanceId = req.str('instance_id');
   const raw = readRawKeys(req);
   const mask = readBlockMask(req.message('block_mask'), 'block_mask');

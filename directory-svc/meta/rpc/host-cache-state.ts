@@ -6,7 +6,8 @@
  */
 import { QueryType } from '../meta-enums.js';
 import { MetaError, missingFields } from '../meta-errors.js';
-import type { RpcHandler } from '../http/meta-http-server.js';
+import type { RpcResult } from '../http/meta-http-server.js';
+import type { RequestReader } from '../wire/request-reader.js';
 import { isLookupVisible } from '../lookup/location-selection.js';
 import { isEventReportLocation } from '../report/event-report-visibility.js';
 import { parseReportLocationId } from '../report/report-location-id.js';
@@ -22,7 +23,7 @@ export function registerHostCacheStateRpc(server: RpcRegistrar, dp: DataPath): v
   server.registerRpc('getHostCacheState', (req) => getHostCacheState(dp, req));
 }
 
-async function getHostCacheState(dp: DataPath, req: Parameters<RpcHandler>[0]): ReturnType<RpcHandler> {
+async function getHostCacheState(dp: DataPath, req: RequestReader): Promise<RpcResult> {
   const instanceId = req.str('instance_id');
   const requested = req.enumOf('query_type', QueryType);
   const keys = req.int64List('block_cache_keys');

@@ -6,7 +6,8 @@
  */
 import { QueryType } from '../meta-enums.js';
 import { missingFields } from '../meta-errors.js';
-import type { RpcHandler } from '../http/meta-http-server.js';
+import type { RpcHandler, RpcResult } from '../http/meta-http-server.js';
+import type { RequestReader } from '../wire/request-reader.js';
 import type { RpcName } from '../wire/response-defaults.js';
 import { checkBlockMask, isMasked, readBlockMask } from '../keys/block-mask.js';
 import { keysOf, readRawKeys } from '../keys/request-keys.js';
@@ -81,7 +82,7 @@ function allIndexes(n: number): number[] {
   return a;
 }
 
-async function getCacheLocation(dp: DataPath, req: Parameters<RpcHandler>[0]): ReturnType<RpcHandler> {
+async function getCacheLocation(dp: DataPath, req: RequestReader): Promise<RpcResult> {
   const instanceId = req.str('instance_id');
   const requested = req.enumOf('query_type', QueryType);
   const raw = readRawKeys(req);
@@ -156,7 +157,7 @@ async function getCacheLocation(dp: DataPath, req: Parameters<RpcHandler>[0]): R
   return { fields: { locations } };
 }
 
-async function getCacheLocationLen(dp: DataPath, req: Parameters<RpcHandler>[0]): ReturnType<RpcHandler> {
+async function getCacheLocationLen(dp: DataPath, req: RequestReader): Promise<RpcResult> {
   const instanceId = req.str('instance_id');
   const requested = req.enumOf('query_type', QueryType);
   const raw = readRawKeys(req);

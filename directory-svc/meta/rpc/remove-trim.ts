@@ -6,7 +6,8 @@
  */
 import { TrimStrategy } from '../meta-enums.js';
 import { MetaError, missingFields } from '../meta-errors.js';
-import type { RpcHandler } from '../http/meta-http-server.js';
+import type { RpcResult } from '../http/meta-http-server.js';
+import type { RequestReader } from '../wire/request-reader.js';
 import { checkBlockMask, isMasked, readBlockMask } from '../keys/block-mask.js';
 import { keysOf, readRawKeys } from '../keys/request-keys.js';
 import type { LocationScanFilter, MetaStore, StoreMutation } from '../store/meta-store.js';
@@ -21,7 +22,7 @@ export function registerRemoveTrimRpcs(server: RpcRegistrar, dp: DataPath): void
   server.registerRpc('trimCache', (req) => trimCache(dp, req));
 }
 
-async function removeCache(dp: DataPath, req: Parameters<RpcHandler>[0]): ReturnType<RpcHandler> {
+async function removeCache(dp: DataPath, req: RequestReader): Promise<RpcResult> {
   const instanceId = req.str('instance_id');
   const raw = readRawKeys(req);
   const mask = readBlockMask(req.message('block_mask'), 'block_mask');
@@ -39,7 +40,7 @@ async function removeCache(dp: DataPath, req: Parameters<RpcHandler>[0]): Return
   return { fields: {} };
 }
 
-async function trimCache(dp: DataPath, req: Parameters<RpcHandler>[0]): ReturnType<RpcHandler> {
+async function trimCache(dp: DataPath, req: RequestReader): Promise<RpcResult> {
   const instanceId = req.str('instance_id');
   const strategy = req.enumOf('strategy', TrimStrategy);
   const begin = req.int32('begin_timestamp');

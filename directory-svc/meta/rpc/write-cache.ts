@@ -4,7 +4,8 @@
  * Every request field is read and validated before the first side effect.
  */
 import { MetaError, missingFields } from '../meta-errors.js';
-import type { RpcHandler } from '../http/meta-http-server.js';
+import type { RpcContext, RpcResult } from '../http/meta-http-server.js';
+import type { RequestReader } from '../wire/request-reader.js';
 import { blockMaskToWire, readBlockMask } from '../keys/block-mask.js';
 import { keysOf, readRawKeys } from '../keys/request-keys.js';
 import { cacheLocationOf } from '../lookup/cache-location-wire.js';
@@ -19,7 +20,7 @@ export function registerWriteRpcs(server: RpcRegistrar, dp: DataPath): void {
   registerRemoveTrimRpcs(server, dp);
 }
 
-async function startWriteCache(dp: DataPath, req: Parameters<RpcHandler>[0]): ReturnType<RpcHandler> {
+async function startWriteCache(dp: DataPath, req: RequestReader): Promise<RpcResult> {
   const instanceId = req.str('instance_id');
   const raw = readRawKeys(req);
   const groupNames = req.strList('location_spec_group_names');
@@ -70,9 +71,9 @@ async function startWriteCache(dp: DataPath, req: Parameters<RpcHandler>[0]): Re
 
 async function finishWriteCache(
   dp: DataPath,
-  req: Parameters<RpcHandler>[0],
-  ctx: Parameters<RpcHandler>[1],
-): ReturnType<RpcHandler> {
+  req: RequestReader,
+  ctx: RpcContext,
+): Promise<RpcResult> {
   const instanceId = req.str('instance_id');
   const sessionId = req.str('write_session_id');
   const successMsg = req.message('success_blocks');
