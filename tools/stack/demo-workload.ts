@@ -50,6 +50,9 @@ export async function runDemo(opts: DemoOptions): Promise<DemoRequest[]> {
   for (let round = 1; round <= ROUNDS; round++) {
     for (let i = 0; i < prompts.length; i++) {
       const tokens = prompts[i]!;
+      // The demo's requests never overlap, so a candidate with a queue in the view only shows a
+      // heartbeat sent mid-request; wait for the next one, or CAR rightly avoids that engine.
+      await waitFor(async () => (await client.route(tokens)).candidates.every((c) => c.queue_cost === 0), 'every engine idle in the router view');
       const before = await client.query(tokens);
       const served = await client.complete(tokens);
       const r: DemoRequest = {
@@ -108,6 +111,11 @@ function bestRankHit(matches: readonly StreamMatch[], instance: string): number 
   return hit;
 }
 
+/** The part of a `POST /v1/route` answer the demo reads (routing.md). */
+interface RouteAnswer {
+  readonly candidates: readonly { readonly queue_cost: number }[];
+}
+
 class RouterClient {
   constructor(
     private readonly baseUrl: string,
@@ -118,8 +126,8 @@ class RouterClient {
     return (await this.post(QUERY_PATH, { token_ids: tokenIds }, true)).json as QueryResult;
   }
 
-  async route(tokenIds: readonly number[]): Promise<unknown> {
-    return (await this.post('/v1/route', { token_ids: tokenIds }, true)).json;
+  async route(tokenIds: readonly number[]): Promise<RouteAnswer> {
+    return (await this.post('/v1/route', { token_ids: tokenIds }, true)).json as RouteAnswer;
   }
 
   async complete(tokenIds: readonly number[]): Promise<{ engine: string; cachedTokens: number }> {

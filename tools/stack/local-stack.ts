@@ -61,14 +61,20 @@ export class LocalStack {
     const etcd = this.spawn('etcd', etcdCommand(cfg, join(this.runDir, 'etcd')));
     await etcd.waitUntil('etcd /health', () => etcdHealthy(cfg.etcdPort), ETCD_START_MS);
 
+    // Readiness by ports, not log lines, so any --log_level works. The directory opens its HTTP
+    // port last (after gRPC and discovery); an engine opens /health just before registering.
     const directory = this.spawn('directory', directoryCommand(cfg, writeDiscoveryConfig(cfg, this.runDir), this.runDir));
-    await directory.waitForLogMsg('directory-svc started', SERVICE_START_MS);
+    const directoryHealth = `http://127.0.0.1:${cfg.directoryHttpPort}/health`;
+    await directory.waitUntil(`GET ${directoryHealth} 200`, async () => (await httpStatus(directoryHealth)) === 200, SERVICE_START_MS);
 
-    const engines = this.engines.map((e, i) => this.spawn(`engine-${i}`, engineCommand(cfg, e)));
-    await Promise.all(engines.map((e) => e.waitForLogMsg('engine simulator ready', SERVICE_START_MS)));
+    const engines = this.engines.map((e, i) => ({ child: this.spawn(`engine-${i}`, engineCommand(cfg, e)), health: `http://127.0.0.1:${e.httpPort}/health` }));
+    await Promise.all(engines.map((e) => e.child.waitUntil(`GET ${e.health} 200`, async () => (await httpStatus(e.health)) === 200, SERVICE_START_MS)));
 
     const router = this.spawn('router', routerCommand(cfg));
     await router.waitUntil('GET /ready 200', async () => (await httpStatus(`${this.routerUrl}/ready`)) === 200, SERVICE_START_MS);
+    // An engine that could not register (etcd) exits after its /health opened: say so here.
+    const dead = this.exitedChild();
+    if (dead !== undefined) throw new Error(`${dead.name} exited (code ${dead.exit?.code}, signal ${dead.exit?.signal}); last lines of its log:\n${dead.tail()}`);
     this.print(`[stack] router ready at ${this.routerUrl}`);
   }
 

@@ -1,10 +1,10 @@
 /**
  * One process the stack runs (etcd, an engine, the directory, the router). Its stdout and stderr
- * go line by line to `<run dir>/logs/<name>.log` and are matched in memory for readiness (a JSON
- * log line such as `engine simulator ready`). Each child leads its own process group so a Ctrl-C
- * in the terminal reaches only the stack, which then stops the children in order (router first,
- * etcd last) with SIGTERM, then SIGKILL after a grace period; a process 'exit' hook kills any
- * group still alive if the stack itself goes down.
+ * go line by line to `<run dir>/logs/<name>.log`, and the last lines are kept in memory for error
+ * messages. Each child leads its own process group so a Ctrl-C in the terminal reaches only the
+ * stack, which then stops the children in order (router first, etcd last) with SIGTERM, then
+ * SIGKILL after a grace period; a process 'exit' hook kills any group still alive if the stack
+ * itself goes down.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
@@ -98,24 +98,6 @@ export class StackChild {
       }
       if (Date.now() > deadline) throw new Error(`${this.name}: no ${what} within ${timeoutMs} ms; last lines of ${this.spec.logFile}:\n${this.tail()}`);
       await new Promise((r) => setTimeout(r, POLL_MS));
-    }
-  }
-
-  /** Waits for a JSON log line whose `msg` is `msg`. */
-  waitForLogMsg(msg: string, timeoutMs: number): Promise<void> {
-    const needle = `"msg":${JSON.stringify(msg)}`;
-    return this.waitUntil(`log line "${msg}"`, () => this.lines.some((l) => l.includes(needle)), timeoutMs);
-  }
-
-  /** The first JSON log line with this `msg`, parsed, or null. */
-  findLogMsg(msg: string): Record<string, unknown> | null {
-    const needle = `"msg":${JSON.stringify(msg)}`;
-    const line = this.lines.find((l) => l.includes(needle));
-    if (line === undefined) return null;
-    try {
-      return JSON.parse(line) as Record<string, unknown>;
-    } catch {
-      return null;
     }
   }
 
