@@ -24,7 +24,7 @@ import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js
 
 const BLOCK_SIZE = 16;
 /** Small so the stale case is quick; well above the directory's 500 ms view heartbeat. */
-const VIEW_STALE_AFTER_MS = 1500;
+const VIEW_STALE_AFTER_MS = 2000;
 const START_MS = 90000;
 const CONVERGE_MS = 30000;
 const INSTANCE_HEADER = 'x-kv-router-instance';
