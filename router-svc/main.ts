@@ -59,12 +59,18 @@ async function run(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT', 0));
   process.on('SIGTERM', () => void stop('SIGTERM', 0));
 
+  // The view client's retry timers are unref'd (it never holds a process open by itself), so
+  // while the directory is unreachable nothing else would keep the event loop, and the process,
+  // alive; once the port is open the HTTP server does.
+  const waiting = setInterval(() => undefined, 60_000);
   try {
     service = await RouterService.start({ flags, logger: log, signal: starting.signal });
   } catch (e) {
     if (stopping) return; // a signal arrived while waiting for the view: stop() exits
     log.fatal({ err: e instanceof Error ? e.message : String(e) }, 'start failed');
     await stop('start failed', 1);
+  } finally {
+    clearInterval(waiting);
   }
 }
 

@@ -298,6 +298,14 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
       expect(bad.log).to.include('--load_balance_policy');
     });
 
+    it('SIGTERM while still waiting for the first view stops it with exit 0', async () => {
+      const router = spawnTs('router-svc/main.ts', [`--directory_addr=127.0.0.1:${await freePort()}`, `--http_port=${await freePort()}`]);
+      procs.push(router);
+      await waitFor(() => router.log.includes('waiting for the first view snapshot'), 20000, 'router waiting for the view');
+      expect(await router.stop()).to.equal(0);
+      expect(router.log).to.include('"msg":"stopped"');
+    });
+
     it('the port opens only once the first view snapshot is applied; SIGTERM stops it with exit 0', async () => {
       const tcp = new TcpProxy(await freePort(), directory.grpcPort); // down: the directory is unreachable
       proxies.push(tcp);
@@ -311,8 +319,18 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
       );
       expect(refused, 'port open before the view').to.equal(true);
 
+      // The directory stays unreachable across several retries: the process must keep waiting.
+      await waitFor(() => router.log.split('view: stream lost').length > 3, 20000, 'three failed watches');
+      expect(router.running, 'router still running').to.equal(true);
       await tcp.up();
-      await waitFor(async () => (await fetch(`http://127.0.0.1:${httpPort}/ready`).catch(() => null))?.status === 200, 30000, 'router ready').catch((e: Error) => {
+      await waitFor(
+        async () => {
+          if (!router.running) throw new Error(`router exited while waiting:\n${router.log}`);
+          return (await fetch(`http://127.0.0.1:${httpPort}/ready`).catch(() => null))?.status === 200;
+        },
+        30000,
+        'router ready',
+      ).catch((e: Error) => {
         throw new Error(`${e.message}; router log:\n${router.log}`);
       });
       expect(router.log).to.include('router-svc ready');

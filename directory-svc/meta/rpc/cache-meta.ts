@@ -18,8 +18,8 @@ import { selectLocation } from '../lookup/location-selection.js';
 import { StoreError } from '../store/meta-store.js';
 import type { StoredBlock } from '../store/meta-store.js';
 import type { DataPath } from '../write/data-path.js';
-import type { RpcRegistrar } from './lookup.js';
-import { countLookup, selectionContext } from './lookup.js';
+import type { RpcRegistrar } from './rpc-registrar.js';
+import { countLookup, selectionContext } from './lookup-context.js';
 
 export function registerCacheMetaRpcs(server: RpcRegistrar, dp: DataPath): void {
   server.registerRpc('getCacheMeta', (req) => getCacheMeta(dp, req));

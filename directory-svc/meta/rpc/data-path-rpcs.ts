@@ -13,7 +13,7 @@ import type { SessionTimers } from '../write/session-timers.js';
 import { systemSessionTimers } from '../write/session-timers.js';
 import { createDataPath, startDataPath, stopDataPath } from '../write/data-path.js';
 import type { DataPath } from '../write/data-path.js';
-import type { RpcRegistrar } from './lookup.js';
+import type { RpcRegistrar } from './rpc-registrar.js';
 import { registerLookupRpcs } from './lookup.js';
 import { registerWriteRpcs } from './write-cache.js';
 

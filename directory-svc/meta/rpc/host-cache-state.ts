@@ -13,8 +13,8 @@ import { isEventReportLocation } from '../report/event-report-visibility.js';
 import { parseReportLocationId } from '../report/report-location-id.js';
 import type { StoredLocation } from '../store/meta-store.js';
 import type { DataPath } from '../write/data-path.js';
-import type { RpcRegistrar } from './lookup.js';
-import { selectionContext } from './lookup.js';
+import type { RpcRegistrar } from './rpc-registrar.js';
+import { selectionContext } from './lookup-context.js';
 
 const CHUNK = 1024;
 const NO_LOCATIONS: readonly StoredLocation[] = [];

@@ -6,25 +6,20 @@
  */
 import { QueryType } from '../meta-enums.js';
 import { missingFields } from '../meta-errors.js';
-import type { RpcHandler, RpcResult } from '../http/meta-http-server.js';
+import type { RpcResult } from '../http/meta-http-server.js';
 import type { RequestReader } from '../wire/request-reader.js';
-import type { RpcName } from '../wire/response-defaults.js';
 import { checkBlockMask, isMasked, readBlockMask } from '../keys/block-mask.js';
 import { keysOf, readRawKeys } from '../keys/request-keys.js';
 import { cacheLocationOf, emptyCacheLocation, missEntry } from '../lookup/cache-location-wire.js';
 import type { WireCacheLocation } from '../lookup/cache-location-wire.js';
-import type { DataPathInstance } from '../lookup/data-path-instance.js';
 import { selectLocation } from '../lookup/location-selection.js';
 import type { SelectedLocation, SelectionContext } from '../lookup/location-selection.js';
 import { checkSwSize, effectiveQueryType, reverseRollWindowEnd } from '../lookup/query-lookup.js';
 import type { DataPath } from '../write/data-path.js';
 import { registerCacheMetaRpcs } from './cache-meta.js';
 import { registerHostCacheStateRpc } from './host-cache-state.js';
-
-/** The part of MetaHttpServer the RPC modules use. */
-export interface RpcRegistrar {
-  registerRpc(name: RpcName, handler: RpcHandler): void;
-}
+import { countLookup, selectionContext } from './lookup-context.js';
+import type { RpcRegistrar } from './rpc-registrar.js';
 
 /** Keys fetched per store round trip while prefix matching, so a long miss-free tail is cheap. */
 const PREFIX_CHUNK = 512;
@@ -35,10 +30,6 @@ export function registerLookupRpcs(server: RpcRegistrar, dp: DataPath): void {
   server.registerRpc('getCacheLocationLen', (req) => getCacheLocationLen(dp, req));
   registerCacheMetaRpcs(server, dp);
   registerHostCacheStateRpc(server, dp);
-}
-
-export function selectionContext(dp: DataPath, instance: DataPathInstance, specFilter: ReadonlySet<string> | null): SelectionContext {
-  return { instance, visibility: dp.visibility, nowMs: dp.timers.nowMs(), specFilter };
 }
 
 /** Selections of `keys[indexes[j]]`, one store read. */
@@ -178,10 +169,4 @@ async function getCacheLocationLen(dp: DataPath, req: RequestReader): Promise<Rp
     len = q === QueryType.QT_BATCH_GET ? hit.filter(Boolean).length : reverseRollWindowEnd(hit, swSize);
   }
   return { fields: { cache_location_len: BigInt(len) } };
-}
-
-export function countLookup(dp: DataPath, api: string, hit: number, miss: number, masked: number): void {
-  if (hit > 0) dp.metrics.lookupBlocksTotal.inc({ api, result: 'hit' }, hit);
-  if (miss > 0) dp.metrics.lookupBlocksTotal.inc({ api, result: 'miss' }, miss);
-  if (masked > 0) dp.metrics.lookupBlocksTotal.inc({ api, result: 'masked' }, masked);
 }

@@ -12,7 +12,7 @@ import { checkBlockMask, isMasked, readBlockMask } from '../keys/block-mask.js';
 import { keysOf, readRawKeys } from '../keys/request-keys.js';
 import type { LocationScanFilter, MetaStore, StoreMutation } from '../store/meta-store.js';
 import type { DataPath } from '../write/data-path.js';
-import type { RpcRegistrar } from './lookup.js';
+import type { RpcRegistrar } from './rpc-registrar.js';
 
 /** §9.1: ≤ 1000 rows per transaction for bulk deletion. */
 const TRIM_BATCH = 1000;

@@ -10,7 +10,7 @@ import { blockMaskToWire, readBlockMask } from '../keys/block-mask.js';
 import { keysOf, readRawKeys } from '../keys/request-keys.js';
 import { cacheLocationOf } from '../lookup/cache-location-wire.js';
 import type { DataPath } from '../write/data-path.js';
-import type { RpcRegistrar } from './lookup.js';
+import type { RpcRegistrar } from './rpc-registrar.js';
 import { registerRemoveTrimRpcs } from './remove-trim.js';
 
 /** Registers startWriteCache, finishWriteCache, removeCache and trimCache. */
