@@ -33,7 +33,7 @@ export function registerLookupRpcs(server: RpcRegistrar, dp: DataPath): void {
 }
 
 /** Selections of `keys[indexes[j]]`, one store read. */
-export async function selectAt(
+async function selectAt(
   dp: DataPath,
   ctx: SelectionContext,
   keys: readonly bigint[],
