@@ -4,7 +4,11 @@
  * startup cleanup (CLS_WRITING locations deleted) before the service reports ready, registers
  * the write and lookup RPCs, and flushes statistics / drops sessions on close (§9.3).
  */
-import type { MetaServiceDeps } from '../meta-service.js';
+import type { Logger } from '../../../shared/log/logger.js';
+import type { MetaConfig } from '../config/meta-config.js';
+import type { MetaMetrics } from '../http/meta-metrics.js';
+import type { InstanceRegistry } from '../instances/instance-registry.js';
+import type { MetaStore } from '../store/meta-store.js';
 import { STORAGE_KINDS } from '../config/storage-kinds.js';
 import { normalizeRootPath } from '../keys/location-uri.js';
 import type { DataPathInstance, DataPathInstances, WritableStorage } from '../lookup/data-path-instance.js';
@@ -17,10 +21,24 @@ import type { RpcRegistrar } from './rpc-registrar.js';
 import { registerLookupRpcs } from './lookup.js';
 import { registerWriteRpcs } from './write-cache.js';
 
+/**
+ * The part of startMetaService's deps (MetaServiceDeps) the data path uses; declared here so
+ * this module does not import meta-service.ts, which imports it.
+ */
+export interface DataPathServiceDeps {
+  readonly config: MetaConfig;
+  readonly store: MetaStore;
+  readonly logger: Logger;
+  readonly metrics: MetaMetrics;
+  readonly instances: InstanceRegistry;
+  readonly nowMs: () => number;
+  onClose(hook: () => void | Promise<void>): void;
+}
+
 /** Builds the data path over the service deps, cleans up (§9.1) and registers its 9 RPCs. */
 export async function registerDataPathRpcs(
   server: RpcRegistrar,
-  deps: MetaServiceDeps,
+  deps: DataPathServiceDeps,
   visibility: EventReportVisibility,
   timers?: SessionTimers,
 ): Promise<DataPath> {
@@ -45,7 +63,7 @@ export async function registerDataPathRpcs(
 }
 
 /** DataPathInstances over the InstanceRegistry (registrations) and the config (groups, storages). */
-export function serviceInstances(deps: MetaServiceDeps): DataPathInstances {
+export function serviceInstances(deps: DataPathServiceDeps): DataPathInstances {
   const registry = deps.instances;
   const writable = new Map<string, WritableStorage>();
   for (const s of deps.config.storages) {
