@@ -10,7 +10,7 @@
  * stderr); 1 when a port is taken, a process fails to start, the demo fails or a child dies.
  */
 import { isConfigError } from '../shared/config/config-error.js';
-import { runDemo, routeExample, type DemoRequest } from './stack/demo-workload.js';
+import { runDemo, routeExample, type DemoRequest, type RouteAnswer } from './stack/demo-workload.js';
 import { LocalStack } from './stack/local-stack.js';
 import { parseStackArgs, stackHelp, type StackConfig } from './stack/stack-flags.js';
 
@@ -59,6 +59,16 @@ function printDemoSummary(results: readonly DemoRequest[]): void {
   print(`[demo] round 2: ${hits} of ${second.length} prompts routed to an engine already holding them (hit > 0)`);
 }
 
+/** The decision's explanation, one candidate a line (routing.md: smallest score wins). */
+function printRoute(route: RouteAnswer): void {
+  print(`[demo] POST /v1/route for prompt 1 now: prefill ${route.prefill.name}${route.decode === null ? '' : `, decode ${route.decode.name}`}`);
+  for (const c of route.candidates) {
+    print(
+      `    ${c.role.padEnd(8)} ${c.instance_name.padEnd(21)} hit_tokens ${String(c.hit_tokens).padStart(4)}  kv_hit_ratio ${c.kv_hit_ratio.toFixed(3)}  queue_cost ${c.queue_cost.toFixed(3)}  score ${c.score.toFixed(3)}`,
+    );
+  }
+}
+
 async function run(): Promise<void> {
   const cfg = loadConfig();
   if (cfg === 'help') {
@@ -93,7 +103,7 @@ async function run(): Promise<void> {
         print,
       });
       printDemoSummary(results);
-      print(`[demo] POST /v1/route for prompt 1 now: ${JSON.stringify(await routeExample({ routerUrl: stack.routerUrl, blockSize: cfg.blockSize, internalApiToken: cfg.internalApiToken }))}`);
+      printRoute(await routeExample({ routerUrl: stack.routerUrl, blockSize: cfg.blockSize, internalApiToken: cfg.internalApiToken }));
       if (cfg.demoOnly && !results.some((r) => r.round > 1 && r.hitTokens > 0)) throw new Error('demo: no second-round prompt got a cache hit');
     }
   } catch (e) {

@@ -78,7 +78,7 @@ export async function runDemo(opts: DemoOptions): Promise<DemoRequest[]> {
 }
 
 /** One `/v1/route` answer for the first prompt, for the summary (no request is sent to an engine). */
-export async function routeExample(opts: Pick<DemoOptions, 'routerUrl' | 'blockSize' | 'internalApiToken'>): Promise<unknown> {
+export async function routeExample(opts: Pick<DemoOptions, 'routerUrl' | 'blockSize' | 'internalApiToken'>): Promise<RouteAnswer> {
   return new RouterClient(opts.routerUrl, opts.internalApiToken).route(demoPrompts(opts.blockSize)[0]!);
 }
 
@@ -111,9 +111,18 @@ function bestRankHit(matches: readonly StreamMatch[], instance: string): number 
   return hit;
 }
 
-/** The part of a `POST /v1/route` answer the demo reads (routing.md). */
-interface RouteAnswer {
-  readonly candidates: readonly { readonly queue_cost: number }[];
+/** The part of a `POST /v1/route` answer the demo reads (routing.md "POST /v1/route"). */
+export interface RouteAnswer {
+  readonly prefill: { readonly name: string };
+  readonly decode: { readonly name: string } | null;
+  readonly candidates: readonly {
+    readonly instance_name: string;
+    readonly role: string;
+    readonly hit_tokens: number;
+    readonly kv_hit_ratio: number;
+    readonly queue_cost: number;
+    readonly score: number;
+  }[];
 }
 
 class RouterClient {
