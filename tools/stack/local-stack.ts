@@ -26,6 +26,8 @@ const STOP_GRACE_MS = 12000;
 export class LocalStack {
   private readonly children: StackChild[] = [];
   private ownsRunDir = false;
+  /** Set by stop(): a start still in progress must not spawn anything stop() would miss. */
+  private stopping = false;
   engines: readonly PlannedEngine[] = [];
   runDir = '';
 
@@ -80,6 +82,7 @@ export class LocalStack {
 
   /** Stops every child (reverse start order, engines together) and removes a temp run dir. */
   async stop(opts: { keepRunDir?: boolean } = {}): Promise<void> {
+    this.stopping = true;
     const router = this.children.filter((c) => c.name === 'router');
     const directory = this.children.filter((c) => c.name === 'directory');
     const engines = this.children.filter((c) => c.name.startsWith('engine-'));
@@ -98,6 +101,7 @@ export class LocalStack {
   }
 
   private spawn(name: string, cmd: Command): StackChild {
+    if (this.stopping) throw new Error(`stack is stopping: ${name} not started`);
     const child = StackChild.start({ name, command: cmd.command, args: cmd.args, cwd: REPO_ROOT, logFile: join(this.runDir, 'logs', `${name}.log`) });
     this.children.push(child);
     this.print(`[stack] started ${name} (pid ${child.pid ?? '?'})`);
