@@ -55,13 +55,32 @@ function groupMembers(pgid: number): string {
 describe('local stack (tools/stack.ts, npm start)', function () {
   this.timeout(STACK_RUN_MS + 30000);
 
+  const stacks: ServiceProcess[] = [];
+
   afterEach(async () => {
     await stopAllProcesses();
+    // The stack's children lead their own process groups; should a stack have been SIGKILLed
+    // before stopping them, end them here by the pids it printed. Only then: a stack that exited
+    // on its own has reaped them, and their pids may already belong to someone else.
+    const killed = stacks.splice(0).filter((st) => st.exit?.signal === 'SIGKILL');
+    for (const pid of killed.flatMap(childPids)) {
+      try {
+        process.kill(-pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
   });
+
+  function spawnStack(args: string[]): ServiceProcess {
+    const stack = ServiceProcess.spawn({ name: 'stack', entry: STACK_ENTRY, args });
+    stacks.push(stack);
+    return stack;
+  }
 
   it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, exits 0 and leaves no process behind', async () => {
     const { args, routerPort } = await freePortFlags();
-    const stack = ServiceProcess.spawn({ name: 'stack', entry: STACK_ENTRY, args: ['--demo_only', ...args] });
+    const stack = spawnStack(['--demo_only', ...args]);
     const exit = await stack.waitForExit(STACK_RUN_MS);
     const out = stack.tail(200);
 
@@ -81,7 +100,7 @@ describe('local stack (tools/stack.ts, npm start)', function () {
 
   it('SIGTERM while running stops every process it started and exits 0', async () => {
     const { args, routerPort } = await freePortFlags();
-    const stack = ServiceProcess.spawn({ name: 'stack', entry: STACK_ENTRY, args: ['--demo=false', ...args] });
+    const stack = spawnStack(['--demo=false', ...args]);
     await stack.waitForOutput(/^\[stack\] running; Ctrl-C stops everything$/, STACK_RUN_MS);
     expect(stack.output).to.include(`[stack] router ready at http://127.0.0.1:${routerPort}`);
 
@@ -101,7 +120,7 @@ describe('local stack (tools/stack.ts, npm start)', function () {
     });
     await holder.waitForOutput(/^listening$/);
 
-    const stack = ServiceProcess.spawn({ name: 'stack', entry: STACK_ENTRY, args: ['--demo_only', ...args] });
+    const stack = spawnStack(['--demo_only', ...args]);
     const exit = await stack.waitForExit(STACK_RUN_MS);
     expect(exit.code).to.equal(1);
     expect(stack.output).to.include(`[stack] port ${routerPort} (--router_port) is already in use: stop whatever holds it or choose another port with the flag`);
