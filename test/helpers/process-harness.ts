@@ -132,21 +132,20 @@ export class ServiceProcess {
 
   /** SIGTERM to the group, then SIGKILL after `graceMs`; resolves with how it exited. Idempotent. */
   async stop(graceMs = DEFAULT_GRACE_MS): Promise<ExitStatus> {
-    if (this.exitStatus !== null) {
-      signalGroup(this.pid, 'SIGKILL'); // its children may outlive it
-      return this.exitStatus;
-    }
+    // Once the child has exited, its pid (= its group id) may be reused by another process group
+    // on this shared machine, so a group is only signalled while its leader is known to run.
+    if (this.exitStatus !== null) return this.exitStatus;
     signalGroup(this.pid, 'SIGTERM');
     const timer = setTimeout(() => signalGroup(this.pid, 'SIGKILL'), graceMs);
     const status = await this.exited;
     clearTimeout(timer);
-    signalGroup(this.pid, 'SIGKILL');
+    signalGroup(this.pid, 'SIGKILL'); // right after its exit: anything it left in its group
     return status;
   }
 
   /** kill -9 of the whole group: a crash, nothing flushed. */
   async kill(): Promise<ExitStatus> {
-    signalGroup(this.pid, 'SIGKILL');
+    if (this.exitStatus === null) signalGroup(this.pid, 'SIGKILL');
     return this.exited;
   }
 

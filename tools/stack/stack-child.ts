@@ -103,13 +103,14 @@ export class StackChild {
 
   /** SIGTERM to its group, SIGKILL after `graceMs`; resolves once the child has exited. */
   async stop(graceMs: number): Promise<ChildExit> {
+    // Only while the child runs: after its exit its pid (= group id) may belong to someone else.
     if (this.exitInfo === null) {
       this.signalGroup('SIGTERM');
       const timer = setTimeout(() => this.signalGroup('SIGKILL'), graceMs);
       await this.exited;
       clearTimeout(timer);
+      this.signalGroup('SIGKILL'); // right after its exit: anything it left in its group
     }
-    this.signalGroup('SIGKILL'); // anything the child left behind in its group
     await new Promise<void>((resolve) => this.log.end(() => resolve()));
     return this.exitInfo!;
   }
