@@ -61,7 +61,10 @@ export class LocalStack {
     this.print(`[stack] run dir ${this.runDir} (logs in ${join(this.runDir, 'logs')})`);
 
     const etcd = this.spawn('etcd', etcdCommand(cfg, join(this.runDir, 'etcd')));
-    await etcd.waitUntil('etcd /health', () => etcdHealthy(cfg.etcdPort), ETCD_START_MS);
+    await etcd.waitUntil('etcd /health', () => etcdHealthy(cfg.etcdPort), ETCD_START_MS).catch((e: Error) => {
+      if (etcd.exit?.code !== 127) throw e;
+      throw new Error(`${e.message}\nno etcd binary "${cfg.etcdBin}": install Debian's etcd-server (npm start does it when run as root) or pass --etcd_bin`);
+    });
 
     // Readiness by ports, not log lines, so any --log_level works. The directory opens its HTTP
     // port last (after gRPC and discovery); an engine opens /health just before registering.
