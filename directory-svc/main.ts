@@ -15,6 +15,8 @@ import { directoryHelp, parseDirectoryFlags, type DirectoryFlags } from '../shar
 import { DEFAULT_STREAM_LIMITS, readKvEventsConfigFile, type KvEventsConfig } from '../shared/config/kv-events-config.js';
 import { createLogger, type Logger } from '../shared/log/logger.js';
 import { createMetricsRegistry } from '../shared/metrics/metrics-registry.js';
+import type { GrpcServerTls } from '../shared/security/grpc-tls.js';
+import { readServerTls } from '../shared/security/tls-files.js';
 import { Directory, type DirectoryStreamFactory } from './directory.js';
 import { DirectoryGrpcServer } from './grpc/directory-grpc-server.js';
 import { DiscoveryService } from './discovery/discovery-service.js';
@@ -38,7 +40,10 @@ interface Stoppable {
 }
 
 /** Flags and config, or the one line to print before exiting 2. */
-function loadStartupConfig(argv: readonly string[], env: NodeJS.ProcessEnv): { flags: DirectoryFlags; kvEvents: KvEventsConfig | null } | 'help' {
+function loadStartupConfig(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+): { flags: DirectoryFlags; kvEvents: KvEventsConfig | null; grpcTls: GrpcServerTls | null } | 'help' {
   const parsed = parseDirectoryFlags(argv, env);
   if (parsed.kind === 'help') return 'help';
   const flags = parsed.flags;
@@ -50,7 +55,8 @@ function loadStartupConfig(argv: readonly string[], env: NodeJS.ProcessEnv): { f
     // One line naming both the flag and the field: `invalid --kv_events_config_file: streams[2].endpoint: ...`.
     throw new ConfigError('--kv_events_config_file', e.message, `invalid --kv_events_config_file: ${e.message}`);
   }
-  return { flags, kvEvents };
+  // The PEM files are read (and loaded once) now, so a bad path or pair is exit 2, not a failed bind.
+  return { flags, kvEvents, grpcTls: readServerTls(flags) };
 }
 
 function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: ViewPublisher, metrics: StreamMetrics): Directory {
@@ -94,7 +100,7 @@ async function run(): Promise<void> {
     process.stdout.write(directoryHelp());
     return;
   }
-  const { flags, kvEvents } = startup;
+  const { flags, kvEvents, grpcTls } = startup;
   // kvcm-meta §8: the MetaService config is validated before anything listens; each problem is one
   // stderr line, then exit 2. The flags override the file only when given on the command line:
   // their defaults equal the §8 defaults, so passing them always would hide a file's
@@ -114,6 +120,9 @@ async function run(): Promise<void> {
     metaCfg = loaded.config;
   }
   const log = createLogger('directory-svc', flags.logLevel);
+  if (flags.internalApiToken !== '' && grpcTls === null) {
+    log.warn('--internal_api_token is set but gRPC is plaintext: the token crosses the network readable; set --grpc_tls_cert/--grpc_tls_key');
+  }
   const started: Stoppable[] = [];
   let stopping = false;
 
@@ -162,7 +171,14 @@ async function run(): Promise<void> {
     viewPublisher.attachInstanceTable(discovery);
     registerViewMetrics(registry, viewPublisher);
 
-    const grpcServer = await DirectoryGrpcServer.start({ port: flags.grpcPort, directory, view: viewPublisher, logger: log.child({ component: 'grpc' }) });
+    const grpcServer = await DirectoryGrpcServer.start({
+      port: flags.grpcPort,
+      directory,
+      view: viewPublisher,
+      internalApiToken: flags.internalApiToken,
+      tls: grpcTls,
+      logger: log.child({ component: 'grpc' }),
+    });
     started.push({ name: 'grpc', close: () => grpcServer.close() });
     // Pushed after grpc so it closes first: ending the WatchView streams lets the gRPC shutdown be graceful.
     started.push({ name: 'view', close: async () => viewPublisher.close() });

@@ -11,6 +11,8 @@
 import { isConfigError } from '../shared/config/config-error.js';
 import { parseRouterFlags, routerHelp, type RouterFlags } from '../shared/config/router-flags.js';
 import { createLogger } from '../shared/log/logger.js';
+import type { GrpcClientTls } from '../shared/security/grpc-tls.js';
+import { readClientTls } from '../shared/security/tls-files.js';
 import { RouterService } from './router-service.js';
 
 /** A stop that takes longer than this exits 1 rather than hanging. */
@@ -18,6 +20,7 @@ const STOP_DEADLINE_MS = 10000;
 
 async function run(): Promise<void> {
   let flags: RouterFlags;
+  let grpcTls: GrpcClientTls | null;
   try {
     const parsed = parseRouterFlags(process.argv.slice(2));
     if (parsed.kind === 'help') {
@@ -25,6 +28,8 @@ async function run(): Promise<void> {
       return;
     }
     flags = parsed.flags;
+    // The PEM files are read (and loaded once) now, so a bad path or pair is exit 2, not a failed handshake later.
+    grpcTls = readClientTls(flags);
   } catch (e) {
     if (isConfigError(e)) {
       console.error(e.message);
@@ -34,6 +39,9 @@ async function run(): Promise<void> {
   }
 
   const log = createLogger('router-svc', flags.logLevel);
+  if (flags.internalApiToken !== '' && grpcTls === null) {
+    log.warn('--internal_api_token is set but gRPC to the directory is plaintext: the token crosses the network readable; set --grpc_tls_ca');
+  }
   const starting = new AbortController();
   let service: RouterService | null = null;
   let stopping = false;
@@ -64,7 +72,7 @@ async function run(): Promise<void> {
   // alive; once the port is open the HTTP server does.
   const waiting = setInterval(() => undefined, 60_000);
   try {
-    service = await RouterService.start({ flags, logger: log, signal: starting.signal });
+    service = await RouterService.start({ flags, grpcTls, logger: log, signal: starting.signal });
   } catch (e) {
     if (stopping) return; // a signal arrived while waiting for the view: stop() exits
     log.fatal({ err: e instanceof Error ? e.message : String(e) }, 'start failed');

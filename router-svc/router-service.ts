@@ -9,6 +9,7 @@
 import { hostname } from 'node:os';
 import type { RouterFlags } from '../shared/config/router-flags.js';
 import type { Logger } from '../shared/log/logger.js';
+import type { GrpcClientTls } from '../shared/security/grpc-tls.js';
 import { RouteDecider } from './http/route-decider.js';
 import { RouterHttpServer } from './http/router-http-server.js';
 import { RouterMetrics, type ViewStatus } from './http/router-metrics.js';
@@ -20,6 +21,8 @@ import { ViewClient } from './viewcache/view-client.js';
 export interface RouterServiceOptions {
   readonly flags: RouterFlags;
   readonly logger: Logger;
+  /** `--grpc_tls_*` contents, read by main at startup; absent or null = plaintext gRPC to the directory. */
+  readonly grpcTls?: GrpcClientTls | null;
   /** Interface the HTTP port binds; default 0.0.0.0. */
   readonly host?: string;
   /** Overrides --http_port (0 = a free port, for tests). */
@@ -51,6 +54,7 @@ export class RouterService {
       routerId: opts.routerId ?? `${hostname()}:${process.pid}`,
       staleAfterMs: flags.viewStaleAfterMs,
       internalApiToken: flags.internalApiToken === '' ? undefined : flags.internalApiToken,
+      tls: opts.grpcTls ?? null,
       logger: log.child({ component: 'view' }),
     });
     const forwarder = new UpstreamForwarder();

@@ -7,6 +7,8 @@
  * (one stderr line naming the rpc, address and grpc status).
  */
 import { isConfigError } from '../shared/config/config-error.js';
+import type { GrpcClientTls } from '../shared/security/grpc-tls.js';
+import { readClientTls } from '../shared/security/tls-files.js';
 import { DirectoryClient, KvctlRpcError } from './kvctl/directory-client.js';
 import { kvctlHelp, parseKvctlArgs, readTokensFile, type KvctlOptions } from './kvctl/kvctl-flags.js';
 import { renderInstances, renderQuery, renderStats, renderStreams } from './kvctl/render.js';
@@ -47,6 +49,7 @@ function rpcErrorLine(e: KvctlRpcError): string {
 async function main(argv: readonly string[]): Promise<number> {
   let opts: KvctlOptions | 'help';
   let tokenIds: readonly number[] | null;
+  let tls: GrpcClientTls | null;
   try {
     opts = parseKvctlArgs(argv);
     if (opts === 'help') {
@@ -54,12 +57,13 @@ async function main(argv: readonly string[]): Promise<number> {
       return 0;
     }
     tokenIds = opts.command === 'query' ? (opts.tokenIds ?? readTokensFile(opts.tokensFile)) : null;
+    tls = readClientTls(opts);
   } catch (e) {
     if (!isConfigError(e)) throw e;
     process.stderr.write(`kvctl: ${e.message}\n`);
     return 2;
   }
-  const client = new DirectoryClient({ addresses: opts.directoryAddrs, internalApiToken: opts.internalApiToken, timeoutMs: opts.timeoutMs });
+  const client = new DirectoryClient({ addresses: opts.directoryAddrs, internalApiToken: opts.internalApiToken, tls, timeoutMs: opts.timeoutMs });
   try {
     const a = await answer(opts, tokenIds, client);
     process.stdout.write(opts.json ? JSON.stringify(a.raw, null, 2) + '\n' : a.text);

@@ -2,13 +2,17 @@
  * The directory's gRPC edge (architecture.md "The view stream (proto/)"): KvDirectory (Query,
  * ListStreams, GetStats), the standard health service (SERVING once bound) and reflection, so
  * `grpcurl -plaintext host:port list` works. Input is validated here; grpc-js errors are turned
- * into `GrpcServeError` here and nowhere else.
+ * into `GrpcServeError` here and nowhere else. With `--internal_api_token` every KvDirectory RPC
+ * needs the `x-internal-token` metadata (health and reflection stay open); `--grpc_tls_*` add TLS.
  */
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import { ReflectionService } from '@grpc/reflection';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
+import { requireInternalToken } from '../../shared/security/grpc-token-auth.js';
+import { serverCredentials, type GrpcServerTls } from '../../shared/security/grpc-tls.js';
+import { InternalTokenCheck } from '../../shared/security/internal-token.js';
 import type { QueryResult } from '../index/stream-query.js';
 import type { DirectoryStats, StreamStatus } from '../directory.js';
 import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from './kvdirectory-proto.js';
@@ -39,6 +43,10 @@ export interface DirectoryGrpcServerOptions {
   /** WatchView and ListInstances (the view publisher); without it they answer UNIMPLEMENTED. */
   readonly view?: ViewApi;
   readonly logger?: Logger;
+  /** `--internal_api_token`: required as `x-internal-token` metadata on every KvDirectory RPC; '' or absent = open. */
+  readonly internalApiToken?: string;
+  /** `--grpc_tls_*`; absent or null = plaintext. */
+  readonly tls?: GrpcServerTls | null;
 }
 
 /** The server could not bind or serve; `class` is stable. */
@@ -70,20 +78,23 @@ export class DirectoryGrpcServer {
     const service = serviceDefinition(loaded);
     const server = new grpc.Server();
     const view = opts.view === undefined ? {} : viewHandlers(opts.view, log);
-    server.addService(preEncodedWatchView(service), { ...handlers(opts.directory, log, opts.view), ...view });
+    const kvDirectory = preEncodedWatchView(service);
+    // One guard over the whole service; health and reflection below stay open for probes.
+    const token = new InternalTokenCheck(opts.internalApiToken ?? '');
+    server.addService(kvDirectory, requireInternalToken(kvDirectory, { ...handlers(opts.directory, log, opts.view), ...view }, token, log));
     const health = new HealthImplementation({ '': 'NOT_SERVING', [KVDIRECTORY_SERVICE_NAME]: 'NOT_SERVING' });
     health.addToServer(server);
     new ReflectionService(pkg).addToServer(server);
     const host = opts.host ?? '0.0.0.0';
     const port = await new Promise<number>((resolve, reject) => {
-      server.bindAsync(`${host}:${opts.port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => {
+      server.bindAsync(`${host}:${opts.port}`, serverCredentials(opts.tls ?? null), (err, bound) => {
         if (err) reject(new GrpcServeError(`cannot bind ${host}:${opts.port}: ${err.message}`));
         else resolve(bound);
       });
     });
     health.setStatus('', 'SERVING');
     health.setStatus(KVDIRECTORY_SERVICE_NAME, 'SERVING');
-    log.info({ port }, 'gRPC serving');
+    log.info({ port, tls: opts.tls ? (opts.tls.ca !== null ? 'mutual' : 'server') : 'off', token_required: token.required }, 'gRPC serving');
     return new DirectoryGrpcServer(server, health, port, log);
   }
 

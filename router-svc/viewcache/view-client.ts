@@ -18,6 +18,7 @@ import { EventEmitter } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
+import { channelCredentials, type GrpcClientTls } from '../../shared/security/grpc-tls.js';
 import { kvDirectoryServiceConstructor } from '../../shared/view/kvdirectory-proto.js';
 import type { WireViewUpdate, WireWatchViewRequest } from '../../shared/view/view-wire.js';
 import { ViewCache } from './view-cache.js';
@@ -38,6 +39,8 @@ export interface ViewClientOptions {
   readonly staleAfterMs: number;
   /** `--internal_api_token`: sent as `x-internal-token` metadata when non-empty. */
   readonly internalApiToken?: string;
+  /** `--grpc_tls_*` contents (CA verifying the directory, optional client certificate); absent or null = plaintext. */
+  readonly tls?: GrpcClientTls | null;
   readonly logger?: Logger;
   /** Clock, ms since the Unix epoch (tests may pin it). */
   readonly nowMs?: () => number;
@@ -151,7 +154,7 @@ export class ViewClient extends EventEmitter {
   private clientFor(i: number): KvDirectoryViewClient {
     let c = this.clients[i] ?? null;
     if (c === null) {
-      c = new this.ctor(this.addrs[i]!, grpc.credentials.createInsecure(), {
+      c = new this.ctor(this.addrs[i]!, channelCredentials(this.opts.tls ?? null), {
         // Snapshots carry every stream's residency: far beyond grpc-js's 4 MiB default.
         'grpc.max_receive_message_length': -1,
         // Our own failover paces attempts; keep the channel's reconnect backoff short under it.

@@ -28,6 +28,9 @@ export const DIRECTORY_FLAGS = {
   },
   meta_db: { type: 'string', default: './data/kvcm.db', placeholder: 'path', help: 'MetaService SQLite database file (overrides store.path)' },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
+  grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'gRPC TLS certificate (PEM, with --grpc_tls_key); empty = plaintext gRPC' },
+  grpc_tls_key: { type: 'string', default: '', placeholder: 'key.pem', help: 'gRPC TLS private key (PEM, with --grpc_tls_cert)' },
+  grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: 'CA (PEM) that must have signed every gRPC client certificate: mutual TLS' },
   lease_lost_heartbeat_timeout_ms: {
     type: 'int',
     default: 3000,

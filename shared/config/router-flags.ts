@@ -25,6 +25,9 @@ export const ROUTER_FLAGS = {
   },
   car_host_hit_weight: { type: 'float', default: 0.5, min: 0, max: 1, help: 'CAR credit of a host-only hit token relative to a device hit' },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
+  grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },
+  grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'client certificate (PEM) for a directory requiring mutual TLS' },
+  grpc_tls_key: { type: 'string', default: '', placeholder: 'key.pem', help: 'private key (PEM) of --grpc_tls_cert' },
   view_stale_after_ms: {
     type: 'int',
     default: 3000,

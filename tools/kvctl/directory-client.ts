@@ -6,6 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { HostPort } from '../../shared/config/flags.js';
+import { channelCredentials, type GrpcClientTls } from '../../shared/security/grpc-tls.js';
 import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import type { WireViewInstance } from '../../shared/view/view-wire.js';
 import type { WireGetStatsResponse, WireListStreamsResponse, WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
@@ -38,6 +39,8 @@ export interface DirectoryClientOptions {
   readonly addresses: readonly HostPort[];
   /** '' sends no `x-internal-token`. */
   readonly internalApiToken: string;
+  /** `--grpc_tls_*` contents; absent or null = plaintext. */
+  readonly tls?: GrpcClientTls | null;
   readonly timeoutMs: number;
 }
 
@@ -53,9 +56,10 @@ export class DirectoryClient {
     const ns = (loaded['kvdirectory'] as grpc.GrpcObject | undefined)?.['v1'] as grpc.GrpcObject | undefined;
     const Ctor = ns?.['KvDirectory'] as grpc.ServiceClientConstructor | undefined;
     if (Ctor === undefined) throw new Error(`${KVDIRECTORY_SERVICE_NAME} missing from proto/kvdirectory.proto`);
+    const creds = channelCredentials(opts.tls ?? null);
     this.clients = opts.addresses.map((a) => {
       const address = `${a.host}:${a.port}`;
-      return { address, client: new Ctor(address, grpc.credentials.createInsecure()) };
+      return { address, client: new Ctor(address, creds) };
     });
   }
 
@@ -101,7 +105,8 @@ export class DirectoryClient {
     if (method === undefined) return Promise.reject(new KvctlRpcError(rpc, 'UNIMPLEMENTED', address, `${rpc} missing from proto/kvdirectory.proto`));
     return new Promise((resolve, reject) => {
       method.call(client, request, meta, { deadline: Date.now() + this.opts.timeoutMs }, (err, res) => {
-        if (err) reject(new KvctlRpcError(rpc, statusName(err.code), address, (err.details || err.message).replace(/\s*Resolution note:\s*$/, '').trim()));
+        // One line: a TLS failure's detail carries OpenSSL's multi-line reason.
+        if (err) reject(new KvctlRpcError(rpc, statusName(err.code), address, (err.details || err.message).replace(/\s*Resolution note:\s*$/, '').replace(/\s+/g, ' ').trim()));
         else resolve(res);
       });
     });

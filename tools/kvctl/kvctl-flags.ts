@@ -17,6 +17,9 @@ export const KVCTL_FLAGS = {
     help: 'directory-svc gRPC addresses; the next one is tried while one is unavailable',
   },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'sent as x-internal-token metadata when set' },
+  grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },
+  grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'client certificate (PEM) for a directory requiring mutual TLS' },
+  grpc_tls_key: { type: 'string', default: '', placeholder: 'key.pem', help: 'private key (PEM) of --grpc_tls_cert' },
   json: { type: 'bool', default: false, help: 'print the raw answer as JSON instead of a table' },
   tokens: { type: 'string', default: '', placeholder: '1,2,3', help: 'query: comma-separated token ids in [0, 2^31)' },
   tokens_file: { type: 'string', default: '', placeholder: 'path', help: 'query: file of token ids (JSON array, or separated by commas/whitespace)' },
@@ -27,6 +30,10 @@ export interface KvctlOptions {
   readonly command: KvctlCommandName;
   readonly directoryAddrs: readonly HostPort[];
   readonly internalApiToken: string;
+  /** `--grpc_tls_ca/cert/key` paths ('' = not given), read by `readClientTls`. */
+  readonly grpcTlsCa: string;
+  readonly grpcTlsCert: string;
+  readonly grpcTlsKey: string;
   readonly json: boolean;
   readonly timeoutMs: number;
   /** query only: ids given inline; null when they come from `tokensFile`. */
@@ -127,6 +134,9 @@ export function parseKvctlArgs(argv: readonly string[]): KvctlOptions | 'help' {
     command: name,
     directoryAddrs: f.directoryAddr,
     internalApiToken: f.internalApiToken,
+    grpcTlsCa: f.grpcTlsCa,
+    grpcTlsCert: f.grpcTlsCert,
+    grpcTlsKey: f.grpcTlsKey,
     json: f.json,
     timeoutMs: f.timeoutMs,
     tokenIds: tokenIds === null ? null : Object.freeze(tokenIds),
