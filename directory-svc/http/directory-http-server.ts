@@ -4,7 +4,6 @@
  * The answers are exactly those of the spec's table; the body is read under a size limit
  * (413 above it) and the internal token is compared in constant time and never logged.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import Koa from 'koa';
@@ -12,6 +11,8 @@ import type { Context } from 'koa';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
+import { answerClientErrors, INTERNAL_HTTP_LIMITS, limitedServerOptions, type HttpLimits } from '../../shared/security/http-limits.js';
+import { INTERNAL_TOKEN_HEADER, INVALID_TOKEN_MESSAGE, InternalTokenCheck } from '../../shared/security/internal-token.js';
 import { isDiscoveryError } from '../discovery/discovery-errors.js';
 import type { HeartbeatOutcome } from '../discovery/instance-table.js';
 import { heartbeatName, parseHeartbeat, type HeartbeatReport } from '../discovery/load-report.js';
@@ -37,27 +38,34 @@ export interface DirectoryHttpServerOptions {
   readonly maxBodyBytes?: number;
   /** Extra fields for `GET /health` (e.g. etcd connectivity); the status is 200 while serving. */
   readonly health?: () => Record<string, unknown>;
+  /** Header size and request deadlines (default `INTERNAL_HTTP_LIMITS`; tests shorten them). */
+  readonly limits?: HttpLimits;
 }
 
 export const HEARTBEAT_PATH = '/v1/internal/heartbeat';
 export const DEFAULT_MAX_BODY_BYTES = 64 * 1024;
-const TOKEN_HEADER = 'x-internal-token';
 
 export class DirectoryHttpServer {
   private readonly log: Logger;
   private readonly sockets = new Set<Socket>();
-  /** sha256 of the token, so the compare is over equal-length buffers whatever was sent. */
-  private readonly tokenDigest: Buffer | null;
+  private readonly token: InternalTokenCheck;
 
   private readonly server: Server;
 
   private constructor(private readonly opts: DirectoryHttpServerOptions) {
     this.log = opts.logger ?? silentLogger;
-    this.tokenDigest = opts.internalApiToken === '' ? null : digest(opts.internalApiToken);
+    this.token = new InternalTokenCheck(opts.internalApiToken);
     const app = new Koa();
+    app.silent = true;
     // koa composes its middleware in callback(), so the route goes on before the server exists.
-    app.use((ctx) => this.handle(ctx));
-    this.server = createServer(app.callback());
+    app.use((ctx) => this.handleSafely(ctx));
+    this.server = createServer(limitedServerOptions(opts.limits ?? INTERNAL_HTTP_LIMITS), app.callback());
+    // 431 / 408 / 400 that node answers before a handler runs: JSON like every other answer here.
+    answerClientErrors(
+      this.server,
+      (status) => JSON.stringify({ error: status === 431 ? 'request headers too large' : status === 408 ? 'request timeout' : 'bad request' }),
+      (r) => this.log.warn({ status: r.status, code: r.code }, 'http request refused'),
+    );
     this.server.on('connection', (s: Socket) => {
       this.sockets.add(s);
       s.once('close', () => this.sockets.delete(s));
@@ -90,6 +98,16 @@ export class DirectoryHttpServer {
     });
   }
 
+  /** A bug in a handler answers 500 with a fixed body: the error (and its stack) goes to the log only. */
+  private async handleSafely(ctx: Context): Promise<void> {
+    try {
+      await this.handle(ctx);
+    } catch (e) {
+      this.log.error({ path: ctx.path, err: e instanceof Error ? e.message : String(e) }, 'http handler failed');
+      reply(ctx, 500, { error: 'internal error' });
+    }
+  }
+
   private async handle(ctx: Context): Promise<void> {
     const path = ctx.path;
     if (path === HEARTBEAT_PATH) {
@@ -111,9 +129,9 @@ export class DirectoryHttpServer {
   }
 
   private async heartbeat(ctx: Context): Promise<void> {
-    if (!this.tokenAccepted(ctx.get(TOKEN_HEADER))) {
+    if (!this.token.accepts(ctx.req.headers[INTERNAL_TOKEN_HEADER])) {
       // The body is not read: an unauthenticated caller learns nothing about instances.
-      return reply(ctx, 401, { error: 'invalid internal token' });
+      return reply(ctx, 401, { error: INVALID_TOKEN_MESSAGE });
     }
     const body = await readBody(ctx, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
     if (body === 'too_large') return reply(ctx, 413, { error: 'body too large' });
@@ -141,17 +159,6 @@ export class DirectoryHttpServer {
     }
     return reply(ctx, 200, { ok: true });
   }
-
-  /** Constant-time: both sides are hashed to 32 bytes before `timingSafeEqual`. */
-  private tokenAccepted(sent: string): boolean {
-    if (this.tokenDigest === null) return true;
-    if (sent === '') return false;
-    return timingSafeEqual(digest(sent), this.tokenDigest);
-  }
-}
-
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
 }
 
 function reply(ctx: Context, status: number, body: Record<string, unknown>): void {

@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import Koa from 'koa';
 import type { Context } from 'koa';
 import type { Logger } from '../../../shared/log/logger.js';
+import { answerClientErrors, limitedServerOptions, META_HTTP_LIMITS, type HttpLimits } from '../../../shared/security/http-limits.js';
 import type { ErrorCodeName } from '../meta-enums.js';
 import { isBadRequestError, isMetaError } from '../meta-errors.js';
 import { JsonParseError, parseJson } from '../wire/json-parse.js';
@@ -57,6 +58,8 @@ export interface MetaHttpServerOptions {
   readonly metrics: MetaMetrics;
   /** Longest wait for in-flight requests on close before connections are cut (§9.3: exit within 10 s). */
   readonly drainTimeoutMs?: number;
+  /** Header size and request deadlines (default `META_HTTP_LIMITS`; tests shorten them). */
+  readonly limits?: HttpLimits;
 }
 
 const EMPTY_BODY = '{}';
@@ -117,7 +120,17 @@ export class MetaHttpServer {
   /** Bind and resolve with the bound port. */
   listen(): Promise<number> {
     if (this.httpServer) throw new Error('listen called twice');
-    const server = createServer(this.app.callback());
+    const server = createServer(limitedServerOptions(this.opts.limits ?? META_HTTP_LIMITS), this.app.callback());
+    // §1.2 for what node refuses itself (431 oversized headers, 408 slow request, 400 unparsable):
+    // body exactly `{}`, a WARN line and a counter.
+    answerClientErrors(
+      server,
+      () => EMPTY_BODY,
+      (r) => {
+        this.log.warn({ status: r.status, reason: r.code }, 'meta http error');
+        this.opts.metrics.httpRequestsTotal.inc({ api: 'unknown', code: `http_${r.status}` });
+      },
+    );
     this.httpServer = server;
     return new Promise((resolve, reject) => {
       server.once('error', reject);
