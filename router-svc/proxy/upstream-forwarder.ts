@@ -8,7 +8,7 @@
 import { Agent, request, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { upstreamFailed, type RouterHttpError } from '../http/router-http-errors.js';
-import { INTERNAL_TOKEN_HEADER } from '../http/internal-token.js';
+import { INTERNAL_TOKEN_HEADER } from '../../shared/security/internal-token.js';
 
 /** Response header naming the engine that served the request (operators, tests). */
 export const INSTANCE_HEADER = 'x-kv-router-instance';

@@ -2,7 +2,7 @@
 // endpoints (400 naming the field), the query JSON writer (exact u64 sequence, kv-events §8) and
 // the constant-time internal token check.
 import { expect } from 'chai';
-import { InternalTokenCheck } from '../../../router-svc/http/internal-token.js';
+import { InternalTokenCheck } from '../../../shared/security/internal-token.js';
 import { queryResultJson } from '../../../router-svc/http/query-json.js';
 import { parseKvQueryRequest, parseRouteRequest } from '../../../router-svc/http/route-request.js';
 import { isRouterHttpError } from '../../../router-svc/http/router-http-errors.js';
