@@ -12,6 +12,7 @@ import { SnapshotAssembler, decodeSnapshotMessage } from '../../directory-svc/de
 import { isStreamError } from '../../directory-svc/errors/stream-errors.js';
 import { StreamIndex } from '../../directory-svc/index/stream-index.js';
 import type { SkipCounters } from '../../directory-svc/index/stream-index.js';
+import type { KvEvent } from '../../directory-svc/decoder/kv-batch.js';
 import { isDiscoveryError } from '../../directory-svc/discovery/discovery-errors.js';
 import { parseHeartbeat } from '../../directory-svc/discovery/load-report.js';
 import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
@@ -23,7 +24,9 @@ import { JsonParseError, parseJson } from '../../directory-svc/meta/wire/json-pa
 import { RequestReader } from '../../directory-svc/meta/wire/request-reader.js';
 import { isRouterHttpError } from '../../router-svc/http/router-http-errors.js';
 import { parseKvQueryRequest, parseRouteRequest } from '../../router-svc/http/route-request.js';
-import { Rng, hex, loadCorpus, mutateBytes, mutateJsonText, mutateMsgpackInput } from '../helpers/fuzz.js';
+import { containsExt, hasDuplicateMapKeys, referenceBatch } from './reference-batch.js';
+import type { RefEvent } from './reference-batch.js';
+import { Rng, hex, loadCorpus, mutateBytes, mutateJsonText, mutateMsgpackInput, scanMsgpack } from '../helpers/fuzz.js';
 
 /** What a target's `run` reports: the outcome class ('ok' or the allowed error's class). */
 export type Outcome = string;
@@ -146,6 +149,67 @@ function liveTarget(name: string, frameMutationRate: number): FuzzTarget<Uint8Ar
       }
     },
     show: (frames) => `frames [${frames.map((f) => hex(f)).join(', ')}]`,
+  };
+}
+
+/**
+ * @msgpack/msgpack turns float 1.0 into the number 1, so the reference cannot tell a float where
+ * §3 wants an int (a parse error) from the int: such inputs are judged by the other targets.
+ */
+function floatOutsideTs(payload: Uint8Array): boolean {
+  return scanMsgpack(payload).some((h) => (payload[h.offset] === 0xca || payload[h.offset] === 0xcb) && h.offset !== 1 && h.offset !== 4);
+}
+
+/** Our decoded events in the reference decoder's shape. */
+function normalized(events: readonly KvEvent[]): RefEvent[] {
+  return events.map((e): RefEvent => {
+    switch (e.kind) {
+      case 'stored':
+        return { kind: 'stored', hashes: Array.from(e.blockHashes), parent: e.parentBlockHash, tokens: Array.from(e.tokenIds), blockSize: e.blockSize, tier: e.tier, outOfScope: e.outOfScope };
+      case 'removed':
+        return { kind: 'removed', hashes: Array.from(e.blockHashes), tier: e.tier };
+      default:
+        return { kind: 'cleared', tiers: e.tiers };
+    }
+  });
+}
+
+const showJson = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? `${x}n` : x instanceof Uint8Array ? `bin:${hex(x, 64)}` : x));
+
+/**
+ * Differential: the production decoder against an independent reading of §3 over another
+ * MessagePack implementation (reference-batch.ts). Same events, or the same error class.
+ */
+function liveDiffTarget(): FuzzTarget<Uint8Array> {
+  const corpus = loadCorpus('live-batch').map((c) => c.bytes);
+  const opts = { topic: new Uint8Array(0), dpRank: 0, maxMessageBytes: 1 << 24 };
+  return {
+    name: 'live-diff',
+    generate: (rng) => mutateMsgpackInput(rng, rng.pick(corpus), corpus),
+    run(payload) {
+      const ref = referenceBatch(payload, 0);
+      if (ref.value !== undefined && containsExt(ref.value)) return 'ext_skipped';
+      if (hasDuplicateMapKeys(payload)) return 'duplicate_keys_skipped';
+      let ours: RefEvent[] | null = null;
+      let oursCls = '';
+      try {
+        const r = decodeLiveMessage([new Uint8Array(0), new Uint8Array(8), payload], opts);
+        if (r.kind === 'batch') ours = normalized(r.batch.events);
+      } catch (e) {
+        oursCls = streamOutcome('live-diff', e);
+      }
+      if (ours !== null && ref.ok) {
+        if (showJson(ours) !== showJson(ref.events)) throw new ContractViolation('live-diff', new Error(`decoded events differ:\n ours ${showJson(ours)}\n  ref ${showJson(ref.events)}`));
+        return 'both_ok';
+      }
+      if (ours !== null && !ref.ok) throw new ContractViolation('live-diff', new Error(`accepted what §3 rejects (${ref.cls}: ${ref.why}): ${showJson(ours)}`));
+      if (ours === null && ref.ok && floatOutsideTs(payload)) return 'float_skipped';
+      if (ours === null && ref.ok) throw new ContractViolation('live-diff', new Error(`rejected (${oursCls}) what §3 accepts: ${showJson(ref.events)}`));
+      if (!ref.ok && oursCls !== ref.cls && floatOutsideTs(payload)) return 'float_skipped';
+      if (!ref.ok && oursCls !== ref.cls) throw new ContractViolation('live-diff', new Error(`error class ${oursCls}, §3 says ${ref.cls} (${ref.why})`));
+      return `both_${oursCls}`;
+    },
+    show: (payload) => `payload ${hex(payload)}`,
   };
 }
 
@@ -400,6 +464,7 @@ export function makeTarget(name: string): FuzzTarget<unknown> {
     'live-frame': () => liveTarget('live-frame', 0.3) as FuzzTarget<never>,
     'live-batch': () => liveTarget('live-batch', 0) as FuzzTarget<never>,
     'snapshot-reply': () => snapshotTarget() as FuzzTarget<never>,
+    'live-diff': () => liveDiffTarget() as FuzzTarget<never>,
     heartbeat: () => heartbeatTarget() as FuzzTarget<never>,
     'kv-events-config': () => kvEventsConfigTarget() as FuzzTarget<never>,
     'meta-config': () => metaConfigTarget() as FuzzTarget<never>,

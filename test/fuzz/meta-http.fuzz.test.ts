@@ -60,6 +60,7 @@ describe(`kvcm-meta §1.2 HTTP edge under a seeded mutation fuzzer (FUZZ_SEED=${
     const harness = h;
     const iterations = fuzzIterations(400);
     const statuses: Record<string, number> = {};
+    const codes: Record<string, number> = {};
 
     const send = async (i: number): Promise<void> => {
       const c = caseFor(i);
@@ -77,7 +78,11 @@ describe(`kvcm-meta §1.2 HTTP edge under a seeded mutation fuzzer (FUZZ_SEED=${
       if (status !== 200) expect(text, where).to.equal('{}');
       else {
         const body = JSON.parse(text) as { header?: { status?: { code?: unknown } } };
-        expect(body.header?.status?.code, where).to.be.a('string');
+        const code = body.header?.status?.code;
+        expect(code, where).to.be.a('string');
+        // §1.2: INTERNAL_ERROR means a handler threw; a malformed request must be refused, not crash one.
+        expect(code, `${where}\n(a handler threw on this input)`).to.not.equal('INTERNAL_ERROR');
+        codes[String(code)] = (codes[String(code)] ?? 0) + 1;
       }
       statuses[status] = (statuses[status] ?? 0) + 1;
     };
@@ -102,7 +107,7 @@ describe(`kvcm-meta §1.2 HTTP edge under a seeded mutation fuzzer (FUZZ_SEED=${
     exposedGc()?.();
     const rssGrowth = process.memoryUsage().rss - rssBefore;
     const heapGrowth = process.memoryUsage().heapUsed - heapBefore;
-    console.log(`      statuses ${JSON.stringify(statuses)}; RSS growth ${(rssGrowth / MIB).toFixed(1)} MiB, heap growth ${(heapGrowth / MIB).toFixed(1)} MiB${exposedGc() ? '' : ' (no --expose-gc: heap reported only)'}`);
+    console.log(`      statuses ${JSON.stringify(statuses)}, codes ${JSON.stringify(codes)}; RSS growth ${(rssGrowth / MIB).toFixed(1)} MiB, heap growth ${(heapGrowth / MIB).toFixed(1)} MiB${exposedGc() ? '' : ' (no --expose-gc: heap reported only)'}`);
     // RSS includes allocator slack and SQLite's cache, so its bound is wider than the heap's.
     expect(rssGrowth, 'RSS growth over the run').to.be.lessThan(256 * MIB);
     if (exposedGc() !== null) expect(heapGrowth, 'heap growth after gc').to.be.lessThan(64 * MIB);
