@@ -160,6 +160,43 @@ describe('kvcm-meta §1.3 response writer', () => {
     expect(() => writeJson({ a: () => 1 })).to.throw(/unserializable/);
   });
 
+  it('prints exactly what the member-by-member reference writer prints (tricky strings, keys, shapes)', () => {
+    const tricky = [
+      '',
+      'plain ascii',
+      'quote " and backslash \\ and slash /',
+      'é ü ß 中文 😀 \ud83d\ude00',
+      'lone \ud800 high, lone \udc00 low, reversed \udc00\ud800',
+      Array.from({ length: 0x20 }, (_, c) => String.fromCharCode(c)).join(''),
+      '\u007f \u0080 \u2028 \u2029 \ufeff \uffff',
+      'a"b\\c\nd\te\u0000',
+    ];
+    const values: unknown[] = [
+      ...tricky,
+      tricky.map((t) => ({ [t]: t, name: t, uri: `event_report://h/${t}` })),
+      { header: { status: { code: 'OK', message: tricky[4] }, request_id: '0'.repeat(32), tracer_result: '' }, locations: [] },
+      { locations: Array.from({ length: 50 }, (_, i) => ({ type: 'ST_NFS', spec_size: i % 3, location_specs: [{ name: tricky[i % tricky.length], uri: `file:///${i}` }] })) },
+      { a: 1n, b: [1n, -9223372036854775808n], c: { d: 18446744073709551615n } },
+      { keep: 'x', gone: undefined, alsoGone: null, nested: { n: null, u: undefined, z: 0 } },
+      { nums: [0, -0, 1.5, -2147483648, 2147483647, 1e21, 5e-7, Number.MAX_SAFE_INTEGER] },
+      { m: new Map<string, unknown>([['k', 'v'], ['"q"', tricky[5]], ['n', null], ['__proto__', 'p']]) },
+      { raw: parseJson('{"a":12345678901234567890,"b":[1e400,-0.0]}') },
+      Object.assign(Object.create(null) as object, { nullProto: true, s: tricky[3] }),
+      { arr: [[[]], [{}], [true, false]], empty: {}, emptyArr: [] },
+      { item_results: [], committed_snapshot_version: '', retry_after_ms: 0n, snapshot_required: false, extra_info: '' },
+      { '1': 'integer-like keys first', b: 2, '0': 'zero', a: 1 },
+      nest(64, 'deepest allowed'),
+    ];
+    values.forEach((v, i) => expect(writeJson(v)).to.equal(referenceWriteJson(v), `value #${i}`));
+    for (const bad of [nest(65, 'x'), nest(66, 1n), { a: [1, null] }, { a: [undefined] }, [1, , 3], { n: Number.NaN }, { n: [Infinity] }, { f: () => 1 }, { s: Symbol('s') }, null]) {
+      expect(() => referenceWriteJson(bad)).to.throw(/response_serialize/);
+      expect(() => writeJson(bad)).to.throw(/response_serialize/);
+    }
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic['self'] = cyclic;
+    expect(() => writeJson(cyclic)).to.throw(/nesting too deep/);
+  });
+
   it('echoes parsed opaque JSON exactly', () => {
     const src = '{"a":1,"b":[null,true,"x"],"c":{"d":12345678901234567890}}';
     expect(jsonTextOf(parseJson(src))).to.equal(src);
@@ -180,3 +217,67 @@ describe('kvcm-meta §2 enums and §1.4 messages', () => {
     );
   });
 });
+
+/** `depth` nested arrays around `leaf`. */
+function nest(depth: number, leaf: unknown): unknown {
+  let v: unknown = leaf;
+  for (let i = 0; i < depth; i++) v = [v];
+  return v;
+}
+
+/** The writer before its JSON.stringify fast path, kept as the byte-for-byte reference. */
+function referenceWriteJson(v: unknown): string {
+  const out: string[] = [];
+  const write = (x: unknown, depth: number): void => {
+    if (depth > 64) throw new Error('response_serialize: nesting too deep (cycle?)');
+    switch (typeof x) {
+      case 'string':
+        out.push(JSON.stringify(x));
+        return;
+      case 'bigint':
+        out.push('"', x.toString(), '"');
+        return;
+      case 'number':
+        if (!Number.isFinite(x)) throw new Error(`response_serialize: non-finite number ${x}`);
+        out.push(String(x));
+        return;
+      case 'boolean':
+        out.push(x ? 'true' : 'false');
+        return;
+      case 'object': {
+        if (x === null) throw new Error('response_serialize: null value outside an object member');
+        if (x instanceof JsonNumber) {
+          out.push(x.raw);
+          return;
+        }
+        if (Array.isArray(x)) {
+          out.push('[');
+          for (let i = 0; i < x.length; i++) {
+            if (i > 0) out.push(',');
+            const item: unknown = x[i];
+            if (item === undefined || item === null) throw new Error('response_serialize: null array element');
+            write(item, depth + 1);
+          }
+          out.push(']');
+          return;
+        }
+        const entries: [string, unknown][] = x instanceof Map ? [...(x as Map<unknown, unknown>)].map(([k, val]) => [String(k), val]) : Object.keys(x).map((k) => [k, (x as Record<string, unknown>)[k]]);
+        out.push('{');
+        let first = true;
+        for (const [k, val] of entries) {
+          if (val === undefined || val === null) continue;
+          if (!first) out.push(',');
+          first = false;
+          out.push(JSON.stringify(k), ':');
+          write(val, depth + 1);
+        }
+        out.push('}');
+        return;
+      }
+      default:
+        throw new Error(`response_serialize: unserializable ${typeof x}`);
+    }
+  };
+  write(v, 0);
+  return out.join('');
+}
