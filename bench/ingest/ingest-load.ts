@@ -15,6 +15,7 @@
  */
 import { WireEncoder } from '../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
+import { seededRandom } from '../lib/seeded-random.js';
 
 export interface IngestLoadOptions {
   seed: number;
@@ -36,18 +37,6 @@ export interface IngestLoad {
   readonly maxEntries: number;
 }
 
-/** mulberry32: small, fast, fixed-seed PRNG. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const VOCABULARY = 151_643;
 
 /**
@@ -65,7 +54,7 @@ export const INGEST_LOAD_SHAPE: Omit<IngestLoadOptions, 'seed' | 'dpRank'> = Obj
 
 export function buildIngestLoad(o: IngestLoadOptions): IngestLoad {
   if (o.residentPrompts >= o.prompts) throw new RangeError('residentPrompts must be below prompts');
-  const rnd = prng(o.seed);
+  const rnd = seededRandom(o.seed);
   const blocksPerPrompt = o.blocksPerBatch * o.batchesPerPrompt;
   // Engine hashes: 64-bit values, distinct with overwhelming probability (§11.4).
   const hashes: bigint[][] = [];
