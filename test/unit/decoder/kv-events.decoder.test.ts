@@ -15,6 +15,7 @@ import {
 } from '../../../directory-svc/decoder/snapshot-decoder.js';
 import type { SnapshotMessage } from '../../../directory-svc/decoder/snapshot-decoder.js';
 import { MsgpackReader } from '../../../directory-svc/decoder/msgpack-reader.js';
+import { seededRandom } from '../../../bench/lib/seeded-random.js';
 
 // ---- helpers ---------------------------------------------------------------------------------
 
@@ -871,18 +872,6 @@ describe('kv-events §3.1/§3.3 round trip (fast-check, fixed seed)', () => {
 
 // ---- mutation fuzz --------------------------------------------------------------------------------
 
-/** mulberry32: small seeded PRNG so every run sees the same inputs. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function mutate(src: Uint8Array, rnd: () => number): Uint8Array {
   const b = Uint8Array.from(src);
   const op = Math.floor(rnd() * 4);
@@ -916,7 +905,7 @@ describe('kv-events §3/§6 decoder mutation fuzz', () => {
         { type: 'AllBlocksCleared', medium: 'CPU' },
       ]),
     ];
-    const rnd = prng(0x5eed);
+    const rnd = seededRandom(0x5eed);
     let ok = 0;
     let failed = 0;
     for (let i = 0; i < 3000; i++) {
@@ -939,7 +928,7 @@ describe('kv-events §3/§6 decoder mutation fuzz', () => {
       blockWith({}),
       blockWith({ block_hash: 12, parent_block_hash: 11, media: ['cpu', 'gpu'], extra_keys: [[7]] }),
     ]);
-    const rnd = prng(0xc0ffee);
+    const rnd = seededRandom(0xc0ffee);
     for (let i = 0; i < 1500; i++) {
       const p = mutate(src, rnd);
       try {
