@@ -46,9 +46,10 @@ import { Decoder } from '@msgpack/msgpack';
 import * as zmq from 'zeromq';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamLimits } from '../../directory-svc/subscription/stream-subscriber.js';
+import { emitResult, isQuickRun, median } from '../lib/bench-kit.js';
 import { INGEST_LOAD_SHAPE, buildIngestLoad } from './ingest-load.js';
 
-const QUICK = process.argv.includes('--quick');
+const QUICK = isQuickRun();
 const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 const STREAMS_ARG = process.argv.find((a) => a.startsWith('--streams='))?.slice('--streams='.length);
 const STREAM_COUNTS = STREAMS_ARG === undefined ? [1, 16] : [Number(STREAMS_ARG)];
@@ -273,11 +274,6 @@ async function runBaseline(streams: number, messages: number, blocksPerBatch: nu
   }
 }
 
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[s.length >> 1];
-}
-
 async function main(): Promise<void> {
   // Built here only to learn the per-batch block count and payload size; the publisher builds its own.
   const load = buildIngestLoad({ ...INGEST_LOAD_SHAPE, seed: SEED, dpRank: 0 });
@@ -319,7 +315,7 @@ async function main(): Promise<void> {
       avg_payload_bytes: avgPayloadBytes,
       quick: QUICK,
     };
-    console.log(JSON.stringify(line));
+    emitResult(line);
   }
 }
 

@@ -37,8 +37,9 @@ import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscr
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
+import { emitResult, isQuickRun, percentile } from '../lib/bench-kit.js';
 
-const QUICK = process.argv.includes('--quick') || (workerData as { quick?: boolean } | null)?.quick === true;
+const QUICK = isQuickRun() || (workerData as { quick?: boolean } | null)?.quick === true;
 const BLOCK_SIZE = 32;
 const BLOCKS_PER_BATCH = 32;
 const KEEP_BATCHES = 256;
@@ -72,11 +73,6 @@ function batchHashes(seq: number): number[] {
   const out: number[] = [];
   for (let j = 0; j < BLOCKS_PER_BATCH; j++) out.push(seq * BLOCKS_PER_BATCH + j + 1);
   return out;
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 }
 
 function round(x: number): number {
@@ -297,42 +293,36 @@ async function main(): Promise<void> {
   const prop = measured(routerDone.latencies);
   const idx = measured(indexLatencies);
   const shape = { events_per_s: Math.round((done.batches * 2 * BLOCKS_PER_BATCH) / done.elapsedS), batches: done.batches, block_size: BLOCK_SIZE, quick: QUICK };
-  console.log(
-    JSON.stringify({
-      name: 'propagation_latency',
-      ...shape,
-      samples: prop.length,
-      missing: done.batches - routerDone.seen,
-      stream_resets_seen: routerDone.resets,
-      p50_ms: round(percentile(prop, 0.5)),
-      p99_ms: round(percentile(prop, 0.99)),
-      max_ms: round(prop.length > 0 ? prop[prop.length - 1]! : NaN),
-    }),
-  );
-  console.log(
-    JSON.stringify({
-      name: 'index_latency',
-      baseline_for: 'propagation_latency',
-      ...shape,
-      samples: idx.length,
-      p50_ms: round(percentile(idx, 0.5)),
-      p99_ms: round(percentile(idx, 0.99)),
-      max_ms: round(idx.length > 0 ? idx[idx.length - 1]! : NaN),
-    }),
-  );
+  emitResult({
+    name: 'propagation_latency',
+    ...shape,
+    samples: prop.length,
+    missing: done.batches - routerDone.seen,
+    stream_resets_seen: routerDone.resets,
+    p50_ms: round(percentile(prop, 0.5)),
+    p99_ms: round(percentile(prop, 0.99)),
+    max_ms: round(prop.length > 0 ? prop[prop.length - 1]! : NaN),
+  });
+  emitResult({
+    name: 'index_latency',
+    baseline_for: 'propagation_latency',
+    ...shape,
+    samples: idx.length,
+    p50_ms: round(percentile(idx, 0.5)),
+    p99_ms: round(percentile(idx, 0.99)),
+    max_ms: round(idx.length > 0 ? idx[idx.length - 1]! : NaN),
+  });
   const deltas = statsAfter.deltasPublished - statsBefore.deltasPublished;
   const keyChanges = statsAfter.keyChangesPublished - statsBefore.keyChangesPublished;
-  console.log(
-    JSON.stringify({
-      name: 'view_stream_bytes',
-      ...shape,
-      watchers: 1,
-      bytes_per_s_per_watcher: Math.round((statsAfter.bytesSent - statsBefore.bytesSent) / elapsedS),
-      deltas_per_s: round(deltas / elapsedS),
-      key_changes_per_delta: round(deltas === 0 ? 0 : keyChanges / deltas),
-      bytes_per_key_change: round(keyChanges === 0 ? 0 : (statsAfter.bytesSent - statsBefore.bytesSent) / keyChanges),
-    }),
-  );
+  emitResult({
+    name: 'view_stream_bytes',
+    ...shape,
+    watchers: 1,
+    bytes_per_s_per_watcher: Math.round((statsAfter.bytesSent - statsBefore.bytesSent) / elapsedS),
+    deltas_per_s: round(deltas / elapsedS),
+    key_changes_per_delta: round(deltas === 0 ? 0 : keyChanges / deltas),
+    bytes_per_key_change: round(keyChanges === 0 ? 0 : (statsAfter.bytesSent - statsBefore.bytesSent) / keyChanges),
+  });
 
   view.close();
   await server.close(500);

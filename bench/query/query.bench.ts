@@ -28,8 +28,10 @@ import { StreamIndex } from '../../directory-svc/index/stream-index.js';
 import type { SkipCounters } from '../../directory-svc/index/stream-index.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import type { QueryableStream } from '../../directory-svc/index/stream-query.js';
+import { emitResult, isQuickRun, percentile } from '../lib/bench-kit.js';
+import { seededRandom } from '../lib/seeded-random.js';
 
-const QUICK = process.argv.includes('--quick');
+const QUICK = isQuickRun();
 const BLOCK_SIZE = 128;
 const STREAMS = QUICK ? 8 : 64;
 const BLOCKS_PER_STREAM = QUICK ? 10_000 : 100_000;
@@ -40,18 +42,6 @@ const PROMPT_TOKENS = [1024, 8192, 32768];
 const SEED = 0x5eed1234;
 
 // ---- deterministic inputs -------------------------------------------------------------------
-
-/** mulberry32: small, fast, fixed-seed PRNG. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function mix32(a: number, b: number): number {
   let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(b + 0x7f4a7c15, 0xc2b2ae35);
@@ -80,7 +70,7 @@ interface Conversation {
   blocks: number;
 }
 
-const rand = prng(SEED);
+const rand = seededRandom(SEED);
 const SYSTEM_PROMPTS = Array.from({ length: 24 }, (_, i) => ({ docId: 1_000_000 + i, blocks: 8 + Math.floor(rand() * 25) }));
 const POOL = 20_000;
 const conversations: Conversation[] = Array.from({ length: POOL }, (_, i) => ({
@@ -120,7 +110,7 @@ function replicaEvent(hashes: BigUint64Array): BlockStoredEvent {
  * system prompt once per stream (parent nil), then the conversation's blocks chained on it.
  */
 function feedStream(streamNo: number, blocks: number, apply: (events: KvEvent[]) => void): number {
-  const r = prng(SEED ^ mix32(streamNo, 77));
+  const r = seededRandom(SEED ^ mix32(streamNo, 77));
   const seenConversations = new Set<number>();
   const storedPrompts = new Set<number>();
   let total = 0;
@@ -170,11 +160,7 @@ function buildPrompt(r: () => number, tokens: number): Int32Array {
 // ---- measurement helpers ----------------------------------------------------------------------
 
 function emit(line: Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify({ bench: 'query', quick: QUICK, ...line })}\n`);
-}
-
-function percentile(sorted: Float64Array, p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+  emitResult({ bench: 'query', quick: QUICK, ...line });
 }
 
 function latencyStats(samplesNs: number[]): { p50_us: number; p99_us: number; mean_us: number; n: number } {
@@ -288,7 +274,7 @@ async function measureQueries(hasher: ContentKeyHasher): Promise<void> {
   const query = new StreamQuery();
   const chainOut = new Uint8Array((32768 / BLOCK_SIZE) * 16);
   for (const tokens of PROMPT_TOKENS) {
-    const r = prng(SEED ^ tokens);
+    const r = seededRandom(SEED ^ tokens);
     const prompts = Array.from({ length: QUERIES + WARMUP }, () => buildPrompt(r, tokens));
     const querySamples: number[] = [];
     const chainSamples: number[] = [];

@@ -36,8 +36,10 @@ import { RouterMetrics } from '../../router-svc/http/router-metrics.js';
 import { createPolicy } from '../../router-svc/policy/policy.js';
 import { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import type { DecodedSnapshot, DecodedViewStream, RouterInstance, StreamId } from '../../router-svc/viewcache/view-update.js';
+import { emitResult, isQuickRun, percentile } from '../lib/bench-kit.js';
+import { seededRandom } from '../lib/seeded-random.js';
 
-const QUICK = process.argv.includes('--quick');
+const QUICK = isQuickRun();
 const SEED = 0x726f7574;
 const BLOCK_SIZE = 128;
 const PROMPT_TOKENS = 8192;
@@ -54,21 +56,10 @@ const MEASURE_MS = QUICK ? 2000 : 5000;
 /** Alternating baseline/router rounds; the median round of each is reported (shared, noisy machine). */
 const ROUNDS = QUICK ? 1 : 3;
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** 8k-token prompts: family prefix (a multiple of the block size, 2k–6k tokens) + own suffix. */
 function buildPrompts(count: number, rand: () => number, salt: number): number[][] {
   const families: number[][] = [];
-  const frand = prng(SEED ^ 0x5eed);
+  const frand = seededRandom(SEED ^ 0x5eed);
   for (let f = 0; f < FAMILIES; f++) families.push(Array.from({ length: 6144 }, () => Math.floor(frand() * 150000)));
   const out: number[][] = [];
   for (let i = 0; i < count; i++) {
@@ -153,10 +144,10 @@ async function buildView(resident: readonly number[][], rand: () => number): Pro
  * prompt sharing some family prefix. Deterministic, so the load generator rebuilds the same bodies.
  */
 function buildWorkload(): { resident: number[][]; bodies: string[] } {
-  const resident = buildPrompts(RESIDENT_PROMPTS, prng(SEED), 0);
-  const fresh = buildPrompts(REQUEST_BODIES, prng(SEED + 1), 7);
+  const resident = buildPrompts(RESIDENT_PROMPTS, seededRandom(SEED), 0);
+  const fresh = buildPrompts(REQUEST_BODIES, seededRandom(SEED + 1), 7);
   const out: string[] = [];
-  const brand = prng(SEED + 2);
+  const brand = seededRandom(SEED + 2);
   for (let i = 0; i < REQUEST_BODIES; i++) {
     const p = i % 2 === 0 ? resident[Math.floor(brand() * resident.length)]! : fresh[i]!;
     out.push(JSON.stringify({ token_ids: p }));
@@ -225,14 +216,13 @@ async function runLoad(cmd: LoadCommand, bodies: readonly string[]): Promise<Loa
 
 function stats(r: LoadResult): Record<string, number> {
   const sorted = r.latenciesMs.slice().sort((a, b) => a - b);
-  const at = (q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
   const round = (x: number): number => Math.round(x * 1000) / 1000;
   return {
     requests: r.requests,
     errors: r.errors,
     requests_per_s: Math.round(r.requests / r.seconds),
-    p50_ms: round(at(0.5)),
-    p99_ms: round(at(0.99)),
+    p50_ms: round(percentile(sorted, 0.5)),
+    p99_ms: round(percentile(sorted, 0.99)),
     max_ms: round(sorted[sorted.length - 1] ?? Number.NaN),
   };
 }
@@ -244,7 +234,7 @@ function median(rounds: Record<string, number>[]): Record<string, number> {
 }
 
 function emit(obj: Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify({ quick: QUICK, ...obj })}\n`);
+  emitResult({ quick: QUICK, ...obj });
 }
 
 /** Runs the load generator in a child process against `port`/`path`. */
@@ -267,7 +257,7 @@ function listen(server: Server): Promise<number> {
 
 async function main(): Promise<void> {
   const { resident, bodies } = buildWorkload();
-  const { view, streams, blocks } = await buildView(resident, prng(SEED + 3));
+  const { view, streams, blocks } = await buildView(resident, seededRandom(SEED + 3));
 
   const flags = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.5, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
   const metrics = new RouterMetrics(() => ({ version: Number(view.version), lagMs: 0, staleForMs: 0 }));

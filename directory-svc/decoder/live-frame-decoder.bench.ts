@@ -13,8 +13,10 @@
 import { decode, encode } from '@msgpack/msgpack';
 import { decodeLiveMessage } from './live-frame-decoder.js';
 import type { LiveDecoderOptions } from './live-frame-decoder.js';
+import { emitResult, isQuickRun, median, runRounds } from '../../bench/lib/bench-kit.js';
+import { seededRandom } from '../../bench/lib/seeded-random.js';
 
-const QUICK = process.argv.includes('--quick');
+const QUICK = isQuickRun();
 const BATCHES = 256;
 const BLOCKS_PER_BATCH = 16;
 const BLOCK_SIZE = 128;
@@ -22,20 +24,8 @@ const WARMUP_ROUNDS = 3;
 const TIMED_ROUNDS = 7;
 const PASSES_PER_ROUND = QUICK ? 4 : 20;
 
-/** mulberry32 */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function buildPayloads(): Uint8Array[] {
-  const rnd = prng(20261129);
+  const rnd = seededRandom(20261129);
   const out: Uint8Array[] = [];
   for (let b = 0; b < BATCHES; b++) {
     const hashes: bigint[] = [];
@@ -89,36 +79,25 @@ function timeRound(run: () => void): number {
   return (PASSES_PER_ROUND * BATCHES * 1e9) / Number(process.hrtime.bigint() - t0);
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[s.length >> 1];
-}
-
 // Rounds alternate between the two so load from other processes on the machine hits both alike.
-const decoderRates: number[] = [];
-const baselineRates: number[] = [];
-for (let round = 0; round < WARMUP_ROUNDS + TIMED_ROUNDS; round++) {
-  const b = timeRound(runBaseline);
-  const d = timeRound(runDecoder);
-  if (round < WARMUP_ROUNDS) continue;
-  baselineRates.push(b);
-  decoderRates.push(d);
-}
-const baseline = median(baselineRates);
-const decoder = median(decoderRates);
+const rounds = runRounds(WARMUP_ROUNDS, TIMED_ROUNDS, () => {
+  const baselineRate = timeRound(runBaseline);
+  const decoderRate = timeRound(runDecoder);
+  return { baselineRate, decoderRate };
+});
+const baseline = median(rounds.map((r) => r.baselineRate));
+const decoder = median(rounds.map((r) => r.decoderRate));
 
 const payloadBytes = payloads.reduce((s, p) => s + p.length, 0) / payloads.length;
-console.log(
-  JSON.stringify({
-    name: 'live_frame_decoder',
-    shape: `${BLOCKS_PER_BATCH} blocks x ${BLOCK_SIZE} tokens per batch`,
-    quick: QUICK,
-    payload_bytes: Math.round(payloadBytes),
-    decoder_batches_per_s: Math.round(decoder),
-    decoder_blocks_per_s: Math.round(decoder * BLOCKS_PER_BATCH),
-    baseline_batches_per_s: Math.round(baseline),
-    baseline_blocks_per_s: Math.round(baseline * BLOCKS_PER_BATCH),
-    speedup_vs_baseline: Number((decoder / baseline).toFixed(2)),
-    sink: sink > 0,
-  }),
-);
+emitResult({
+  name: 'live_frame_decoder',
+  shape: `${BLOCKS_PER_BATCH} blocks x ${BLOCK_SIZE} tokens per batch`,
+  quick: QUICK,
+  payload_bytes: Math.round(payloadBytes),
+  decoder_batches_per_s: Math.round(decoder),
+  decoder_blocks_per_s: Math.round(decoder * BLOCKS_PER_BATCH),
+  baseline_batches_per_s: Math.round(baseline),
+  baseline_blocks_per_s: Math.round(baseline * BLOCKS_PER_BATCH),
+  speedup_vs_baseline: Number((decoder / baseline).toFixed(2)),
+  sink: sink > 0,
+});

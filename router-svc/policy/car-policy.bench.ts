@@ -15,8 +15,10 @@ import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { ViewCache } from '../viewcache/view-cache.js';
 import type { DecodedSnapshot, DecodedViewStream, RouterInstance, StreamId } from '../viewcache/view-update.js';
 import { CarPolicy } from './car-policy.js';
+import { emitResult, isQuickRun, percentile, runRounds } from '../../bench/lib/bench-kit.js';
+import { seededRandom } from '../../bench/lib/seeded-random.js';
 
-const QUICK = process.argv.includes('--quick');
+const QUICK = isQuickRun();
 const INSTANCES = 16;
 const RANKS = 2;
 const BLOCK_SIZE = 128;
@@ -26,30 +28,14 @@ const REQUESTS = QUICK ? 200 : 1000;
 const WARMUP_ROUNDS = 2;
 const TIMED_ROUNDS = QUICK ? 2 : 5;
 
-/** mulberry32 */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function randomTokens(rnd: () => number, n: number): number[] {
   const out = new Array<number>(n);
   for (let i = 0; i < n; i++) out[i] = Math.floor(rnd() * 151936);
   return out;
 }
 
-function percentile(sorted: Float64Array, p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
-}
-
 async function main(): Promise<void> {
-  const rnd = prng(20261129);
+  const rnd = seededRandom(20261129);
   const hasher = await ContentKeyHasher.forSeed(1024);
   const prompts: number[][] = [];
   const instances: RouterInstance[] = [];
@@ -93,41 +79,38 @@ async function main(): Promise<void> {
   const chainNs = new Float64Array(TIMED_ROUNDS * REQUESTS);
   const scratch = new Uint8Array((4096 / BLOCK_SIZE) * 16);
   let sink = 0;
-  for (let round = 0; round < WARMUP_ROUNDS + TIMED_ROUNDS; round++) {
-    const timed = round >= WARMUP_ROUNDS;
+  runRounds(WARMUP_ROUNDS, TIMED_ROUNDS, (timedRound) => {
     for (let q = 0; q < REQUESTS; q++) {
       const req = requests[q]!;
       let t0 = process.hrtime.bigint();
       hasher.chain(req, BLOCK_SIZE, scratch);
       let t1 = process.hrtime.bigint();
       sink += scratch[0]!;
-      if (timed) chainNs[(round - WARMUP_ROUNDS) * REQUESTS + q] = Number(t1 - t0);
+      if (timedRound !== null) chainNs[timedRound * REQUESTS + q] = Number(t1 - t0);
       t0 = process.hrtime.bigint();
       const d = policy.decide({ tokenIds: req, promptTokens: 0 }, view, 1);
       t1 = process.hrtime.bigint();
       sink += d.candidates.length;
-      if (timed) decideNs[(round - WARMUP_ROUNDS) * REQUESTS + q] = Number(t1 - t0);
+      if (timedRound !== null) decideNs[timedRound * REQUESTS + q] = Number(t1 - t0);
     }
-  }
+  });
   decideNs.sort();
   chainNs.sort();
-  console.log(
-    JSON.stringify({
-      bench: 'car-decision',
-      quick: QUICK,
-      instances: INSTANCES,
-      streams: INSTANCES * RANKS,
-      resident_keys: INSTANCES * RANKS * PROMPTS_PER_STREAM * BLOCKS_PER_PROMPT,
-      prompt_tokens: 4096,
-      block_size: BLOCK_SIZE,
-      decisions: decideNs.length,
-      decide_p50_us: percentile(decideNs, 0.5) / 1000,
-      decide_p99_us: percentile(decideNs, 0.99) / 1000,
-      baseline_chain_p50_us: percentile(chainNs, 0.5) / 1000,
-      baseline_chain_p99_us: percentile(chainNs, 0.99) / 1000,
-      sink: sink % 7,
-    }),
-  );
+  emitResult({
+    bench: 'car-decision',
+    quick: QUICK,
+    instances: INSTANCES,
+    streams: INSTANCES * RANKS,
+    resident_keys: INSTANCES * RANKS * PROMPTS_PER_STREAM * BLOCKS_PER_PROMPT,
+    prompt_tokens: 4096,
+    block_size: BLOCK_SIZE,
+    decisions: decideNs.length,
+    decide_p50_us: percentile(decideNs, 0.5) / 1000,
+    decide_p99_us: percentile(decideNs, 0.99) / 1000,
+    baseline_chain_p50_us: percentile(chainNs, 0.5) / 1000,
+    baseline_chain_p99_us: percentile(chainNs, 0.99) / 1000,
+    sink: sink % 7,
+  });
 }
 
 await main();
