@@ -2,52 +2,10 @@
 // ViewUpdates (snapshot, then ordered deltas, heartbeats) to plain Maps exactly as
 // proto/kvdirectory.proto documents the order, and refuses anything out of order.
 import { protoViewUpdateDecoder } from '../../directory-svc/view/view-update-encoder.js';
+import type { WireViewInstance, WireViewStream, WireViewUpdate } from '../../shared/view/view-wire.js';
 
-/** Decoded shapes (proto-loader: keepCase, longs String, bytes as Buffer, oneofs). */
-export interface DecodedViewStream {
-  stream_id: number;
-  instance_name: string;
-  dp_rank: number;
-  block_size: number;
-  hash_seed: string;
-  incarnation_id: string;
-  generation: string;
-  synchronized: boolean;
-  sequence: string;
-  error: string;
-  device_blocks: string;
-  host_blocks: string;
-  keys: Buffer;
-  tiers: Buffer;
-}
-
-export interface DecodedViewInstance {
-  name: string;
-  type: string;
-  state: string;
-  schedulable: boolean;
-  generation: string;
-  incarnation_id: string;
-  load: { waiting_requests_num: string; gpu_cache_usage_perc: number; reported_at_ms: string } | null;
-  heartbeat_age_ms: string;
-  excluded_reason: string;
-}
-
-export interface DecodedViewUpdate {
-  epoch: string;
-  version: string;
-  sent_at_ms: string;
-  body: 'snapshot' | 'delta' | 'heartbeat';
-  snapshot?: { instances: DecodedViewInstance[]; streams: DecodedViewStream[] };
-  delta?: {
-    instance_removals: string[];
-    instance_upserts: DecodedViewInstance[];
-    stream_removals: number[];
-    stream_upserts: DecodedViewStream[];
-    stream_resets: DecodedViewStream[];
-    residency: { stream_id: number; keys: Buffer; tiers: Buffer }[];
-  };
-}
+/** A ViewUpdate as a watcher decodes it: the shared wire shape (keepCase, longs String, oneofs). */
+export type DecodedViewUpdate = WireViewUpdate;
 
 const decoder = protoViewUpdateDecoder();
 
@@ -56,13 +14,14 @@ export function decodeViewUpdate(bytes: Buffer): DecodedViewUpdate {
 }
 
 export interface ModelStream {
-  state: DecodedViewStream;
+  state: WireViewStream;
   /** key hex → tier bits (never 0). */
   residency: Map<string, number>;
 }
 
-function fillResidency(into: Map<string, number>, keys: Buffer, tiers: Buffer): void {
-  if (keys.length !== tiers.length * 16) throw new Error(`keys ${keys.length} bytes for ${tiers.length} tiers`);
+function fillResidency(into: Map<string, number>, keyBytes: Uint8Array, tiers: Uint8Array): void {
+  if (keyBytes.length !== tiers.length * 16) throw new Error(`keys ${keyBytes.length} bytes for ${tiers.length} tiers`);
+  const keys = Buffer.from(keyBytes.buffer, keyBytes.byteOffset, keyBytes.length);
   for (let i = 0; i < tiers.length; i++) {
     const hex = keys.toString('hex', i * 16, i * 16 + 16);
     const t = tiers[i]!;
@@ -75,7 +34,7 @@ export class ViewModel {
   epoch = '';
   /** Last applied version; -1 before the first snapshot. */
   version = -1;
-  readonly instances = new Map<string, DecodedViewInstance>();
+  readonly instances = new Map<string, WireViewInstance>();
   readonly streams = new Map<number, ModelStream>();
   snapshots = 0;
   deltas = 0;
@@ -137,6 +96,6 @@ export class ViewModel {
 /** The residency of an exportResidency() result as key hex → tiers. */
 export function residencyMap(r: { keys: Uint8Array; tiers: Uint8Array }): Map<string, number> {
   const out = new Map<string, number>();
-  fillResidency(out, Buffer.from(r.keys.buffer, r.keys.byteOffset, r.keys.length), Buffer.from(r.tiers.buffer, r.tiers.byteOffset, r.tiers.length));
+  fillResidency(out, r.keys, r.tiers);
   return out;
 }
