@@ -88,6 +88,11 @@ export class ReporterRegistry {
     return this.reporters.get(reporterKey(instanceId, storageType, hostIpPort));
   }
 
+  /** True while `reporter` is the record registered under its key (lets readers cache a lookup). */
+  holds(reporter: Reporter): boolean {
+    return this.reporters.get(reporter.key) === reporter;
+  }
+
   all(): IterableIterator<Reporter> {
     return this.reporters.values();
   }

@@ -59,6 +59,28 @@ describe('kvcm-meta §7.10 event-report visibility', () => {
     expect(vis.isVisible('i', loc(['x://h/p']), 1)).to.equal(false);
   });
 
+  it('one row object re-checked follows the reporter: liveness, fence, tombstone, instance', () => {
+    // The row-only checks are cached per row object; the reporter's state never is.
+    const row = loc([`x://h/p?s_version=${A}`]);
+    expect(vis.isVisible('i', row, 0)).to.equal(false); // UNKNOWN
+    const r = reg.heartbeat(ID, 0)!;
+    expect(vis.isVisible('i', row, 0)).to.equal(true);
+    expect(vis.isVisible('j', row, 0)).to.equal(false); // another instance's reporter is unknown
+    expect(vis.isVisible('i', row, 0)).to.equal(true);
+    r.fence = B;
+    expect(vis.isVisible('i', row, 0)).to.equal(false);
+    r.fence = A;
+    expect(vis.isVisible('i', row, 0)).to.equal(true);
+    expect(vis.isVisible('i', row, 30_001)).to.equal(false); // UNAVAILABLE
+    reg.hostDown(ID, 1);
+    expect(vis.isVisible('i', row, 1)).to.equal(false);
+    reg.register(ID, [], 2);
+    expect(vis.isVisible('i', row, 2)).to.equal(true); // soft mode after the tombstone is cleared
+    const bad = loc(['x://h/p', 'bad uri']);
+    expect(vis.isVisible('i', bad, 2)).to.equal(false);
+    expect(vis.isVisible('i', bad, 2)).to.equal(false);
+  });
+
   it('§7.6 s_version appending and parsing', () => {
     expect(appendSVersion('x://h/p', A)).to.equal(`x://h/p?s_version=${A}`);
     expect(appendSVersion('x://h/p?size=1', A)).to.equal(`x://h/p?size=1&s_version=${A}`);
