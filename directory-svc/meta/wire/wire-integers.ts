@@ -19,6 +19,9 @@ const JSON_NUMBER = /^(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
  * beyond ±10^40 are reported as out of range (null) without building huge bigints.
  */
 export function integerOfJsonNumber(raw: string): bigint | null {
+  // Fast path (every block key of a lookup): short plain `-?[0-9]+` text is exact as it stands.
+  const plainDigits = plainIntegerDigits(raw);
+  if (plainDigits > 0 && plainDigits <= 40) return BigInt(raw);
   const m = JSON_NUMBER.exec(raw);
   if (!m) return null;
   const negative = m[1] === '-';
@@ -36,6 +39,17 @@ export function integerOfJsonNumber(raw: string): bigint | null {
   if (digits.length + exp > 40) return null;
   const v = BigInt(digits) * 10n ** BigInt(exp);
   return negative ? -v : v;
+}
+
+/** Digit count of `-?[0-9]+` text, or 0 when it has anything else (fraction, exponent, no digits). */
+function plainIntegerDigits(raw: string): number {
+  const start = raw.charCodeAt(0) === 0x2d ? 1 : 0;
+  if (raw.length === start) return 0;
+  for (let i = start; i < raw.length; i++) {
+    const c = raw.charCodeAt(i);
+    if (c < 0x30 || c > 0x39) return 0;
+  }
+  return raw.length - start;
 }
 
 /** Value of a decimal string (`-?[0-9]+`, leading zeros allowed), or null. */

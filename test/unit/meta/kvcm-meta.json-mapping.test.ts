@@ -87,6 +87,10 @@ describe('kvcm-meta §1.3 request reader', () => {
     badRequest(() => reader('{"k":""}').int64('k'));
     badRequest(() => reader('{"k":true}').int64('k'));
     badRequest(() => reader('{"k":1e400}').int64('k'));
+    badRequest(() => reader(`{"k":${'9'.repeat(41)}}`).int64('k'));
+    badRequest(() => reader(`{"k":-${'9'.repeat(40)}}`).int64('k'));
+    expect(reader('{"k":-0}').int64('k')).to.equal(0n);
+    expect(reader('{"k":-9223372036854775808}').int64('k')).to.equal(-(2n ** 63n));
     badRequest(() => reader('{"block_keys":5}').int64List('block_keys'));
     badRequest(() => reader('{"block_keys":[null]}').int64List('block_keys'));
   });
