@@ -8,9 +8,9 @@
  * are kept between queries, so a steady query load allocates only the result objects.
  * Synchronous and pure: the hashers were created (asynchronously) when the indexes were built.
  */
-import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import { KeyChainCache } from '../../shared/keys/key-chain-cache.js';
 import type { PrefixHit, StreamIndex } from './stream-index.js';
-import { sequenceForJson } from '../../shared/view/query-result.js';
+import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 
 // The response types live in shared/ (the router answers the same JSON); re-exported by name for
@@ -30,16 +30,6 @@ export interface QueryableStream {
   index: StreamIndex | null;
 }
 
-/** A key chain computed for one (block_size, hasher) during the current query. */
-interface ChainSlot {
-  blockSize: number;
-  hasher: ContentKeyHasher;
-  keys: Uint8Array;
-  blocks: number;
-  /** Query number this chain belongs to; stale slots are recomputed, not reallocated. */
-  stamp: number;
-}
-
 /** Orders streams by instance name (UTF-16 code units, locale-independent), then dp rank. */
 function byNameThenRank(a: QueryableStream, b: QueryableStream): number {
   if (a.instanceName !== b.instanceName) return a.instanceName < b.instanceName ? -1 : 1;
@@ -47,8 +37,7 @@ function byNameThenRank(a: QueryableStream, b: QueryableStream): number {
 }
 
 export class StreamQuery {
-  private readonly chains: ChainSlot[] = [];
-  private stamp = 0;
+  private readonly chains = new KeyChainCache();
   private readonly hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
 
   /**
@@ -57,68 +46,23 @@ export class StreamQuery {
    * an empty token list reports state and block counts only.
    */
   query(tokenIds: ArrayLike<number>, streams: readonly QueryableStream[]): QueryResult {
-    this.stamp++;
+    this.chains.nextCall();
     const sorted = streams.slice().sort(byNameThenRank);
     const matches: StreamMatch[] = new Array<StreamMatch>(sorted.length);
-    let commonBlockSize = sorted.length > 0 ? sorted[0].blockSize : 0;
     for (let i = 0; i < sorted.length; i++) {
       const s = sorted[i];
-      if (s.blockSize !== commonBlockSize) commonBlockSize = 0;
       const index = s.synchronized ? s.index : null;
       let deviceHitTokens = 0;
       let hostOnlyHitTokens = 0;
       if (index !== null && tokenIds.length >= index.blockSize) {
-        const chain = this.chainFor(tokenIds, index.blockSize, index.hasher);
+        // The index's own hasher (not a lookup by the stream's hash_seed): it built the keys matched.
+        const chain = this.chains.chainFor(tokenIds, index.blockSize, index.hasher);
         index.matchPrefix(chain.keys, chain.blocks, this.hit);
         deviceHitTokens = this.hit.deviceBlocks * index.blockSize;
         hostOnlyHitTokens = this.hit.hostOnlyBlocks * index.blockSize;
       }
-      matches[i] = {
-        instance_name: s.instanceName,
-        dp_rank: s.dpRank,
-        synchronized: s.synchronized,
-        sequence: sequenceForJson(s.sequence),
-        device_hit_tokens: deviceHitTokens,
-        host_only_hit_tokens: hostOnlyHitTokens,
-        reusable_prefix_tokens: deviceHitTokens + hostOnlyHitTokens,
-        device_blocks: index === null ? 0 : index.deviceBlocks,
-        host_blocks: index === null ? 0 : index.hostBlocks,
-        error: s.error,
-      };
+      matches[i] = streamMatch(s, s.synchronized, deviceHitTokens, hostOnlyHitTokens, index === null ? 0 : index.deviceBlocks, index === null ? 0 : index.hostBlocks, s.error);
     }
-    return { input_tokens: tokenIds.length, block_size: commonBlockSize, matches };
-  }
-
-  /**
-   * The chain of `tokenIds` for (blockSize, hasher), computed at most once per query. The index's
-   * own hasher is used (not a lookup by the stream's hash_seed) because it is the one that built
-   * the keys being matched.
-   */
-  private chainFor(tokenIds: ArrayLike<number>, blockSize: number, hasher: ContentKeyHasher): ChainSlot {
-    let free: ChainSlot | null = null;
-    for (let i = 0; i < this.chains.length; i++) {
-      const c = this.chains[i];
-      if (c.blockSize === blockSize && c.hasher === hasher) {
-        if (c.stamp !== this.stamp) this.fill(c, tokenIds);
-        return c;
-      }
-      if (free === null && c.stamp !== this.stamp) free = c;
-    }
-    if (free === null) {
-      free = { blockSize, hasher, keys: new Uint8Array(0), blocks: 0, stamp: 0 };
-      this.chains.push(free);
-    }
-    free.blockSize = blockSize;
-    free.hasher = hasher;
-    this.fill(free, tokenIds);
-    return free;
-  }
-
-  private fill(c: ChainSlot, tokenIds: ArrayLike<number>): void {
-    const blocks = Math.floor(tokenIds.length / c.blockSize);
-    if (c.keys.length < blocks * 16) c.keys = new Uint8Array(Math.max(blocks * 16, c.keys.length * 2));
-    c.hasher.chain(tokenIds, c.blockSize, c.keys);
-    c.blocks = blocks;
-    c.stamp = this.stamp;
+    return { input_tokens: tokenIds.length, block_size: commonBlockSize(sorted), matches };
   }
 }

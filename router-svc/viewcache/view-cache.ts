@@ -16,7 +16,8 @@
  * into buffers kept between calls; each stream then walks it with O(1) lookups per block.
  */
 import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
-import { sequenceForJson } from '../../shared/view/query-result.js';
+import { KeyChainCache } from '../../shared/keys/key-chain-cache.js';
+import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 import { HasherPool } from './hasher-pool.js';
 import { StreamResidency, type PrefixHit } from './stream-residency.js';
@@ -150,16 +151,6 @@ class ViewState {
 
 const NO_STREAMS: readonly CachedStream[] = Object.freeze([]);
 
-/** A key chain computed for one (block_size, hasher) during the current call. */
-interface ChainSlot {
-  blockSize: number;
-  hasher: ContentKeyHasher;
-  keys: Uint8Array;
-  blocks: number;
-  /** Call number this chain belongs to; stale slots are recomputed, not reallocated. */
-  stamp: number;
-}
-
 export interface ViewCacheOptions {
   /** `--view_stale_after_ms`: the bound query() and matchStreams() use. */
   readonly staleAfterMs: number;
@@ -181,8 +172,7 @@ export class ViewCache {
   private instancesRev = 0;
   private streamsRev = 0;
   // Scratch of matchStreams, grown as needed and reused between requests.
-  private stamp = 0;
-  private readonly chains: ChainSlot[] = [];
+  private readonly chains = new KeyChainCache();
   private readonly hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
   private hits: { -readonly [K in keyof StreamHits]: StreamHits[K] } = {
     stale: true,
@@ -341,14 +331,14 @@ export class ViewCache {
       h.credited = new Uint8Array(cap);
     }
     const stale = this.isStale(nowMs);
-    this.stamp++;
+    this.chains.nextCall();
     for (let i = 0; i < n; i++) {
       const s = list[i]!;
       const credited = !stale && s.synchronized;
       let device = 0;
       let hostOnly = 0;
       if (credited && tokenIds.length >= s.blockSize) {
-        const chain = this.chainFor(tokenIds, s.blockSize, s.hasher);
+        const chain = this.chains.chainFor(tokenIds, s.blockSize, s.hasher);
         s.residency.matchPrefix(chain.keys, chain.blocks, this.hit);
         device = this.hit.deviceBlocks * s.blockSize;
         hostOnly = this.hit.hostOnlyBlocks * s.blockSize;
@@ -371,27 +361,13 @@ export class ViewCache {
   query(tokenIds: ArrayLike<number>, nowMs: number): QueryResult {
     const hits = this.matchStreams(tokenIds, nowMs);
     const matches: StreamMatch[] = new Array<StreamMatch>(hits.count);
-    let commonBlockSize = hits.count > 0 ? hits.streams[0]!.blockSize : 0;
     for (let i = 0; i < hits.count; i++) {
       const s = hits.streams[i]!;
-      if (s.blockSize !== commonBlockSize) commonBlockSize = 0;
       const credited = hits.credited[i] === 1;
-      const device = hits.deviceHitTokens[i]!;
-      const hostOnly = hits.hostOnlyHitTokens[i]!;
-      matches[i] = {
-        instance_name: s.instanceName,
-        dp_rank: s.dpRank,
-        synchronized: credited,
-        sequence: sequenceForJson(s.sequence),
-        device_hit_tokens: device,
-        host_only_hit_tokens: hostOnly,
-        reusable_prefix_tokens: device + hostOnly,
-        device_blocks: credited ? s.deviceBlocks : 0,
-        host_blocks: credited ? s.hostBlocks : 0,
-        error: hits.stale ? VIEW_STALE_ERROR : s.error,
-      };
+      const error = hits.stale ? VIEW_STALE_ERROR : s.error;
+      matches[i] = streamMatch(s, credited, hits.deviceHitTokens[i]!, hits.hostOnlyHitTokens[i]!, credited ? s.deviceBlocks : 0, credited ? s.hostBlocks : 0, error);
     }
-    return { input_tokens: tokenIds.length, block_size: commonBlockSize, matches };
+    return { input_tokens: tokenIds.length, block_size: commonBlockSize(hits.streams, hits.count), matches };
   }
 
   private checkContinuity(epoch: string, version: bigint, want: bigint, what: string): void {
@@ -474,34 +450,5 @@ export class ViewCache {
       this.streamsRev++;
     }
     for (const r of u.residency) state.streams.get(r.streamId)!.residency.setTiers(r.keys, r.tiers);
-  }
-
-  /** The chain of `tokenIds` for (blockSize, hasher), computed at most once per call. */
-  private chainFor(tokenIds: ArrayLike<number>, blockSize: number, hasher: ContentKeyHasher): ChainSlot {
-    let free: ChainSlot | null = null;
-    for (let i = 0; i < this.chains.length; i++) {
-      const c = this.chains[i]!;
-      if (c.blockSize === blockSize && c.hasher === hasher) {
-        if (c.stamp !== this.stamp) this.fill(c, tokenIds);
-        return c;
-      }
-      if (free === null && c.stamp !== this.stamp) free = c;
-    }
-    if (free === null) {
-      free = { blockSize, hasher, keys: new Uint8Array(0), blocks: 0, stamp: 0 };
-      this.chains.push(free);
-    }
-    free.blockSize = blockSize;
-    free.hasher = hasher;
-    this.fill(free, tokenIds);
-    return free;
-  }
-
-  private fill(c: ChainSlot, tokenIds: ArrayLike<number>): void {
-    const blocks = Math.floor(tokenIds.length / c.blockSize);
-    if (c.keys.length < blocks * 16) c.keys = new Uint8Array(Math.max(blocks * 16, c.keys.length * 2));
-    c.hasher.chain(tokenIds, c.blockSize, c.keys);
-    c.blocks = blocks;
-    c.stamp = this.stamp;
   }
 }

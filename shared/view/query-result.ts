@@ -31,3 +31,42 @@ export interface QueryResult {
 export function sequenceForJson(seq: bigint): number | bigint {
   return seq <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(seq) : seq;
 }
+
+/** The stream fields a `matches` row repeats (the directory's and the router's stream records). */
+export interface QueriedStream {
+  readonly instanceName: string;
+  readonly dpRank: number;
+  readonly sequence: bigint;
+}
+
+/** One `matches` row; reusable_prefix_tokens is the sum of the two hit counts (§8). */
+export function streamMatch(
+  s: QueriedStream,
+  synchronized: boolean,
+  deviceHitTokens: number,
+  hostOnlyHitTokens: number,
+  deviceBlocks: number,
+  hostBlocks: number,
+  error: string,
+): StreamMatch {
+  return {
+    instance_name: s.instanceName,
+    dp_rank: s.dpRank,
+    synchronized,
+    sequence: sequenceForJson(s.sequence),
+    device_hit_tokens: deviceHitTokens,
+    host_only_hit_tokens: hostOnlyHitTokens,
+    reusable_prefix_tokens: deviceHitTokens + hostOnlyHitTokens,
+    device_blocks: deviceBlocks,
+    host_blocks: hostBlocks,
+    error,
+  };
+}
+
+/** The response's `block_size`: the one every stream has, 0 when there is none or they differ. */
+export function commonBlockSize(streams: readonly { readonly blockSize: number }[], count: number = streams.length): number {
+  if (count === 0) return 0;
+  const blockSize = streams[0]!.blockSize;
+  for (let i = 1; i < count; i++) if (streams[i]!.blockSize !== blockSize) return 0;
+  return blockSize;
+}
