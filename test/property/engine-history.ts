@@ -23,6 +23,13 @@ export const BLOCK_SIZE = 4;
 export const REPLAY_TIMEOUT_MS = 600;
 const LATE_REPLY_MS = REPLAY_TIMEOUT_MS + 300;
 
+/**
+ * A batch a conformant publisher never sends; it consumes a seq and changes nothing at the
+ * engine. Each starts with a valid-looking removal of a resident block, so a subscriber that
+ * served partial effects of a failed batch (§5.2) would show it.
+ */
+export type CorruptBatchKind = 'dp_rank' | 'trailing_bytes' | 'unknown_parent' | 'bad_medium';
+
 export type SnapshotFaultKind = 'omitTerminator' | 'truncate' | 'garble' | 'drop' | 'delay' | 'late';
 
 export type HistoryAction =
@@ -33,6 +40,7 @@ export type HistoryAction =
   | { readonly kind: 'duplicate'; readonly back: number }
   | { readonly kind: 'restart'; readonly keepState: boolean; readonly awaitSubscriber: boolean }
   | { readonly kind: 'snapshotFault'; readonly fault: SnapshotFaultKind }
+  | { readonly kind: 'corrupt'; readonly fault: CorruptBatchKind }
   | { readonly kind: 'settle' };
 
 export interface HistoryScenario {
@@ -56,6 +64,10 @@ const faultArb: fc.Arbitrary<HistoryAction> = fc.oneof(
   { weight: 3, arbitrary: fc.constant({ kind: 'drop' as const }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('duplicate' as const), back: fc.integer({ min: 0, max: 3 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('restart' as const), keepState: fc.boolean(), awaitSubscriber: fc.boolean() }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('corrupt' as const), fault: fc.constantFrom<CorruptBatchKind>('dp_rank', 'trailing_bytes', 'unknown_parent', 'bad_medium') }),
+  },
   {
     weight: 2,
     arbitrary: fc.record({
@@ -185,6 +197,9 @@ export class EngineHistory {
       case 'snapshotFault':
         if (this.faultsOn && this.pendingSnapshotFaults.length < 2) this.pendingSnapshotFaults.push(action.fault);
         return;
+      case 'corrupt':
+        if (this.faultsOn) await this.publishCorrupt(action.fault);
+        return;
       case 'settle':
         await settle();
         return;
@@ -214,6 +229,23 @@ export class EngineHistory {
     const seq = this.lastSeq;
     this.sent.set(seq, events);
     this.record(seq);
+    await sending;
+  }
+
+  private async publishCorrupt(kind: CorruptBatchKind): Promise<void> {
+    const resident = this.pool.snapshot()[0];
+    const events: WireEvent[] = [];
+    if (resident !== undefined) events.push({ type: 'BlockRemoved', block_hashes: [resident.block_hash], medium: resident.media[0] ?? 'gpu' });
+    // A parent no engine hash will ever equal (the pool's hashes are 64-bit digests).
+    const orphanParent = 0xdead_beef_0000_0001n;
+    if (kind === 'unknown_parent') events.push({ type: 'BlockStored', block_hashes: [0xdead_beef_0000_0002n], parent_block_hash: orphanParent, token_ids: [1, 2, 3, 4], block_size: BLOCK_SIZE, medium: 'gpu' });
+    if (kind === 'bad_medium') events.push({ type: 'BlockRemoved', block_hashes: [orphanParent], medium: 'tpu' });
+    const encoded = events.map((e) => this.encoder.encodeEvent(e));
+    let payload = this.encoder.encodeBatch(Date.now() / 1000, encoded, kind === 'dp_rank' ? this.pub.dpRank + 1 : this.pub.dpRank);
+    if (kind === 'trailing_bytes') payload = Uint8Array.from([...payload, 0x00]);
+    const sending = this.pub.publishPayload(payload);
+    // The seq is taken synchronously; the engine's state is unchanged by this batch.
+    this.record(this.lastSeq);
     await sending;
   }
 
