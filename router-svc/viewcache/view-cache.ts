@@ -22,7 +22,7 @@ import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js
 import { HasherPool } from './hasher-pool.js';
 import { StreamResidency, type PrefixHit } from './stream-residency.js';
 import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
-import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId } from './view-update.js';
+import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
 
 export type { RouterInstance } from './view-update.js';
 
@@ -30,18 +30,7 @@ export type { RouterInstance } from './view-update.js';
 export const VIEW_STALE_ERROR = 'directory view stale';
 
 /** One stream as the router sees it; block counts are those of its view residency. */
-export interface RouterStream {
-  readonly streamId: StreamId;
-  readonly instanceName: string;
-  readonly dpRank: number;
-  readonly blockSize: number;
-  readonly hashSeed: bigint;
-  /** The registration the stream was subscribed for ('' for static streams). */
-  readonly incarnationId: string;
-  readonly generation: bigint;
-  readonly synchronized: boolean;
-  readonly sequence: bigint;
-  readonly error: string;
+export interface RouterStream extends ViewStreamState {
   readonly deviceBlocks: number;
   readonly hostBlocks: number;
 }

@@ -50,19 +50,24 @@ export interface RouterInstance {
   readonly generation: bigint;
 }
 
-/** One stream's identity and state; residency only in snapshots and resets. */
-export interface DecodedViewStream {
+/** One stream's identity and state as the view stream describes it (proto ViewStream). */
+export interface ViewStreamState {
   readonly streamId: StreamId;
   readonly instanceName: string;
   readonly dpRank: number;
   readonly blockSize: number;
   readonly hashSeed: bigint;
+  /** The registration the stream was subscribed for ('' for static streams). */
   readonly incarnationId: string;
   readonly generation: bigint;
   readonly synchronized: boolean;
   /** `last`, −1n when none (kv-events §8). */
   readonly sequence: bigint;
   readonly error: string;
+}
+
+/** One stream's identity and state; residency only in snapshots and resets. */
+export interface DecodedViewStream extends ViewStreamState {
   /** N × 16 bytes, low64 LE || high64 LE (kv-events §4). */
   readonly keys: Uint8Array;
   /** N tier bytes: 1 Device, 2 Host, 3 both (0 = not resident, only in residency changes). */
