@@ -15,6 +15,7 @@ import { directoryHelp, parseDirectoryFlags, type DirectoryFlags } from '../shar
 import { DEFAULT_STREAM_LIMITS, readKvEventsConfigFile, type KvEventsConfig } from '../shared/config/kv-events-config.js';
 import { createLogger, type Logger } from '../shared/log/logger.js';
 import { createMetricsRegistry } from '../shared/metrics/metrics-registry.js';
+import { ServiceShutdown, configOrExit } from '../shared/process/service-main.js';
 import type { GrpcServerTls } from '../shared/security/grpc-tls.js';
 import { readServerTls } from '../shared/security/tls-files.js';
 import { Directory, type DirectoryStreamFactory } from './directory.js';
@@ -33,11 +34,6 @@ import { SqliteMetaStore } from './meta/store/sqlite-meta-store.js';
 /** A stop that takes longer than this exits 1 rather than hanging (kvcm-meta §9.3: within 10 s). */
 const STOP_DEADLINE_MS = 10000;
 
-/** Something main started and must stop on SIGINT/SIGTERM, in reverse start order. */
-interface Stoppable {
-  readonly name: string;
-  close(): Promise<void>;
-}
 
 /** Flags and config, or the one line to print before exiting 2. */
 function loadStartupConfig(
@@ -86,16 +82,7 @@ function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: View
 }
 
 async function run(): Promise<void> {
-  let startup: ReturnType<typeof loadStartupConfig>;
-  try {
-    startup = loadStartupConfig(process.argv.slice(2), process.env);
-  } catch (e) {
-    if (isConfigError(e)) {
-      console.error(e.message);
-      process.exit(2);
-    }
-    throw e;
-  }
+  const startup = configOrExit(() => loadStartupConfig(process.argv.slice(2), process.env));
   if (startup === 'help') {
     process.stdout.write(directoryHelp());
     return;
@@ -123,30 +110,8 @@ async function run(): Promise<void> {
   if (flags.internalApiToken !== '' && grpcTls === null) {
     log.warn('--internal_api_token is set but gRPC is plaintext: the token crosses the network readable; set --grpc_tls_cert/--grpc_tls_key');
   }
-  const started: Stoppable[] = [];
-  let stopping = false;
-
-  const stop = async (reason: string, code: number): Promise<never> => {
-    if (stopping) process.exit(code === 0 ? 1 : code); // a second signal: do not wait any longer
-    stopping = true;
-    log.info({ reason }, 'stopping');
-    const deadline = setTimeout(() => {
-      log.error({ deadline_ms: STOP_DEADLINE_MS }, 'stop deadline passed; exiting');
-      process.exit(1);
-    }, STOP_DEADLINE_MS);
-    deadline.unref();
-    for (const s of started.reverse()) {
-      try {
-        await s.close();
-      } catch (e) {
-        log.warn({ part: s.name, err: e instanceof Error ? e.message : String(e) }, 'close failed');
-      }
-    }
-    log.info('stopped');
-    process.exit(code);
-  };
-  process.on('SIGINT', () => void stop('SIGINT', 0));
-  process.on('SIGTERM', () => void stop('SIGTERM', 0));
+  const shutdown = new ServiceShutdown(log, STOP_DEADLINE_MS);
+  const started = shutdown.started;
 
   try {
     // One registry for GET /metrics on --http_port: process, discovery and per-stream metrics.
@@ -215,8 +180,7 @@ async function run(): Promise<void> {
       'directory-svc started',
     );
   } catch (e) {
-    log.fatal({ err: e instanceof Error ? e.message : String(e) }, 'start failed');
-    await stop('start failed', 1);
+    await shutdown.failStart(e);
   }
 }
 

@@ -8,9 +8,9 @@
  * 2 for a bad flag, with exactly one line on stderr naming it; 1 when the HTTP port cannot be
  * bound or a stop hangs.
  */
-import { isConfigError } from '../shared/config/config-error.js';
 import { parseRouterFlags, routerHelp, type RouterFlags } from '../shared/config/router-flags.js';
 import { createLogger } from '../shared/log/logger.js';
+import { ServiceShutdown, configOrExit } from '../shared/process/service-main.js';
 import type { GrpcClientTls } from '../shared/security/grpc-tls.js';
 import { readClientTls } from '../shared/security/tls-files.js';
 import { RouterService } from './router-service.js';
@@ -19,24 +19,17 @@ import { RouterService } from './router-service.js';
 const STOP_DEADLINE_MS = 10000;
 
 async function run(): Promise<void> {
-  let flags: RouterFlags;
-  let grpcTls: GrpcClientTls | null;
-  try {
+  const startup = configOrExit((): { flags: RouterFlags; grpcTls: GrpcClientTls | null } | 'help' => {
     const parsed = parseRouterFlags(process.argv.slice(2));
-    if (parsed.kind === 'help') {
-      process.stdout.write(routerHelp());
-      return;
-    }
-    flags = parsed.flags;
+    if (parsed.kind === 'help') return 'help';
     // The PEM files are read (and loaded once) now, so a bad path or pair is exit 2, not a failed handshake later.
-    grpcTls = readClientTls(flags);
-  } catch (e) {
-    if (isConfigError(e)) {
-      console.error(e.message);
-      process.exit(2);
-    }
-    throw e;
+    return { flags: parsed.flags, grpcTls: readClientTls(parsed.flags) };
+  });
+  if (startup === 'help') {
+    process.stdout.write(routerHelp());
+    return;
   }
+  const { flags, grpcTls } = startup;
 
   const log = createLogger('router-svc', flags.logLevel);
   if (flags.internalApiToken !== '' && grpcTls === null) {
@@ -44,28 +37,10 @@ async function run(): Promise<void> {
   }
   const starting = new AbortController();
   let service: RouterService | null = null;
-  let stopping = false;
-
-  const stop = async (reason: string, code: number): Promise<never> => {
-    if (stopping) process.exit(code === 0 ? 1 : code); // a second signal: do not wait any longer
-    stopping = true;
-    log.info({ reason }, 'stopping');
-    const deadline = setTimeout(() => {
-      log.error({ deadline_ms: STOP_DEADLINE_MS }, 'stop deadline passed; exiting');
-      process.exit(1);
-    }, STOP_DEADLINE_MS);
-    deadline.unref();
-    starting.abort();
-    try {
-      await service?.close();
-    } catch (e) {
-      log.warn({ err: e instanceof Error ? e.message : String(e) }, 'close failed');
-    }
-    log.info('stopped');
-    process.exit(code);
-  };
-  process.on('SIGINT', () => void stop('SIGINT', 0));
-  process.on('SIGTERM', () => void stop('SIGTERM', 0));
+  const shutdown = new ServiceShutdown(log, STOP_DEADLINE_MS);
+  // Closed in reverse: a stop first abandons a start still waiting for the view, then closes the service.
+  shutdown.started.push({ name: 'service', close: async () => service?.close() });
+  shutdown.started.push({ name: 'start', close: async () => starting.abort() });
 
   // The view client's retry timers are unref'd (it never holds a process open by itself), so
   // while the directory is unreachable nothing else would keep the event loop, and the process,
@@ -74,9 +49,8 @@ async function run(): Promise<void> {
   try {
     service = await RouterService.start({ flags, grpcTls, logger: log, signal: starting.signal });
   } catch (e) {
-    if (stopping) return; // a signal arrived while waiting for the view: stop() exits
-    log.fatal({ err: e instanceof Error ? e.message : String(e) }, 'start failed');
-    await stop('start failed', 1);
+    if (shutdown.stopping) return; // a signal arrived while waiting for the view: stop() exits
+    await shutdown.failStart(e);
   } finally {
     clearInterval(waiting);
   }

@@ -10,8 +10,8 @@
  * revoked so the directory drops the instance at once), 2 for a bad flag (one stderr line), 1 when
  * a socket or etcd cannot be reached at start.
  */
-import { isConfigError } from '../../shared/config/config-error.js';
 import { createLogger, type Logger } from '../../shared/log/logger.js';
+import { ServiceShutdown, configOrExit, type Stoppable } from '../../shared/process/service-main.js';
 import { EngineControl } from './engine-control.js';
 import { EngineSimulator } from './engine-simulator.js';
 import { engineSimHelp, parseEngineSimArgs, type EngineSimConfig } from './engine-sim-flags.js';
@@ -20,21 +20,6 @@ import { RankDispatcher } from './rank-dispatcher.js';
 
 /** A stop that hangs (etcd unreachable for the revoke) must not keep the process alive. */
 const STOP_DEADLINE_MS = 5000;
-
-interface Stoppable {
-  readonly name: string;
-  close(): Promise<void>;
-}
-
-function loadConfig(): EngineSimConfig | 'help' {
-  try {
-    return parseEngineSimArgs(process.argv.slice(2));
-  } catch (e) {
-    if (!isConfigError(e)) throw e;
-    console.error(e.message);
-    process.exit(2);
-  }
-}
 
 async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[]): Promise<void> {
   const sim = await EngineSimulator.start({
@@ -114,42 +99,18 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[]): P
 }
 
 async function run(): Promise<void> {
-  const cfg = loadConfig();
+  const cfg: EngineSimConfig | 'help' = configOrExit(() => parseEngineSimArgs(process.argv.slice(2)));
   if (cfg === 'help') {
     process.stdout.write(engineSimHelp());
     return;
   }
   const log = createLogger('engine-sim', cfg.logLevel);
-  const started: Stoppable[] = [];
-  let stopping = false;
-  const stop = async (reason: string, code: number): Promise<void> => {
-    if (stopping) process.exit(code === 0 ? 1 : code); // a second signal: stop waiting
-    stopping = true;
-    log.info({ reason }, 'stopping');
-    const deadline = setTimeout(() => {
-      log.error({ deadline_ms: STOP_DEADLINE_MS }, 'stop deadline passed; exiting');
-      process.exit(1);
-    }, STOP_DEADLINE_MS);
-    deadline.unref();
-    for (const s of started.reverse()) {
-      try {
-        await s.close();
-      } catch (e) {
-        log.warn({ part: s.name, err: e instanceof Error ? e.message : String(e) }, 'close failed');
-      }
-    }
-    log.info('stopped');
-    process.exit(code);
-  };
-  process.on('SIGINT', () => void stop('SIGINT', 0));
-  process.on('SIGTERM', () => void stop('SIGTERM', 0));
+  const shutdown = new ServiceShutdown(log, STOP_DEADLINE_MS);
   try {
-    await start(cfg, log, started);
+    await start(cfg, log, shutdown.started);
   } catch (e) {
-    const err = e instanceof Error ? e.message : String(e);
-    log.fatal({ err, instance: cfg.instanceName }, 'start failed');
-    console.error(`engine-sim ${cfg.instanceName}: start failed: ${err}`);
-    await stop('start failed', 1);
+    console.error(`engine-sim ${cfg.instanceName}: start failed: ${e instanceof Error ? e.message : String(e)}`);
+    await shutdown.failStart(e, { instance: cfg.instanceName });
   }
 }
 
