@@ -16,8 +16,8 @@ export class RouteDecider {
     private readonly policy: RoutingPolicy,
     private readonly view: ViewCache,
     private readonly metrics: RouterMetrics,
-    /** `--load_balance_policy`, the metrics label. */
-    private readonly policyName: string,
+    /** `--load_balance_policy`, the metrics label (and the status page's). */
+    readonly policyName: string,
   ) {}
 
   /** The decision, or a `no_candidate` RouterHttpError (503) naming why. */

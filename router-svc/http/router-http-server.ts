@@ -15,6 +15,7 @@ import { Router } from '@koa/router';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
+import { mountStatusRoutes } from '../status/status-routes.js';
 import { CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH, type OpenAiProxy } from '../proxy/openai-proxy.js';
 import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from './internal-token.js';
 import { MAX_BODY_BYTES, readJsonBody } from './json-body.js';
@@ -154,6 +155,7 @@ function buildApp(opts: RouterHttpServerOptions): Koa {
     const decision = opts.decider.decide(parseRouteRequest(body.json), clock());
     return reply(ctx, 200, decision);
   });
+  mountStatusRoutes(router, { view, hitRatios: opts.metrics.hitRatios, policyName: opts.decider.policyName, clock });
   const proxy = opts.proxy;
   if (proxy !== null) {
     router.post(COMPLETIONS_PATH, (ctx) => proxy.handle(ctx, COMPLETIONS_PATH));

@@ -5,6 +5,7 @@
  * View gauges are read at scrape time from a callback, so the request path does no gauge work.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { HitRatioSeries } from '../status/hit-ratio-series.js';
 
 /** The view's state at scrape time (main wires it to the ViewClient). */
 export interface ViewStatus {
@@ -28,6 +29,8 @@ export type ProxyOutcome = 'ok' | 'upstream_error' | 'client_abort' | 'no_candid
 
 export class RouterMetrics {
   readonly registry = new Registry();
+  /** Per-second kv_hit_ratio of recent decisions, for the status page (one array write per decision). */
+  readonly hitRatios = new HitRatioSeries();
   private readonly decisions: Counter<'policy' | 'outcome'>;
   private readonly hitRatio: Histogram<'policy'>;
   private readonly latency: Histogram<'policy'>;
@@ -93,7 +96,10 @@ export class RouterMetrics {
   decision(policy: string, outcome: DecisionOutcome, seconds: number, hitRatio: number | null): void {
     this.decisions.inc({ policy, outcome });
     this.latency.observe({ policy }, seconds);
-    if (hitRatio !== null) this.hitRatio.observe({ policy }, hitRatio);
+    if (hitRatio !== null) {
+      this.hitRatio.observe({ policy }, hitRatio);
+      this.hitRatios.record(hitRatio);
+    }
   }
 
   proxyRequest(path: string, outcome: ProxyOutcome): void {
