@@ -47,4 +47,14 @@ if (process.argv.includes('--etcd')) {
       process.exit(1);
     }
   }
+  // The status page suite drives headless Chromium; without it (and not root) that suite skips.
+  const hasChromium = spawnSync('sh', ['-c', 'command -v chromium'], { stdio: 'ignore' }).status === 0;
+  if (!hasChromium) {
+    if (process.getuid && process.getuid() === 0) {
+      console.error('[setup] chromium missing: apt-get install -y chromium');
+      run('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium');
+    } else {
+      console.error('[setup] chromium is missing and we are not root: the status page suite will skip (sudo apt-get install -y chromium)');
+    }
+  }
 }
