@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
+import type { WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import { isCandidate } from '../../router-svc/policy/candidates.js';
 import type { ViewCache } from '../../router-svc/viewcache/view-cache.js';
@@ -188,24 +189,8 @@ export class SimEngine {
   }
 }
 
-export interface WireQueryMatch {
-  instance_name: string;
-  dp_rank: number;
-  synchronized: boolean;
-  sequence: string;
-  device_hit_tokens: number;
-  host_only_hit_tokens: number;
-  reusable_prefix_tokens: number;
-  device_blocks: number;
-  host_blocks: number;
-  error: string;
-}
-
-export interface WireQueryAnswer {
-  input_tokens: number;
-  block_size: number;
-  matches: WireQueryMatch[];
-}
+/** The directory's gRPC Query answer (the directory's own wire shape of it). */
+export type WireQueryAnswer = WireQueryResponse;
 
 type QueryFn = (req: { token_ids: number[] }, cb: (e: grpc.ServiceError | null, r: WireQueryAnswer) => void) => void;
 
