@@ -23,7 +23,7 @@ import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
 import { TIER_DEVICE, TIER_HOST } from '../decoder/kv-batch.js';
 import type { BlockStoredEvent, KvEvent, SnapshotBlock } from '../decoder/kv-batch.js';
-import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST } from '../../shared/keys/content-key-table.js';
+import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST, type PrefixHit } from '../../shared/keys/content-key-table.js';
 import { EngineHashTable, UNINDEXED } from './engine-hash-table.js';
 
 /** skipped{reason} counters of §10, incremented in place by the index. */
@@ -49,12 +49,6 @@ export interface StreamIndexOptions {
   maxEntries: number;
   /** Residency-change hook for the view stream (architecture.md, deltas). */
   onResidencyChange?: ResidencyObserver;
-}
-
-/** Result of a prefix walk, in blocks; reusable blocks = deviceBlocks + hostOnlyBlocks. */
-export interface PrefixHit {
-  deviceBlocks: number;
-  hostOnlyBlocks: number;
 }
 
 /** Parent of a first block (nil parent): the key has no 16-byte prefix (§4). */
@@ -185,35 +179,13 @@ export class StreamIndex {
    * with empty residency (§8). Writes into `out`. Hot path: O(blockCount), no allocation.
    */
   matchPrefix(keys: Uint8Array, blockCount: number, out: PrefixHit): void {
-    const table = this.keys;
-    const cells = table.cells;
-    let device = 0;
-    let hostOnly = 0;
-    const blocks = Math.min(blockCount, keys.length >>> 4);
-    for (let b = 0; b < blocks; b++) {
-      const o = b << 4;
-      const w0 = (keys[o] | (keys[o + 1] << 8) | (keys[o + 2] << 16) | (keys[o + 3] << 24)) >>> 0;
-      const w1 = (keys[o + 4] | (keys[o + 5] << 8) | (keys[o + 6] << 16) | (keys[o + 7] << 24)) >>> 0;
-      const w2 = (keys[o + 8] | (keys[o + 9] << 8) | (keys[o + 10] << 16) | (keys[o + 11] << 24)) >>> 0;
-      const w3 = (keys[o + 12] | (keys[o + 13] << 8) | (keys[o + 14] << 16) | (keys[o + 15] << 24)) >>> 0;
-      // An interned key always has non-empty residency (released at zero), so found = resident.
-      const id = table.findWords(w0, w1, w2, w3);
-      if (id < 0) break;
-      if (cells[id * KEY_STRIDE + REF_DEVICE] > 0) device++;
-      else hostOnly++;
-    }
-    out.deviceBlocks = device;
-    out.hostOnlyBlocks = hostOnly;
+    // An interned key always has non-empty residency (released at zero), so found = resident.
+    this.keys.matchPrefix(keys, blockCount, out);
   }
 
   /** Residency (tier bits, 0 = absent) of the 16-byte content key at keys[offset..]. */
   residencyOf(keys: Uint8Array, offset: number): number {
-    const id = this.keys.findWords(
-      (keys[offset] | (keys[offset + 1] << 8) | (keys[offset + 2] << 16) | (keys[offset + 3] << 24)) >>> 0,
-      (keys[offset + 4] | (keys[offset + 5] << 8) | (keys[offset + 6] << 16) | (keys[offset + 7] << 24)) >>> 0,
-      (keys[offset + 8] | (keys[offset + 9] << 8) | (keys[offset + 10] << 16) | (keys[offset + 11] << 24)) >>> 0,
-      (keys[offset + 12] | (keys[offset + 13] << 8) | (keys[offset + 14] << 16) | (keys[offset + 15] << 24)) >>> 0,
-    );
+    const id = this.keys.findBytes(keys, offset);
     if (id < 0) return 0;
     const o = id * KEY_STRIDE;
     const cells = this.keys.cells;

@@ -9,7 +9,8 @@
  * Synchronous and pure: the hashers were created (asynchronously) when the indexes were built.
  */
 import { KeyChainCache } from '../../shared/keys/key-chain-cache.js';
-import type { PrefixHit, StreamIndex } from './stream-index.js';
+import type { PrefixHit } from '../../shared/keys/content-key-table.js';
+import type { StreamIndex } from './stream-index.js';
 import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 

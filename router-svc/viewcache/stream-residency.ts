@@ -7,20 +7,10 @@
  * Costs: setTiers is O(1) expected per key; matchPrefix is O(matched blocks) and allocates
  * nothing (request hot path).
  */
-import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST } from '../../shared/keys/content-key-table.js';
+import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST, keyWordAt, type PrefixHit } from '../../shared/keys/content-key-table.js';
 
 const TIER_DEVICE = 1;
 const TIER_HOST = 2;
-
-/** Result of a prefix walk in blocks; a block on both tiers counts once, as Device (§8). */
-export interface PrefixHit {
-  deviceBlocks: number;
-  hostOnlyBlocks: number;
-}
-
-function readWord(b: Uint8Array, o: number): number {
-  return (b[o]! | (b[o + 1]! << 8) | (b[o + 2]! << 16) | (b[o + 3]! << 24)) >>> 0;
-}
 
 export class StreamResidency {
   private readonly table = new ContentKeyTable();
@@ -52,10 +42,10 @@ export class StreamResidency {
     const table = this.table;
     for (let i = 0; i < tiers.length; i++) {
       const o = i << 4;
-      w[0] = readWord(keys, o);
-      w[1] = readWord(keys, o + 4);
-      w[2] = readWord(keys, o + 8);
-      w[3] = readWord(keys, o + 12);
+      w[0] = keyWordAt(keys, o);
+      w[1] = keyWordAt(keys, o + 4);
+      w[2] = keyWordAt(keys, o + 8);
+      w[3] = keyWordAt(keys, o + 12);
       const t = tiers[i]!;
       if (t === 0) {
         const id = table.findWords(w[0], w[1], w[2], w[3]);
@@ -83,30 +73,14 @@ export class StreamResidency {
 
   /** Tier bits of one key (tests and diagnostics; 0 = not resident). */
   tiersOf(key: Uint8Array, offset = 0): number {
-    const id = this.table.findWords(readWord(key, offset), readWord(key, offset + 4), readWord(key, offset + 8), readWord(key, offset + 12));
+    const id = this.table.findBytes(key, offset);
     if (id < 0) return 0;
     const c = id * KEY_STRIDE;
     return (this.table.cells[c + REF_DEVICE]! > 0 ? TIER_DEVICE : 0) | (this.table.cells[c + REF_HOST]! > 0 ? TIER_HOST : 0);
   }
 
-  /**
-   * kv-events §8 walk over a chain of `blockCount` keys: stop at the first key with no residency.
-   * Hot path: no allocation.
-   */
+  /** kv-events §8 walk over a chain of `blockCount` keys. Hot path: no allocation. */
   matchPrefix(keys: Uint8Array, blockCount: number, out: PrefixHit): void {
-    const table = this.table;
-    const cells = table.cells;
-    let device = 0;
-    let hostOnly = 0;
-    const blocks = Math.min(blockCount, keys.length >>> 4);
-    for (let b = 0; b < blocks; b++) {
-      const o = b << 4;
-      const id = table.findWords(readWord(keys, o), readWord(keys, o + 4), readWord(keys, o + 8), readWord(keys, o + 12));
-      if (id < 0) break;
-      if (cells[id * KEY_STRIDE + REF_DEVICE]! > 0) device++;
-      else hostOnly++;
-    }
-    out.deviceBlocks = device;
-    out.hostOnlyBlocks = hostOnly;
+    this.table.matchPrefix(keys, blockCount, out);
   }
 }

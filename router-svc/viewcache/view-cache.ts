@@ -20,7 +20,8 @@ import { KeyChainCache } from '../../shared/keys/key-chain-cache.js';
 import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 import { HasherPool } from './hasher-pool.js';
-import { StreamResidency, type PrefixHit } from './stream-residency.js';
+import type { PrefixHit } from '../../shared/keys/content-key-table.js';
+import { StreamResidency } from './stream-residency.js';
 import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
 import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
 

@@ -11,7 +11,8 @@
 // Hits are read two ways: `hits`/`tierHits` walk the served index directly (blocks), `query`
 // goes through StreamQuery so the routing.md JSON entry is what a suite asserts.
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
-import type { PrefixHit, ResidencyObserver } from '../../directory-svc/index/stream-index.js';
+import type { ResidencyObserver } from '../../directory-svc/index/stream-index.js';
+import type { PrefixHit } from '../../shared/keys/content-key-table.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import type { QueryResult, StreamMatch } from '../../directory-svc/index/stream-query.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';

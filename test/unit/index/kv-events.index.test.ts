@@ -8,7 +8,8 @@ import type { StreamErrorClass } from '../../../directory-svc/errors/stream-erro
 import { isStreamError } from '../../../directory-svc/errors/stream-errors.js';
 import type { KvEvent } from '../../../directory-svc/decoder/kv-batch.js';
 import { StreamIndex } from '../../../directory-svc/index/stream-index.js';
-import type { PrefixHit, StreamIndexOptions } from '../../../directory-svc/index/stream-index.js';
+import type { StreamIndexOptions } from '../../../directory-svc/index/stream-index.js';
+import type { PrefixHit } from '../../../shared/keys/content-key-table.js';
 import { StreamQuery } from '../../../directory-svc/index/stream-query.js';
 import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
 import { ReferenceError, ReferenceIndex } from './reference-index.js';
