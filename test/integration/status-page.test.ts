@@ -140,6 +140,9 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
       const url = `http://127.0.0.1:${router.port}`;
       const names = engines.map((e) => e.name);
       await untilCandidates(router.view, names);
+      // The second engine's queue must be in the view before routing: then CAR deterministically
+      // sends the prompt, and its repeats, to the first engine (a tie would rotate between them).
+      await waitFor(() => router!.view.instance(names[1]!)?.load?.waitingRequestsNum === 3, 20000, `${names[1]} reporting 3 waiting`);
 
       // First send: the prompt becomes resident on the engine that prefilled it.
       const first = await postJson<{ usage?: unknown }>(`${url}/v1/completions`, { model: 'status', prompt: PROMPT, max_tokens: 2 });
@@ -182,7 +185,7 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
       const query = (await postJson<WireQueryAnswer>(`${url}/v1/internal/kv-cache/query`, { token_ids: [] })).json;
       expect(query.matches).to.have.length(2);
       expect(query.matches.every((m) => m.synchronized)).to.equal(true);
-      expect(query.matches.some((m) => m.device_blocks >= 4), 'the prompt’s blocks are resident somewhere').to.equal(true);
+      expect(query.matches.find((m) => m.instance_name === names[0])!.device_blocks, 'the prompt’s blocks on the first engine').to.be.at.least(4);
       const want: ShownStream[] = query.matches.map((m) => ({
         instance: m.instance_name,
         rank: String(m.dp_rank),
