@@ -8,7 +8,7 @@ import { parseKvEventsConfig } from '../../shared/config/kv-events-config.js';
 import { parseDirectoryFlags } from '../../shared/config/directory-flags.js';
 import { parseRouterFlags } from '../../shared/config/router-flags.js';
 import { decodeLiveMessage } from '../../directory-svc/decoder/live-frame-decoder.js';
-import { SnapshotAssembler, decodeSnapshotMessage } from '../../directory-svc/decoder/snapshot-decoder.js';
+import { SnapshotAssembler, decodeSnapshotChunk, decodeSnapshotMessage } from '../../directory-svc/decoder/snapshot-decoder.js';
 import { isStreamError } from '../../directory-svc/errors/stream-errors.js';
 import { StreamIndex } from '../../directory-svc/index/stream-index.js';
 import type { SkipCounters } from '../../directory-svc/index/stream-index.js';
@@ -24,8 +24,8 @@ import { JsonParseError, parseJson } from '../../directory-svc/meta/wire/json-pa
 import { RequestReader } from '../../directory-svc/meta/wire/request-reader.js';
 import { isRouterHttpError } from '../../router-svc/http/router-http-errors.js';
 import { parseKvQueryRequest, parseRouteRequest } from '../../router-svc/http/route-request.js';
-import { containsExt, hasDuplicateMapKeys, referenceBatch } from './reference-batch.js';
-import type { RefEvent } from './reference-batch.js';
+import { containsExt, hasDuplicateMapKeys, referenceBatch, referenceChunk } from './reference-batch.js';
+import type { RefEvent, RefSnapshotBlock } from './reference-batch.js';
 import { Rng, hex, loadCorpus, mutateBytes, mutateJsonText, mutateMsgpackInput, scanMsgpack } from '../helpers/fuzz.js';
 
 /** What a target's `run` reports: the outcome class ('ok' or the allowed error's class). */
@@ -210,6 +210,40 @@ function liveDiffTarget(): FuzzTarget<Uint8Array> {
       return `both_${oursCls}`;
     },
     show: (payload) => `payload ${hex(payload)}`,
+  };
+}
+
+/** Differential for §6 chunks: decodeSnapshotChunk against referenceChunk. */
+function snapshotDiffTarget(): FuzzTarget<Uint8Array> {
+  const corpus = loadCorpus('snapshot-chunk').map((c) => c.bytes);
+  const opts = { dpRank: 0, blockSize: BLOCK_SIZE, maxMessageBytes: 1 << 24 };
+  return {
+    name: 'snapshot-diff',
+    generate: (rng) => mutateMsgpackInput(rng, rng.pick(corpus), corpus),
+    run(payload) {
+      const ref = referenceChunk(payload, 0, BLOCK_SIZE);
+      if (ref.value !== undefined && containsExt(ref.value)) return 'ext_skipped';
+      if (hasDuplicateMapKeys(payload)) return 'duplicate_keys_skipped';
+      let ours: RefSnapshotBlock[] | null = null;
+      let oursCls = '';
+      try {
+        ours = decodeSnapshotChunk(payload, opts).map((b) => ({ hash: b.blockHash, parent: b.parentBlockHash, tokens: Array.from(b.tokenIds), tiers: b.tiers, outOfScope: b.outOfScope }));
+      } catch (e) {
+        oursCls = streamOutcome('snapshot-diff', e);
+      }
+      const floats = scanMsgpack(payload).some((h) => payload[h.offset] === 0xca || payload[h.offset] === 0xcb);
+      if (ours !== null && ref.ok) {
+        if (showJson(ours) !== showJson(ref.blocks)) throw new ContractViolation('snapshot-diff', new Error(`decoded blocks differ:\n ours ${showJson(ours)}\n  ref ${showJson(ref.blocks)}`));
+        return 'both_ok';
+      }
+      if (ours !== null && !ref.ok) throw new ContractViolation('snapshot-diff', new Error(`accepted what §6 rejects (${ref.cls}: ${ref.why}): ${showJson(ours)}`));
+      if (floats && (ours === null) !== !ref.ok) return 'float_skipped';
+      if (floats && !ref.ok && oursCls !== ref.cls) return 'float_skipped';
+      if (ours === null && ref.ok) throw new ContractViolation('snapshot-diff', new Error(`rejected (${oursCls}) what §6 accepts: ${showJson(ref.blocks)}`));
+      if (!ref.ok && oursCls !== ref.cls) throw new ContractViolation('snapshot-diff', new Error(`error class ${oursCls}, §6 says ${ref.cls} (${ref.why})`));
+      return `both_${oursCls}`;
+    },
+    show: (payload) => `chunk ${hex(payload)}`,
   };
 }
 
@@ -458,6 +492,28 @@ function metaRequestTarget(): FuzzTarget<string> {
   });
 }
 
+/**
+ * Targets that misbehave on purpose at input 3, so the guard's own test can show a hang and a
+ * contract violation are reported with the seed, the iteration and the input.
+ */
+function guardSelfTest(kind: 'hang' | 'throw'): FuzzTarget<number> {
+  return {
+    name: `selftest-${kind}`,
+    generate: (rng) => rng.int(1000),
+    run(input) {
+      if (input !== SELFTEST_BAD_INPUT) return 'ok';
+      if (kind === 'throw') throw new ContractViolation(`selftest-${kind}`, new TypeError('deliberate'));
+      for (;;) {
+        // a synchronous infinite loop: only the worker's termination can end it
+      }
+    },
+    show: (input) => `number ${input}`,
+  };
+}
+
+/** The input value at which the self-test targets misbehave (generated at iteration 3 with seed 1). */
+export const SELFTEST_BAD_INPUT = Rng.forIteration(1, 3).int(1000);
+
 /** Every target by name (the worker and the report look them up here). */
 export function makeTarget(name: string): FuzzTarget<unknown> {
   const targets: Record<string, () => FuzzTarget<never>> = {
@@ -465,6 +521,9 @@ export function makeTarget(name: string): FuzzTarget<unknown> {
     'live-batch': () => liveTarget('live-batch', 0) as FuzzTarget<never>,
     'snapshot-reply': () => snapshotTarget() as FuzzTarget<never>,
     'live-diff': () => liveDiffTarget() as FuzzTarget<never>,
+    'snapshot-diff': () => snapshotDiffTarget() as FuzzTarget<never>,
+    'selftest-hang': () => guardSelfTest('hang') as FuzzTarget<never>,
+    'selftest-throw': () => guardSelfTest('throw') as FuzzTarget<never>,
     heartbeat: () => heartbeatTarget() as FuzzTarget<never>,
     'kv-events-config': () => kvEventsConfigTarget() as FuzzTarget<never>,
     'meta-config': () => metaConfigTarget() as FuzzTarget<never>,

@@ -29,17 +29,8 @@ async function main(): Promise<void> {
   const progress = new Int32Array(data.progress);
   await prepareTargets();
   const target = makeTarget(data.target);
-  // Warm up (JIT, lazy tables) before the heap baseline, so growth means retained garbage.
-  for (let i = 0; i < Math.min(50, data.iterations); i++) {
-    try {
-      target.run(target.generate(Rng.forIteration(data.seed ^ 0x5a5a5a5a, i)));
-    } catch {
-      // reported by the real run if it reproduces there
-    }
-  }
-  const heapBeforeBytes = settledHeapUsed();
-  const outcomes: Record<string, number> = {};
-  for (let i = 0; i < data.iterations; i++) {
+  /** Runs input i under the guard; returns its outcome, or null after reporting a failure. */
+  const runOne = (i: number): string | null => {
     Atomics.store(progress, 0, i);
     const input = target.generate(Rng.forIteration(data.seed, i));
     const t0 = performance.now();
@@ -49,13 +40,23 @@ async function main(): Promise<void> {
     } catch (e) {
       const detail = e instanceof ContractViolation ? e.message : `${data.target}: harness error ${describeError(e)}`;
       port.postMessage({ kind: 'failure', iteration: i, detail } satisfies FuzzWorkerMessage);
-      return;
+      return null;
     }
     const ms = performance.now() - t0;
     if (ms > data.slowMs) {
       port.postMessage({ kind: 'failure', iteration: i, detail: `${data.target}: one input took ${ms.toFixed(0)} ms (guard ${data.slowMs} ms)` } satisfies FuzzWorkerMessage);
-      return;
+      return null;
     }
+    return outcome;
+  };
+  // Warm up (JIT, lazy tables) on the run's own first inputs, under the same guard, before the
+  // heap baseline, so growth means retained garbage.
+  for (let i = 0; i < Math.min(50, data.iterations); i++) if (runOne(i) === null) return;
+  const heapBeforeBytes = settledHeapUsed();
+  const outcomes: Record<string, number> = {};
+  for (let i = 0; i < data.iterations; i++) {
+    const outcome = runOne(i);
+    if (outcome === null) return;
     outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
   }
   const heapAfterBytes = settledHeapUsed();

@@ -3,7 +3,7 @@
 // every input ends in a result or a StreamError (parse, protocol, limit, inconsistent), never
 // another exception and never a hang. `live-diff` is differential: the decoder must decode every
 // payload exactly as an independent reading of §3 over @msgpack/msgpack does (reference-batch.ts),
-// same events or the same error class. Seeds are the spec's examples and simulator output
+// same events or the same error class; `snapshot-diff` does the same for §6 chunks. Seeds are the spec's examples and simulator output
 // (test/fuzz/corpus/live-batch, snapshot-chunk). FUZZ_SEED reproduces a run, FUZZ_ITERATIONS
 // lengthens it (default: a short form for npm test).
 import { expect } from 'chai';
@@ -20,6 +20,7 @@ describe(`kv-events decoders under a seeded mutation fuzzer (FUZZ_SEED=${SEED})`
     ['live-batch', 4000],
     ['snapshot-reply', 3000],
     ['live-diff', 3000],
+    ['snapshot-diff', 3000],
   ] as const) {
     it(`${target}: only StreamErrors are thrown, no input hangs, the heap does not grow`, async () => {
       const r = await runGuardedFuzz({ target, seed: SEED, iterations: fuzzIterations(shortForm) });

@@ -234,3 +234,78 @@ export function hasDuplicateMapKeys(b: Uint8Array): boolean {
   }
   return dup;
 }
+
+export interface RefSnapshotBlock {
+  hash: bigint;
+  parent: bigint | null;
+  tokens: number[];
+  tiers: number;
+  outOfScope: boolean;
+}
+
+export type RefChunkResult = ({ ok: true; blocks: RefSnapshotBlock[] } | { ok: false; cls: 'parse' | 'protocol'; why: string }) & { value?: unknown };
+
+/**
+ * §6 chunk envelope over @msgpack/msgpack's reading, with the error classes of the table in
+ * directory-svc/decoder/snapshot-decoder.ts (parse = malformed or wrong type, protocol = a rule
+ * broken by well-formed data; parse wins anywhere in the chunk).
+ */
+export function referenceChunk(payload: Uint8Array, dpRank: number, blockSize: number): RefChunkResult {
+  let value: unknown;
+  try {
+    value = decode(payload, { useBigInt64: true, mapKeyConverter: keyOf });
+  } catch (e) {
+    return { ok: false, cls: 'parse', why: `msgpack: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  const violations: string[] = [];
+  try {
+    if (!isMap(value)) parse('envelope not a map');
+    const env = value as WireMap;
+    const rank = get(env, 'dp_rank');
+    const size = get(env, 'block_size');
+    const blocks = get(env, 'blocks');
+    if (rank !== null && rank !== undefined && !isInt(rank)) parse('dp_rank not an int');
+    if (size !== null && size !== undefined && !isInt(size)) parse('block_size not an int');
+    if (!Array.isArray(blocks)) parse('blocks not an array');
+    const out = (blocks as unknown[]).map((b, i): RefSnapshotBlock => {
+      if (!isMap(b)) return parse(`block ${i} not a map`);
+      const h = get(b, 'block_hash');
+      if (h === null || h === undefined) parse('block_hash nil');
+      const hash = hashOf(h);
+      const p = get(b, 'parent_block_hash');
+      const parent = p === null || p === undefined ? null : hashOf(p);
+      const t = get(b, 'token_ids');
+      let tokens: number[] = [];
+      if (t !== null && t !== undefined) {
+        if (!Array.isArray(t)) parse('token_ids not an array');
+        tokens = (t as unknown[]).map((x) => (isInt(x) && BigInt(x) >= -(2n ** 31n) && BigInt(x) < 2n ** 31n ? Number(x) : parse('token id not int32')));
+      }
+      const media = get(b, 'media');
+      if (!Array.isArray(media)) return parse('media nil or not an array');
+      let tiers = 0;
+      for (const m of media as unknown[]) {
+        if (m === null || m === undefined) parse('media element nil');
+        const tier = medium(m, 1);
+        if ((tiers & tier) !== 0) violations.push('media repeated');
+        tiers |= tier;
+      }
+      if (media.length === 0) violations.push('media empty');
+      const loraId = get(b, 'lora_id');
+      if (loraId !== null && loraId !== undefined && !isInt(loraId)) parse('lora_id not an int');
+      const loraName = get(b, 'lora_name');
+      if (loraName !== null && loraName !== undefined && typeof loraName !== 'string') parse('lora_name not a string');
+      const extra = get(b, 'extra_keys');
+      if (extra !== null && extra !== undefined && !Array.isArray(extra)) parse('extra_keys not an array');
+      const extraNonEmpty = Array.isArray(extra) && extra.some((x) => !(x === null || (Array.isArray(x) && x.length === 0)));
+      if (tokens.length !== blockSize) violations.push('token count');
+      return { hash, parent, tokens, tiers: tiers || 1, outOfScope: (loraId !== null && loraId !== undefined) || (loraName !== null && loraName !== undefined) || extraNonEmpty };
+    });
+    if (rank === null || rank === undefined || BigInt(rank as number | bigint) !== BigInt(dpRank)) throw new RefError('protocol', 'dp_rank');
+    if (size === null || size === undefined || BigInt(size as number | bigint) !== BigInt(blockSize)) throw new RefError('protocol', 'block_size');
+    if (violations.length > 0) throw new RefError('protocol', violations[0]!);
+    return { ok: true, blocks: out, value };
+  } catch (e) {
+    if (e instanceof RefError) return { ok: false, cls: e.cls, why: e.message, value };
+    throw e;
+  }
+}
