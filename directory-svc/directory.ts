@@ -11,15 +11,13 @@ import { StreamQuery, type QueryResult, type QueryableStream } from './index/str
 import type { StreamState } from './subscription/stream-state.js';
 import type { StreamCounters } from './subscription/stream-subscriber.js';
 
-/** One stream's identity and addresses, as a subscriber takes it (hash seed exact, §4). */
-export interface SubscriberStreamConfig {
-  readonly instanceName: string;
-  readonly dpRank: number;
-  readonly blockSize: number;
-  readonly endpoint: string;
-  readonly replayEndpoint: string;
-  readonly topic: string;
+/** One stream's identity, addresses, block size and topic, with the exact hash seed (§4). */
+export interface StreamSpec extends Omit<StaticStreamConfig, 'hashSeed'> {
   readonly hashSeed: bigint;
+}
+
+/** One stream as a subscriber takes it. */
+export interface SubscriberStreamConfig extends StreamSpec {
   /** Discovery streams: the registration subscribed for (the view stream's stream identity). */
   readonly incarnationId?: string | null;
   readonly generation?: number;
@@ -36,18 +34,32 @@ export interface DirectoryStream {
   close(): void | Promise<void>;
 }
 
+/**
+ * `stream` with `beforeClose` run first when it is closed: how the view and the metrics wrap a
+ * stream so that closing it also takes it out of them.
+ */
+export function closingAlso(stream: DirectoryStream, beforeClose: () => void): DirectoryStream {
+  return {
+    get state() {
+      return stream.state;
+    },
+    get counters() {
+      return stream.counters;
+    },
+    toQueryable: () => stream.toQueryable(),
+    start: () => stream.start(),
+    close: async () => {
+      beforeClose();
+      await stream.close();
+    },
+  };
+}
+
 /** Builds (but does not start) a subscriber; main.ts passes the real one, tests may pass others. */
 export type DirectoryStreamFactory = (cfg: SubscriberStreamConfig, limits: StreamLimits) => DirectoryStream | Promise<DirectoryStream>;
 
 /** `ListStreams` entry: configuration, state, residency and counters of one stream. */
-export interface StreamStatus {
-  readonly instanceName: string;
-  readonly dpRank: number;
-  readonly blockSize: number;
-  readonly endpoint: string;
-  readonly replayEndpoint: string;
-  readonly topic: string;
-  readonly hashSeed: bigint;
+export interface StreamStatus extends StreamSpec {
   readonly state: StreamState;
   readonly synchronized: boolean;
   /** `last`, −1n when none. */
@@ -148,13 +160,7 @@ export class Directory {
       throw new DirectoryStreamError('max_streams', `max_streams ${this.opts.maxStreams} reached; (${cfg.instanceName}, ${cfg.dpRank}) not added`);
     }
     const subCfg: SubscriberStreamConfig = Object.freeze({
-      instanceName: cfg.instanceName,
-      dpRank: cfg.dpRank,
-      blockSize: cfg.blockSize,
-      endpoint: cfg.endpoint,
-      replayEndpoint: cfg.replayEndpoint,
-      topic: cfg.topic,
-      hashSeed: BigInt(cfg.hashSeed),
+      ...streamSpec(cfg),
       // Kept for the view stream's stream identity (absent for static streams).
       ...('generation' in cfg && cfg.generation !== undefined ? { generation: cfg.generation, incarnationId: cfg.incarnationId ?? null } : {}),
     });
@@ -206,13 +212,7 @@ export class Directory {
       const q = stream.toQueryable();
       const index = q.synchronized ? q.index : null;
       out.push({
-        instanceName: cfg.instanceName,
-        dpRank: cfg.dpRank,
-        blockSize: cfg.blockSize,
-        endpoint: cfg.endpoint,
-        replayEndpoint: cfg.replayEndpoint,
-        topic: cfg.topic,
-        hashSeed: cfg.hashSeed,
+        ...streamSpec(cfg),
         state: stream.state,
         synchronized: q.synchronized,
         sequence: q.sequence,
@@ -268,6 +268,19 @@ export class Directory {
       if (r.status === 'rejected') this.log.warn({ instance: all[i]!.cfg.instanceName, dp_rank: all[i]!.cfg.dpRank, err: String(r.reason) }, 'stream close failed');
     }
   }
+}
+
+/** The StreamSpec fields of a config (static: hash seed made exact), without anything else it carries. */
+function streamSpec(cfg: StaticStreamConfig | StreamSpec): StreamSpec {
+  return {
+    instanceName: cfg.instanceName,
+    dpRank: cfg.dpRank,
+    blockSize: cfg.blockSize,
+    endpoint: cfg.endpoint,
+    replayEndpoint: cfg.replayEndpoint,
+    topic: cfg.topic,
+    hashSeed: BigInt(cfg.hashSeed),
+  };
 }
 
 function streamKey(instanceName: string, dpRank: number): string {

@@ -24,7 +24,7 @@
  */
 import type { Registry } from 'prom-client';
 import { scrapedCounter, scrapedGauge, type EmitSample } from '../../shared/metrics/scraped-metrics.js';
-import type { DirectoryStream } from '../directory.js';
+import { closingAlso, type DirectoryStream } from '../directory.js';
 import type { StreamErrorClass } from '../errors/stream-errors.js';
 import type { StreamIndex } from '../index/stream-index.js';
 import { STREAM_STATES, type StreamState } from '../subscription/stream-state.js';
@@ -179,20 +179,7 @@ export class StreamMetrics {
   track(identity: MeteredStreamIdentity, stream: DirectoryStream): DirectoryStream {
     const entry: Tracked = { labels: Object.freeze({ instance: identity.instanceName, dp_rank: String(identity.dpRank) }), stream };
     this.tracked.add(entry);
-    return {
-      get state() {
-        return stream.state;
-      },
-      get counters() {
-        return stream.counters;
-      },
-      toQueryable: () => stream.toQueryable(),
-      start: () => stream.start(),
-      close: async () => {
-        this.tracked.delete(entry);
-        await stream.close();
-      },
-    };
+    return closingAlso(stream, () => this.tracked.delete(entry));
   }
 
   private each(fn: (t: Tracked) => void): void {

@@ -30,7 +30,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
-import type { DirectoryStream } from '../directory.js';
+import { closingAlso, type DirectoryStream } from '../directory.js';
 import type { InstanceChange, InstanceView } from '../discovery/instance-table.js';
 import type { PlanExclusion } from '../discovery/stream-planner.js';
 import type { ResidencyObserver } from '../index/stream-index.js';
@@ -285,20 +285,7 @@ export class ViewPublisher {
       throw e;
     }
     handle.attach(stream);
-    return {
-      get state() {
-        return stream.state;
-      },
-      get counters() {
-        return stream.counters;
-      },
-      toQueryable: () => stream.toQueryable(),
-      start: () => stream.start(),
-      close: async () => {
-        handle.remove();
-        await stream.close();
-      },
-    };
+    return closingAlso(stream, () => handle.remove());
   }
 
   private attach(entry: StreamEntry, source: ViewSourceStream): void {
