@@ -14,6 +14,10 @@
  * `usage.prompt_tokens_details.cached_tokens` (the OpenAI field for prompt cache hits) reports the
  * prefix the rank already held, so a test can see that routing found the cache.
  *
+ * Option `prefill` (off by default) puts a PrefillQueue (prefill-cost-model.ts) in front of the
+ * admission: requests wait their turn, the prefill takes time by the uncached tokens, and the
+ * answer's headers carry the engine's own TTFT (`x-sim-ttft-ms`, see PREFILL_TIMING_HEADERS).
+ *
  * One HTTP server per simulated engine: with EngineControl, pass this as its `httpRoutes`; alone,
  * `OpenAiServer.listen` serves these routes and /health.
  */
@@ -21,6 +25,7 @@ import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { silentLogger, type Logger } from '../../shared/log/logger.js';
+import { prefillTimingHeaders, type PrefillQueue } from './prefill-cost-model.js';
 
 /** What the endpoint needs from the engine: a prefill on some rank (EngineSimulator has it). */
 export interface PromptAdmitter {
@@ -35,6 +40,8 @@ export interface OpenAiEndpointOptions {
   readonly model?: string;
   /** Delay before each generated token; default 1 ms. Tests raise it to keep a stream open. */
   readonly tokenIntervalMs?: number;
+  /** FIFO prefill queue with a cost model; absent or null: admitted at once, no delay. */
+  readonly prefill?: PrefillQueue | null;
   /** Largest request body; default 8 MiB (the router's own limit). */
   readonly maxBodyBytes?: number;
   readonly logger?: Logger;
@@ -114,7 +121,11 @@ export class OpenAiEndpoint extends EventEmitter {
       this.emit('abort', event);
     });
 
-    const prefill = this.opts.engine === null ? { hitBlocks: 0, hostHitBlocks: 0 } : await this.opts.engine.admitPrompt(request.tokens);
+    const engine = this.opts.engine;
+    const queue = this.opts.prefill ?? null;
+    const timing = engine !== null && queue !== null ? await queue.run(request.tokens.length, engine.blockSize, () => engine.admitPrompt(request.tokens)) : null;
+    const prefill = engine === null ? { hitBlocks: 0, hostHitBlocks: 0 } : timing !== null ? timing.admitted : await engine.admitPrompt(request.tokens);
+    const timingHeaders = timing === null ? {} : prefillTimingHeaders(timing);
     const cachedTokens = this.opts.engine === null ? 0 : (prefill.hitBlocks + prefill.hostHitBlocks) * this.opts.engine.blockSize;
     const created = Math.floor(Date.now() / 1000);
     const model = request.model ?? this.opts.model ?? 'sim';
@@ -122,7 +133,7 @@ export class OpenAiEndpoint extends EventEmitter {
     const chat = path === CHAT_COMPLETIONS_PATH;
 
     if (request.stream) {
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...timingHeaders });
       for (let i = 0; i < request.maxTokens; i++) {
         await delay(this.intervalMs);
         if (closedEarly) return;
@@ -151,7 +162,7 @@ export class OpenAiEndpoint extends EventEmitter {
         ? { ...base, object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: 'length' }], usage }
         : { ...base, object: 'text_completion', choices: [{ index: 0, text, logprobs: null, finish_reason: 'length' }], usage };
       const json = JSON.stringify(answer);
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) });
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json), ...timingHeaders });
       res.end(json);
     }
     this.completed++;
