@@ -68,9 +68,36 @@ export function parseJson(text: string, limits: JsonParseLimits = DEFAULT_JSON_L
   return v;
 }
 
+/** Longest string interned by the parser (keys and short enum/medium/name values). */
+const INTERN_MAX_CHARS = 24;
+const INTERN_SLOTS = 1024;
+/**
+ * Recently parsed short strings, by a hash of their length and a few characters. A request
+ * repeats the same keys and short values (`block_add`, `medium`, `gpu`, `tp0`) thousands of times;
+ * reusing one string instead of slicing a copy each time takes ~40% off the parse tree. Strings
+ * are immutable values, so sharing them is invisible to callers; a slot holds whatever was
+ * parsed last there, so memory stays bounded.
+ */
+const internTable: (string | undefined)[] = new Array<string | undefined>(INTERN_SLOTS);
+
 class Parser {
   pos = 0;
+  /** Scratch for array elements (see `array`). */
+  private readonly stack: JsonValue[] = [];
   constructor(private readonly s: string, private readonly maxDepth: number) {}
+
+  /** s[start, end) as a string, shared with an earlier equal short string when one is at hand. */
+  private slice(start: number, end: number): string {
+    const s = this.s;
+    const len = end - start;
+    if (len > INTERN_MAX_CHARS || len === 0) return s.slice(start, end);
+    const h = (len * 31 + s.charCodeAt(start) * 7 + s.charCodeAt(end - 1) * 13 + s.charCodeAt(start + (len >> 1))) & (INTERN_SLOTS - 1);
+    const cached = internTable[h];
+    if (cached !== undefined && cached.length === len && s.startsWith(cached, start)) return cached;
+    const v = s.slice(start, end);
+    internTable[h] = v;
+    return v;
+  }
 
   skipWs(): void {
     const s = this.s;
@@ -152,15 +179,18 @@ class Parser {
 
   private array(depth: number): JsonValue[] {
     if (depth > this.maxDepth) this.fail(`nesting deeper than ${this.maxDepth}`);
-    const out: JsonValue[] = [];
     this.pos++; // [
     this.skipWs();
     if (this.s.charCodeAt(this.pos) === Ch.RBracket) {
       this.pos++;
-      return out;
+      return [];
     }
+    // Elements go on the shared stack and leave it as one exact-size array: a pushed array
+    // would reserve 17 slots for the one spec of a reportEvent item.
+    const stack = this.stack;
+    const base = stack.length;
     for (;;) {
-      out.push(this.value(depth));
+      stack.push(this.value(depth));
       this.skipWs();
       const c = this.s.charCodeAt(this.pos);
       if (c === Ch.Comma) {
@@ -170,6 +200,8 @@ class Parser {
       }
       if (c === Ch.RBracket) {
         this.pos++;
+        const out = stack.slice(base);
+        stack.length = base;
         return out;
       }
       this.fail(Number.isNaN(c) ? 'unexpected end of input' : "expected ',' or ']'");
@@ -211,9 +243,9 @@ class Parser {
     for (;;) {
       const c = s.charCodeAt(i);
       if (c === Ch.Quote) {
-        out += s.slice(chunkStart, i);
         this.pos = i + 1;
-        return out;
+        // No escape seen: the text is the value (the common case).
+        return out === '' ? this.slice(chunkStart, i) : out + s.slice(chunkStart, i);
       }
       if (Number.isNaN(c)) this.fail('unterminated string', i);
       if (c < 0x20) this.fail('unescaped control character in string', i);

@@ -38,12 +38,20 @@ export function lowerCamelOf(snake: string): string {
 
 export class RequestReader {
   /**
+   * Where this message sits, for error reasons only, so it is built on demand: a reportEvent
+   * with 100k items would otherwise build 200k path strings that no one reads.
+   */
+  private parent: RequestReader | null = null;
+  private field = '';
+  private index = -1;
+
+  /**
    * @param obj the parsed JSON object of this message
-   * @param path the message's location for error reasons (`""` for the request root)
+   * @param basePath the message's location for error reasons (`""` for the request root)
    */
   constructor(
     private readonly obj: JsonObject,
-    readonly path: string = '',
+    private readonly basePath: string = '',
   ) {}
 
   /** Root reader; a non-object body is a §1.2 400. */
@@ -52,8 +60,29 @@ export class RequestReader {
     return new RequestReader(v);
   }
 
+  /** The message's location for error reasons, e.g. `events[3].block_add` (`""` for the root). */
+  get path(): string {
+    if (this.parent === null) return this.basePath;
+    const p = this.parent.fieldPath(this.field);
+    return this.index < 0 ? p : `${p}[${this.index}]`;
+  }
+
+  /** Number of members present in the object, null-valued ones included. */
+  get memberCount(): number {
+    return this.obj.size;
+  }
+
+  private child(obj: JsonObject, field: string, index: number): RequestReader {
+    const r = new RequestReader(obj);
+    r.parent = this;
+    r.field = field;
+    r.index = index;
+    return r;
+  }
+
   private fieldPath(name: string): string {
-    return this.path === '' ? name : `${this.path}.${name}`;
+    const path = this.path;
+    return path === '' ? name : `${path}.${name}`;
   }
 
   private bad(name: string, expected: string, got: JsonValue, index?: number): never {
@@ -170,7 +199,7 @@ export class RequestReader {
     const v = this.raw(name);
     if (v === undefined) return null;
     if (!isJsonObject(v)) this.bad(name, 'object', v);
-    return new RequestReader(v, this.fieldPath(name));
+    return this.child(v, name, -1);
   }
 
   /** Repeated sub-message; absent → []. */
@@ -180,7 +209,7 @@ export class RequestReader {
     for (let i = 0; i < arr.length; i++) {
       const v = arr[i] as JsonValue;
       if (!isJsonObject(v)) this.bad(name, 'object', v, i);
-      out[i] = new RequestReader(v, `${this.fieldPath(name)}[${i}]`);
+      out[i] = this.child(v, name, i);
     }
     return out;
   }
