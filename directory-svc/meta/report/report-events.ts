@@ -4,7 +4,7 @@
  * module turns them into validated events or per-item INVALID_ARGUMENT, with no side effect.
  */
 import { ReportEventType } from '../meta-enums.js';
-import { MAX_URI_BYTES, hasUriSyntax, sVersionsOf } from './report-location-id.js';
+import { MAX_URI_BYTES, hasSVersionParam, hasUriSyntax } from './report-location-id.js';
 
 export interface WireSpec {
   readonly name: string;
@@ -65,6 +65,8 @@ const DECIMAL = /^-?[0-9]+$/;
 export function parseReportBlockKey(s: string): bigint | null {
   if (!DECIMAL.test(s)) return null;
   const v = BigInt(s);
+  // ≤ 18 characters is below 10^18 < 2^63 in magnitude: already canonical.
+  if (s.length <= 18) return v;
   if (v < INT64_MIN || v > UINT64_MAX) return null;
   return BigInt.asIntN(64, v);
 }
@@ -80,7 +82,7 @@ export function normalizeMedium(medium: string): string | null {
 
 /** §7.4 URI: ≤ 4096 bytes, the scheme://… syntax, and no client-sent s_version (§7.6). */
 export function isValidReportUri(uri: string): boolean {
-  return !byteLengthOver(uri, MAX_URI_BYTES) && hasUriSyntax(uri) && sVersionsOf(uri).length === 0;
+  return !byteLengthOver(uri, MAX_URI_BYTES) && hasUriSyntax(uri) && !hasSVersionParam(uri);
 }
 
 /** UTF-8 length > max, without encoding short strings (a UTF-16 unit is at most 3 bytes). */
@@ -122,8 +124,11 @@ export function validateEvent(e: DecodedEvent, specNames: ReadonlySet<string>): 
       return { kind: 'register', mediums };
     }
     case ReportEventType.EVENT_BLOCK_ADD: {
-      const b = validateBlock(e as Extract<DecodedEvent, { eventType: 2 }>, specNames);
-      return b === null ? null : { kind: 'add', ...b };
+      const ev = e as Extract<DecodedEvent, { eventType: 2 }>;
+      const blockKey = parseReportBlockKey(ev.blockKey);
+      const medium = normalizeMedium(ev.medium);
+      if (blockKey === null || medium === null || !areValidSpecs(ev.specs, specNames)) return null;
+      return { kind: 'add', blockKey, medium, specs: ev.specs };
     }
     case ReportEventType.EVENT_BLOCK_DELETE: {
       const ev = e as Extract<DecodedEvent, { eventType: 3 }>;
@@ -164,16 +169,21 @@ export function validateEvent(e: DecodedEvent, specNames: ReadonlySet<string>): 
 function validateBlock(b: WireBlock, specNames: ReadonlySet<string>): ValidBlock | null {
   const blockKey = parseReportBlockKey(b.blockKey);
   const medium = normalizeMedium(b.medium);
-  if (blockKey === null || medium === null || b.specs.length === 0) return null;
-  if (b.specs.length === 1) {
-    const s = b.specs[0] as WireSpec;
-    if (s.name === '' || !specNames.has(s.name) || !isValidReportUri(s.uri)) return null;
-    return { blockKey, medium, specs: b.specs };
+  if (blockKey === null || medium === null || !areValidSpecs(b.specs, specNames)) return null;
+  return { blockKey, medium, specs: b.specs };
+}
+
+/** §7.4 specs of an ADD or snapshot block: non-empty; names non-empty, unique, registered; URIs valid. */
+function areValidSpecs(specs: readonly WireSpec[], specNames: ReadonlySet<string>): boolean {
+  if (specs.length === 0) return false;
+  if (specs.length === 1) {
+    const s = specs[0] as WireSpec;
+    return s.name !== '' && specNames.has(s.name) && isValidReportUri(s.uri);
   }
   const seen = new Set<string>();
-  for (const s of b.specs) {
-    if (s.name === '' || seen.has(s.name) || !specNames.has(s.name) || !isValidReportUri(s.uri)) return null;
+  for (const s of specs) {
+    if (s.name === '' || seen.has(s.name) || !specNames.has(s.name) || !isValidReportUri(s.uri)) return false;
     seen.add(s.name);
   }
-  return { blockKey, medium, specs: b.specs };
+  return true;
 }

@@ -74,6 +74,22 @@ export function sVersionsOf(uri: string): string[] {
   return out;
 }
 
+/** True when the URI's query has an `s_version` parameter (`sVersionsOf(uri).length > 0`), without allocating. */
+export function hasSVersionParam(uri: string): boolean {
+  let p = uri.indexOf('?');
+  while (p >= 0) {
+    const start = p + 1;
+    if (uri.startsWith('s_version', start)) {
+      const after = start + 9;
+      if (after === uri.length) return true;
+      const c = uri.charCodeAt(after);
+      if (c === 0x3d /* = */ || c === 0x26 /* & */) return true;
+    }
+    p = uri.indexOf('&', start);
+  }
+  return false;
+}
+
 /** §7.10 (5): at most one s_version, and if present 32 hex characters. Returns the lowercased token, '' when absent, null when malformed. */
 export function storedSVersion(uri: string): string | null {
   const versions = sVersionsOf(uri);

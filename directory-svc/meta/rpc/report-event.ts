@@ -135,15 +135,21 @@ function decodeEvent(e: RequestReader): DecodedEvent {
   const eventType = e.enumOf('event_type', ReportEventType);
   const member = MEMBER_OF_TYPE.get(eventType);
   if (member === undefined) return { eventType, memberOk: false };
-  let memberOk = e.has(member);
-  for (const m of MEMBERS) if (m !== member && e.has(m)) memberOk = false;
   const p = e.message(member);
+  // Common case, checked without probing the five other members by both spellings: the object
+  // holds just `event_type` (non-null, since the type is known) and the matching member.
+  let memberOk = p !== null;
+  if (!(memberOk && e.memberCount === 2)) {
+    for (const m of MEMBERS) if (m !== member && e.has(m)) memberOk = false;
+  }
   switch (eventType) {
     case ReportEventType.EVENT_NODE_REGISTER:
       return { eventType, memberOk, mediums: p ? p.strList('mediums') : [] };
-    case ReportEventType.EVENT_BLOCK_ADD:
+    case ReportEventType.EVENT_BLOCK_ADD: {
       // `uri` (field 2) is deprecated and ignored (§7.1).
-      return { eventType, memberOk, ...(p ? decodeBlock(p) : EMPTY_BLOCK) };
+      if (p === null) return { eventType, memberOk, blockKey: '', medium: '', specs: [] };
+      return { eventType, memberOk, blockKey: p.str('block_key'), medium: p.str('medium'), specs: decodeSpecs(p) };
+    }
     case ReportEventType.EVENT_BLOCK_DELETE:
       return {
         eventType,
@@ -164,16 +170,18 @@ function decodeEvent(e: RequestReader): DecodedEvent {
   }
 }
 
-const EMPTY_BLOCK: WireBlock = { blockKey: '', medium: '', specs: [] };
-
 function decodeBlock(b: RequestReader): WireBlock {
+  return { blockKey: b.str('block_key'), medium: b.str('medium'), specs: decodeSpecs(b) };
+}
+
+function decodeSpecs(b: RequestReader): WireSpec[] {
   const specReaders = b.messages('specs');
-  const specs: WireSpec[] = new Array(specReaders.length);
+  const specs: WireSpec[] = new Array<WireSpec>(specReaders.length);
   for (let i = 0; i < specReaders.length; i++) {
     const s = specReaders[i] as RequestReader;
     specs[i] = { name: s.str('name'), uri: s.str('uri') };
   }
-  return { blockKey: b.str('block_key'), medium: b.str('medium'), specs };
+  return specs;
 }
 
 function toResult(o: ReportEventOutcome, extraInfo: string): RpcResult {

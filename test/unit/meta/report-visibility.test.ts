@@ -1,7 +1,7 @@
 /** kvcm-meta §7.10 visibility of event-report locations (Q-09 reporter side) and the §7.6 URI rules. */
 import { expect } from 'chai';
 import { ReporterVisibility } from '../../../directory-svc/meta/report/event-report-visibility.js';
-import { appendSVersion, parseReportLocationId, storedSVersion } from '../../../directory-svc/meta/report/report-location-id.js';
+import { appendSVersion, hasSVersionParam, parseReportLocationId, sVersionsOf, storedSVersion } from '../../../directory-svc/meta/report/report-location-id.js';
 import { ReporterRegistry, type ReporterIdentity } from '../../../directory-svc/meta/report/reporter-registry.js';
 import { CLS_SERVING, type StoredLocation } from '../../../directory-svc/meta/store/meta-store.js';
 
@@ -79,6 +79,12 @@ describe('kvcm-meta §7.10 event-report visibility', () => {
     const bad = loc(['x://h/p', 'bad uri']);
     expect(vis.isVisible('i', bad, 2)).to.equal(false);
     expect(vis.isVisible('i', bad, 2)).to.equal(false);
+  });
+
+  it('§7.4 hasSVersionParam agrees with sVersionsOf', () => {
+    const uris = ['x://h/p', 'x://h/p?', 'x://h/p?s_version', 'x://h/p?s_version=', `x://h/p?s_version=${A}`, 'x://h/p?a=1&s_version=2', 'x://h/p?a=1&s_versionx=2',
+      'x://h/s_version=1/p', 'x://h/p?xs_version=1', 'x://h/p?a&s_version&b', 'x://h/p?a=s_version', 'x://h/p??s_version=1', 'x://h/p?a?s_version=1', 'x://h/p?&&s_version=', 'x://h/p?s_version_2=1'];
+    for (const u of uris) expect(hasSVersionParam(u), u).to.equal(sVersionsOf(u).length > 0);
   });
 
   it('§7.6 s_version appending and parsing', () => {
