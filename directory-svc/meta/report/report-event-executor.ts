@@ -183,20 +183,18 @@ export class ReportEventExecutor {
     events: ReadonlyArray<Extract<ValidEvent, { kind: 'add' | 'delete' }>>,
   ): Promise<ErrorCodeName> {
     // Fold per location: spec name → new URI, or null for a delete; the last operation wins (§7.2 step 5).
-    // Hot path (up to 100k events per request): one location id string per medium, not per event.
-    const folded = new Map<bigint, Map<string, Map<string, string | null>>>();
+    // Hot path (up to 100k events per request): one location id string per medium, not per
+    // event, and one small record per (block, location) instead of nested Maps.
+    const folded = new Map<bigint, FoldedLocation>();
     const idOfMedium = new Map<string, string>();
     for (const e of events) {
-      let byLocation = folded.get(e.blockKey);
-      if (!byLocation) folded.set(e.blockKey, (byLocation = new Map()));
       let locationId = idOfMedium.get(e.medium);
       if (locationId === undefined) idOfMedium.set(e.medium, (locationId = formatReportLocationId(target.storageType, e.medium, target.hostIpPort)));
-      let ops = byLocation.get(locationId);
-      if (!ops) byLocation.set(locationId, (ops = new Map()));
+      const loc = foldedLocation(folded, e.blockKey, locationId);
       if (e.kind === 'add') {
-        for (const s of e.specs) ops.set(s.name, appendSVersion(s.uri, generation));
+        for (const s of e.specs) setSpecOp(loc, s.name, appendSVersion(s.uri, generation));
       } else {
-        for (const name of e.specNames) ops.set(name, null);
+        for (const name of e.specNames) setSpecOp(loc, name, null);
       }
     }
     const keys = [...folded.keys()];
@@ -210,18 +208,20 @@ export class ReportEventExecutor {
     if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
     const createTimeUs = BigInt(this.deps.nowMs()) * 1000n;
     const mutations: StoreMutation[] = [];
+    const merged: MergeOutcome = { changed: false, missing: false };
     let missing = 0;
-    for (const [blockKey, byLocation] of folded) {
-      const block = stored.get(blockKey);
-      for (const [locationId, ops] of byLocation) {
+    for (const first of folded.values()) {
+      const block = stored.get(first.blockKey);
+      for (let loc: FoldedLocation | null = first; loc !== null; loc = loc.next) {
+        const { blockKey, locationId } = loc;
         const existing = block ? findLocation(block.locations, locationId) : undefined;
-        const specs = mergeSpecs(existing?.specs, ops);
-        if (specs.missing) missing++;
-        if (specs.list.length === 0) {
+        const specs = mergeSpecs(existing?.specs, loc, merged);
+        if (merged.missing) missing++;
+        if (specs.length === 0) {
           if (existing) mutations.push({ op: 'deleteLocationIf', instanceId: target.instanceId, blockKey, locationId, expectRev: existing.rev });
           continue;
         }
-        if (!specs.changed && existing) continue;
+        if (!merged.changed && existing) continue;
         mutations.push({
           op: 'putLocation',
           instanceId: target.instanceId,
@@ -232,7 +232,7 @@ export class ReportEventExecutor {
             type: target.storageType,
             status: CLS_SERVING,
             createTimeUs: existing ? existing.createTimeUs : createTimeUs,
-            specs: specs.list,
+            specs,
           },
         });
       }
@@ -369,36 +369,110 @@ function uniqueKeys(blocks: readonly ValidBlock[]): bigint[] {
   return [...s];
 }
 
-/** Applies folded spec operations to a stored spec list (ADD replaces same-name specs, DELETE removes them). */
-function mergeSpecs(current: readonly StoredSpec[] | undefined, ops: ReadonlyMap<string, string | null>): { list: StoredSpec[]; changed: boolean; missing: boolean } {
-  const list: StoredSpec[] = [];
-  let changed = false;
-  let missing = false;
-  const applied = new Set<string>();
-  if (current) {
-    for (const spec of current) {
-      const op = ops.get(spec.name);
-      if (op === undefined) {
-        list.push(spec);
-      } else {
-        applied.add(spec.name);
-        if (op === null) {
-          changed = true;
-        } else {
-          if (op !== spec.uri) changed = true;
-          list.push({ name: spec.name, uri: op });
-        }
-      }
-    }
-  }
-  for (const [name, op] of ops) {
-    if (applied.has(name)) continue;
-    if (op === null) missing = true;
-    else {
-      list.push({ name, uri: op });
-      changed = true;
-    }
-  }
-  return { list, changed, missing };
+/**
+ * The folded operations of one location of one block in a delta run. `names[j]` gets
+ * `uris[j]` (null = delete); names are in first-mention order and unique.
+ */
+interface FoldedLocation {
+  readonly blockKey: bigint;
+  readonly locationId: string;
+  readonly names: string[];
+  readonly uris: (string | null)[];
+  /** name → index, built once a location has more names than a linear scan should cover. */
+  index: Map<string, number> | null;
+  /** The same block's next location (another medium), in first-mention order. */
+  next: FoldedLocation | null;
 }
 
+const LINEAR_NAMES = 8;
+
+/** The record of (blockKey, locationId), created at the end of the block's chain when new. */
+function foldedLocation(folded: Map<bigint, FoldedLocation>, blockKey: bigint, locationId: string): FoldedLocation {
+  let loc = folded.get(blockKey);
+  let last: FoldedLocation | null = null;
+  while (loc !== undefined && loc.locationId !== locationId) {
+    last = loc;
+    loc = loc.next ?? undefined;
+  }
+  if (loc !== undefined) return loc;
+  const created: FoldedLocation = { blockKey, locationId, names: [], uris: [], index: null, next: null };
+  if (last === null) folded.set(blockKey, created);
+  else last.next = created;
+  return created;
+}
+
+function specOpIndex(loc: FoldedLocation, name: string): number {
+  if (loc.index !== null) return loc.index.get(name) ?? -1;
+  const names = loc.names;
+  for (let j = 0; j < names.length; j++) if (names[j] === name) return j;
+  return -1;
+}
+
+/** Last operation wins (§7.2 step 5). */
+function setSpecOp(loc: FoldedLocation, name: string, uri: string | null): void {
+  const j = specOpIndex(loc, name);
+  if (j >= 0) {
+    loc.uris[j] = uri;
+    return;
+  }
+  loc.names.push(name);
+  loc.uris.push(uri);
+  if (loc.index !== null) loc.index.set(name, loc.names.length - 1);
+  else if (loc.names.length > LINEAR_NAMES) loc.index = new Map(loc.names.map((n, k) => [n, k]));
+}
+
+/** Scratch flags of mergeSpecs, reused across the locations of a run. */
+interface MergeOutcome {
+  /** The spec list differs from the stored one. */
+  changed: boolean;
+  /** A DELETE named a spec the location does not have. */
+  missing: boolean;
+}
+
+/** Applies folded spec operations to a stored spec list (ADD replaces same-name specs, DELETE removes them). */
+function mergeSpecs(current: readonly StoredSpec[] | undefined, loc: FoldedLocation, out: MergeOutcome): StoredSpec[] {
+  const { names, uris } = loc;
+  out.changed = false;
+  out.missing = false;
+  if (current === undefined || current.length === 0) {
+    // A new location (every key of a first ADD): exactly the added specs.
+    let n = 0;
+    for (let j = 0; j < uris.length; j++) if (uris[j] !== null) n++;
+    const list = new Array<StoredSpec>(n);
+    let k = 0;
+    for (let j = 0; j < names.length; j++) {
+      const uri = uris[j] as string | null;
+      if (uri === null) out.missing = true;
+      else list[k++] = { name: names[j] as string, uri };
+    }
+    out.changed = n > 0;
+    return list;
+  }
+  const list: StoredSpec[] = [];
+  const applied = new Array<boolean>(names.length).fill(false);
+  for (const spec of current) {
+    const j = specOpIndex(loc, spec.name);
+    if (j < 0) {
+      list.push(spec);
+      continue;
+    }
+    applied[j] = true;
+    const op = uris[j] as string | null;
+    if (op === null) {
+      out.changed = true;
+    } else {
+      if (op !== spec.uri) out.changed = true;
+      list.push({ name: spec.name, uri: op });
+    }
+  }
+  for (let j = 0; j < names.length; j++) {
+    if (applied[j]) continue;
+    const op = uris[j] as string | null;
+    if (op === null) out.missing = true;
+    else {
+      list.push({ name: names[j] as string, uri: op });
+      out.changed = true;
+    }
+  }
+  return list;
+}

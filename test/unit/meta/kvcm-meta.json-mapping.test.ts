@@ -5,6 +5,7 @@ import { JsonNumber, JsonParseError, parseJson } from '../../../directory-svc/me
 import { RequestReader } from '../../../directory-svc/meta/wire/request-reader.js';
 import { writeJson } from '../../../directory-svc/meta/wire/response-writer.js';
 import { jsonTextOf } from '../../../directory-svc/meta/wire/json-text.js';
+import { encodeSpecs } from '../../../directory-svc/meta/store/sqlite-meta-store.js';
 import { BadRequestError, missingFieldsMessage } from '../../../directory-svc/meta/meta-errors.js';
 import { ErrorCode, QueryType, StorageType, enumName, UnknownEnumValueError } from '../../../directory-svc/meta/meta-enums.js';
 
@@ -204,6 +205,14 @@ describe('kvcm-meta §1.3 response writer', () => {
   it('echoes parsed opaque JSON exactly', () => {
     const src = '{"a":1,"b":[null,true,"x"],"c":{"d":12345678901234567890}}';
     expect(jsonTextOf(parseJson(src))).to.equal(src);
+  });
+});
+
+describe('kvcm-meta §9.1 stored spec text', () => {
+  it('encodeSpecs equals JSON.stringify of the [name, uri] pairs, escapes included', () => {
+    const strings = ['tp0', 'event_report://h:9600/gpu/1?size=4096&s_version=0123456789abcdef0123456789abcdef', '', 'q"uo\\te', 'é😀中', 'lone \ud800 \udfff', '\u0000\u001f\u007f\u2028', 'a\nb\tc'];
+    const lists = [[], ...strings.map((s) => [{ name: s, uri: s }]), strings.map((s, i) => ({ name: `n${i}${s}`, uri: `x://${s}` }))];
+    for (const specs of lists) expect(encodeSpecs(specs)).to.equal(JSON.stringify(specs.map((x) => [x.name, x.uri])));
   });
 });
 
