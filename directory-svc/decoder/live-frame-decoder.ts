@@ -15,11 +15,12 @@
  * - block_size and token counts are NOT checked here: the index does it only for token-bearing,
  *   in-scope events (§5.1).
  */
-import { LimitError, ParseError, ProtocolError } from '../errors/stream-errors.js';
+import { ParseError, ProtocolError } from '../errors/stream-errors.js';
 import type { EngineHash, KvEvent, LiveBatch } from './kv-batch.js';
 import { KeyTable, MsgpackReader } from './msgpack-reader.js';
 import {
   NO_TOKEN_IDS,
+  checkPayloadSize,
   describeFound,
   readExtraKeysNonEmpty,
   readHashArray,
@@ -28,6 +29,7 @@ import {
   readLoraNamePresent,
   readMedium,
   readTokenIds,
+  readU64Frame,
 } from './wire-fields.js';
 import type { MediumCode } from './wire-fields.js';
 
@@ -64,13 +66,9 @@ export function decodeLiveMessage(frames: readonly Uint8Array[], opts: LiveDecod
   if (frames.length === 0) throw new ParseError('live message has no frames, expected 3');
   if (!bytesEqual(frames[0], opts.topic)) return TOPIC_MISMATCH;
   if (frames.length !== 3) throw new ParseError(`live message has ${frames.length} frames, expected 3`);
-  const seqFrame = frames[1];
-  if (seqFrame.byteLength !== 8) throw new ParseError(`seq frame is ${seqFrame.byteLength} bytes, expected 8`);
+  const seq = readU64Frame(frames[1], 'seq');
   const payload = frames[2];
-  if (payload.byteLength > opts.maxMessageBytes) {
-    throw new LimitError(`max_message_bytes ${opts.maxMessageBytes} exceeded`);
-  }
-  const seq = new DataView(seqFrame.buffer, seqFrame.byteOffset, 8).getBigUint64(0, false);
+  checkPayloadSize(payload, opts.maxMessageBytes);
   const frameBytes = frames[0].byteLength + 8 + payload.byteLength;
   return { kind: 'batch', batch: decodeBatchPayload(payload, seq, frameBytes, opts) };
 }

@@ -25,11 +25,12 @@
  * (SnapshotAssembler below), and duplicate block hashes within the reply (`protocol`), which the
  * index builder detects as it records each hash (it holds the hash map anyway).
  */
-import { LimitError, ParseError, ProtocolError } from '../errors/stream-errors.js';
+import { ParseError, ProtocolError } from '../errors/stream-errors.js';
 import type { EngineHash, SnapshotBlock, SnapshotChunk, TierBits } from './kv-batch.js';
 import { KeyTable, MsgpackReader } from './msgpack-reader.js';
 import {
   NO_TOKEN_IDS,
+  checkPayloadSize,
   describeFound,
   readExtraKeysNonEmpty,
   readHashValue,
@@ -37,6 +38,7 @@ import {
   readLoraNamePresent,
   readMedium,
   readTokenIds,
+  readU64Frame,
 } from './wire-fields.js';
 
 export interface SnapshotDecoderOptions {
@@ -62,10 +64,8 @@ export function decodeSnapshotMessage(frames: readonly Uint8Array[], opts: Snaps
   if (frames[0].byteLength !== 0) {
     throw new ParseError(`snapshot message frame 0 is ${frames[0].byteLength} bytes, expected empty`);
   }
-  const wmFrame = frames[1];
-  if (wmFrame.byteLength !== 8) throw new ParseError(`watermark frame is ${wmFrame.byteLength} bytes, expected 8`);
+  const watermark = readU64Frame(frames[1], 'watermark');
   const payload = frames[2];
-  const watermark = new DataView(wmFrame.buffer, wmFrame.byteOffset, 8).getBigUint64(0, false);
   // §6: all-ones is the terminator marker, never a watermark.
   if (watermark === 0xffffffffffffffffn) {
     if (payload.byteLength !== 0) {
@@ -74,9 +74,7 @@ export function decodeSnapshotMessage(frames: readonly Uint8Array[], opts: Snaps
     return TERMINATOR;
   }
   if (payload.byteLength === 0) throw new ParseError('snapshot chunk is empty');
-  if (payload.byteLength > opts.maxMessageBytes) {
-    throw new LimitError(`max_message_bytes ${opts.maxMessageBytes} exceeded`);
-  }
+  checkPayloadSize(payload, opts.maxMessageBytes);
   return { kind: 'chunk', watermark, blocks: decodeSnapshotChunk(payload, opts) };
 }
 

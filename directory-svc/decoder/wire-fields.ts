@@ -3,10 +3,21 @@
  * decoder/. Each reads exactly one wire value at the cursor, applies the field's type rule, and
  * throws ParseError on a present value of the wrong type.
  */
-import { ParseError } from '../errors/stream-errors.js';
+import { LimitError, ParseError } from '../errors/stream-errors.js';
 import type { EngineHash } from './kv-batch.js';
 import { U64_HI, U64_LO, wireTypeName } from './msgpack-reader.js';
 import type { MsgpackReader } from './msgpack-reader.js';
+
+/** An 8-byte big-endian uint64 frame (§2 seq, §6 watermark); any other length is a ParseError. */
+export function readU64Frame(frame: Uint8Array, what: string): bigint {
+  if (frame.byteLength !== 8) throw new ParseError(`${what} frame is ${frame.byteLength} bytes, expected 8`);
+  return new DataView(frame.buffer, frame.byteOffset, 8).getBigUint64(0, false);
+}
+
+/** §9 max_message_bytes: a larger payload is a LimitError, before it is decoded. */
+export function checkPayloadSize(payload: Uint8Array, maxMessageBytes: number): void {
+  if (payload.byteLength > maxMessageBytes) throw new LimitError(`max_message_bytes ${maxMessageBytes} exceeded`);
+}
 
 /** Shared by every tokenless event: a zero-length typed array has no element to mutate. */
 export const NO_TOKEN_IDS: Int32Array = new Int32Array(0);
