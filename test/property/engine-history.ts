@@ -77,24 +77,27 @@ const faultArb: fc.Arbitrary<HistoryAction> = fc.oneof(
   },
 );
 
-/** Mostly prompts; engine resets, full-state batches, faults and pauses mixed in. */
+/** One engine step: mostly prompts; engine resets, full-state batches, faults and pauses mixed in. */
+export const historyActionArb: fc.Arbitrary<HistoryAction> = fc.oneof(
+  { weight: 12, arbitrary: promptArb },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('clear' as const), medium: fc.constantFrom<'gpu' | 'cpu' | null>('gpu', 'cpu', null) }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'fullState' as const }) },
+  { weight: 5, arbitrary: faultArb },
+  { weight: 2, arbitrary: fc.constant({ kind: 'settle' as const }) },
+);
+
+/** Pool shape of one engine (capacities small enough that evictions and offloads happen). */
+export const poolShapeArb = fc.record({
+  deviceCapacityBlocks: fc.integer({ min: 3, max: 12 }),
+  hostCapacityBlocks: fc.integer({ min: 0, max: 8 }),
+  offloadMode: fc.constantFrom<OffloadMode>('sync', 'async'),
+  chunkBlocks: fc.integer({ min: 1, max: 8 }),
+});
+
 export function historyScenarioArb(maxActions: number): fc.Arbitrary<HistoryScenario> {
-  return fc.record({
-    deviceCapacityBlocks: fc.integer({ min: 3, max: 12 }),
-    hostCapacityBlocks: fc.integer({ min: 0, max: 8 }),
-    offloadMode: fc.constantFrom<OffloadMode>('sync', 'async'),
-    chunkBlocks: fc.integer({ min: 1, max: 8 }),
-    actions: fc.array(
-      fc.oneof(
-        { weight: 12, arbitrary: promptArb },
-        { weight: 1, arbitrary: fc.record({ kind: fc.constant('clear' as const), medium: fc.constantFrom<'gpu' | 'cpu' | null>('gpu', 'cpu', null) }) },
-        { weight: 1, arbitrary: fc.constant({ kind: 'fullState' as const }) },
-        { weight: 5, arbitrary: faultArb },
-        { weight: 2, arbitrary: fc.constant({ kind: 'settle' as const }) },
-      ),
-      { minLength: Math.min(10, maxActions), maxLength: maxActions },
-    ),
-  });
+  return fc
+    .tuple(poolShapeArb, fc.array(historyActionArb, { minLength: Math.min(10, maxActions), maxLength: maxActions }))
+    .map(([shape, actions]) => ({ ...shape, actions }));
 }
 
 /** Prompt tokens: a family's shared prefix, then tail blocks drawn from a small alphabet. */
@@ -139,7 +142,7 @@ export class EngineHistory {
     pub.snapshotFaults.overrideChunks = () => this.snapshotReply();
   }
 
-  static poolFor(s: HistoryScenario): BlockPool {
+  static poolFor(s: Omit<HistoryScenario, 'actions'>): BlockPool {
     return new BlockPool({ blockSize: BLOCK_SIZE, deviceCapacityBlocks: s.deviceCapacityBlocks, hostCapacityBlocks: s.hostCapacityBlocks, offloadMode: s.offloadMode });
   }
 
