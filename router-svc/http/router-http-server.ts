@@ -17,7 +17,7 @@ import { silentLogger } from '../../shared/log/logger.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import { mountStatusRoutes } from '../status/status-routes.js';
 import { CHAT_COMPLETIONS_PATH, COMPLETIONS_PATH, type OpenAiProxy } from '../proxy/openai-proxy.js';
-import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from './internal-token.js';
+import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from '../../shared/security/internal-token.js';
 import { MAX_BODY_BYTES, readJsonBody } from './json-body.js';
 import { queryResultJson } from './query-json.js';
 import type { RouteDecider } from './route-decider.js';
