@@ -10,6 +10,7 @@
 //
 // Hits are read two ways: `hits`/`tierHits` walk the served index directly (blocks), `query`
 // goes through StreamQuery so the routing.md JSON entry is what a suite asserts.
+import { expect } from 'chai';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import type { ResidencyObserver } from '../../directory-svc/index/stream-index.js';
 import type { PrefixHit } from '../../shared/keys/content-key-table.js';
@@ -318,6 +319,33 @@ export class StreamRig {
   }
 }
 
+/**
+ * The rigs a test opened. `closeAll` (the suite's afterEach) checks that none let an index be
+ * seen outside SYNCHRONIZED, then closes them all.
+ */
+export class OpenRigs {
+  private rigs: StreamRig[] = [];
+
+  async open(opts?: StreamRigOptions): Promise<StreamRig> {
+    const rig = await StreamRig.open(opts);
+    this.rigs.push(rig);
+    return rig;
+  }
+
+  async openRanks(...args: Parameters<typeof StreamRig.openRanks>): Promise<StreamRig[]> {
+    const opened = await StreamRig.openRanks(...args);
+    this.rigs.push(...opened);
+    return opened;
+  }
+
+  async closeAll(): Promise<void> {
+    const all = this.rigs;
+    this.rigs = [];
+    for (const r of all) expect(r.staleViewSeen, 'an index was visible outside SYNCHRONIZED').to.equal(false);
+    await Promise.all(all.map((r) => r.close()));
+  }
+}
+
 /** One routing.md query over several rigs' streams (sorted by instance name, then rank). */
 export function queryStreams(rigs: readonly StreamRig[], tokens: readonly number[]): QueryResult {
   return new StreamQuery().query(
@@ -326,13 +354,3 @@ export function queryStreams(rigs: readonly StreamRig[], tokens: readonly number
   );
 }
 
-/** Bytes from the spec's notation: hex pairs and "quoted ASCII", e.g. `a4 "type"` (§3.5, §4). */
-export function specBytes(notation: string): Uint8Array {
-  const out: number[] = [];
-  const re = /"([^"]*)"|([0-9a-fA-F]{2})/g;
-  for (let m = re.exec(notation); m !== null; m = re.exec(notation)) {
-    if (m[1] !== undefined) for (const c of Buffer.from(m[1], 'ascii')) out.push(c);
-    else out.push(parseInt(m[2], 16));
-  }
-  return Uint8Array.from(out);
-}

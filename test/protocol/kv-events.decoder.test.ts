@@ -15,33 +15,21 @@ import { encode } from '@msgpack/msgpack';
 import { WireEncoder, u64be } from '../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
 import { waitFor } from '../helpers/ports.js';
+import { ARRAY_BATCH_WITH_MAP_EVENT, MAP_BATCH, MAP_EVENT, POSITIONAL_BATCH, concatBytes as concat, specBytes } from '../helpers/spec-bytes.js';
 import {
+  OpenRigs,
   StreamRig,
   blockTokens,
   chainTokens,
   cleared,
   queryStreams,
   replica,
-  specBytes,
   stableClock,
   stored,
+  type StreamRigOptions,
 } from '../helpers/stream-harness.js';
 
 const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);
-const concat = (...parts: Uint8Array[]): Uint8Array => Uint8Array.from(Buffer.concat(parts));
-
-// §3.5 fixtures, exactly as the spec writes them (block_size 4, hashes 11 and 12, tokens 1..8).
-const POSITIONAL_BATCH = specBytes(`
-  93 cb 41 d9 54 fc 40 20 00 00 91
-  97 ab "BlockStored"
-  92 0b 0c  c0  98 01 02 03 04 05 06 07 08
-  04  c0  a3 67 70 75
-  00`);
-const MAP_EVENT = specBytes(`
-  86 a4 "type" ab "BlockStored" ac "block_hashes" 92 0b 0c b1 "parent_block_hash" c0
-  a9 "token_ids" 98 01 02 03 04 05 06 07 08 aa "block_size" 04 a6 "medium" a3 "gpu"`);
-const ARRAY_BATCH_WITH_MAP_EVENT = concat(specBytes('93 cb 41 d9 54 fc 40 20 00 00 91'), MAP_EVENT, specBytes('00'));
-const MAP_BATCH = concat(specBytes('83 a2 "ts" cb 41 d9 54 fc 40 20 00 00 a6 "events" 91'), MAP_EVENT, specBytes('b2 "data_parallel_rank" 00'));
 
 // §4 first vector (seed 1024, block_size 4, tokens 1..8) as stored: low64 LE || high64 LE.
 const K0 = specBytes('b0c6037e37a15e2d e8d8689c759e965f');
@@ -71,20 +59,10 @@ function batchOf(events: Uint8Array[], dpRank: number | null = 0): Uint8Array {
 
 describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', function () {
   this.timeout(30_000);
-  let rigs: StreamRig[] = [];
+  const rigs = new OpenRigs();
+  const open = (opts?: StreamRigOptions): Promise<StreamRig> => rigs.open(opts);
 
-  async function open(...opts: Parameters<typeof StreamRig.open>): Promise<StreamRig> {
-    const rig = await StreamRig.open(...opts);
-    rigs.push(rig);
-    return rig;
-  }
-
-  afterEach(async () => {
-    const all = rigs;
-    rigs = [];
-    for (const r of all) expect(r.staleViewSeen, 'an index was visible outside SYNCHRONIZED').to.equal(false);
-    await Promise.all(all.map((r) => r.close()));
-  });
+  afterEach(() => rigs.closeAll());
 
   it('D1 the three §3.5 encodings index identically; a batch mixing both event forms applies in order', async () => {
     expect([POSITIONAL_BATCH.length, MAP_EVENT.length, ARRAY_BATCH_WITH_MAP_EVENT.length, MAP_BATCH.length]).to.deep.equal([44, 95, 107, 136]);

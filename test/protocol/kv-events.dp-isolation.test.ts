@@ -10,7 +10,7 @@
 import { expect } from 'chai';
 import type { StreamMatch } from '../../directory-svc/index/stream-query.js';
 import { waitFor } from '../helpers/ports.js';
-import { StreamRig, chainTokens, queryStreams, removed, stableClock, stored } from '../helpers/stream-harness.js';
+import { OpenRigs, StreamRig, chainTokens, queryStreams, removed, stableClock, stored } from '../helpers/stream-harness.js';
 
 function port(endpoint: string): number {
   return Number(endpoint.slice(endpoint.lastIndexOf(':') + 1));
@@ -29,21 +29,15 @@ function perRank(matches: StreamMatch[]): { rank: number; device: number; reusab
 
 describe('kv-events §12 DP isolation (P1–P3) over real ZeroMQ', function () {
   this.timeout(30_000);
-  let rigs: StreamRig[] = [];
+  const rigs = new OpenRigs();
 
   async function openRanks(...opts: Parameters<typeof StreamRig.openRanks>): Promise<StreamRig[]> {
-    const opened = await StreamRig.openRanks(...opts);
-    rigs.push(...opened);
+    const opened = await rigs.openRanks(...opts);
     await Promise.all(opened.map((r) => r.startSynchronized()));
     return opened;
   }
 
-  afterEach(async () => {
-    const all = rigs;
-    rigs = [];
-    for (const r of all) expect(r.staleViewSeen, 'an index was visible outside SYNCHRONIZED').to.equal(false);
-    await Promise.all(all.map((r) => r.close()));
-  });
+  afterEach(() => rigs.closeAll());
 
   it('P1 ranks 0 and 1 on base+0/base+1 keep separate indexes; events, errors and limits on one never affect the other', async () => {
     const [r0, r1] = await openRanks(2, { limits: { maxBlocksPerStream: 6 }, nowMs: stableClock() });

@@ -11,6 +11,7 @@ import { expect } from 'chai';
 import type { StreamMatch } from '../../directory-svc/index/stream-query.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
 import {
+  OpenRigs,
   StreamRig,
   blockTokens,
   chainTokens,
@@ -18,10 +19,11 @@ import {
   queryStreams,
   removed,
   replica,
-  specBytes,
   stableClock,
   stored,
+  type StreamRigOptions,
 } from '../helpers/stream-harness.js';
+import { specBytes } from '../helpers/spec-bytes.js';
 
 /** Byte-reverse: the canonical (big-endian) digest the spec warns against using as the key. */
 function canonical(key: Uint8Array): Uint8Array {
@@ -43,20 +45,10 @@ function counts(m: StreamMatch): { device: number; hostOnly: number; reusable: n
 
 describe('kv-events §12 index (I1–I10) over real ZeroMQ', function () {
   this.timeout(30_000);
-  let rigs: StreamRig[] = [];
+  const rigs = new OpenRigs();
+  const open = (opts?: StreamRigOptions): Promise<StreamRig> => rigs.open(opts);
 
-  async function open(...opts: Parameters<typeof StreamRig.open>): Promise<StreamRig> {
-    const rig = await StreamRig.open(...opts);
-    rigs.push(rig);
-    return rig;
-  }
-
-  afterEach(async () => {
-    const all = rigs;
-    rigs = [];
-    for (const r of all) expect(r.staleViewSeen, 'an index was visible outside SYNCHRONIZED').to.equal(false);
-    await Promise.all(all.map((r) => r.close()));
-  });
+  afterEach(() => rigs.closeAll());
 
   it('I1 the served keys equal every §4 vector (seeds 1024/2048, block sizes 4/16); canonical-digest order is absent', async () => {
     const bs4 = await open({ instanceName: 'seed1024-bs4' });

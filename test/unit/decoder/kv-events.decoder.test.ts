@@ -16,22 +16,11 @@ import {
 import type { SnapshotMessage } from '../../../directory-svc/decoder/snapshot-decoder.js';
 import { MsgpackReader } from '../../../directory-svc/decoder/msgpack-reader.js';
 import { seededRandom } from '../../../bench/lib/seeded-random.js';
+import { ARRAY_BATCH_WITH_MAP_EVENT, MAP_BATCH, MAP_EVENT, POSITIONAL_BATCH, concatBytes as concat, specBytes } from '../../helpers/spec-bytes.js';
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-/** Bytes from the spec's notation: hex pairs and "quoted ASCII", e.g. `a4 "type"`. */
-function specBytes(notation: string): Uint8Array {
-  const out: number[] = [];
-  const re = /"([^"]*)"|([0-9a-fA-F]{2})/g;
-  for (let m = re.exec(notation); m !== null; m = re.exec(notation)) {
-    if (m[1] !== undefined) for (const c of Buffer.from(m[1], 'ascii')) out.push(c);
-    else out.push(parseInt(m[2], 16));
-  }
-  return Uint8Array.from(out);
-}
-
 const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s);
-const concat = (...parts: Uint8Array[]): Uint8Array => Uint8Array.from(Buffer.concat(parts));
 const enc = (v: unknown): Uint8Array => encode(v, { useBigInt64: true });
 
 function u64be(v: bigint): Uint8Array {
@@ -100,23 +89,7 @@ function storedMap(fields: Record<string, unknown> = {}): Record<string, unknown
   };
 }
 
-// ---- §3.5 fixtures, exactly as the spec writes them -------------------------------------------
-
-const POSITIONAL_BATCH = specBytes(`
-  93 cb 41 d9 54 fc 40 20 00 00 91
-  97 ab "BlockStored"
-  92 0b 0c  c0  98 01 02 03 04 05 06 07 08
-  04  c0  a3 67 70 75
-  00`);
-const MAP_EVENT = specBytes(`
-  86 a4 "type" ab "BlockStored" ac "block_hashes" 92 0b 0c b1 "parent_block_hash" c0
-  a9 "token_ids" 98 01 02 03 04 05 06 07 08 aa "block_size" 04 a6 "medium" a3 "gpu"`);
-const ARRAY_BATCH_WITH_MAP_EVENT = concat(specBytes('93 cb 41 d9 54 fc 40 20 00 00 91'), MAP_EVENT, specBytes('00'));
-const MAP_BATCH = concat(
-  specBytes('83 a2 "ts" cb 41 d9 54 fc 40 20 00 00 a6 "events" 91'),
-  MAP_EVENT,
-  specBytes('b2 "data_parallel_rank" 00'),
-);
+// ---- §3.5 fixtures (test/helpers/spec-bytes.ts) ------------------------------------------------
 
 const EXPECTED_EVENT = {
   kind: 'stored',
