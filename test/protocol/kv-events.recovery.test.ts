@@ -25,6 +25,29 @@ import {
   stored,
 } from '../helpers/stream-harness.js';
 
+/**
+ * Starts the subscriber with its snapshot reply held back 600 ms and resolves once it has asked for
+ * the snapshot and subscribed: whatever is published next is buffered behind the reply (§7.2).
+ */
+async function startWithReplyHeld(r: Rig): Promise<void> {
+  r.pub.snapshotFaults.delayMs = 600;
+  r.sub.start();
+  await waitFor(() => r.pub.snapshotRequests.length === 1, 5000, 'snapshot request');
+  await r.pub.waitForSubscribers(1);
+}
+
+/** Batch i of one chain: stores block 100+i on 100+i−1 (nil parent for batch 0). */
+function chainBatch(i: number): WireEvent[] {
+  return [stored([100 + i], i === 0 ? null : 99 + i, blockTokens(i))];
+}
+
+/** The publisher's state after chain batches 0..n−1, as snapshot blocks. */
+function chainState(n: number): WireSnapshotBlock[] {
+  const state: WireSnapshotBlock[] = [];
+  for (let i = 0; i < n; i++) state.push(snapBlock(100 + i, i === 0 ? null : 99 + i, blockTokens(i)));
+  return state;
+}
+
 describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
   this.timeout(20_000);
   let rig: Rig | null = null;
@@ -61,12 +84,9 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
     await r.pub.publish([cleared()]);
     await r.pub.publish([stored([100], null, blockTokens(0))]);
     // The reply is captured at request time (W = 2) and held back while 2, 3 are published.
-    r.pub.snapshotFaults.delayMs = 600;
     const all = chainTokens(0, 3);
     r.probes = [all];
-    r.sub.start();
-    await waitFor(() => r.pub.snapshotRequests.length === 1, 5000, 'snapshot request');
-    await r.pub.waitForSubscribers(1);
+    await startWithReplyHeld(r);
     await r.pub.publish([stored([101], 100, blockTokens(1))]);
     await r.pub.publish([stored([102], 101, blockTokens(2), 'cpu')]);
     await r.synchronized();
@@ -104,18 +124,11 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
   it('R2 watermark dedupe: buffered 5..8 with W = 7 → 7 and 8 applied, sequence 8', async () => {
     rig = await Rig.open({ limits: { replayTimeoutMs: 3000 } });
     const r = rig;
-    // Batch i stores block 100+i chained on 100+i−1.
-    const ev = (i: number): WireEvent[] => [stored([100 + i], i === 0 ? null : 99 + i, blockTokens(i))];
-    for (let i = 0; i < 5; i++) await r.pub.publish(ev(i));
+    for (let i = 0; i < 5; i++) await r.pub.publish(chainBatch(i));
     // The publisher's state after batches 0..6, W = 7.
-    const state: WireSnapshotBlock[] = [];
-    for (let i = 0; i < 7; i++) state.push(snapBlock(100 + i, i === 0 ? null : 99 + i, blockTokens(i)));
-    r.pub.setSnapshotState(state, 7n);
-    r.pub.snapshotFaults.delayMs = 600;
-    r.sub.start();
-    await waitFor(() => r.pub.snapshotRequests.length === 1, 5000, 'snapshot request');
-    await r.pub.waitForSubscribers(1);
-    for (let i = 5; i <= 8; i++) await r.pub.publish(ev(i));
+    r.pub.setSnapshotState(chainState(7), 7n);
+    await startWithReplyHeld(r);
+    for (let i = 5; i <= 8; i++) await r.pub.publish(chainBatch(i));
     await r.synchronized();
     expect(r.sub.sequence).to.equal(8n);
     expect(r.sub.counters.batchesApplied).to.equal(2);
@@ -125,20 +138,14 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
   it('R3 a gap in the buffered suffix aborts recovery; the retry follows the §7.4 delay', async () => {
     rig = await Rig.open({ limits: { replayTimeoutMs: 3000 } });
     const r = rig;
-    const ev = (i: number): WireEvent[] => [stored([100 + i], i === 0 ? null : 99 + i, blockTokens(i))];
-    for (let i = 0; i < 5; i++) await r.pub.publish(ev(i));
-    const state: WireSnapshotBlock[] = [];
-    for (let i = 0; i < 7; i++) state.push(snapBlock(100 + i, i === 0 ? null : 99 + i, blockTokens(i)));
-    r.pub.setSnapshotState(state, 7n);
-    r.pub.snapshotFaults.delayMs = 600;
-    r.sub.start();
-    await waitFor(() => r.pub.snapshotRequests.length === 1, 5000, 'snapshot request');
-    await r.pub.waitForSubscribers(1);
-    await r.pub.publish(ev(5));
-    await r.pub.publish(ev(6));
+    for (let i = 0; i < 5; i++) await r.pub.publish(chainBatch(i));
+    r.pub.setSnapshotState(chainState(7), 7n);
+    await startWithReplyHeld(r);
+    await r.pub.publish(chainBatch(5));
+    await r.pub.publish(chainBatch(6));
     r.pub.dropNextBatch();
-    await r.pub.publish(ev(7));
-    await r.pub.publish(ev(8));
+    await r.pub.publish(chainBatch(7));
+    await r.pub.publish(chainBatch(8));
     await r.inState('UNSYNCHRONIZED');
     expect(r.sub.error).to.equal('gap: expected 7, got 8');
     expect(r.sub.counters.recoveriesFailed).to.equal(1);
@@ -244,10 +251,7 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
   it('R6 buffer budget exceeded during recovery → limit: max_buffered_bytes, then retry', async () => {
     rig = await Rig.open({ limits: { replayTimeoutMs: 3000 } });
     const r = rig;
-    r.pub.snapshotFaults.delayMs = 600;
-    r.sub.start();
-    await waitFor(() => r.pub.snapshotRequests.length === 1, 5000, 'snapshot request');
-    await r.pub.waitForSubscribers(1);
+    await startWithReplyHeld(r);
     // Each batch: 400 chained blocks → ≈ 400·(8 + 16) + frames ≈ 15 KB of §7.2 cost.
     for (let b = 0; b < 6; b++) {
       const hashes = Array.from({ length: 400 }, (_, i) => 10_000 * (b + 1) + i);
