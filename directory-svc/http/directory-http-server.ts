@@ -11,7 +11,7 @@ import type { Context } from 'koa';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
-import { answerClientErrors, INTERNAL_HTTP_LIMITS, limitedServerOptions, type HttpLimits } from '../../shared/security/http-limits.js';
+import { answerClientErrors, jsonRefusalBody, INTERNAL_HTTP_LIMITS, limitedServerOptions, type HttpLimits } from '../../shared/security/http-limits.js';
 import { INTERNAL_TOKEN_HEADER, INVALID_TOKEN_MESSAGE, InternalTokenCheck } from '../../shared/security/internal-token.js';
 import { isDiscoveryError } from '../discovery/discovery-errors.js';
 import type { HeartbeatOutcome } from '../discovery/instance-table.js';
@@ -63,7 +63,7 @@ export class DirectoryHttpServer {
     // 431 / 408 / 400 that node answers before a handler runs: JSON like every other answer here.
     answerClientErrors(
       this.server,
-      (status) => JSON.stringify({ error: status === 431 ? 'request headers too large' : status === 408 ? 'request timeout' : 'bad request' }),
+      jsonRefusalBody,
       (r) => this.log.warn({ status: r.status, code: r.code }, 'http request refused'),
     );
     this.server.on('connection', (s: Socket) => {

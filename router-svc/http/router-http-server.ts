@@ -8,6 +8,7 @@
  * starts this server after the first snapshot was applied; `start` refuses an empty view.
  */
 import { createServer, type Server } from 'node:http';
+import { answerClientErrors, jsonRefusalBody, limitedServerOptions, ROUTER_HTTP_LIMITS } from '../../shared/security/http-limits.js';
 import type { Socket } from 'node:net';
 import Koa from 'koa';
 import type { Context, Next } from 'koa';
@@ -69,10 +70,15 @@ export class RouterHttpServer {
   static async start(opts: RouterHttpServerOptions): Promise<RouterHttpServer> {
     if (!opts.view.hasSnapshot) throw new ViewNotReadyError();
     const app = buildApp(opts);
-    const server = createServer(app.callback());
-    // Keep-alive clients (load balancers, benchmarks) reuse connections; headers must arrive soon.
+    const server = createServer(limitedServerOptions(ROUTER_HTTP_LIMITS), app.callback());
+    // Keep-alive clients (load balancers, benchmarks) reuse connections.
     server.keepAliveTimeout = 65_000;
-    server.headersTimeout = 66_000;
+    // Refusals node makes itself (431, 408, 400) get the API's JSON error shape, never a stack.
+    answerClientErrors(
+      server,
+      jsonRefusalBody,
+      () => undefined,
+    );
     const self = new RouterHttpServer(server, opts.port);
     server.on('connection', (s: Socket) => {
       self.sockets.add(s);

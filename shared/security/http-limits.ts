@@ -44,6 +44,18 @@ export const META_HTTP_LIMITS: HttpLimits = Object.freeze({
   checkIntervalMs: 1_000,
 });
 
+/**
+ * The router's public port: OpenAI clients carry bigger auth headers, and bodies reach 8 MiB
+ * (routing.md), so the head cap is node's default and the body has a minute. The deadline covers
+ * receiving the request only: a proxied generation may stream its response for much longer.
+ */
+export const ROUTER_HTTP_LIMITS: HttpLimits = Object.freeze({
+  maxHeaderBytes: 16 * 1024,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 60_000,
+  checkIntervalMs: 1_000,
+});
+
 /** `http.createServer` options enforcing `limits`. */
 export function limitedServerOptions(limits: HttpLimits): ServerOptions {
   return {
@@ -53,6 +65,11 @@ export function limitedServerOptions(limits: HttpLimits): ServerOptions {
     requestTimeout: limits.requestTimeoutMs,
     connectionsCheckingInterval: limits.checkIntervalMs,
   };
+}
+
+/** `{"error": ...}` body for a refusal, the shape of both services' HTTP APIs. */
+export function jsonRefusalBody(status: ClientRefusal['status']): string {
+  return JSON.stringify({ error: status === 431 ? 'request headers too large' : status === 408 ? 'request timeout' : 'bad request' });
 }
 
 /** A request node refused before (or while) the handler saw it: the status sent and why. */

@@ -197,6 +197,14 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
     expect(atLimit.status).to.equal(400);
   });
 
+  it('431 as a JSON error for request headers over 16 KiB, and the router keeps answering', async () => {
+    const { url } = await startRouter();
+    const huge = await call(`${url}/health`, { headers: { 'x-padding': 'a'.repeat(20 * 1024) } });
+    expect(huge.status).to.equal(431);
+    expect(huge.body).to.deep.equal({ error: 'request headers too large' });
+    expect((await call(`${url}/health`)).status).to.equal(200);
+  });
+
   it('query JSON is identical to the directory gRPC Query for the same tokens, and empty token_ids gives state only', async () => {
     const engine = await startEngine();
     const { router, url } = await startRouter();
