@@ -180,9 +180,10 @@ export class SqliteMetaStore implements MetaStore {
       const useCache = this.blockCacheEntries > 0;
       let cache = this.blockCache.get(instanceId);
       let misses: bigint[] | null = null;
+      // Hot path (every looked-up key): one cache probe and one insert per key. A repeated key
+      // is simply set again, or deduplicated with the misses below.
       for (let i = 0; i < blockKeys.length; i++) {
         const key = blockKeys[i] as bigint;
-        if (out.has(key)) continue;
         const cached = cache === undefined ? undefined : cache.get(key);
         if (cached === undefined) {
           (misses ??= []).push(key);
