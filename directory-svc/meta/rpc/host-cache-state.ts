@@ -19,6 +19,27 @@ import { selectionContext } from './lookup-context.js';
 const CHUNK = 1024;
 const NO_LOCATIONS: readonly StoredLocation[] = [];
 
+/** Per-request state of one reporter host. */
+interface HostSlot {
+  readonly host: string;
+  /** Still holding every key so far. */
+  alive: boolean;
+  /** Index of the last key it was counted for (-1 = none). */
+  lastHeld: number;
+}
+
+/** The host slot of an event-report location id, or null when the id is malformed or its medium is filtered out. */
+function hostSlotOf(locationId: string, mediumFilter: ReadonlySet<string> | null, slotOfHost: Map<string, HostSlot>): HostSlot | null {
+  const id = parseReportLocationId(locationId);
+  if (id === null || (mediumFilter !== null && !mediumFilter.has(id.medium.toLowerCase()))) return null;
+  let slot = slotOfHost.get(id.hostIpPort);
+  if (slot === undefined) {
+    slot = { host: id.hostIpPort, alive: false, lastHeld: -1 };
+    slotOfHost.set(id.hostIpPort, slot);
+  }
+  return slot;
+}
+
 export function registerHostCacheStateRpc(server: RpcRegistrar, dp: DataPath): void {
   server.registerRpc('getHostCacheState', (req) => getHostCacheState(dp, req));
 }
@@ -41,11 +62,14 @@ async function getHostCacheState(dp: DataPath, req: RequestReader): Promise<RpcR
   const mediumFilter = media.length === 0 ? null : new Set(media);
   const ctx = selectionContext(dp, instance, null);
 
-  // One reporter's location id repeats on every key it holds: parse each id once per request.
-  const hostOf = new Map<string, string | null>();
-  // Hosts still matching every key so far (host → index of the last key it held); a host that
-  // misses key i ends with prefix_match_blocks = i. No allocation per key beyond the store read.
-  const alive = new Map<string, number>();
+  // One reporter's location id repeats on every key it holds: each id is parsed once per
+  // request into the slot of its host (a host's L1P5 and L2 ids share one slot). Hot loop (once
+  // per key and location): one Map probe by id, then plain field reads, no allocation.
+  const slotOfId = new Map<string, HostSlot | null>();
+  const slotOfHost = new Map<string, HostSlot>();
+  // Hosts still matching every key so far; a host that misses key i ends with
+  // prefix_match_blocks = i.
+  let alive: HostSlot[] = [];
   const result = new Map<string, number>();
   let matched = 0;
   scan: for (let start = 0; start < keys.length; start += CHUNK) {
@@ -58,31 +82,38 @@ async function getHostCacheState(dp: DataPath, req: RequestReader): Promise<RpcR
       for (let j = 0; j < locations.length; j++) {
         const loc = locations[j] as StoredLocation;
         if (!isEventReportLocation(loc)) continue;
-        let host = hostOf.get(loc.locationId);
-        if (host === undefined) {
-          const id = parseReportLocationId(loc.locationId);
-          host = id === null || (mediumFilter !== null && !mediumFilter.has(id.medium.toLowerCase())) ? null : id.hostIpPort;
-          hostOf.set(loc.locationId, host);
+        let slot = slotOfId.get(loc.locationId);
+        if (slot === undefined) {
+          slot = hostSlotOf(loc.locationId, mediumFilter, slotOfHost);
+          slotOfId.set(loc.locationId, slot);
         }
-        if (host === null || (matched > 0 && !alive.has(host)) || alive.get(host) === matched) continue;
+        // Only hosts alive so far count (any host may start at key 0), each once per key.
+        if (slot === null || (matched > 0 && !slot.alive) || slot.lastHeld === matched) continue;
         if (!isLookupVisible(loc, ctx)) continue;
-        alive.set(host, matched);
+        if (!slot.alive) {
+          slot.alive = true;
+          alive.push(slot);
+        }
+        slot.lastHeld = matched;
         held++;
       }
       // Common case: every live host held this key too, nothing to retire.
-      if (held !== alive.size) {
-        for (const [host, last] of alive) {
-          if (last !== matched) {
-            alive.delete(host);
-            result.set(host, matched);
+      if (held !== alive.length) {
+        const still: HostSlot[] = [];
+        for (const slot of alive) {
+          if (slot.lastHeld === matched) still.push(slot);
+          else {
+            slot.alive = false;
+            result.set(slot.host, matched);
           }
         }
+        alive = still;
       }
-      if (alive.size === 0) break scan;
+      if (alive.length === 0) break scan;
       matched++;
     }
   }
-  for (const host of alive.keys()) result.set(host, matched);
+  for (const slot of alive) result.set(slot.host, matched);
   const hosts = [...result.entries()]
     .filter(([, k]) => k > 0)
     .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
