@@ -242,6 +242,12 @@ class Parser {
     let out = '';
     for (;;) {
       const c = s.charCodeAt(i);
+      // Fast path, one test for almost every character: not `"`, `\`, a control character, a
+      // surrogate or past the end (NaN fails every comparison).
+      if (c > Ch.Quote && c < 0xd800 && c !== Ch.Backslash) {
+        i++;
+        continue;
+      }
       if (c === Ch.Quote) {
         this.pos = i + 1;
         // No escape seen: the text is the value (the common case).
