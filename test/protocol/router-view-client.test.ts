@@ -130,6 +130,14 @@ describe('architecture.md view stream: router ViewClient over real gRPC', () => 
   const base = (epoch: string, version: number): WireViewUpdate =>
     snapshot(epoch, version, [wireInstance('a:1')], [wireStream(1, 'a:1', residency([k[0]!], [DEVICE]))]);
 
+  /** Serves `base(epoch, version)` on the client's next watch of `d`; resolves once the client is ready. */
+  async function readyOn(d: ScriptedDirectory, c: ViewClient, epoch: string, version: number): Promise<Watch> {
+    const w = await d.nextWatch();
+    send(w, base(epoch, version));
+    await c.whenReady();
+    return w;
+  }
+
   it('fresh watch: router_id, empty epoch and x-internal-token; snapshot makes it ready; deltas and heartbeats apply in order', async () => {
     const d = await directory();
     const c = start([d], { internalApiToken: 's3cret' });
@@ -165,9 +173,7 @@ describe('architecture.md view stream: router ViewClient over real gRPC', () => 
   it('epoch change (directory restart): the snapshot of the new epoch replaces everything', async () => {
     const d = await directory();
     const c = start([d]);
-    const w1 = await d.nextWatch();
-    send(w1, base('e1', 5));
-    await c.whenReady();
+    const w1 = await readyOn(d, c, 'e1', 5);
     w1.call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'directory restarting' });
     const w2 = await d.nextWatch();
     expect(w2.req).to.include({ epoch: 'e1', version: '5' });
@@ -181,9 +187,7 @@ describe('architecture.md view stream: router ViewClient over real gRPC', () => 
   it('a version gap is never applied: the client resubscribes fresh and takes the new snapshot', async () => {
     const d = await directory();
     const c = start([d]);
-    const w1 = await d.nextWatch();
-    send(w1, base('e1', 5));
-    await c.whenReady();
+    const w1 = await readyOn(d, c, 'e1', 5);
     send(w1, delta('e1', 7, { instance_upserts: [wireInstance('x:1')] }));
     const w2 = await d.nextWatch();
     expect(w2.req).to.include({ epoch: '', version: '0' });
@@ -199,9 +203,7 @@ describe('architecture.md view stream: router ViewClient over real gRPC', () => 
     dead.stop(); // its port is now closed: connecting fails
     const live = await directory();
     const c = start([dead, live]);
-    const w = await live.nextWatch();
-    send(w, base('e1', 1));
-    await c.whenReady();
+    await readyOn(live, c, 'e1', 1);
     expect(c.currentAddress).to.equal(`127.0.0.1:${live.port}`);
   });
 
@@ -209,9 +211,7 @@ describe('architecture.md view stream: router ViewClient over real gRPC', () => 
     const a = await directory();
     const b = await directory();
     const c = start([a, b]);
-    const wa = await a.nextWatch();
-    send(wa, base('eA', 3));
-    await c.whenReady();
+    await readyOn(a, c, 'eA', 3);
     a.stop();
     const wb = await b.nextWatch();
     expect(wb.req).to.include({ epoch: 'eA', version: '3' });
@@ -225,9 +225,7 @@ describe('architecture.md view stream: router ViewClient over real gRPC', () => 
     const a = await directory();
     const b = await directory();
     const c = start([a, b]);
-    const wa = await a.nextWatch();
-    send(wa, base('eA', 3));
-    await c.whenReady();
+    const wa = await readyOn(a, c, 'eA', 3);
     send(wa, delta('eA', 4, { instance_upserts: [wireInstance('x:1')], residency: [{ stream_id: 1, keys: new Uint8Array(20), tiers: Uint8Array.from([1]) }] }));
     const wb = await b.nextWatch();
     expect(wb.req).to.include({ epoch: '', version: '0' });
@@ -241,9 +239,7 @@ describe('architecture.md view stream: router ViewClient over real gRPC', () => 
   it('staleness: a silent directory makes the view stale (no credit, "directory view stale") and the client watches again', async () => {
     const d = await directory();
     const c = start([d], { staleAfterMs: 300 });
-    const w1 = await d.nextWatch();
-    send(w1, base('e1', 5));
-    await c.whenReady();
+    await readyOn(d, c, 'e1', 5);
     await once(c, 'stale');
     const m = c.cache.query(tokens(8), Date.now()).matches[0]!;
     expect(m).to.include({ synchronized: false, device_hit_tokens: 0, error: 'directory view stale' });
