@@ -22,6 +22,7 @@ const benches: { name: string; file: string; nodeArgs?: string[] }[] = [
   { name: 'meta', file: 'bench/meta/meta.bench.ts' },
   { name: 'route', file: 'bench/route/route.bench.ts' },
   { name: 'propagation', file: 'bench/propagation/propagation.bench.ts' },
+  { name: 'scale', file: 'bench/scale/scale.bench.ts', nodeArgs: ['--expose-gc', '--max-old-space-size=16384'] },
 ];
 
 const results: unknown[] = [];
