@@ -23,6 +23,7 @@ const benches: { name: string; file: string; nodeArgs?: string[] }[] = [
   { name: 'route', file: 'bench/route/route.bench.ts' },
   { name: 'propagation', file: 'bench/propagation/propagation.bench.ts' },
   { name: 'scale', file: 'bench/scale/scale.bench.ts', nodeArgs: ['--expose-gc', '--max-old-space-size=16384'] },
+  { name: 'cluster', file: 'bench/cluster/cluster.bench.ts' },
 ];
 
 const results: unknown[] = [];

@@ -1,0 +1,427 @@
+/**
+ * Cluster benchmark: does cache-aware routing (CAR, routing.md) beat the alternatives on a
+ * cluster whose engines pay for every uncached prompt token?
+ *
+ * Setup (all real parts, cluster-stack.ts): etcd and directory-svc as processes; 8 simulated
+ * engines, each a BlockPool with finite Device and Host capacity (Device 50% + Host 20% of the
+ * workload's working set over the 8 engines, so about 70% of it fits) behind a FIFO prefill queue
+ * served one request at a time (prefill-cost-model.ts, sim time): TTFT = queue wait + 1 ms +
+ * 80 µs × recomputed tokens + 20 µs × Host-hit tokens, hits as the pool reports them at admission;
+ * engines heartbeat their in-flight requests as `waiting` every 500 ms (discovery.md; --heartbeat_ms);
+ * router-svc replicas (RouterService in this process, each its own WatchView stream and view cache)
+ * proxy `POST /v1/completions` to the chosen engine. Block size 16.
+ *
+ * Workloads (workloads.ts, seeded, bodies serialized before timing), each user/agent a closed-loop
+ * client pacing itself like a real one (next request after the answer plus a think/tool time):
+ *   multi_turn  users share 8 system prompts (512 tokens); each turn appends the previous reply and
+ *               a new message (32–128 tokens each). Quick: 32 users × 5 turns; full: 96 × 8.
+ *   agentic     tasks with a 1536-token shared context; branches add a 128-token goal, each step
+ *               48–160 tokens. Quick: 4 tasks × 8 branches × 5 steps; full: 6 × 16 × 8.
+ *
+ * Policies: RR, SLO_AWARE, CAR with --car_prefill_lambda 0.5 and 0.8 through the router, each
+ * with 1 router and with 4 replicas (requests spread round-robin over them); ORACLE, computed here
+ * and sent straight to the engine: the engine whose pool truly holds the longest prefix (either
+ * tier) when the request is sent, ties by fewest in-flight requests, then in turn. Before each run
+ * every cache is emptied and every view must show empty caches and idle queues; each workload
+ * starts with one dropped RR pass (JIT, first-use paths); 4 fresh replicas get their rotation
+ * turns spread first (see desynchronize).
+ *
+ * Per (workload, policy, routers) one JSON line: hit_ratio = cached / prompt tokens from the
+ * engines' own accounting (usage.prompt_tokens_details.cached_tokens, Device and Host hits, the
+ * `x-sim-*` headers split them), TTFT p50/p90/p99 measured at the client (send → response headers;
+ * max_tokens 1, so the answer follows the first token), the engines' own TTFT p90, and throughput
+ * (answers/s). The first 10% of requests of each run are warm-up and dropped. RR is the baseline:
+ * every line carries its ratio to RR's TTFT p90 and to ORACLE's hit ratio, and `cluster_target`
+ * lines check the issue's targets (CAR hit ≥ 90% of ORACLE's; CAR TTFT p90 ≥ 2× better than RR
+ * on multi_turn; 4 replicas' hit ratio within 2% of 1 replica's).
+ *
+ * Run: node --import tsx bench/cluster/cluster.bench.ts [--quick] [--heartbeat_ms=500]
+ *        [--workload=multi_turn|agentic] [--trace=FILE]
+ * (--quick: the short form for CI, < 60 s; full ≈ 5 min. --trace appends every request's sample.)
+ * The machine is shared: client TTFT includes its scheduling noise; engine_ttft_p90_ms does not.
+ */
+import { appendFileSync } from 'node:fs';
+import { Agent, request as httpRequest } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import type { RouterService } from '../../router-svc/router-service.js';
+import { INSTANCE_HEADER } from '../../router-svc/proxy/upstream-forwarder.js';
+import { PREFILL_TIMING_HEADERS, type PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
+import { ClusterStack, untilSettled, type ClusterEngine, type EngineShape } from './cluster-stack.js';
+import { buildAgentic, buildMultiTurn, type SessionRequest, type Workload } from './workloads.js';
+
+const QUICK = process.argv.includes('--quick');
+const SEED = 0xc1a5;
+const ENGINES = 8;
+const BLOCK_SIZE = 16;
+const REPLICAS = 4;
+const WARMUP_FRACTION = 0.1;
+/** Device and Host shares of the working set, over all engines (70% fits). */
+const DEVICE_SHARE = 0.5;
+const HOST_SHARE = 0.2;
+const HEARTBEAT_MS = numberArg('--heartbeat_ms', 500);
+/** `--trace=FILE`: every sample of every run as a JSON line (analysis, not results). */
+const TRACE = process.argv.find((a) => a.startsWith('--trace='))?.slice('--trace='.length) ?? null;
+const PREFILL: PrefillCostOptions = { baseUs: 1000, usPerToken: 80, hostUsPerToken: 20, concurrency: 1 };
+
+function numberArg(name: string, fallback: number): number {
+  const a = process.argv.find((x) => x.startsWith(`${name}=`));
+  return a === undefined ? fallback : Number(a.slice(name.length + 1));
+}
+
+type PolicyName = 'RR' | 'SLO_AWARE' | 'CAR' | 'ORACLE';
+interface PolicyRun {
+  readonly label: string;
+  readonly policy: PolicyName;
+  readonly lambda: number | null;
+}
+const POLICIES: readonly PolicyRun[] = [
+  { label: 'RR', policy: 'RR', lambda: null },
+  { label: 'SLO_AWARE', policy: 'SLO_AWARE', lambda: null },
+  { label: 'CAR_0.5', policy: 'CAR', lambda: 0.5 },
+  { label: 'CAR_0.8', policy: 'CAR', lambda: 0.8 },
+  { label: 'ORACLE', policy: 'ORACLE', lambda: null },
+];
+
+function workloads(): Workload[] {
+  return [
+    buildMultiTurn(SEED, BLOCK_SIZE, {
+      users: QUICK ? 32 : 96,
+      turns: QUICK ? 5 : 8,
+      systemPrompts: 8,
+      systemPromptTokens: 512,
+      messageTokens: [32, 128],
+      thinkMs: QUICK ? 120 : 700,
+      rampMs: QUICK ? 300 : 2000,
+    }),
+    buildAgentic(SEED + 1, BLOCK_SIZE, {
+      tasks: QUICK ? 4 : 6,
+      branchesPerTask: QUICK ? 8 : 16,
+      steps: QUICK ? 5 : 8,
+      contextTokens: 1536,
+      goalTokens: 128,
+      stepTokens: [48, 160],
+      toolMs: QUICK ? 120 : 700,
+      rampMs: QUICK ? 300 : 2000,
+    }),
+  ];
+}
+
+interface Sample {
+  readonly index: number;
+  /** Session (user or agent branch) and its step: what a trace needs to follow a conversation. */
+  session: number;
+  step: number;
+  readonly sentMs: number;
+  readonly doneMs: number;
+  readonly ttftMs: number;
+  readonly engineTtftMs: number;
+  readonly promptTokens: number;
+  readonly cachedTokens: number;
+  readonly deviceHitTokens: number;
+  readonly hostHitTokens: number;
+  readonly instance: string;
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+
+/** One completion; TTFT is send → response headers (the engine answers right after the first token). */
+function send(url: string, body: string, index: number): Promise<Sample> {
+  return new Promise((resolve, reject) => {
+    const sentMs = performance.now();
+    const req = httpRequest(`${url}/v1/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      const ttftMs = performance.now() - sentMs;
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        if (res.statusCode !== 200) return reject(new Error(`${url}: HTTP ${res.statusCode}: ${text}`));
+        const usage = (JSON.parse(text) as { usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } } }).usage;
+        const h = (name: string): number => Number(res.headers[name] ?? NaN);
+        resolve({
+          index,
+          session: -1,
+          step: -1,
+          sentMs,
+          doneMs: performance.now(),
+          ttftMs,
+          engineTtftMs: h(PREFILL_TIMING_HEADERS.ttftMs),
+          promptTokens: usage.prompt_tokens,
+          cachedTokens: usage.prompt_tokens_details.cached_tokens,
+          deviceHitTokens: h(PREFILL_TIMING_HEADERS.deviceHitTokens),
+          hostHitTokens: h(PREFILL_TIMING_HEADERS.hostHitTokens),
+          instance: String(res.headers[INSTANCE_HEADER] ?? url.slice('http://'.length)),
+        });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Where each request goes: a router replica in turn, or the oracle's engine. */
+type Target = (r: SessionRequest) => string;
+
+function routerTarget(routers: readonly RouterService[]): Target {
+  const urls = routers.map((r) => `http://127.0.0.1:${r.port}`);
+  let next = 0;
+  return () => urls[next++ % urls.length]!;
+}
+
+/** ORACLE: the longest prefix truly resident (Device or Host) now, ties by in-flight, then in turn. */
+function oracleTarget(engines: readonly ClusterEngine[]): Target {
+  let rotate = 0;
+  return (r) => {
+    const hashes = engines[0]!.sim.rank(0).pool.hashesOf(r.tokenIds);
+    let best = -1;
+    let bestHit = -1;
+    let bestQueue = 0;
+    for (let k = 0; k < engines.length; k++) {
+      const i = (rotate + k) % engines.length;
+      const e = engines[i]!;
+      const pool = e.sim.rank(0).pool;
+      let hit = 0;
+      while (hit < hashes.length && pool.tiersOf(hashes[hit]!) !== 0) hit++;
+      if (hit > bestHit || (hit === bestHit && e.inFlight < bestQueue)) {
+        best = i;
+        bestHit = hit;
+        bestQueue = e.inFlight;
+      }
+    }
+    rotate = (rotate + 1) % engines.length;
+    return engines[best]!.url;
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Every session as a closed-loop client, all at once; samples in send order. */
+async function drive(w: Workload, target: Target): Promise<{ samples: Sample[]; wallMs: number; elu: number }> {
+  const samples: Sample[] = [];
+  let index = 0;
+  const t0 = performance.now();
+  const elu0 = performance.eventLoopUtilization();
+  await Promise.all(
+    w.sessions.map(async (session, si) => {
+      for (let k = 0; k < session.length; k++) {
+        const r = session[k]!;
+        await sleep(r.delayMs);
+        const sample = await send(target(r), r.body, index++);
+        sample.session = si;
+        sample.step = k;
+        samples.push(sample);
+      }
+    }),
+  );
+  samples.sort((a, b) => a.index - b.index);
+  return { samples, wallMs: performance.now() - t0, elu: performance.eventLoopUtilization(elu0).utilization };
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+const round = (x: number, digits = 3): number => Number(x.toFixed(digits));
+
+interface RunResult {
+  workload: string;
+  policy: string;
+  routers: number;
+  requests: number;
+  hit_ratio: number;
+  device_hit_ratio: number;
+  host_hit_ratio: number;
+  ttft_p50_ms: number;
+  ttft_p90_ms: number;
+  ttft_p99_ms: number;
+  engine_ttft_p90_ms: number;
+  overhead_p50_ms: number;
+  overhead_p90_ms: number;
+  event_loop_utilization: number;
+  throughput_rps: number;
+  engines_used: number;
+  max_engine_share: number;
+  wall_s: number;
+  [k: string]: unknown;
+}
+
+function summarize(w: Workload, label: string, routers: number, samples: readonly Sample[], wallMs: number, elu: number): RunResult {
+  const measured = samples.slice(Math.floor(samples.length * WARMUP_FRACTION));
+  let prompt = 0;
+  let cached = 0;
+  let device = 0;
+  let host = 0;
+  const perInstance = new Map<string, number>();
+  for (const s of measured) {
+    prompt += s.promptTokens;
+    cached += s.cachedTokens;
+    device += s.deviceHitTokens;
+    host += s.hostHitTokens;
+    perInstance.set(s.instance, (perInstance.get(s.instance) ?? 0) + 1);
+  }
+  const ttft = measured.map((s) => s.ttftMs).sort((a, b) => a - b);
+  const engineTtft = measured.map((s) => s.engineTtftMs).sort((a, b) => a - b);
+  const overhead = measured.map((s) => s.ttftMs - s.engineTtftMs).sort((a, b) => a - b);
+  const firstSent = Math.min(...measured.map((s) => s.sentMs));
+  const lastDone = Math.max(...measured.map((s) => s.doneMs));
+  return {
+    workload: w.name,
+    policy: label,
+    routers,
+    requests: measured.length,
+    hit_ratio: round(cached / prompt, 4),
+    device_hit_ratio: round(device / prompt, 4),
+    host_hit_ratio: round(host / prompt, 4),
+    ttft_p50_ms: round(percentile(ttft, 50), 2),
+    ttft_p90_ms: round(percentile(ttft, 90), 2),
+    ttft_p99_ms: round(percentile(ttft, 99), 2),
+    engine_ttft_p90_ms: round(percentile(engineTtft, 90), 2),
+    overhead_p50_ms: round(percentile(overhead, 50), 2),
+    overhead_p90_ms: round(percentile(overhead, 90), 2),
+    throughput_rps: round((measured.length / (lastDone - firstSent)) * 1000, 1),
+    engines_used: perInstance.size,
+    max_engine_share: round(Math.max(...perInstance.values()) / measured.length, 3),
+    wall_s: round(wallMs / 1000, 2),
+    event_loop_utilization: round(elu, 2),
+  };
+}
+
+function emit(obj: Record<string, unknown>): void {
+  process.stdout.write(JSON.stringify({ bench: 'cluster', ...obj }) + '\n');
+}
+
+/**
+ * One run: fresh router replicas (none for ORACLE), every cache emptied and every view settled on
+ * empty caches and idle queues, then the whole workload.
+ */
+async function measure(stack: ClusterStack, engines: readonly ClusterEngine[], w: Workload, p: PolicyRun, replicas: number): Promise<RunResult> {
+  const routers: RouterService[] = [];
+  try {
+    for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(p.policy === 'ORACLE' ? 'RR' : p.policy, p.lambda ?? 0.5));
+    for (const e of engines) await e.reset();
+    for (const r of routers) await untilSettled(r, engines);
+    if (replicas > 1) await desynchronize(routers);
+    const target = p.policy === 'ORACLE' ? oracleTarget(engines) : routerTarget(routers);
+    const { samples, wallMs, elu } = await drive(w, target);
+    if (TRACE !== null) appendFileSync(TRACE, samples.map((x) => JSON.stringify({ workload: w.name, policy: p.label, routers: replicas, ...x })).join('\n') + '\n');
+    return summarize(w, p.label, replicas, samples, wallMs, elu);
+  } finally {
+    // ORACLE's one router only watched the view settle; it routed nothing.
+    for (const r of routers) await r.close();
+  }
+}
+
+/**
+ * Replicas started together have the same rotation state, so the k-th request of each would pick
+ * the same engine (4 in a row on one engine); replicas of a real deployment started and served at
+ * different times. Replica k makes k · engines/replicas tied decisions first (`POST /v1/route` with
+ * ids no engine holds, while every queue is idle: all scores equal), which spreads their turns.
+ */
+async function desynchronize(routers: readonly RouterService[]): Promise<void> {
+  const body = JSON.stringify({ token_ids: Array.from({ length: 4 * BLOCK_SIZE }, (_, i) => 0x7ffff000 + i) });
+  const step = Math.max(1, Math.floor(ENGINES / routers.length));
+  for (let k = 0; k < routers.length; k++) {
+    for (let i = 0; i < k * step; i++) {
+      const res = await fetch(`http://127.0.0.1:${routers[k]!.port}/v1/route`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      if (res.status !== 200) throw new Error(`desynchronize: /v1/route answered ${res.status}: ${await res.text()}`);
+      await res.arrayBuffer();
+    }
+  }
+}
+
+async function runWorkload(stack: ClusterStack, w: Workload): Promise<RunResult[]> {
+  const perEngine = w.workingSetBlocks / ENGINES;
+  const shape: EngineShape = {
+    blockSize: BLOCK_SIZE,
+    deviceCapacityBlocks: Math.max(1, Math.round(perEngine * DEVICE_SHARE)),
+    hostCapacityBlocks: Math.round(perEngine * HOST_SHARE),
+    prefill: PREFILL,
+    heartbeatIntervalMs: HEARTBEAT_MS,
+  };
+  console.error(
+    `[cluster] ${w.name}: ${w.sessions.length} sessions, ${w.requests} requests, ${w.promptTokens} prompt tokens, working set ${w.workingSetBlocks} blocks; per engine Device ${shape.deviceCapacityBlocks} + Host ${shape.hostCapacityBlocks} blocks`,
+  );
+  const engines = await stack.startEngines(ENGINES, shape);
+  const results: RunResult[] = [];
+  try {
+    // Warm-up, dropped: one RR pass so JIT and the directory's first-use paths are not billed to RR.
+    await measure(stack, engines, w, { label: 'warmup', policy: 'RR', lambda: null }, 1);
+    for (const p of POLICIES) {
+      for (const n of p.policy === 'ORACLE' ? [0] : [1, REPLICAS]) {
+        const result = await measure(stack, engines, w, p, n);
+        results.push(result);
+        console.error(
+          `[cluster] ${w.name} ${p.label} routers=${n}: hit ${result.hit_ratio} ttft p50 ${result.ttft_p50_ms} p90 ${result.ttft_p90_ms} ms (engine p90 ${result.engine_ttft_p90_ms}, overhead p50/p90 ${result.overhead_p50_ms}/${result.overhead_p90_ms}), ${result.throughput_rps} req/s, elu ${result.event_loop_utilization}, max share ${result.max_engine_share}`,
+        );
+      }
+    }
+  } finally {
+    for (const e of engines) await e.close();
+  }
+  const rr = results.find((r) => r.policy === 'RR' && r.routers === 1)!;
+  const oracle = results.find((r) => r.policy === 'ORACLE')!;
+  for (const r of results) {
+    emit({
+      ...r,
+      ttft_p90_vs_rr: round(rr.ttft_p90_ms / r.ttft_p90_ms, 2),
+      hit_vs_oracle: round(r.hit_ratio / oracle.hit_ratio, 3),
+      working_set_blocks: w.workingSetBlocks,
+      device_blocks_per_engine: shape.deviceCapacityBlocks,
+      host_blocks_per_engine: shape.hostCapacityBlocks,
+      heartbeat_ms: HEARTBEAT_MS,
+      quick: QUICK,
+    });
+  }
+  return results;
+}
+
+function targets(results: readonly RunResult[]): void {
+  for (const w of ['multi_turn', 'agentic']) {
+    const of = (policy: string, routers: number): RunResult | undefined => results.find((r) => r.workload === w && r.policy === policy && r.routers === routers);
+    const oracle = of('ORACLE', 0);
+    if (oracle === undefined) continue;
+    const rr = of('RR', 1)!;
+    for (const car of ['CAR_0.5', 'CAR_0.8']) {
+      for (const n of [1, REPLICAS]) {
+        const r = of(car, n)!;
+        const hitVsOracle = r.hit_ratio / oracle.hit_ratio;
+        emit({ kind: 'cluster_target', target: 'hit_ratio >= 0.9 * ORACLE', workload: w, policy: car, routers: n, value: round(hitVsOracle, 3), met: hitVsOracle >= 0.9 });
+        if (w === 'multi_turn') {
+          const speedup = rr.ttft_p90_ms / r.ttft_p90_ms;
+          emit({ kind: 'cluster_target', target: 'ttft_p90 >= 2x better than RR', workload: w, policy: car, routers: n, value: round(speedup, 2), met: speedup >= 2 });
+        }
+      }
+      const one = of(car, 1)!;
+      const four = of(car, REPLICAS)!;
+      const rel = Math.abs(four.hit_ratio - one.hit_ratio) / one.hit_ratio;
+      emit({ kind: 'cluster_target', target: '4 replicas hit_ratio within 2% of 1', workload: w, policy: car, routers: REPLICAS, value: round(rel, 4), met: rel <= 0.02 });
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  const only = process.argv.find((a) => a.startsWith('--workload='))?.slice('--workload='.length);
+  const built = workloads().filter((w) => only === undefined || w.name === only);
+  const stack = await ClusterStack.start(BLOCK_SIZE);
+  // Ctrl-C / SIGTERM: the directory and etcd are children in their own process groups; stop them.
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void stack.close().finally(() => process.exit(130)));
+  const results: RunResult[] = [];
+  try {
+    for (const w of built) results.push(...(await runWorkload(stack, w)));
+  } finally {
+    agent.destroy();
+    await stack.close();
+  }
+  targets(results);
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
+    process.exit(1);
+  },
+);
