@@ -16,11 +16,11 @@ describe(`kv-events decoders under a seeded mutation fuzzer (FUZZ_SEED=${SEED})`
   this.timeout(120_000);
 
   for (const [target, shortForm] of [
-    ['live-frame', 3000],
-    ['live-batch', 4000],
-    ['snapshot-reply', 3000],
-    ['live-diff', 3000],
-    ['snapshot-diff', 3000],
+    ['live-frame', 2000],
+    ['live-batch', 2500],
+    ['snapshot-reply', 2000],
+    ['live-diff', 2000],
+    ['snapshot-diff', 2000],
   ] as const) {
     it(`${target}: only StreamErrors are thrown, no input hangs, the heap does not grow`, async () => {
       const r = await runGuardedFuzz({ target, seed: SEED, iterations: fuzzIterations(shortForm) });

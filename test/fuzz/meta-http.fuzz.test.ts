@@ -58,7 +58,7 @@ describe(`kvcm-meta §1.2 HTTP edge under a seeded mutation fuzzer (FUZZ_SEED=${
     config['http'] = { max_body_bytes: MAX_BODY_BYTES };
     h = await MetaHarness.start({ configText: JSON.stringify(config) });
     const harness = h;
-    const iterations = fuzzIterations(400);
+    const iterations = fuzzIterations(300);
     const statuses: Record<string, number> = {};
     const codes: Record<string, number> = {};
 

@@ -17,12 +17,12 @@ describe(`config, discovery, MetaService and router parsers under a seeded mutat
   this.timeout(120_000);
 
   for (const [target, contract, shortForm] of [
-    ['heartbeat', 'only DiscoveryError', 3000],
-    ['kv-events-config', 'only ConfigError', 3000],
-    ['flags', 'only ConfigError', 2000],
-    ['meta-config', 'nothing thrown', 800],
-    ['meta-request', 'only JsonParseError or BadRequestError', 3000],
-    ['router-body', 'only RouterHttpError', 2000],
+    ['heartbeat', 'only DiscoveryError', 2000],
+    ['kv-events-config', 'only ConfigError', 2000],
+    ['flags', 'only ConfigError', 1500],
+    ['meta-config', 'nothing thrown', 500],
+    ['meta-request', 'only JsonParseError or BadRequestError', 2000],
+    ['router-body', 'only RouterHttpError', 1500],
   ] as const) {
     it(`${target}: ${contract}, no input hangs, the heap does not grow`, async () => {
       const r = await runGuardedFuzz({ target, seed: SEED, iterations: fuzzIterations(shortForm) });

@@ -76,7 +76,7 @@ describe(`routing.md HTTP API under a seeded mutation fuzzer (FUZZ_SEED=${SEED})
       maxBodyBytes: MAX_BODY_BYTES,
     });
     const url = `http://127.0.0.1:${server.port}`;
-    const iterations = fuzzIterations(400);
+    const iterations = fuzzIterations(300);
     const statuses: Record<string, number> = {};
 
     const send = async (i: number): Promise<void> => {
