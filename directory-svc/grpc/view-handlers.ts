@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../shared/log/logger.js';
 import type { ViewEndReason, ViewSink } from '../view/view-watcher.js';
 import type { WatchRequest, ViewPublisher } from '../view/view-publisher.js';
-import type { WireListInstancesResponse } from '../view/view-wire.js';
+import type { WireListInstancesResponse } from '../../shared/view/view-wire.js';
 
 /** What the view handlers read; `ViewPublisher` implements it. */
 export type ViewApi = Pick<ViewPublisher, 'watch' | 'unwatch' | 'listInstances' | 'stats'>;

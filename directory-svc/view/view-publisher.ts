@@ -41,13 +41,8 @@ import { ChangeLog } from './change-log.js';
 import { ResidencyBuffer } from './residency-buffer.js';
 import { protoViewUpdateEncoder, type ViewUpdateEncoder } from './view-update-encoder.js';
 import { ViewWatcher, type ViewSink } from './view-watcher.js';
-import {
-  toWireViewInstance,
-  type WireListInstancesResponse,
-  type WireViewDelta,
-  type WireViewInstance,
-  type WireViewStream,
-} from './view-wire.js';
+import type { WireListInstancesResponse, WireViewDelta, WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
+import { toWireViewInstance } from './view-wire.js';
 
 /** A stream as the view shows it: subscriber config plus, for discovery streams, the registration. */
 export interface ViewStreamIdentity {

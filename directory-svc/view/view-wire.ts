@@ -1,93 +1,13 @@
 /**
- * The view stream's messages as grpc-js / proto-loader see them (proto/kvdirectory.proto: wire
- * field names; 64-bit integers accepted as numbers or decimal strings, decoded as strings), and the
- * mapping from the directory's domain types. Wire names appear only here and in the .proto.
+ * The mapping from the directory's domain types to the view stream's messages (the shapes are
+ * shared with the router: shared/view/view-wire.ts). Wire names appear only here, in the shared
+ * shapes and in the .proto.
  */
+import type { WireViewInstance, WireViewUpdate as AnyWireViewUpdate } from '../../shared/view/view-wire.js';
 import type { InstanceView } from '../discovery/instance-table.js';
 
-export interface WireViewLoad {
-  waiting_requests_num: number;
-  gpu_cache_usage_perc: number;
-  recent_max_ttft: number;
-  recent_max_tbt: number;
-  reported_at_ms: number;
-}
-
-export interface WireProfilePoint {
-  values: number[];
-}
-
-export interface WireViewInstance {
-  name: string;
-  type: string;
-  current_role: string;
-  incarnation_id: string;
-  register_ts_ms: number;
-  dp_size: number;
-  state: string;
-  schedulable: boolean;
-  /** Absent: no valid load report yet. */
-  load?: WireViewLoad;
-  ttft_profiling_data: WireProfilePoint[];
-  tpot_profiling_data: WireProfilePoint[];
-  generation: number;
-  heartbeat_age_ms: number;
-  excluded_reason: string;
-  backend_type: string;
-}
-
-export interface WireViewStream {
-  stream_id: number;
-  instance_name: string;
-  dp_rank: number;
-  block_size: number;
-  hash_seed: string;
-  incarnation_id: string;
-  generation: number;
-  synchronized: boolean;
-  sequence: string;
-  error: string;
-  device_blocks: number;
-  host_blocks: number;
-  /** Only in snapshots and stream resets. */
-  keys?: Uint8Array;
-  tiers?: Uint8Array;
-}
-
-export interface WireResidencyChanges {
-  stream_id: number;
-  keys: Uint8Array;
-  tiers: Uint8Array;
-}
-
-export interface WireViewDelta {
-  instance_removals: string[];
-  instance_upserts: WireViewInstance[];
-  stream_removals: number[];
-  stream_upserts: WireViewStream[];
-  stream_resets: WireViewStream[];
-  residency: WireResidencyChanges[];
-}
-
-export interface WireViewSnapshot {
-  instances: WireViewInstance[];
-  streams: WireViewStream[];
-}
-
-/** One `ViewUpdate`, exactly one body set. */
-export interface WireViewUpdate {
-  epoch: string;
-  version: number;
-  sent_at_ms: number;
-  snapshot?: WireViewSnapshot;
-  delta?: WireViewDelta;
-  heartbeat?: Record<string, never>;
-}
-
-export interface WireListInstancesResponse {
-  instances: WireViewInstance[];
-  etcd_connected: boolean;
-}
+/** A `ViewUpdate` as the directory encodes it: version and sent_at_ms are the numbers it counts in. */
+export type WireViewUpdate = AnyWireViewUpdate & { version: number; sent_at_ms: number };
 
 /** The diagnostics-only fields of a `ListInstances` row. */
 export interface InstanceDiagnostics {

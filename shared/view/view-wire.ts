@@ -1,10 +1,17 @@
 /**
- * The WatchView messages of `proto/kvdirectory.proto` as grpc-js sees them under
- * KVDIRECTORY_LOADER_OPTIONS (architecture.md "The view stream"): wire field names, 64-bit
- * integers as decimal strings, `bytes` as Buffer (a server may also hand grpc-js a Uint8Array),
- * the `body` oneof named by its `body` discriminator. Wire names appear only here and in the
- * .proto; both the directory (serving) and the router (watching) use these shapes.
+ * The WatchView and ListInstances messages of `proto/kvdirectory.proto` as grpc-js sees them under
+ * KVDIRECTORY_LOADER_OPTIONS (architecture.md "The view stream"): wire field names, `bytes` as
+ * Buffer (a server may also hand grpc-js a Uint8Array), the `body` oneof named by its `body`
+ * discriminator. Wire names appear only here and in the .proto; both the directory (serving) and
+ * the router (watching) use these shapes.
  */
+
+/**
+ * A 64-bit integer field. Decoded (longs: String) it is always a decimal string; an encoder
+ * accepts a decimal string or a safe-integer number, and the directory serves the counts it
+ * keeps as numbers (versions, generations, block counts, timestamps).
+ */
+export type WireInt64 = string | number;
 
 export interface WireWatchViewRequest {
   router_id: string;
@@ -20,11 +27,11 @@ export interface WireProfilePoint {
 }
 
 export interface WireViewLoad {
-  waiting_requests_num: string;
+  waiting_requests_num: WireInt64;
   gpu_cache_usage_perc: number;
   recent_max_ttft: number;
   recent_max_tbt: number;
-  reported_at_ms: string;
+  reported_at_ms: WireInt64;
 }
 
 export interface WireViewInstance {
@@ -32,7 +39,7 @@ export interface WireViewInstance {
   type: string;
   current_role: string;
   incarnation_id: string;
-  register_ts_ms: string;
+  register_ts_ms: WireInt64;
   dp_size: number;
   state: string;
   schedulable: boolean;
@@ -40,8 +47,10 @@ export interface WireViewInstance {
   load?: WireViewLoad | null;
   ttft_profiling_data: WireProfilePoint[];
   tpot_profiling_data: WireProfilePoint[];
-  generation: string;
-  heartbeat_age_ms?: string;
+  generation: WireInt64;
+  /** ListInstances only: ms since the last accepted heartbeat, −1 when none (0 in the view stream). */
+  heartbeat_age_ms?: WireInt64;
+  /** ListInstances only: why the instance has no streams ('' in the view stream). */
   excluded_reason?: string;
   backend_type?: string;
 }
@@ -53,16 +62,20 @@ export interface WireViewStream {
   block_size: number;
   hash_seed: string;
   incarnation_id: string;
-  generation: string;
+  generation: WireInt64;
   synchronized: boolean;
+  /** uint64 as a decimal string (may pass 2^53). */
   sequence: string;
   error: string;
-  device_blocks: string;
-  host_blocks: string;
-  /** N × 16 bytes (low64 LE || high64 LE, kv-events §4); snapshots and resets only. */
-  keys: Uint8Array;
+  device_blocks: WireInt64;
+  host_blocks: WireInt64;
+  /**
+   * N × 16 bytes (low64 LE || high64 LE, kv-events §4); snapshots and resets only (the directory
+   * leaves it out of stream upserts; decoded, an absent field is empty).
+   */
+  keys?: Uint8Array;
   /** N tier bytes: 1 Device, 2 Host, 3 both. */
-  tiers: Uint8Array;
+  tiers?: Uint8Array;
 }
 
 export interface WireResidencyChanges {
@@ -89,11 +102,16 @@ export interface WireViewDelta {
 
 export interface WireViewUpdate {
   epoch: string;
-  version: string;
+  version: WireInt64;
   /** The `oneofs: true` discriminator. */
   body?: 'snapshot' | 'delta' | 'heartbeat';
   snapshot?: WireViewSnapshot | null;
   delta?: WireViewDelta | null;
   heartbeat?: Record<string, never> | null;
-  sent_at_ms: string;
+  sent_at_ms: WireInt64;
+}
+
+export interface WireListInstancesResponse {
+  instances: WireViewInstance[];
+  etcd_connected: boolean;
 }

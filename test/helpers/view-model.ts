@@ -8,6 +8,8 @@ import type { WireViewInstance, WireViewStream, WireViewUpdate } from '../../sha
 export type DecodedViewUpdate = WireViewUpdate;
 
 const decoder = protoViewUpdateDecoder();
+/** What an absent `bytes` field stands for (decoded with defaults it is already empty). */
+const NO_BYTES = new Uint8Array(0);
 
 export function decodeViewUpdate(bytes: Buffer): DecodedViewUpdate {
   return decoder(bytes) as DecodedViewUpdate;
@@ -52,7 +54,7 @@ export class ViewModel {
       for (const i of s.instances) this.instances.set(i.name, i);
       for (const st of s.streams) {
         const residency = new Map<string, number>();
-        fillResidency(residency, st.keys, st.tiers);
+        fillResidency(residency, st.keys ?? NO_BYTES, st.tiers ?? NO_BYTES);
         this.streams.set(st.stream_id, { state: st, residency });
       }
       this.snapshots++;
@@ -75,7 +77,7 @@ export class ViewModel {
     }
     for (const st of d.stream_resets) {
       const residency = new Map<string, number>();
-      fillResidency(residency, st.keys, st.tiers);
+      fillResidency(residency, st.keys ?? NO_BYTES, st.tiers ?? NO_BYTES);
       this.streams.set(st.stream_id, { state: st, residency });
     }
     for (const r of d.residency) {

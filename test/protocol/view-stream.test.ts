@@ -19,7 +19,7 @@ import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-pro
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
-import type { WireListInstancesResponse } from '../../directory-svc/view/view-wire.js';
+import type { WireListInstancesResponse } from '../../shared/view/view-wire.js';
 import type { WireGetStatsResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';

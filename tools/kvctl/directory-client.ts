@@ -8,14 +8,8 @@ import * as grpc from '@grpc/grpc-js';
 import type { HostPort } from '../../shared/config/flags.js';
 import { channelCredentials, type GrpcClientTls } from '../../shared/security/grpc-tls.js';
 import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
-import type { WireViewInstance } from '../../shared/view/view-wire.js';
+import type { WireListInstancesResponse } from '../../shared/view/view-wire.js';
 import type { WireGetStatsResponse, WireListStreamsResponse, WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
-
-/** `ListInstancesResponse` as decoded on the client side (uint64 / int64 as strings). */
-export interface DecodedListInstancesResponse {
-  instances: WireViewInstance[];
-  etcd_connected: boolean;
-}
 
 export type KvDirectoryRpc = 'ListStreams' | 'ListInstances' | 'Query' | 'GetStats';
 
@@ -67,8 +61,8 @@ export class DirectoryClient {
     return this.call('ListStreams', {}) as Promise<WireListStreamsResponse>;
   }
 
-  listInstances(): Promise<DecodedListInstancesResponse> {
-    return this.call('ListInstances', {}) as Promise<DecodedListInstancesResponse>;
+  listInstances(): Promise<WireListInstancesResponse> {
+    return this.call('ListInstances', {}) as Promise<WireListInstancesResponse>;
   }
 
   query(tokenIds: readonly number[]): Promise<WireQueryResponse> {

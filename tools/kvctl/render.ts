@@ -3,9 +3,8 @@
  * so the printed layout is unit-tested from fixed messages. Columns follow the spec's words
  * (kv-events §8/§10, discovery.md); "-" marks a value that does not exist (no load report yet).
  */
-import type { WireViewInstance } from '../../shared/view/view-wire.js';
+import type { WireListInstancesResponse, WireViewInstance } from '../../shared/view/view-wire.js';
 import type { WireGetStatsResponse, WireListStreamsResponse, WireQueryResponse, WireStreamStatus } from '../../directory-svc/grpc/kvdirectory-wire.js';
-import type { DecodedListInstancesResponse } from './directory-client.js';
 import { formatKeyValues, formatTable, type Column } from './table.js';
 
 const NONE = '-';
@@ -90,14 +89,14 @@ function instanceRow(i: WireViewInstance): string[] {
     i.schedulable ? 'yes' : 'no',
     String(i.dp_size),
     i.incarnation_id === '' ? NONE : i.incarnation_id,
-    load === null ? NONE : load.waiting_requests_num,
+    load === null ? NONE : String(load.waiting_requests_num),
     load === null ? NONE : `${(load.gpu_cache_usage_perc * 100).toFixed(1)}%`,
     age < 0 ? NONE : durationText(age),
     i.excluded_reason === undefined || i.excluded_reason === '' ? NONE : i.excluded_reason,
   ];
 }
 
-export function renderInstances(res: DecodedListInstancesResponse): string {
+export function renderInstances(res: WireListInstancesResponse): string {
   // discovery.md: etcd down never stops routing; the table is the last one known.
   const etcd = res.etcd_connected ? 'etcd: connected\n' : 'etcd: DISCONNECTED (last known instance table)\n';
   if (res.instances.length === 0) return `${etcd}no instances\n`;
