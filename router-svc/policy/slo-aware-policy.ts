@@ -13,7 +13,7 @@
  */
 import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
-import { chosen, needsDecode } from './explanation.js';
+import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
 import { predict, profilesOf, type LinearProfile } from './latency-profile.js';
 import { newRotationCursor, pickMinimumWithRotation, type RotationCursor } from './pick-minimum.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
@@ -91,18 +91,8 @@ export class SloAwarePolicy implements RoutingPolicy {
         values[i] = predicted;
       }
       if (tiers[i]! < best) best = tiers[i]!;
-      const e: CandidateExplanation = {
-        instance_name: inst.name,
-        incarnation_id: inst.incarnationId,
-        role,
-        hit_tokens: 0,
-        device_hit_tokens: 0,
-        host_only_hit_tokens: 0,
-        kv_hit_ratio: 0,
-        queue_cost: queueCost[i]!,
-        score: values[i]!,
-        note: TIER_NOTES[tiers[i]!]!,
-      };
+      const e = loadOnlyExplanation(inst, role, queueCost[i]!, values[i]!);
+      e.note = TIER_NOTES[tiers[i]!]!;
       if (predicted !== undefined) e.predicted_ms = predicted;
       explanations.push(e);
     }
