@@ -1,22 +1,12 @@
 // discovery.md "etcd keys": namespace normalisation, key layout and instance JSON validation.
 import { expect } from 'chai';
-import { isDiscoveryError } from '../../../directory-svc/discovery/discovery-errors.js';
 import {
   discoveryPrefix,
   normalizeNamespace,
   parseDiscoveryKey,
   parseInstanceValue,
 } from '../../../directory-svc/discovery/instance-json.js';
-
-function errorClass(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    if (isDiscoveryError(e)) return e.class;
-    throw e;
-  }
-  return 'none';
-}
+import { errorClass } from './discovery-fixtures.js';
 
 const base = { name: '10.0.0.5:8000', rpc_address: '10.0.0.5:9000', type: 1 };
 

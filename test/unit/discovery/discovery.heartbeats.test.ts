@@ -1,17 +1,7 @@
 // discovery.md "Heartbeats": body validation (the HTTP edge maps invalid_load to 400).
 import { expect } from 'chai';
-import { isDiscoveryError } from '../../../directory-svc/discovery/discovery-errors.js';
 import { heartbeatName, parseHeartbeat, parseLoadMetrics } from '../../../directory-svc/discovery/load-report.js';
-
-function errorClass(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    if (isDiscoveryError(e)) return e.class;
-    throw e;
-  }
-  return 'none';
-}
+import { errorClass } from './discovery-fixtures.js';
 
 describe('discovery.md Heartbeats (body)', () => {
   it('the spec example parses into a fresh load with the MIX role', () => {
