@@ -90,8 +90,8 @@ function workloads(): Workload[] {
       systemPrompts: 8,
       systemPromptTokens: 512,
       messageTokens: [32, 128],
-      thinkMs: QUICK ? 120 : 700,
-      rampMs: QUICK ? 300 : 2000,
+      thinkMs: QUICK ? 100 : 700,
+      rampMs: QUICK ? 200 : 2000,
     }),
     buildAgentic(SEED + 1, BLOCK_SIZE, {
       tasks: QUICK ? 4 : 6,
@@ -100,8 +100,8 @@ function workloads(): Workload[] {
       contextTokens: 1536,
       goalTokens: 128,
       stepTokens: [48, 160],
-      toolMs: QUICK ? 120 : 700,
-      rampMs: QUICK ? 300 : 2000,
+      toolMs: QUICK ? 100 : 700,
+      rampMs: QUICK ? 200 : 2000,
     }),
   ];
 }
@@ -347,8 +347,8 @@ async function runWorkload(stack: ClusterStack, w: Workload): Promise<RunResult[
   const engines = await stack.startEngines(ENGINES, shape);
   const results: RunResult[] = [];
   try {
-    // Warm-up, dropped: one RR pass so JIT and the directory's first-use paths are not billed to RR.
-    await measure(stack, engines, w, { label: 'warmup', policy: 'RR', lambda: null }, 1);
+    // Warm-up, dropped: an RR pass over a quarter of the sessions so JIT and the directory's first-use paths are not billed to RR.
+    await measure(stack, engines, { ...w, sessions: w.sessions.slice(0, Math.ceil(w.sessions.length / 4)) }, { label: 'warmup', policy: 'RR', lambda: null }, 1);
     for (const p of POLICIES) {
       for (const n of p.policy === 'ORACLE' ? [0] : [1, REPLICAS]) {
         const result = await measure(stack, engines, w, p, n);
@@ -367,6 +367,7 @@ async function runWorkload(stack: ClusterStack, w: Workload): Promise<RunResult[
     emit({
       ...r,
       ttft_p90_vs_rr: round(rr.ttft_p90_ms / r.ttft_p90_ms, 2),
+      engine_ttft_p90_vs_rr: round(rr.engine_ttft_p90_ms / r.engine_ttft_p90_ms, 2),
       hit_vs_oracle: round(r.hit_ratio / oracle.hit_ratio, 3),
       working_set_blocks: w.workingSetBlocks,
       device_blocks_per_engine: shape.deviceCapacityBlocks,
@@ -392,6 +393,9 @@ function targets(results: readonly RunResult[]): void {
         if (w === 'multi_turn') {
           const speedup = rr.ttft_p90_ms / r.ttft_p90_ms;
           emit({ kind: 'cluster_target', target: 'ttft_p90 >= 2x better than RR', workload: w, policy: car, routers: n, value: round(speedup, 2), met: speedup >= 2 });
+          // The same on the engines' own clock: without the client-side scheduling noise of a shared machine.
+          const engineSpeedup = rr.engine_ttft_p90_ms / r.engine_ttft_p90_ms;
+          emit({ kind: 'cluster_target', target: 'engine ttft_p90 >= 2x better than RR', workload: w, policy: car, routers: n, value: round(engineSpeedup, 2), met: engineSpeedup >= 2 });
         }
       }
       const one = of(car, 1)!;
