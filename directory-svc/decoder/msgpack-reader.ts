@@ -240,24 +240,19 @@ export class MsgpackReader {
         this.pos += 8;
         return;
       case 0xd0: {
-        this.need(1);
-        const v = this.view.getInt8(this.pos++);
+        const v = this.i8();
         this.hashHi = v < 0 ? 0xffffffff : 0;
         this.hashLo = v >>> 0;
         return;
       }
       case 0xd1: {
-        this.need(2);
-        const v = this.view.getInt16(this.pos);
-        this.pos += 2;
+        const v = this.i16();
         this.hashHi = v < 0 ? 0xffffffff : 0;
         this.hashLo = v >>> 0;
         return;
       }
       case 0xd2: {
-        this.need(4);
-        const v = this.view.getInt32(this.pos);
-        this.pos += 4;
+        const v = this.i32();
         this.hashHi = v < 0 ? 0xffffffff : 0;
         this.hashLo = v >>> 0;
         return;
@@ -297,20 +292,11 @@ export class MsgpackReader {
         return lo;
       }
       case 0xd0:
-        this.need(1);
-        return this.view.getInt8(this.pos++);
-      case 0xd1: {
-        this.need(2);
-        const v = this.view.getInt16(this.pos);
-        this.pos += 2;
-        return v;
-      }
-      case 0xd2: {
-        this.need(4);
-        const v = this.view.getInt32(this.pos);
-        this.pos += 4;
-        return v;
-      }
+        return this.i8();
+      case 0xd1:
+        return this.i16();
+      case 0xd2:
+        return this.i32();
       case 0xd3: {
         this.need(8);
         const hi = this.view.getUint32(this.pos);
@@ -525,20 +511,11 @@ export class MsgpackReader {
         return v;
       }
       case 0xd0:
-        this.need(1);
-        return this.view.getInt8(this.pos++);
-      case 0xd1: {
-        this.need(2);
-        const v = this.view.getInt16(this.pos);
-        this.pos += 2;
-        return v;
-      }
-      case 0xd2: {
-        this.need(4);
-        const v = this.view.getInt32(this.pos);
-        this.pos += 4;
-        return v;
-      }
+        return this.i8();
+      case 0xd1:
+        return this.i16();
+      case 0xd2:
+        return this.i32();
       case 0xd3: {
         this.need(8);
         const v = this.view.getInt32(this.pos) * TWO_32 + this.view.getUint32(this.pos + 4);
@@ -598,6 +575,25 @@ export class MsgpackReader {
   private u32(): number {
     this.need(4);
     const v = this.view.getUint32(this.pos);
+    this.pos += 4;
+    return v;
+  }
+
+  private i8(): number {
+    this.need(1);
+    return this.view.getInt8(this.pos++);
+  }
+
+  private i16(): number {
+    this.need(2);
+    const v = this.view.getInt16(this.pos);
+    this.pos += 2;
+    return v;
+  }
+
+  private i32(): number {
+    this.need(4);
+    const v = this.view.getInt32(this.pos);
     this.pos += 4;
     return v;
   }
