@@ -9,7 +9,7 @@
  * Exit codes: 0 after a clean stop (and after `--demo_only`); 2 for a bad flag (one line on
  * stderr); 1 when a port is taken, a process fails to start, the demo fails or a child dies.
  */
-import { isConfigError } from '../shared/config/config-error.js';
+import { configOrExit } from '../shared/process/service-main.js';
 import { runDemo, routeExample, type DemoRequest, type RouteAnswer } from './stack/demo-workload.js';
 import { LocalStack } from './stack/local-stack.js';
 import { parseStackArgs, stackHelp, type StackConfig } from './stack/stack-flags.js';
@@ -18,16 +18,6 @@ const CHILD_WATCH_MS = 1000;
 
 function print(line: string): void {
   process.stdout.write(line + '\n');
-}
-
-function loadConfig(): StackConfig | 'help' {
-  try {
-    return parseStackArgs(process.argv.slice(2));
-  } catch (e) {
-    if (!isConfigError(e)) throw e;
-    console.error(e.message);
-    process.exit(2);
-  }
 }
 
 /** Streams the router serves hits for: DEFAULT, PREFILL and MIX ranks (MIX starts as PREFILL). */
@@ -70,7 +60,7 @@ function printRoute(route: RouteAnswer): void {
 }
 
 async function run(): Promise<void> {
-  const cfg = loadConfig();
+  const cfg: StackConfig | 'help' = configOrExit(() => parseStackArgs(process.argv.slice(2)));
   if (cfg === 'help') {
     process.stdout.write(stackHelp());
     return;
