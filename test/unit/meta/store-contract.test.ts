@@ -191,6 +191,35 @@ export function describeMetaStoreContract(name: string, factory: MetaStoreFactor
       expect((await store.getBlocks('other', [3n])).size).to.equal(1);
     });
 
+    it('§9.2 a large batch of new, existing and repeated rows gives each op its row-by-row result', async () => {
+      // 300 puts (several multi-row chunks in the SQLite store) over keys some of which exist,
+      // one key repeated inside a chunk, and a non-put op in the middle.
+      await store.apply([50n, 130n, 299n].map((k) => ({ op: 'putLocation' as const, instanceId: INST, blockKey: k, location: loc('L') })));
+      const revs = new Map<bigint, number>([[50n, 1], [130n, 1], [299n, 1]]);
+      const batch: Parameters<MetaStore['apply']>[0][number][] = [];
+      for (let k = 0n; k < 300n; k++) {
+        batch.push({ op: 'putLocation', instanceId: INST, blockKey: k === 70n ? 69n : k, location: loc('L', { createTimeUs: k }) });
+        if (k === 200n) batch.push({ op: 'setStatusIf', instanceId: INST, blockKey: 199n, locationId: 'L', status: CLS_WRITING });
+      }
+      const expected = batch.map((m) => {
+        const rev = (revs.get(m.blockKey) ?? 0) + 1;
+        revs.set(m.blockKey, rev);
+        return { applied: true, rev };
+      });
+      expect(await store.apply(batch)).to.deep.equal(expected);
+      const blocks = await store.getBlocks(INST, [0n, 69n, 70n, 130n, 199n, 299n]);
+      expect([...blocks.keys()]).to.deep.equal([0n, 69n, 130n, 199n, 299n]);
+      expect(blocks.get(69n)?.locations[0]).to.deep.include({ createTimeUs: 70n, rev: 2 });
+      expect(blocks.get(130n)?.locations[0]).to.deep.include({ createTimeUs: 130n, rev: 2 });
+      expect(blocks.get(199n)?.locations[0]).to.deep.include({ status: CLS_WRITING, rev: 2 });
+      // A row that cannot be bound inside a full chunk still fails the whole batch.
+      const bad = Array.from({ length: 100 }, (_, i) => ({ op: 'putLocation' as const, instanceId: INST, blockKey: i === 10 ? 1n << 70n : 1000n + BigInt(i), location: loc('L') }));
+      let err: unknown;
+      await store.apply(bad).catch((e: unknown) => (err = e));
+      expect(err).to.be.instanceOf(StoreError);
+      expect((await store.getBlocks(INST, [1000n, 1099n])).size).to.equal(0);
+    });
+
     it('§9.2 apply is atomic: a failing op rolls back the whole batch', async () => {
       await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 1n, location: loc('L1') }]);
       let err: unknown;
