@@ -3,24 +3,16 @@
  * names, 64-bit integers as decimal strings), and the mapping from the directory's domain types.
  * Wire names appear only here and in the .proto.
  */
-import type { QueryResult } from '../index/stream-query.js';
+import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 import type { DirectoryStats, StreamStatus } from '../directory.js';
 
 export interface WireQueryRequest {
   token_ids: number[];
 }
 
-export interface WireStreamMatch {
-  instance_name: string;
-  dp_rank: number;
-  synchronized: boolean;
+/** A routing.md `matches` row in the proto: `sequence` is an int64, so a decimal string. */
+export interface WireStreamMatch extends Omit<StreamMatch, 'sequence'> {
   sequence: string;
-  device_hit_tokens: number;
-  host_only_hit_tokens: number;
-  reusable_prefix_tokens: number;
-  device_blocks: number;
-  host_blocks: number;
-  error: string;
 }
 
 export interface WireQueryResponse {
@@ -87,18 +79,7 @@ export function toWireQueryResponse(r: QueryResult): WireQueryResponse {
   const matches: WireStreamMatch[] = new Array<WireStreamMatch>(r.matches.length);
   for (let i = 0; i < r.matches.length; i++) {
     const m = r.matches[i]!;
-    matches[i] = {
-      instance_name: m.instance_name,
-      dp_rank: m.dp_rank,
-      synchronized: m.synchronized,
-      sequence: String(m.sequence),
-      device_hit_tokens: m.device_hit_tokens,
-      host_only_hit_tokens: m.host_only_hit_tokens,
-      reusable_prefix_tokens: m.reusable_prefix_tokens,
-      device_blocks: m.device_blocks,
-      host_blocks: m.host_blocks,
-      error: m.error,
-    };
+    matches[i] = { ...m, sequence: String(m.sequence) };
   }
   return { input_tokens: r.input_tokens, block_size: r.block_size, matches };
 }
