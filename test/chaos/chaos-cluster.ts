@@ -215,7 +215,10 @@ export class ChaosCluster {
       const q = await this.query(r, []);
       if (q === null) return `${r.name} not answering`;
       const synced = q.matches.filter((m) => m.synchronized).length;
-      if (q.matches.length !== this.streamCount || synced !== this.streamCount) return `${r.name}: ${synced}/${q.matches.length} of ${this.streamCount} streams synchronized`;
+      if (q.matches.length !== this.streamCount || synced !== this.streamCount) {
+        const errors = [...new Set(q.matches.filter((m) => !m.synchronized).map((m) => `${m.instance_name}#${m.dp_rank}: ${m.error}`))];
+        return `${r.name}: ${synced}/${q.matches.length} of ${this.streamCount} streams synchronized (${errors.join('; ')})`;
+      }
     }
     return null;
   }

@@ -1,7 +1,8 @@
 /**
  * `npm run chaos`: the full chaos run (chaos-run.ts) against real processes. Prints one JSON line
  * per fault on stdout, then a Markdown table; exits 1 on any stale credit or a fault that did not
- * recover. Env: CHAOS_HOLD_MS, CHAOS_STEADY_MS, CHAOS_GRACE_MS, CHAOS_SEED override the full form;
+ * recover. Env: CHAOS_HOLD_MS, CHAOS_PAUSE_MS (SIGSTOP length), CHAOS_STEADY_MS, CHAOS_GRACE_MS,
+ * CHAOS_RECOVER_TIMEOUT_MS, CHAOS_SEED override the full form;
  * CHAOS_SHORT=1 runs the short form `npm test` runs.
  */
 import { FULL_CHAOS, SHORT_CHAOS, chaosMarkdown, runChaos, type ChaosOptions } from './chaos-run.js';
@@ -20,6 +21,8 @@ async function main(): Promise<void> {
   const opts: ChaosOptions = {
     ...base,
     holdMs: envInt('CHAOS_HOLD_MS', base.holdMs),
+    pauseMs: envInt('CHAOS_PAUSE_MS', base.pauseMs),
+    recoverTimeoutMs: envInt('CHAOS_RECOVER_TIMEOUT_MS', base.recoverTimeoutMs),
     steadyMs: envInt('CHAOS_STEADY_MS', base.steadyMs),
     graceMs: envInt('CHAOS_GRACE_MS', base.graceMs),
     seed: envInt('CHAOS_SEED', base.seed),

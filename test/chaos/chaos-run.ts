@@ -27,6 +27,13 @@ import { Workload } from './workload.js';
 export interface ChaosOptions {
   /** Fault duration before the healing action. */
   readonly holdMs: number;
+  /**
+   * SIGSTOP length. Kept under the engines' 3 s lease TTL: a longer stop loses the lease, and the
+   * simulator does not register again, so the instance stays out of
+   * etcd; the old directory keeps it as LEASE_LOST while heartbeats come, a restarted one never
+   * learns it.
+   */
+  readonly pauseMs: number;
   /** Steady load before each fault (and the baseline's length). */
   readonly steadyMs: number;
   readonly recoverTimeoutMs: number;
@@ -63,8 +70,8 @@ const MAX_BLOCKS_PER_STREAM = 400;
 /** Fill prompts: 8 blocks each, distinct, so 60 of them pass the 400-entry limit. */
 const FILL_BLOCKS = 8;
 
-export const SHORT_CHAOS: ChaosOptions = { holdMs: 2000, steadyMs: 1500, recoverTimeoutMs: 45000, graceMs: 1000, seed: 7, maxRequests: 20000 };
-export const FULL_CHAOS: ChaosOptions = { holdMs: 5000, steadyMs: 8000, recoverTimeoutMs: 90000, graceMs: 1000, seed: 7, maxRequests: 200000 };
+export const SHORT_CHAOS: ChaosOptions = { holdMs: 2000, pauseMs: 2000, steadyMs: 1500, recoverTimeoutMs: 45000, graceMs: 1000, seed: 7, maxRequests: 20000 };
+export const FULL_CHAOS: ChaosOptions = { holdMs: 5000, pauseMs: 2000, steadyMs: 8000, recoverTimeoutMs: 90000, graceMs: 1000, seed: 7, maxRequests: 200000 };
 
 async function post(url: string, body: unknown, timeoutMs = 5000): Promise<{ status: number; json: unknown }> {
   const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(timeoutMs) });
@@ -157,11 +164,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       return (Date.now() - healedAt) / 1000;
     } catch (e) {
       log(`not recovered: ${e instanceof Error ? e.message : String(e)} (${await cluster.allSynchronized()})`);
+      for (const p of [cluster.directory, ...cluster.routers.map((r) => r.proc)]) log(`--- ${p.name} (tail)\n${p.tail(15)}`);
       return null;
     }
   };
 
-  const runFault = async (fault: string, method: string, inject: () => Promise<void>, heal: () => Promise<void>): Promise<void> => {
+  const runFault = async (fault: string, method: string, inject: () => Promise<void>, heal: () => Promise<void>, holdMs = opts.holdMs): Promise<void> => {
     phase = `steady:${fault}`;
     await sleep(opts.steadyMs);
     phase = fault;
@@ -169,7 +177,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     log(`fault ${fault}: ${method}`);
     const t0 = Date.now();
     await inject();
-    await sleep(Math.max(0, opts.holdMs - (Date.now() - t0)));
+    await sleep(Math.max(0, holdMs - (Date.now() - t0)));
     const healedAt = Date.now();
     const holdS = (healedAt - t0) / 1000;
     await heal();
@@ -204,7 +212,13 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
 
     await runFault('baseline', 'no fault', async () => undefined, async () => undefined);
     await runFault('engine_kill9_restart', `SIGKILL ${e2.name} (DP=2), new incarnation on the same address`, () => e2.proc.kill().then(() => undefined), () => cluster.restartEngine(e2));
-    await runFault('engine_sigstop', `SIGSTOP ${e0.name} (publisher, heartbeats, lease keep-alive, HTTP), then SIGCONT`, async () => cluster.pauseEngine(e0), async () => cluster.resumeEngine(e0));
+    await runFault(
+      'engine_sigstop',
+      `SIGSTOP ${e0.name} (publisher, heartbeats, lease keep-alive, HTTP) for ${opts.pauseMs / 1000} s, then SIGCONT`,
+      async () => cluster.pauseEngine(e0),
+      async () => cluster.resumeEngine(e0),
+      opts.pauseMs,
+    );
     await runFault('directory_kill9_restart', 'SIGKILL directory-svc, restart on the same ports', () => cluster.directory.kill().then(() => undefined), () => cluster.startDirectory());
     const r2 = cluster.routers[1]!;
     await runFault('router_kill9_restart', 'SIGKILL router-2, restart on the same port', () => r2.proc.kill().then(() => undefined), () => cluster.restartRouter(r2));
