@@ -6,6 +6,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
@@ -85,6 +87,18 @@ export class MetaHarness {
     }
     return { status: res.status, contentType: res.headers.get('content-type'), text, body: parsed };
   }
+}
+
+/** A pino logger at `level` whose lines land in `lines` (parsed), for "WARN logged" assertions. */
+export function capturingLogger(level: 'info' | 'debug' = 'info'): { logger: Logger; lines: AnyJson[] } {
+  const lines: AnyJson[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const l of chunk.toString('utf8').split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l) as AnyJson);
+      done();
+    },
+  });
+  return { logger: pino({ level }, sink), lines };
 }
 
 /** A valid registerInstance body for `test_group`, with overrides. */

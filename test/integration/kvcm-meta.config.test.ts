@@ -5,15 +5,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { expect } from 'chai';
-import { pino } from 'pino';
-import type { Logger } from '../../shared/log/logger.js';
 import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
 import type { MetaConfig, MetaConfigInput } from '../../directory-svc/meta/config/meta-config.js';
 import { loadMetaConfig } from '../../directory-svc/meta/config/load-meta-config.js';
 import { checkStorageAvailability } from '../../directory-svc/meta/config/storage-availability.js';
-import { MetaHarness } from '../helpers/meta-service-harness.js';
+import { MetaHarness, capturingLogger } from '../helpers/meta-service-harness.js';
 import type { AnyJson } from '../helpers/meta-service-harness.js';
 import { freePort } from '../helpers/ports.js';
 
@@ -43,17 +40,6 @@ const group = (extra: Record<string, unknown> = {}): Record<string, unknown> => 
   event_report_storage_candidates: ['l1', 'l2'],
   ...extra,
 });
-
-function capturingLogger(): { logger: Logger; lines: AnyJson[] } {
-  const lines: AnyJson[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const l of chunk.toString('utf8').split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l) as AnyJson);
-      done();
-    },
-  });
-  return { logger: pino({ level: 'info' }, sink), lines };
-}
 
 describe('kvcm-meta §8 configuration', () => {
   let h: MetaHarness | null = null;

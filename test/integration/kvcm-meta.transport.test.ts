@@ -1,31 +1,16 @@
 // kvcm-meta §1 transport over the real MetaService (HTTP on a free port, SQLite in a temp dir):
 // conformance rows T-01..T-04, plus the HTTP edge's own duties (§1.2 statuses, §1.4 header,
 // SERVICE_NOT_READY while starting, the §9.3 drain) on a bare MetaHttpServer.
-import { Writable } from 'node:stream';
 import { expect } from 'chai';
-import { pino } from 'pino';
-import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { MetaHttpServer } from '../../directory-svc/meta/http/meta-http-server.js';
 import { createMetaMetrics } from '../../directory-svc/meta/http/meta-metrics.js';
 import { MetaError } from '../../directory-svc/meta/meta-errors.js';
-import { MetaHarness } from '../helpers/meta-service-harness.js';
+import { MetaHarness, capturingLogger } from '../helpers/meta-service-harness.js';
 import type { AnyJson } from '../helpers/meta-service-harness.js';
 
 const HEX32 = /^[0-9a-f]{32}$/;
 const BIG = '9007199254740993';
-
-/** A pino logger whose lines land in `lines` (parsed), for "WARN logged" assertions. */
-function capturingLogger(): { logger: Logger; lines: AnyJson[] } {
-  const lines: AnyJson[] = [];
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const l of chunk.toString('utf8').split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l) as AnyJson);
-      done();
-    },
-  });
-  return { logger: pino({ level: 'debug' }, sink), lines };
-}
 
 /** Body text without `request_id` (T-01: identical apart from it). */
 const withoutRequestId = (text: string): string => text.replace(/"request_id":"[0-9a-f]{32}"/, '"request_id":""');
@@ -76,7 +61,7 @@ describe('kvcm-meta §1 transport', () => {
   });
 
   it('T-02 malformed bodies → HTTP 400, body exactly {}, WARN logged', async () => {
-    const cap = capturingLogger();
+    const cap = capturingLogger('debug');
     h = await MetaHarness.start({ logger: cap.logger });
     const bodies = [
       '{bad',
@@ -112,7 +97,7 @@ describe('kvcm-meta §1 transport', () => {
   });
 
   it('T-03 unknown fields ignored at any depth, unknown enum → 0, a miss prints locations [] and the full header', async () => {
-    const cap = capturingLogger();
+    const cap = capturingLogger('debug');
     h = await MetaHarness.start({ logger: cap.logger });
     const r = await h.rpc('getCacheLocation', {
       trace_id: 'trace-t03',
@@ -131,7 +116,7 @@ describe('kvcm-meta §1 transport', () => {
   });
 
   it('T-04 /health, /metrics, unknown path 404, wrong method 405, oversized body 413', async () => {
-    const cap = capturingLogger();
+    const cap = capturingLogger('debug');
     h = await MetaHarness.start({
       logger: cap.logger,
       configText: JSON.stringify({
