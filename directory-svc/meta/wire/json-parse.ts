@@ -68,8 +68,12 @@ export function parseJson(text: string, limits: JsonParseLimits = DEFAULT_JSON_L
   return v;
 }
 
-/** Longest string interned by the parser (keys and short enum/medium/name values). */
-const INTERN_MAX_CHARS = 24;
+/**
+ * Longest string interned by the parser (keys and short medium/name values). V8 copies a
+ * substring shorter than 13 characters but makes a longer one a view of its parent, and a
+ * table entry that is a view would keep a whole request body alive.
+ */
+const INTERN_MAX_CHARS = 12;
 const INTERN_SLOTS = 1024;
 /**
  * Recently parsed short strings, by a hash of their length and a few characters. A request
