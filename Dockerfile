@@ -16,13 +16,13 @@ RUN apt-get update \
 # Lockfile first: the dependency layer is rebuilt only when dependencies change.
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json ./
+COPY tsconfig.json tsconfig.build.json ./
 COPY proto ./proto
 COPY shared ./shared
 COPY directory-svc ./directory-svc
 COPY router-svc ./router-svc
 COPY tools ./tools
-RUN npx tsc -p tsconfig.json \
+RUN npx tsc -p tsconfig.build.json \
  && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim

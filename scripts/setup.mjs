@@ -31,8 +31,11 @@ if (!existsSync(join(root, 'node_modules', '.package-lock.json'))) {
 const stamp = join(root, 'dist', '.build-stamp');
 const srcNewest = Math.max(...['shared', 'directory-svc', 'router-svc', 'tools', 'bench', 'proto', 'test'].map((d) => newestMtime(join(root, d))));
 if (!existsSync(stamp) || statSync(stamp).mtimeMs < srcNewest) {
-  console.error('[setup] building dist/ (tsc)');
-  run('npx tsc -p tsconfig.json');
+  // The services and tools are built to dist/; tests and benchmarks run from source (tsx) but are
+  // type-checked too, so a type error anywhere fails the run.
+  console.error('[setup] building dist/ (tsc) and type-checking tests and benchmarks');
+  run('npx tsc -p tsconfig.build.json');
+  run('npx tsc -p tsconfig.json --noEmit');
   run(`node -e "require('fs').writeFileSync('dist/.build-stamp', String(Date.now()))"`);
 }
 

@@ -18,7 +18,7 @@ import { freePort, waitFor } from '../helpers/ports.js';
 const NAMESPACE = 'lifecycle-test';
 
 describe('discovery.md Instance states (real etcd)', function () {
-  this.timeout(30000);
+  this.timeout(60000);
   let etcd: EtcdServer;
   let svc: DiscoveryService | null = null;
   let http: DirectoryHttpServer | null = null;
@@ -85,11 +85,11 @@ describe('discovery.md Instance states (real etcd)', function () {
   it('registration: a leased PUT gives an ACTIVE instance that becomes a routing candidate with its first heartbeat', async () => {
     await startDirectory();
     const engine = await startEngine({ dpSize: 2 });
-    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 5000, 'routing candidate');
+    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 15000, 'routing candidate');
     const v = svc!.instance(engine.name)!;
     expect(v.state).to.equal('ACTIVE');
     expect(v.registration).to.deep.include({ type: 'PREFILL', dpSize: 2, incarnationId: engine.incarnationId });
-    await waitFor(() => engine.lastHeartbeatStatus === 200, 5000, 'heartbeat answer');
+    await waitFor(() => engine.lastHeartbeatStatus === 200, 15000, 'heartbeat answer');
     expect(svc!.etcdConnected).to.equal(true);
   });
 
@@ -98,37 +98,37 @@ describe('discovery.md Instance states (real etcd)', function () {
     const engine = await EngineControl.start({ etcdHosts: [etcd.address], etcdNamespace: NAMESPACE, httpPort: await freePort(), type: 'DEFAULT', directoryUrl: null, leaseTtlS: 2 });
     engines.push(engine);
     await startDirectory();
-    await waitFor(() => state(engine.name) === 'ACTIVE', 5000, 'listed instance');
+    await waitFor(() => state(engine.name) === 'ACTIVE', 15000, 'listed instance');
   });
 
   it('lease lost with a healthy engine: LEASE_LOST, still schedulable, kept alive by heartbeats', async () => {
     // A generous timeout: heartbeats every 100 ms must keep it LEASE_LOST even on a loaded machine.
     await startDirectory({ leaseLostHeartbeatTimeoutMs: 5000 });
     const engine = await startEngine();
-    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 5000, 'registered');
+    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 15000, 'registered');
     await engine.loseLease();
-    await waitFor(() => state(engine.name) === 'LEASE_LOST', 5000, 'LEASE_LOST');
+    await waitFor(() => state(engine.name) === 'LEASE_LOST', 15000, 'LEASE_LOST');
     expect(svc!.instance(engine.name)!.schedulable).to.equal(true);
     // Heartbeats go on every 100 ms, far inside the timeout: it stays LEASE_LOST. Wait for
     // several accepted heartbeats rather than for a time.
     const sent = engine.heartbeatCount;
-    await waitFor(() => engine.heartbeatCount >= sent + 15, 5000, 'more heartbeats');
+    await waitFor(() => engine.heartbeatCount >= sent + 15, 15000, 'more heartbeats');
     expect(state(engine.name)).to.equal('LEASE_LOST');
     // Only a PUT with the same incarnation makes it ACTIVE again, with the same generation.
     const generation = svc!.instance(engine.name)!.generation;
     await engine.reregister();
-    await waitFor(() => state(engine.name) === 'ACTIVE', 5000, 'ACTIVE again');
+    await waitFor(() => state(engine.name) === 'ACTIVE', 15000, 'ACTIVE again');
     expect(svc!.instance(engine.name)!.generation).to.equal(generation);
   });
 
   it('lease expiry with a dead engine: SUSPECT (not schedulable), then removed after the detect interval', async () => {
     await startDirectory();
     const engine = await startEngine();
-    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 5000, 'registered');
+    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 15000, 'registered');
     await engine.kill(); // no revoke: etcd expires the lease after its TTL
     await waitFor(() => state(engine.name) === 'SUSPECT', 10000, 'SUSPECT');
     expect(svc!.instance(engine.name)!.schedulable).to.equal(false);
-    await waitFor(() => state(engine.name) === null, 5000, 'removed');
+    await waitFor(() => state(engine.name) === null, 15000, 'removed');
     const moves = changes
       .filter((c) => c.instance.name === engine.name && (c.kind === 'state' || c.kind === 'remove'))
       .map((c) => (c.kind === 'state' ? `${c.from}->${c.to}` : c.kind));
@@ -139,9 +139,9 @@ describe('discovery.md Instance states (real etcd)', function () {
   it('LEASE_LOST without heartbeats for the timeout becomes SUSPECT; a heartbeat then gives LEASE_LOST, never ACTIVE', async () => {
     await startDirectory({ leaseLostHeartbeatTimeoutMs: 300, detectDisconnectedInstanceIntervalS: 30 });
     const engine = await startEngine({ heartbeatIntervalMs: 60000 }); // one heartbeat at start, then silence
-    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 5000, 'registered');
+    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 15000, 'registered');
     await engine.loseLease();
-    await waitFor(() => state(engine.name) === 'SUSPECT', 5000, 'SUSPECT after heartbeat timeout');
+    await waitFor(() => state(engine.name) === 'SUSPECT', 15000, 'SUSPECT after heartbeat timeout');
     const reasons = changes.filter((c) => c.kind === 'state').map((c) => (c.kind === 'state' ? `${c.from}->${c.to}:${c.reason}` : ''));
     expect(reasons).to.include.ordered.members(['ACTIVE->LEASE_LOST:probe_healthy', 'LEASE_LOST->SUSPECT:heartbeat_timeout']);
     expect(await engine.heartbeatNow()).to.equal(200);
@@ -155,12 +155,12 @@ describe('discovery.md Instance states (real etcd)', function () {
   it('same-incarnation refresh keeps the instance (generation unchanged, no replacement)', async () => {
     await startDirectory();
     const engine = await startEngine();
-    await waitFor(() => state(engine.name) === 'ACTIVE', 5000, 'registered');
+    await waitFor(() => state(engine.name) === 'ACTIVE', 15000, 'registered');
     const first = svc!.instance(engine.name)!;
     // register_ts_ms is in ms: make sure the refresh carries a later one, so it is observable.
     await waitFor(() => Date.now() > first.registration.registerTsMs!, 1000, 'next ms');
     await engine.reregister();
-    await waitFor(() => svc!.instance(engine.name)!.registration.registerTsMs! > first.registration.registerTsMs!, 5000, 'refresh seen');
+    await waitFor(() => svc!.instance(engine.name)!.registration.registerTsMs! > first.registration.registerTsMs!, 15000, 'refresh seen');
     const generation = first.generation;
     expect(svc!.instance(engine.name)!.state).to.equal('ACTIVE');
     expect(svc!.instance(engine.name)!.generation).to.equal(generation);
@@ -170,11 +170,11 @@ describe('discovery.md Instance states (real etcd)', function () {
   it('new incarnation on the same address is a replacement: new generation, the old heartbeat identity refused', async () => {
     await startDirectory();
     const engine = await startEngine();
-    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 5000, 'registered');
+    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 15000, 'registered');
     const oldInc = engine.incarnationId;
     const generation = svc!.instance(engine.name)!.generation;
     await engine.restart();
-    await waitFor(() => svc!.instance(engine.name)?.registration.incarnationId === engine.incarnationId, 5000, 'replacement seen');
+    await waitFor(() => svc!.instance(engine.name)?.registration.incarnationId === engine.incarnationId, 15000, 'replacement seen');
     expect(svc!.instance(engine.name)!.generation).to.not.equal(generation);
     expect(changes.some((c) => c.kind === 'replace' && c.previous.registration.incarnationId === oldInc)).to.equal(true);
     // A heartbeat still carrying the old incarnation is stale: 409.
@@ -191,7 +191,7 @@ describe('discovery.md Instance states (real etcd)', function () {
     await raw.put(`/${NAMESPACE}/XLLM:PREFILL:127.0.0.1:1`).value('not json');
     await raw.put(`/${NAMESPACE}/XLLM:BOGUS:127.0.0.1:2`).value('{}');
     const engine = await startEngine();
-    await waitFor(() => state(engine.name) === 'ACTIVE', 5000, 'good instance after bad keys');
+    await waitFor(() => state(engine.name) === 'ACTIVE', 15000, 'good instance after bad keys');
     const metrics = await (await fetch(`http://127.0.0.1:${http!.port}/metrics`)).text();
     expect(metrics).to.match(/discovery_rejected_keys_total\{class="invalid_instance"\} 1/);
     expect(metrics).to.match(/discovery_rejected_keys_total\{class="bad_key"\} 1/);
@@ -201,10 +201,10 @@ describe('discovery.md Instance states (real etcd)', function () {
     await startDirectory();
     const engine = await EngineControl.start({ etcdHosts: [etcd.address], etcdNamespace: NAMESPACE, httpPort: await freePort(), type: 'PREFILL', directoryUrl: null, leaseTtlS: 2 });
     engines.push(engine);
-    await waitFor(() => state(engine.name) === 'ACTIVE', 5000, 'registered');
+    await waitFor(() => state(engine.name) === 'ACTIVE', 15000, 'registered');
     raw = new Etcd3({ hosts: etcd.clientUrl });
     await raw.put(`/${NAMESPACE}/XLLM:LOADMETRICS:${engine.name}`).value(JSON.stringify({ waiting_requests_num: 7, gpu_cache_usage_perc: 0.25 }));
-    await waitFor(() => svc!.instance(engine.name)?.load?.waitingRequests === 7, 5000, 'legacy load');
+    await waitFor(() => svc!.instance(engine.name)?.load?.waitingRequests === 7, 15000, 'legacy load');
   });
 
   it('etcd unreachable at start stops nothing: heartbeats answer 409, and instances appear once etcd answers', async () => {
@@ -222,7 +222,7 @@ describe('discovery.md Instance states (real etcd)', function () {
   it('etcd stopped: the table is kept (stale); restarted: re-listed, and a change made meanwhile is seen', async () => {
     await startDirectory();
     const a = await startEngine({ leaseTtlS: 30 });
-    await waitFor(() => svc!.instance(a.name)?.routingCandidate, 5000, 'registered');
+    await waitFor(() => svc!.instance(a.name)?.routingCandidate, 15000, 'registered');
     const listings = svc!.diagnostics().etcdListings;
     await etcd.stop();
     await waitFor(() => svc!.diagnostics().stale, 10000, 'stale');
