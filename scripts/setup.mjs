@@ -50,7 +50,11 @@ if (process.argv.includes('--etcd')) {
       process.exit(1);
     }
   }
-  // The status page suite drives headless Chromium; without it (and not root) that suite skips.
+}
+
+// Tests only (`npm start` does not need a browser): the status page suite drives headless
+// Chromium; without it (and not root) that suite skips.
+if (process.argv.includes('--chromium')) {
   const hasChromium = spawnSync('sh', ['-c', 'command -v chromium'], { stdio: 'ignore' }).status === 0;
   if (!hasChromium) {
     if (process.getuid && process.getuid() === 0) {
