@@ -4,6 +4,7 @@
  */
 import {
   StoreError,
+  type GetBlocksOptions,
   type InstanceRecord,
   type LocationPage,
   type LocationScanFilter,
@@ -61,9 +62,9 @@ export class FaultyMetaStore implements MetaStore {
   countInstances(instanceGroup: string): Promise<number> {
     return this.inner.countInstances(instanceGroup);
   }
-  async getBlocks(instanceId: string, blockKeys: readonly bigint[]): Promise<Map<bigint, StoredBlock>> {
+  async getBlocks(instanceId: string, blockKeys: readonly bigint[], opts?: GetBlocksOptions): Promise<Map<bigint, StoredBlock>> {
     this.maybeFail('getBlocks');
-    return this.inner.getBlocks(instanceId, blockKeys);
+    return this.inner.getBlocks(instanceId, blockKeys, opts);
   }
   async apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]> {
     const pause = this.applyPause;

@@ -45,6 +45,9 @@ type Unit =
   | { readonly kind: 'heartbeat' | 'host_down'; readonly indexes: number[] }
   | { readonly kind: 'snapshot'; readonly indexes: number[]; readonly blocks: readonly ValidBlock[] };
 
+/** Delta and snapshot reads are followed by a write of the same keys (§7.5). */
+const FOR_WRITE = { forWrite: true } as const;
+
 export class ReportEventExecutor {
   /** Per-reporter serialization of delta runs: each run reads, folds and writes its locations. */
   private readonly deltaTails = new WeakMap<Reporter, Promise<void>>();
@@ -200,7 +203,7 @@ export class ReportEventExecutor {
     const keys = [...folded.keys()];
     let stored;
     try {
-      stored = await this.deps.store.getBlocks(target.instanceId, keys);
+      stored = await this.deps.store.getBlocks(target.instanceId, keys, FOR_WRITE);
     } catch (err) {
       return this.storeFailure(err, 'delta read');
     }
@@ -299,7 +302,7 @@ export class ReportEventExecutor {
     if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
     let stored;
     try {
-      stored = blocks.length === 0 ? new Map() : await this.deps.store.getBlocks(target.instanceId, uniqueKeys(blocks));
+      stored = blocks.length === 0 ? new Map() : await this.deps.store.getBlocks(target.instanceId, uniqueKeys(blocks), FOR_WRITE);
     } catch (err) {
       return this.storeFailure(err, 'snapshot read');
     }

@@ -4,6 +4,7 @@
  * method name (`getBlocks`, `apply`, …); failed calls are timed too.
  */
 import type {
+  GetBlocksOptions,
   InstanceRecord,
   LocationPage,
   LocationScanFilter,
@@ -45,8 +46,8 @@ export class InstrumentedMetaStore implements MetaStore {
   countInstances(instanceGroup: string): Promise<number> {
     return this.timed('countInstances', () => this.inner.countInstances(instanceGroup));
   }
-  getBlocks(instanceId: string, blockKeys: readonly bigint[]): Promise<Map<bigint, StoredBlock>> {
-    return this.timed('getBlocks', () => this.inner.getBlocks(instanceId, blockKeys));
+  getBlocks(instanceId: string, blockKeys: readonly bigint[], opts?: GetBlocksOptions): Promise<Map<bigint, StoredBlock>> {
+    return this.timed('getBlocks', () => this.inner.getBlocks(instanceId, blockKeys, opts));
   }
   apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]> {
     return this.timed('apply', () => this.inner.apply(mutations));

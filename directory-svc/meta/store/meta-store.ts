@@ -147,6 +147,15 @@ export interface LocationPage {
   readonly cursor: string | null;
 }
 
+/** Hints for getBlocks; they never change what it returns. */
+export interface GetBlocksOptions {
+  /**
+   * The caller reads these keys to rewrite them at once (a reportEvent delta or snapshot): a
+   * read cache should not keep them, since the write invalidates them anyway.
+   */
+  readonly forWrite?: boolean;
+}
+
 export interface MetaStore {
   getInstance(instanceId: string): Promise<InstanceRecord | null>;
   putInstance(rec: InstanceRecord): Promise<void>;
@@ -154,7 +163,7 @@ export interface MetaStore {
   countInstances(instanceGroup: string): Promise<number>;
 
   /** Only keys that exist appear in the map. */
-  getBlocks(instanceId: string, blockKeys: readonly bigint[]): Promise<Map<bigint, StoredBlock>>;
+  getBlocks(instanceId: string, blockKeys: readonly bigint[], opts?: GetBlocksOptions): Promise<Map<bigint, StoredBlock>>;
   /** One transaction: all ops commit (durably, before resolving) or none (StoreError). */
   apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]>;
   /** instanceId null = every instance. Pages in a stable order. */

@@ -18,6 +18,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { migrate } from './sqlite-schema.js';
 import {
   StoreError,
+  type GetBlocksOptions,
   type InstanceRecord,
   type LocationPage,
   type LocationScanFilter,
@@ -188,11 +189,14 @@ export class SqliteMetaStore implements MetaStore {
    * probe per distinct key driven by json_each over the bound key array. The hot read of every
    * lookup and of reportEvent; no transaction needed (WAL readers see the last commit).
    */
-  async getBlocks(instanceId: string, blockKeys: readonly bigint[]): Promise<Map<bigint, StoredBlock>> {
+  async getBlocks(instanceId: string, blockKeys: readonly bigint[], opts?: GetBlocksOptions): Promise<Map<bigint, StoredBlock>> {
     return this.run('getBlocks', () => {
       const out = new Map<bigint, StoredBlock>();
       if (blockKeys.length === 0) return out;
-      const useCache = this.blockCacheEntries > 0;
+      // A read for a write keeps nothing: apply would delete every entry again at once, and
+      // 2000 inserts and deletes per reportEvent on a 100k-entry Map churn its hash table
+      // (rehashes) for no hit. Cached blocks still serve it.
+      const useCache = this.blockCacheEntries > 0 && opts?.forWrite !== true;
       let cache = this.blockCache.get(instanceId);
       let misses: bigint[] | null = null;
       // Hot path (every looked-up key): one cache probe and one insert per key. A repeated key
@@ -215,7 +219,7 @@ export class SqliteMetaStore implements MetaStore {
         const key = unique[i] as bigint;
         const b = read[i];
         if (b !== undefined) out.set(key, b);
-        if (cache !== undefined && !cache.has(key)) {
+        if (useCache && cache !== undefined && !cache.has(key)) {
           cache.set(key, b ?? null);
           this.blockCacheSize++;
         }

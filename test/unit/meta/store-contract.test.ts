@@ -191,6 +191,16 @@ export function describeMetaStoreContract(name: string, factory: MetaStoreFactor
       expect((await store.getBlocks('other', [3n])).size).to.equal(1);
     });
 
+    it('§9.2 the forWrite hint never changes what getBlocks returns, before or after a write', async () => {
+      await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 1n, location: loc('L1') }]);
+      const plain = await store.getBlocks(INST, [1n, 2n]);
+      const hinted = await store.getBlocks(INST, [1n, 2n, 1n], { forWrite: true });
+      expect([...hinted.entries()]).to.deep.equal([...plain.entries()]);
+      await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 2n, location: loc('L2') }]);
+      expect([...(await store.getBlocks(INST, [2n], { forWrite: true })).keys()]).to.deep.equal([2n]);
+      expect([...(await store.getBlocks(INST, [1n, 2n])).keys()]).to.deep.equal([1n, 2n]);
+    });
+
     it('§9.2 a large batch of new, existing and repeated rows gives each op its row-by-row result', async () => {
       // 300 puts (several multi-row chunks in the SQLite store) over keys some of which exist,
       // one key repeated inside a chunk, and a non-put op in the middle.
