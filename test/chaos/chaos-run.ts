@@ -1,8 +1,8 @@
 /**
  * Chaos run: a steady seeded workload through TWO CAR routers while faults are injected one after
  * another; after each, the run records the workload requests that failed, the seconds with stale
- * credit (credit-monitor.ts: every hit either router reports, checked against the engines' true
- * pools) and the seconds from the healing action to full recovery (every stream synchronized in
+ * credit (credit-monitor.ts: every hit the monitor's continuous queries of both routers and the
+ * workload's own `POST /v1/route` answers report, checked against the engines' true pools) and the seconds from the healing action to full recovery (every stream synchronized in
  * both routers and a prompt sent to each engine after the heal credited by both, at exactly the
  * tokens the engine holds).
  *
@@ -111,6 +111,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     maxRequests: opts.maxRequests,
     proxyShare: 0.7,
     timeoutMs: 10000,
+    onRouteAnswer: (startMs, router, prompt, answer) => monitor.routeAnswer(startMs, `router-${router + 1}`, prompt, answer),
   });
 
   /** A fresh prompt sent straight to each engine; recovered when both routers credit it exactly. */

@@ -11,6 +11,10 @@
  * above what the engine holds. The grace is the propagation bound we allow between an engine's
  * change and the routers' views (kv-events §8: a query is an asynchronous observation).
  *
+ * The workload's `POST /v1/route` answers are checked the same way: a candidate's hit (the
+ * device + host-only tokens of its minimum rank, routing.md) must be backed on some rank by a
+ * read of the same incarnation the answer names.
+ *
  * A SIGSTOPped engine cannot answer; its pool cannot change while stopped, so its credits are
  * checked against its first read after SIGCONT (an upper bound, as chaos runs never evict) and
  * counted apart as `frozenCredit`: correct about the pool, though the engine could not serve.
@@ -46,11 +50,25 @@ export interface PhaseCredit {
   queryFailures: number;
 }
 
+/** The part of a `POST /v1/route` answer the monitor checks. */
+interface WireRouteAnswer {
+  readonly candidates?: readonly { readonly instance_name: string; readonly incarnation_id?: string; readonly device_hit_tokens: number; readonly host_only_hit_tokens: number }[];
+}
+
+interface PendingRoute {
+  readonly qs: number;
+  readonly phase: string;
+  readonly router: string;
+  readonly promptIndex: number;
+  readonly answer: WireRouteAnswer;
+}
+
 interface PendingFrozen {
   readonly phase: string;
   readonly t: number;
   readonly router: string;
   readonly engine: EngineHandle;
+  /** −1: a route candidate, backed by any rank. */
   readonly dpRank: number;
   readonly promptIndex: number;
   readonly hitTokens: number;
@@ -59,9 +77,15 @@ interface PendingFrozen {
 
 const HISTORY_MS = 15000;
 
+/** Tokens of the prompt resident on `rank` (−1: the best rank). */
 function resident(a: WireResidencyAnswer, rank: number, promptIndex: number): number {
-  const p = a.ranks.find((r) => r.dp_rank === rank)?.prompts[promptIndex];
-  return p === undefined ? 0 : p.device_hit_tokens + p.host_only_hit_tokens;
+  let best = 0;
+  for (const r of a.ranks) {
+    if (rank !== -1 && r.dp_rank !== rank) continue;
+    const p = r.prompts[promptIndex];
+    if (p !== undefined) best = Math.max(best, p.device_hit_tokens + p.host_only_hit_tokens);
+  }
+  return best;
 }
 
 export class CreditMonitor {
@@ -71,6 +95,9 @@ export class CreditMonitor {
   private readonly history = new Map<EngineHandle, Read[]>();
   private readonly lastAnswer = new Map<EngineHandle, WireResidencyAnswer>();
   private readonly pendingFrozen: PendingFrozen[] = [];
+  private pendingRoutes: PendingRoute[] = [];
+  /** Watched prompts by the caller's array, so a route answer finds its prompt's index. */
+  private readonly indexOf = new Map<readonly number[], number>();
   private running = false;
   private loopDone: Promise<void> = Promise.resolve();
   private next = 0;
@@ -83,7 +110,17 @@ export class CreditMonitor {
   ) {}
 
   watch(prompts: readonly (readonly number[])[]): void {
-    for (const p of prompts) this.prompts.push([...p]);
+    for (const p of prompts) {
+      this.indexOf.set(p, this.prompts.length);
+      this.prompts.push([...p]);
+    }
+  }
+
+  /** A `POST /v1/route` answer to check once the engines have been read again. */
+  routeAnswer(qs: number, router: string, prompt: readonly number[], answer: unknown): void {
+    const promptIndex = this.indexOf.get(prompt);
+    if (promptIndex === undefined || typeof answer !== 'object' || answer === null) return;
+    this.pendingRoutes.push({ qs, phase: this.phase(), router, promptIndex, answer: answer as WireRouteAnswer });
   }
 
   stats(phase: string): PhaseCredit {
@@ -108,8 +145,11 @@ export class CreditMonitor {
   private async loop(): Promise<void> {
     let pending: { qs: number; phase: string; promptIndex: number; answers: { router: string; q: QueryResult | null }[] } | null = null;
     while (this.running) {
+      const routes = this.pendingRoutes;
+      this.pendingRoutes = [];
       await this.readEngines();
       if (pending !== null) this.judge(pending.qs, pending.phase, pending.promptIndex, pending.answers);
+      for (const r of routes) this.judgeRoute(r);
       const promptIndex = this.next++ % this.prompts.length;
       const qs = Date.now();
       const phase = this.phase();
@@ -157,21 +197,44 @@ export class CreditMonitor {
           s.stale.push({ ...sample, backedTokens: -1 });
           continue;
         }
-        let best = -1;
-        let sawFrozen = false;
-        for (const r of this.history.get(engine) ?? []) {
-          if (r.t < qs - this.graceMs) continue;
-          if (r.frozen) sawFrozen = true;
-          if (r.answer !== null) best = Math.max(best, resident(r.answer, m.dp_rank, promptIndex));
-        }
-        if (best >= hit) continue;
-        if (sawFrozen) {
-          this.pendingFrozen.push({ phase, t: qs, router, engine, dpRank: m.dp_rank, promptIndex, hitTokens: hit, incarnation: this.lastAnswer.get(engine)?.incarnation_id ?? null });
-          continue;
-        }
-        s.stale.push({ ...sample, backedTokens: best });
+        this.check(s, sample, engine, promptIndex, null);
       }
     }
+  }
+
+  private judgeRoute(p: PendingRoute): void {
+    const s = this.stats(p.phase);
+    s.checks++;
+    for (const c of p.answer.candidates ?? []) {
+      const hit = c.device_hit_tokens + c.host_only_hit_tokens;
+      if (hit === 0) continue;
+      s.creditedHits++;
+      const engine = this.cluster.engines.find((e) => e.name === c.instance_name);
+      const sample = { t: p.qs, phase: p.phase, router: `${p.router} /v1/route`, engine: c.instance_name, dpRank: -1, hitTokens: hit, synchronized: true };
+      if (engine === undefined) s.stale.push({ ...sample, backedTokens: -1 });
+      else this.check(s, sample, engine, p.promptIndex, c.incarnation_id ?? null);
+    }
+  }
+
+  /**
+   * Backed when a read of `engine` in [t − grace, now] (of `incarnation`, when given) holds at
+   * least the hit; a stopped engine's credits wait for its first read after SIGCONT.
+   */
+  private check(s: PhaseCredit, sample: Omit<StaleSample, 'backedTokens'>, engine: EngineHandle, promptIndex: number, incarnation: string | null): void {
+    let best = -1;
+    let sawFrozen = false;
+    for (const r of this.history.get(engine) ?? []) {
+      if (r.t < sample.t - this.graceMs) continue;
+      if (r.frozen) sawFrozen = true;
+      if (r.answer !== null && (incarnation === null || r.answer.incarnation_id === incarnation)) best = Math.max(best, resident(r.answer, sample.dpRank, promptIndex));
+    }
+    if (best >= sample.hitTokens) return;
+    if (sawFrozen) {
+      const frozenIncarnation = this.lastAnswer.get(engine)?.incarnation_id ?? null;
+      this.pendingFrozen.push({ ...sample, engine, promptIndex, incarnation: incarnation ?? frozenIncarnation });
+      return;
+    }
+    s.stale.push({ ...sample, backedTokens: best });
   }
 
   /** A resumed engine's first read decides the credits given while it was stopped. */

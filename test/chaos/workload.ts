@@ -24,6 +24,8 @@ export interface WorkloadOptions {
   /** Share of requests through the proxy (the rest are `POST /v1/route`). */
   readonly proxyShare: number;
   readonly timeoutMs: number;
+  /** Every 200 answer of `POST /v1/route`, with when it was asked (the chaos monitor checks its hits). */
+  readonly onRouteAnswer?: (startMs: number, router: number, prompt: readonly number[], answer: unknown) => void;
 }
 
 export interface RequestRecord {
@@ -104,6 +106,7 @@ export class Workload {
     try {
       const res = await fetch(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(this.o.timeoutMs) });
       const text = await res.text();
+      if (kind === 'route' && res.status === 200 && this.o.onRouteAnswer !== undefined) this.o.onRouteAnswer(startMs, router, prompt, JSON.parse(text) as unknown);
       return { startMs, endMs: Date.now(), router, kind, status: res.status, ok: res.status === 200, error: res.status === 200 ? '' : text.slice(0, 200) };
     } catch (e) {
       const cause = e instanceof Error ? ((e.cause as { code?: string } | undefined)?.code ?? e.name) : String(e);

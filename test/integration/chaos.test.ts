@@ -38,12 +38,13 @@ function scriptedCluster(state: { truthTokens: number | null; hitTokens: number;
   return fake as unknown as ChaosCluster;
 }
 
-async function monitorRun(state: { truthTokens: number | null; hitTokens: number; synchronized: boolean }, graceMs: number, change?: () => void): Promise<number> {
+async function monitorRun(state: { truthTokens: number | null; hitTokens: number; synchronized: boolean }, graceMs: number, change?: (m: CreditMonitor, prompt: number[]) => void): Promise<number> {
   const monitor = new CreditMonitor(scriptedCluster(state), () => 'p', graceMs);
-  monitor.watch([[1, 2, 3]]);
+  const prompt = [1, 2, 3];
+  monitor.watch([prompt]);
   monitor.start();
   await waitFor(() => monitor.rounds >= 5, 5000, 'five monitor rounds');
-  change?.();
+  change?.(monitor, prompt);
   const after = monitor.rounds;
   await waitFor(() => monitor.rounds >= after + 10, 10000, 'ten more rounds');
   await monitor.stop();
@@ -68,6 +69,13 @@ describe('chaos: stale-credit monitor, against a scripted engine and router', fu
   it('a hit on an engine that stopped answering is stale once the grace has passed', async () => {
     const state = { truthTokens: 32 as number | null, hitTokens: 32, synchronized: true };
     expect(await monitorRun(state, 50, () => (state.truthTokens = null))).to.be.greaterThan(0);
+  });
+
+  it('a /v1/route candidate credited under another incarnation than the engine runs is stale; under its own, not', async () => {
+    const route = (incarnation: string) => ({ candidates: [{ instance_name: 'e', incarnation_id: incarnation, device_hit_tokens: 16, host_only_hit_tokens: 0 }] });
+    const state = { truthTokens: 32, hitTokens: 0, synchronized: true };
+    expect(await monitorRun(state, 1000, (m, p) => m.routeAnswer(Date.now(), 'r', p, route('i1')))).to.equal(0);
+    expect(await monitorRun(state, 1000, (m, p) => m.routeAnswer(Date.now(), 'r', p, route('i0')))).to.equal(1);
   });
 });
 
