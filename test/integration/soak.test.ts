@@ -2,15 +2,16 @@
  * Soak, short form (test/chaos/soak-run.ts; the full form is `npm run soak`, SOAK_SECONDS=1800):
  * 30 s of churn (evictions and Host offloads on every engine) through two CAR routers, heap and
  * RSS of the directory and router-1 sampled every second. Once the index is full, the slope over
- * the second half must stay under a generous bound (2 MiB/s: GC saw-tooth over a few seconds is
- * noise; a per-request leak at this rate would still show), no request may fail, and every stream
- * ends synchronized.
+ * the second half must stay under a generous bound (heap 2 MiB/s: GC saw-tooth over a few seconds
+ * is noise; RSS 4 MiB/s: V8 still grows its spaces during the first minute, ~20 MiB in the full
+ * soak, then stays flat; a per-request leak at this rate, ~90 requests/s, would still show), no
+ * request may fail, and every stream ends synchronized.
  */
 import { expect } from 'chai';
-import { SERIES, runSoak, soakSummary, type SoakReport } from '../chaos/soak-run.js';
+import { SERIES, runSoak, soakSummary, type SeriesName, type SoakReport } from '../chaos/soak-run.js';
 
 const SECONDS = 30;
-const MAX_SLOPE_KIB_S = 2048;
+const MAX_SLOPE_KIB_S: Readonly<Record<SeriesName, number>> = { directoryHeap: 2048, routerHeap: 2048, directoryRss: 4096, routerRss: 4096 };
 
 describe('soak (short form): memory of the directory and a router stays flat under churn', function () {
   this.timeout(4 * 60 * 1000);
@@ -32,11 +33,11 @@ describe('soak (short form): memory of the directory and a router stays flat und
     }
   });
 
-  it(`heap and RSS slopes over the second half after the index filled are below ${MAX_SLOPE_KIB_S} KiB/s`, () => {
+  it('heap and RSS slopes over the second half after the index filled are below the bounds (KiB/s)', () => {
     expect(report.fittedSamples).to.be.greaterThan(3);
     for (const k of SERIES) {
       expect(Number.isFinite(report.slopeKiBs[k]), k).to.equal(true);
-      expect(Math.abs(report.slopeKiBs[k]), k).to.be.lessThan(MAX_SLOPE_KIB_S);
+      expect(Math.abs(report.slopeKiBs[k]), k).to.be.lessThan(MAX_SLOPE_KIB_S[k]);
     }
   });
 });
