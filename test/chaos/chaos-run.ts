@@ -53,6 +53,8 @@ export interface FaultRow {
   readonly checks: number;
   readonly credited_hits: number;
   readonly frozen_credit: number;
+  /** Longest a router kept a credit the engine had dropped (within the grace; upper bound). */
+  readonly max_lag_ms: number;
   readonly hold_s: number;
   /** From the healing action to full recovery; null when it did not recover in time. */
   readonly recovery_s: number | null;
@@ -198,6 +200,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       checks: credit.checks,
       credited_hits: credit.creditedHits,
       frozen_credit: credit.frozenCredit,
+      max_lag_ms: Math.max(0, Math.round(credit.maxLagMs)),
       hold_s: Math.round(holdS * 10) / 10,
       recovery_s: recovery === null ? null : Math.round(recovery * 10) / 10,
     });
@@ -259,10 +262,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
 }
 
 export function chaosMarkdown(rows: readonly FaultRow[]): string {
-  const head = '| fault | method | requests | failed | stale credit s | stale samples | checks | credited hits | frozen credit | hold s | recovery s |';
-  const sep = '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
+  const head = '| fault | method | requests | failed | stale credit s | stale samples | checks | credited hits | frozen credit | max lag ms | hold s | recovery s |';
+  const sep = '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
   const lines = rows.map(
-    (r) => `| ${r.fault} | ${r.method} | ${r.requests} | ${r.failed} | ${r.stale_credit_s} | ${r.stale_samples} | ${r.checks} | ${r.credited_hits} | ${r.frozen_credit} | ${r.hold_s} | ${r.recovery_s ?? 'NOT RECOVERED'} |`,
+    (r) => `| ${r.fault} | ${r.method} | ${r.requests} | ${r.failed} | ${r.stale_credit_s} | ${r.stale_samples} | ${r.checks} | ${r.credited_hits} | ${r.frozen_credit} | ${r.max_lag_ms} | ${r.hold_s} | ${r.recovery_s ?? 'NOT RECOVERED'} |`,
   );
   return [head, sep, ...lines].join('\n');
 }

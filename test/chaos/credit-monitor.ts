@@ -45,6 +45,11 @@ export interface StaleSample {
 export interface PhaseCredit {
   checks: number;
   creditedHits: number;
+  /**
+   * Largest age of the newest read backing a credit that the latest read no longer backs (an
+   * upper bound on how long the routers lagged the engine), for credits within the grace.
+   */
+  maxLagMs: number;
   stale: StaleSample[];
   frozenCredit: number;
   queryFailures: number;
@@ -126,7 +131,7 @@ export class CreditMonitor {
   stats(phase: string): PhaseCredit {
     let s = this.byPhase.get(phase);
     if (s === undefined) {
-      s = { checks: 0, creditedHits: 0, stale: [], frozenCredit: 0, queryFailures: 0 };
+      s = { checks: 0, creditedHits: 0, maxLagMs: 0, stale: [], frozenCredit: 0, queryFailures: 0 };
       this.byPhase.set(phase, s);
     }
     return s;
@@ -223,12 +228,20 @@ export class CreditMonitor {
   private check(s: PhaseCredit, sample: Omit<StaleSample, 'backedTokens'>, engine: EngineHandle, promptIndex: number, incarnation: string | null): void {
     let best = -1;
     let sawFrozen = false;
+    let lastBackingT = -1;
+    let latestBacks = false;
     for (const r of this.history.get(engine) ?? []) {
       if (r.t < sample.t - this.graceMs) continue;
       if (r.frozen) sawFrozen = true;
-      if (r.answer !== null && (incarnation === null || r.answer.incarnation_id === incarnation)) best = Math.max(best, resident(r.answer, sample.dpRank, promptIndex));
+      const held = r.answer !== null && (incarnation === null || r.answer.incarnation_id === incarnation) ? resident(r.answer, sample.dpRank, promptIndex) : -1;
+      best = Math.max(best, held);
+      latestBacks = held >= sample.hitTokens;
+      if (latestBacks) lastBackingT = r.t;
     }
-    if (best >= sample.hitTokens) return;
+    if (best >= sample.hitTokens) {
+      if (!latestBacks && !sawFrozen) s.maxLagMs = Math.max(s.maxLagMs, sample.t - lastBackingT);
+      return;
+    }
     if (sawFrozen) {
       const frozenIncarnation = this.lastAnswer.get(engine)?.incarnation_id ?? null;
       this.pendingFrozen.push({ ...sample, engine, promptIndex, incarnation: incarnation ?? frozenIncarnation });
