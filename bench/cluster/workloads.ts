@@ -12,6 +12,7 @@
  *
  * Token ids are drawn from disjoint ranges per part so unrelated prompts never share a block.
  */
+import { seededRandom } from '../lib/seeded-random.js';
 
 export type WorkloadName = 'multi_turn' | 'agentic';
 
@@ -58,18 +59,6 @@ export interface AgenticShape {
   readonly rampMs: number;
 }
 
-/** mulberry32: small, fast, seeded. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * Fresh token ids, each id drawn once in the whole workload: a block's content then names its
  * prefix, so prompts share a block exactly when one extends the other's draw.
@@ -113,7 +102,7 @@ function finish(name: WorkloadName, sessions: SessionRequest[][], blockSize: num
 }
 
 export function buildMultiTurn(seed: number, blockSize: number, s: MultiTurnShape): Workload {
-  const rand = prng(seed);
+  const rand = seededRandom(seed);
   const tokens = new TokenSource();
   const systems: number[][] = [];
   for (let i = 0; i < s.systemPrompts; i++) systems.push(tokens.take(s.systemPromptTokens));
@@ -132,7 +121,7 @@ export function buildMultiTurn(seed: number, blockSize: number, s: MultiTurnShap
 }
 
 export function buildAgentic(seed: number, blockSize: number, s: AgenticShape): Workload {
-  const rand = prng(seed);
+  const rand = seededRandom(seed);
   const tokens = new TokenSource();
   const sessions: SessionRequest[][] = [];
   for (let t = 0; t < s.tasks; t++) {

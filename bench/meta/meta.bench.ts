@@ -29,6 +29,7 @@ import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js'
 import { startMetaService } from '../../directory-svc/meta/meta-service.js';
 import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
 import { silentLogger } from '../../shared/log/logger.js';
+import { seededRandom } from '../lib/seeded-random.js';
 
 const QUICK = process.argv.includes('--quick');
 const STORED_KEYS = QUICK ? 4_096 : 20_000;
@@ -39,17 +40,6 @@ const ADD_BLOCKS_PER_REQUEST = 2_000;
 const ADD_REQUESTS = QUICK ? 10 : 50;
 const ADD_WARMUP = 3;
 const SEED = 0x6d657461;
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
@@ -141,7 +131,7 @@ function emitLatencyTarget(name: string, target: string, stat: 'p50_ms' | 'p99_m
 }
 
 async function main(): Promise<void> {
-  const rand = prng(SEED);
+  const rand = seededRandom(SEED);
   const dir = mkdtempSync(join(tmpdir(), 'kvcm-bench-'));
   const parsed = parseMetaConfig({ fileText: null, httpPortOverride: 1, dbPathOverride: join(dir, 'kvcm.db'), hostname: 'bench', firstIpv4: '127.0.0.1' });
   if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
