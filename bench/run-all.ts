@@ -16,7 +16,10 @@ const quick = process.argv.includes('--quick') || process.env.CI === 'true';
 const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length);
 
 const benches: { name: string; file: string; nodeArgs?: string[] }[] = [
+  // Micro-benchmarks beside the code they measure, then the scenario benchmarks.
   { name: 'decoder', file: 'directory-svc/decoder/live-frame-decoder.bench.ts' },
+  { name: 'car', file: 'router-svc/policy/car-policy.bench.ts' },
+  { name: 'report-executor', file: 'directory-svc/meta/report/report-event-executor.bench.ts' },
   { name: 'ingest', file: 'bench/ingest/ingest.bench.ts' },
   { name: 'query', file: 'bench/query/query.bench.ts', nodeArgs: ['--expose-gc', '--max-old-space-size=8192'] },
   { name: 'meta', file: 'bench/meta/meta.bench.ts' },
