@@ -12,7 +12,12 @@
  */
 import { ConfigError, isConfigError } from '../shared/config/config-error.js';
 import { directoryHelp, parseDirectoryFlags, type DirectoryFlags } from '../shared/config/directory-flags.js';
-import { DEFAULT_STREAM_LIMITS, readKvEventsConfigFile, type KvEventsConfig } from '../shared/config/kv-events-config.js';
+import {
+  DEFAULT_MAX_CONCURRENT_RECOVERIES,
+  DEFAULT_STREAM_LIMITS,
+  readKvEventsConfigFile,
+  type KvEventsConfig,
+} from '../shared/config/kv-events-config.js';
 import { createLogger, type Logger } from '../shared/log/logger.js';
 import { createMetricsRegistry } from '../shared/metrics/metrics-registry.js';
 import { ServiceShutdown, configOrExit } from '../shared/process/service-main.js';
@@ -23,6 +28,7 @@ import { DirectoryGrpcServer } from './grpc/directory-grpc-server.js';
 import { DiscoveryService } from './discovery/discovery-service.js';
 import { DirectoryHttpServer } from './http/directory-http-server.js';
 import { StreamMetrics } from './metrics/stream-metrics.js';
+import { RecoveryAdmission } from './recovery/recovery-admission.js';
 import { StreamSubscriber } from './subscription/stream-subscriber.js';
 import { ViewPublisher } from './view/view-publisher.js';
 import { registerViewMetrics } from './view/view-metrics.js';
@@ -58,12 +64,18 @@ function loadStartupConfig(
 function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: ViewPublisher, metrics: StreamMetrics): Directory {
   // Each subscriber reports its served index's residency changes and its state/view events to the
   // view stream (architecture.md "The view stream"); closing it takes the stream out of the view.
-  // Its §10 metrics are read at scrape time; closing it takes its series out.
+  // Its §10 metrics are read at scrape time; closing it takes its series out. One admission
+  // instance for all streams: max_concurrent_recoveries is a directory-wide cap.
+  const recoveryAdmission = new RecoveryAdmission(kvEvents?.maxConcurrentRecoveries ?? DEFAULT_MAX_CONCURRENT_RECOVERIES);
   const createStream: DirectoryStreamFactory = async (cfg, limits) =>
     metrics.track(
       cfg,
       await view.track(cfg, (onResidencyChange) =>
-        StreamSubscriber.create(cfg, limits, { logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }), onResidencyChange }),
+        StreamSubscriber.create(cfg, limits, {
+          logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }),
+          onResidencyChange,
+          recoveryAdmission,
+        }),
       ),
     );
   if (kvEvents === null) {

@@ -20,7 +20,9 @@
  *     empty batch, §7.1 seq_reset); time from the stream leaving SYNCHRONIZED to SYNCHRONIZED
  *     again with the full index rebuilt from the snapshot (§7.2), and from the restart order.
  *  6. `recovery_all_streams`: every rank restarts at once; time until all are SYNCHRONIZED, with
- *     the count of exchanges that hit replay_timeout_ms and were retried (§7.4).
+ *     the count of exchanges that hit replay_timeout_ms and were retried (§7.4). The
+ *     subscribers share one RecoveryAdmission of `max_concurrent_recoveries` slots (default 8
+ *     as in directory-svc; 0 = no cap, every stream requests its snapshot at once).
  *  7. `prefix_match_latency` p50/p99 of StreamQuery over all full streams for 1k/8k/32k-token
  *     prompts, next to the baseline `key_chain_latency` (§4 key chain alone, same prompts).
  *
@@ -35,7 +37,7 @@
  * replay_timeout_ms is set to its §9 maximum (60000): one full rank's reply is ~180 MB.
  *
  * Run: node --expose-gc --max-old-space-size=16384 --import tsx bench/scale/scale.bench.ts
- *      [--quick] [--streams=N] [--blocks=B]
+ *      [--quick] [--streams=N] [--blocks=B] [--max_concurrent_recoveries=C]
  * Full: 128 × 262,144 (~33.5M blocks): ~15 min on a shared 2-core host, over half of it the
  * all-stream recovery; ~3 GiB RSS once filled, ~11 GiB peak while all streams recover (old
  * indexes and received chunks awaiting GC). --quick: 16 × 16,384, ~15 s.
@@ -47,8 +49,10 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Decoder } from '@msgpack/msgpack';
 import * as zmq from 'zeromq';
+import { DEFAULT_MAX_CONCURRENT_RECOVERIES } from '../../shared/config/kv-events-config.js';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
+import { RecoveryAdmission } from '../../directory-svc/recovery/recovery-admission.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamLimits, StreamState, ViewChange } from '../../directory-svc/subscription/stream-subscriber.js';
 import { emitResult, isQuickRun, median, percentile } from '../lib/bench-kit.js';
@@ -63,6 +67,8 @@ function numArg(name: string, fallback: number): number {
 const STREAMS = numArg('streams', QUICK ? 16 : 128);
 const BLOCKS = numArg('blocks', QUICK ? 16_384 : 262_144);
 const PUBLISHERS = Math.min(STREAMS, QUICK ? 2 : 4);
+/** Directory-wide snapshot exchanges at once; 0 runs the subscribers without admission. */
+const MAX_CONCURRENT_RECOVERIES = numArg('max_concurrent_recoveries', DEFAULT_MAX_CONCURRENT_RECOVERIES);
 const SHAPE = scaleShape(BLOCKS);
 const BATCHES = batchesPerRank(SHAPE);
 const SEED = 0x5ca1e;
@@ -288,6 +294,7 @@ async function main(): Promise<void> {
     publishers: PUBLISHERS,
     max_blocks_per_stream: LIMITS.maxBlocksPerStream,
     replay_timeout_ms: LIMITS.replayTimeoutMs,
+    max_concurrent_recoveries: MAX_CONCURRENT_RECOVERIES,
   });
 
   const pubs: PublisherProcess[] = [];
@@ -307,6 +314,7 @@ async function main(): Promise<void> {
     const syncedAt = new Map<StreamSubscriber, number>();
     const leftAt = new Map<StreamSubscriber, number>();
     let stateWaiter: (() => void) | null = null;
+    const recoveryAdmission = MAX_CONCURRENT_RECOVERIES > 0 ? new RecoveryAdmission(MAX_CONCURRENT_RECOVERIES) : undefined;
     for (let s = 0; s < STREAMS; s++) {
       const sub = await StreamSubscriber.create(
         {
@@ -319,6 +327,7 @@ async function main(): Promise<void> {
           hashSeed: 1024n,
         },
         LIMITS,
+        { recoveryAdmission },
       );
       const pub = publisherOf(pubs, s);
       sub.on('view', (kind: ViewChange) => {
@@ -522,6 +531,7 @@ async function main(): Promise<void> {
       recoveries_failed: subs.reduce((a, x) => a + x.counters.recoveriesFailed, 0) - failedBefore,
       peak_rss_mib: Math.round(peakRss / 2 ** 20),
       concurrent_replies: PUBLISHERS,
+      max_concurrent_recoveries: MAX_CONCURRENT_RECOVERIES,
     });
 
     // 7. Queries over every full stream; the key chain alone is the baseline.

@@ -17,6 +17,13 @@
  * - Live-message errors in UNSYNCHRONIZED are logged only: the stream already lost sync.
  * - A disconnect during RECOVERING counts as an aborted recovery (§7.4 "aborts recovery").
  * - Exceeding `max_buffered_bytes` with the reconciliation copy counts `reconcile_failures`.
+ * - With `deps.recoveryAdmission` (our `max_concurrent_recoveries`, beyond §9), a RECOVERING
+ *   stream waits for a directory-wide slot before sending its request; `replay_timeout_ms`
+ *   starts at the request (§6), so queueing never counts toward it. While queued the stream
+ *   buffers live batches as in §7.2 step 1; leaving RECOVERING (restore, full buffer,
+ *   disconnect) or close cancels the wait. A §7.5 check that finds no free slot is skipped
+ *   until the next interval (not a reconcile failure): reconciliations never queue behind
+ *   recoveries. Each slot is released when its exchange ends or is cancelled.
  */
 import { EventEmitter } from 'node:events';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
@@ -32,6 +39,8 @@ import { StreamIndex } from '../index/stream-index.js';
 import type { ResidencyObserver, SkipCounters } from '../index/stream-index.js';
 import type { QueryableStream } from '../index/stream-query.js';
 import { RecoveryBackoff } from '../recovery/backoff.js';
+import { isAdmissionCancelled } from '../recovery/recovery-admission.js';
+import type { RecoveryAdmission, ReleaseSlot } from '../recovery/recovery-admission.js';
 import { RecoveryBuffer } from '../recovery/recovery-buffer.js';
 import { SnapshotBuilder } from '../recovery/snapshot-builder.js';
 import { SnapshotExchange } from '../recovery/snapshot-exchange.js';
@@ -97,6 +106,11 @@ export interface StreamSubscriberDeps {
    * reported by a batch that then failed part-way (§5.2: partial effects are never served).
    */
   onResidencyChange?: ResidencyObserver;
+  /**
+   * Directory-wide cap on concurrent snapshot exchanges, one instance shared by every stream.
+   * Absent: every exchange starts at once (the §7 behaviour as written).
+   */
+  recoveryAdmission?: RecoveryAdmission;
 }
 
 /** 'batch': one live batch applied in place; 'reset': a new index swapped in (§7.2–§7.5). */
@@ -110,6 +124,8 @@ interface ReconcileCheck {
   /** Copies of live batches applied since the request (§7.5 step 1). */
   readonly copy: RecoveryBuffer;
   exchange: SnapshotExchange | null;
+  /** The admission slot held for `exchange`; null without admission or once released. */
+  releaseSlot: ReleaseSlot | null;
   watermark: bigint | null;
   waitTimer: NodeJS.Timeout | null;
 }
@@ -122,6 +138,12 @@ function addSkips(into: SkipCounters, from: SkipCounters): void {
   into.outOfScope += from.outOfScope;
   into.descendant += from.descendant;
   into.orphan += from.orphan;
+}
+
+function releaseCheckSlot(check: ReconcileCheck): void {
+  const release = check.releaseSlot;
+  check.releaseSlot = null;
+  release?.();
 }
 
 /** `<class>: <detail>` (§10), built from the two stable fields. */
@@ -155,6 +177,7 @@ export class StreamSubscriber extends EventEmitter {
   private readonly random: () => number;
   private readonly nowMs: () => number;
   private readonly residencyObserver: ResidencyObserver | undefined;
+  private readonly admission: RecoveryAdmission | undefined;
   private readonly decodeOpts: LiveDecoderOptions;
   private readonly backoff = new RecoveryBackoff();
   private readonly buffer: RecoveryBuffer;
@@ -167,6 +190,10 @@ export class StreamSubscriber extends EventEmitter {
   private live: StreamIndex | null = null;
   private socket: EventSocket | null = null;
   private exchange: SnapshotExchange | null = null;
+  /** Set while RECOVERING waits for an admission slot; aborting it leaves the queue. */
+  private admissionWait: AbortController | null = null;
+  /** The admission slot held by the recovery exchange (granted, not yet released). */
+  private recoverySlot: ReleaseSlot | null = null;
   /** §7.4 delay: before the request in RECOVERING, or before leaving UNSYNCHRONIZED. */
   private backoffTimer: NodeJS.Timeout | null = null;
   private resyncTimer: NodeJS.Timeout | null = null;
@@ -186,6 +213,7 @@ export class StreamSubscriber extends EventEmitter {
     this.random = deps.random ?? Math.random;
     this.nowMs = deps.nowMs ?? Date.now;
     this.residencyObserver = deps.onResidencyChange;
+    this.admission = deps.recoveryAdmission;
     this.decodeOpts = {
       topic: Buffer.from(cfg.topic, 'utf8'),
       dpRank: cfg.dpRank,
@@ -472,8 +500,36 @@ export class StreamSubscriber extends EventEmitter {
     }
   }
 
+  /** §7.2 step 2, after an admission slot when the directory caps concurrent exchanges. */
   private startRecoveryExchange(): void {
-    if (this.exchange !== null) return;
+    if (this.exchange !== null || this.admissionWait !== null) return;
+    const admission = this.admission;
+    if (admission === undefined) {
+      this.sendRecoveryRequest();
+      return;
+    }
+    const wait = new AbortController();
+    this.admissionWait = wait;
+    admission.acquire(wait.signal).then(
+      (release) => this.onAdmitted(wait, release),
+      (e: unknown) => {
+        if (!isAdmissionCancelled(e)) this.logger.error({ err: e }, 'snapshot admission failed');
+      },
+    );
+  }
+
+  /** A slot was granted; one no longer wanted (wait cancelled meanwhile) goes straight back. */
+  private onAdmitted(wait: AbortController, release: ReleaseSlot): void {
+    if (this.admissionWait !== wait || this.closed || this.current !== 'RECOVERING') {
+      release();
+      return;
+    }
+    this.admissionWait = null;
+    this.recoverySlot = release;
+    this.sendRecoveryRequest();
+  }
+
+  private sendRecoveryRequest(): void {
     const fresh = this.newIndex();
     const skipped = zeroSkips();
     const builder = new SnapshotBuilder(fresh, skipped);
@@ -487,6 +543,7 @@ export class StreamSubscriber extends EventEmitter {
   private onRecoveryExchangeEnd(ex: SnapshotExchange, fresh: StreamIndex, skipped: SkipCounters, outcome: SnapshotOutcome): void {
     if (this.exchange !== ex || this.current !== 'RECOVERING' || this.closed) return;
     this.exchange = null;
+    this.releaseRecoverySlot();
     if (outcome.kind === 'failed') {
       this.abortRecovery(outcome.error);
       return;
@@ -572,6 +629,16 @@ export class StreamSubscriber extends EventEmitter {
 
   private startReconcile(): void {
     if (this.closed || this.current !== 'SYNCHRONIZED' || this.reconcile !== null) return;
+    let releaseSlot: ReleaseSlot | null = null;
+    if (this.admission !== undefined) {
+      // Never queue a check behind recoveries: no free slot now, try again next interval.
+      releaseSlot = this.admission.tryAcquire();
+      if (releaseSlot === null) {
+        this.logger.debug({ in_use: this.admission.inUse, queued: this.admission.queued }, 'reconciliation skipped: no snapshot slot free');
+        this.armResync();
+        return;
+      }
+    }
     const candidate = this.newIndex();
     const skipped = zeroSkips();
     const check: ReconcileCheck = {
@@ -580,6 +647,7 @@ export class StreamSubscriber extends EventEmitter {
       skipped,
       copy: new RecoveryBuffer(this.limits.maxBufferedBytes),
       exchange: null,
+      releaseSlot,
       watermark: null,
       waitTimer: null,
     };
@@ -604,6 +672,8 @@ export class StreamSubscriber extends EventEmitter {
   private onReconcileExchangeEnd(check: ReconcileCheck, outcome: SnapshotOutcome): void {
     if (this.reconcile !== check || this.current !== 'SYNCHRONIZED' || this.closed) return;
     check.exchange = null;
+    // The exchange is over: the step 3 wait holds no snapshot traffic.
+    releaseCheckSlot(check);
     if (outcome.kind === 'failed') {
       if (outcome.error.class === 'timeout') {
         this.logger.info({ error: errorText(outcome.error) }, 'reconciliation abandoned');
@@ -688,6 +758,7 @@ export class StreamSubscriber extends EventEmitter {
     this.reconcile = null;
     check.exchange?.cancel();
     check.exchange = null;
+    releaseCheckSlot(check);
     if (check.waitTimer !== null) clearTimeout(check.waitTimer);
     check.waitTimer = null;
     if (countFailure) this.counters.reconcileFailures++;
@@ -724,9 +795,21 @@ export class StreamSubscriber extends EventEmitter {
     };
   }
 
+  /** Cancels the recovery exchange or the wait for its slot, and releases any slot held. */
   private cancelExchange(): void {
     this.exchange?.cancel();
     this.exchange = null;
+    if (this.admissionWait !== null) {
+      this.admissionWait.abort();
+      this.admissionWait = null;
+    }
+    this.releaseRecoverySlot();
+  }
+
+  private releaseRecoverySlot(): void {
+    const release = this.recoverySlot;
+    this.recoverySlot = null;
+    release?.();
   }
 
   private cancelBackoff(): void {

@@ -45,12 +45,19 @@ export interface DiscoveryConfig {
 export interface KvEventsConfig {
   readonly maxStreams: number;
   readonly limits: StreamLimits;
+  /**
+   * Snapshot exchanges (§7.2 recoveries and §7.5 reconciliations) in flight at once across the
+   * whole directory, 1..128. Our extension beyond kv-events §9: streams beyond it queue for a
+   * slot before sending their request, so the §6 `replay_timeout_ms` never covers the queueing.
+   */
+  readonly maxConcurrentRecoveries: number;
   /** Static streams; empty when `discovery` is set (the two are exclusive). */
   readonly streams: readonly StaticStreamConfig[];
   readonly discovery: DiscoveryConfig | null;
 }
 
 export const DEFAULT_MAX_STREAMS = 128;
+export const DEFAULT_MAX_CONCURRENT_RECOVERIES = 8;
 export const DEFAULT_STREAM_LIMITS: StreamLimits = Object.freeze({
   maxBlocksPerStream: 262144,
   maxMessageBytes: 8388608,
@@ -77,6 +84,7 @@ const TOP_FIELDS = [
   'max_buffered_bytes',
   'replay_timeout_ms',
   'resync_interval_ms',
+  'max_concurrent_recoveries',
   'streams',
   'discovery',
 ] as const;
@@ -128,13 +136,15 @@ export function validateKvEventsConfig(json: unknown): KvEventsConfig {
   const replayTimeoutMs = int(root, 'replay_timeout_ms', '', DEFAULT_STREAM_LIMITS.replayTimeoutMs, 100, 60000);
   const resyncIntervalMs = resyncInterval(root, replayTimeoutMs);
   const limits: StreamLimits = Object.freeze({ maxBlocksPerStream, maxMessageBytes, maxBufferedBytes, replayTimeoutMs, resyncIntervalMs });
+  // Extension beyond §9: no upper bound above max_streams' own maximum (a cap ≥ streams is no cap).
+  const maxConcurrentRecoveries = int(root, 'max_concurrent_recoveries', '', DEFAULT_MAX_CONCURRENT_RECOVERIES, 1, 128);
 
   const discovery = root['discovery'] === undefined ? null : discoveryConfig(root['discovery']);
   const streams = root['streams'] === undefined ? [] : staticStreams(root['streams'], maxStreams);
   if (discovery !== null && streams.length > 0) {
     throw new ConfigError('streams', 'must be empty when discovery is set (the two are exclusive)');
   }
-  return Object.freeze({ maxStreams, limits, streams: Object.freeze(streams), discovery });
+  return Object.freeze({ maxStreams, limits, maxConcurrentRecoveries, streams: Object.freeze(streams), discovery });
 }
 
 function resyncInterval(root: JsonObject, replayTimeoutMs: number): number {

@@ -13,6 +13,7 @@
 import { expect } from 'chai';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import type { ResidencyObserver } from '../../directory-svc/index/stream-index.js';
+import type { RecoveryAdmission } from '../../directory-svc/recovery/recovery-admission.js';
 import type { PrefixHit } from '../../shared/keys/content-key-table.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import type { QueryResult, StreamMatch } from '../../directory-svc/index/stream-query.js';
@@ -109,6 +110,8 @@ export interface StreamRigOptions {
   nowMs?: () => number;
   /** Residency changes of the served index (view deltas). */
   onResidencyChange?: ResidencyObserver;
+  /** Directory-wide snapshot admission, shared by the rigs that pass the same instance. */
+  recoveryAdmission?: RecoveryAdmission;
   instanceName?: string;
   /** The stream's dp_rank (default 0). */
   dpRank?: number;
@@ -182,7 +185,7 @@ export class StreamRig {
         hashSeed,
       },
       { ...BASE_LIMITS, ...opts.limits },
-      { random: opts.random ?? (() => 0), nowMs: opts.nowMs, onResidencyChange: opts.onResidencyChange },
+      { random: opts.random ?? (() => 0), nowMs: opts.nowMs, onResidencyChange: opts.onResidencyChange, recoveryAdmission: opts.recoveryAdmission },
     );
     const hasher = await ContentKeyHasher.forSeed(hashSeed);
     return new StreamRig(pub, sub, hasher);

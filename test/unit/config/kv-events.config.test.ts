@@ -38,6 +38,7 @@ describe('kv-events §9 configuration: limits', () => {
     expect(c).to.deep.equal({
       maxStreams: 128,
       limits: { maxBlocksPerStream: 262144, maxMessageBytes: 8388608, maxBufferedBytes: 16777216, replayTimeoutMs: 2000, resyncIntervalMs: 30000 },
+      maxConcurrentRecoveries: 8,
       streams: [],
       discovery: null,
     } satisfies KvEventsConfig);
@@ -49,6 +50,8 @@ describe('kv-events §9 configuration: limits', () => {
     ['max_blocks_per_stream', 1, 16777216],
     ['max_message_bytes', 65536, 67108864],
     ['replay_timeout_ms', 100, 60000],
+    // Our extension beyond §9 (README): directory-wide cap on concurrent snapshot exchanges.
+    ['max_concurrent_recoveries', 1, 128],
   ];
   for (const [field, min, max] of bounds) {
     it(`§9 ${field} accepts ${min}..${max} and rejects ${min - 1}, ${max + 1}, 1.5 and "7"`, () => {
@@ -63,6 +66,13 @@ describe('kv-events §9 configuration: limits', () => {
       }
     });
   }
+
+  it('max_concurrent_recoveries (extension beyond §9): default 8, explicit values kept', () => {
+    expect(validateKvEventsConfig({}).maxConcurrentRecoveries).to.equal(8);
+    expect(validateKvEventsConfig({ max_concurrent_recoveries: 1 }).maxConcurrentRecoveries).to.equal(1);
+    expect(validateKvEventsConfig({ max_concurrent_recoveries: 128, max_streams: 4 }).maxConcurrentRecoveries).to.equal(128);
+    expect(fails({ max_concurrent_recoveries: 0 }).message).to.equal('max_concurrent_recoveries: expected an integer in 1..128, got 0');
+  });
 
   it('§9 max_buffered_bytes in 65536..1073741824 and at least max_message_bytes', () => {
     expect(validateKvEventsConfig({ max_buffered_bytes: 1073741824 }).limits.maxBufferedBytes).to.equal(1073741824);
