@@ -74,6 +74,10 @@ export class SnapshotExchange {
   }
 
   private async run(): Promise<void> {
+    // Yield once so `start` has returned (and the caller holds the exchange) before any outcome
+    // can be reported, even when connect throws synchronously.
+    await Promise.resolve();
+    if (this.finished) return;
     const seqFrame = new Uint8Array(8);
     new DataView(seqFrame.buffer).setBigUint64(0, this.request.startSeq, false);
     try {
