@@ -6,6 +6,7 @@
  * in count (`maxRequests`) and time (until `stop()`). Every answer is recorded with its start
  * time, so a run can count failures per fault window. No retries: a request that fails counts.
  */
+import { seededRandom } from '../../bench/lib/seeded-random.js';
 
 export interface WorkloadOptions {
   readonly routerUrls: () => readonly string[];
@@ -37,18 +38,6 @@ export interface RequestRecord {
   readonly status: number;
   readonly ok: boolean;
   readonly error: string;
-}
-
-/** mulberry32: small, fast, good enough for picking prompts; the same seed gives the same run. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Every prompt of the workload, family-major: prompt(f, v) = prompts[f * variants + v]. */
