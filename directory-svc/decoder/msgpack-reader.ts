@@ -208,29 +208,15 @@ export class MsgpackReader {
    */
   readHash(what: string): void {
     const b = this.byte();
-    if (b <= 0x7f) {
-      this.hashHi = 0;
-      this.hashLo = b;
-      return;
-    }
-    if (b >= 0xe0) {
-      this.hashHi = 0xffffffff;
-      this.hashLo = (b - 0x100) >>> 0;
-      return;
-    }
+    if (b <= 0x7f) return this.intHash(b);
+    if (b >= 0xe0) return this.intHash(b - 0x100);
     switch (b) {
       case 0xcc:
-        this.hashHi = 0;
-        this.hashLo = this.u8();
-        return;
+        return this.intHash(this.u8());
       case 0xcd:
-        this.hashHi = 0;
-        this.hashLo = this.u16();
-        return;
+        return this.intHash(this.u16());
       case 0xce:
-        this.hashHi = 0;
-        this.hashLo = this.u32();
-        return;
+        return this.intHash(this.u32());
       case 0xcf:
       case 0xd3:
         // uint64 and int64 share the bit pattern we keep.
@@ -239,24 +225,12 @@ export class MsgpackReader {
         this.hashLo = this.view.getUint32(this.pos + 4);
         this.pos += 8;
         return;
-      case 0xd0: {
-        const v = this.i8();
-        this.hashHi = v < 0 ? 0xffffffff : 0;
-        this.hashLo = v >>> 0;
-        return;
-      }
-      case 0xd1: {
-        const v = this.i16();
-        this.hashHi = v < 0 ? 0xffffffff : 0;
-        this.hashLo = v >>> 0;
-        return;
-      }
-      case 0xd2: {
-        const v = this.i32();
-        this.hashHi = v < 0 ? 0xffffffff : 0;
-        this.hashLo = v >>> 0;
-        return;
-      }
+      case 0xd0:
+        return this.intHash(this.i8());
+      case 0xd1:
+        return this.intHash(this.i16());
+      case 0xd2:
+        return this.intHash(this.i32());
       case 0xc4:
         return this.binHash(this.u8());
       case 0xc5:
@@ -525,6 +499,12 @@ export class MsgpackReader {
       default:
         throw this.wrongType(what, 'int', b);
     }
+  }
+
+  /** A hash from an int that fits 32 bits, sign-extended to 64 (§3.3: two's complement for negatives). */
+  private intHash(v: number): void {
+    this.hashHi = v < 0 ? 0xffffffff : 0;
+    this.hashLo = v >>> 0;
   }
 
   private binHash(n: number): void {
