@@ -37,8 +37,6 @@
  *      [--only=indexed|baseline]   (full run ≈ 1–1.5 min, 20 phases; --quick ≈ 10 s)
  * Profile: node --cpu-prof --import tsx bench/ingest/ingest.bench.ts --streams=1 --only=indexed
  */
-import { fork } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -47,6 +45,7 @@ import * as zmq from 'zeromq';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamLimits } from '../../directory-svc/subscription/stream-subscriber.js';
 import { emitResult, isQuickRun, median } from '../lib/bench-kit.js';
+import { ForkedPublisher } from '../lib/forked-publisher.js';
 import { INGEST_LOAD_SHAPE, buildIngestLoad } from './ingest-load.js';
 
 const QUICK = isQuickRun();
@@ -85,44 +84,9 @@ interface ReadyMessage {
   streams: { endpoint: string; replayEndpoint: string }[];
 }
 
-/** The forked publisher and a way to wait for its next IPC message of a given type. */
-class PublisherProcess {
-  private readonly child: ChildProcess;
-  private readonly seen: { type: string }[] = [];
-  private waiters: { type: string; resolve: (m: unknown) => void }[] = [];
-
-  constructor(streams: number, messages: number) {
-    this.child = fork(publisherFile, [`--streams=${streams}`, `--messages=${messages}`, `--seed=${SEED}`, `--topic=${TOPIC}`], {
-      execArgv: ['--import', 'tsx'],
-      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    });
-    this.child.on('message', (m: { type: string }) => {
-      const w = this.waiters.find((x) => x.type === m.type);
-      if (w === undefined) {
-        this.seen.push(m);
-        return;
-      }
-      this.waiters = this.waiters.filter((x) => x !== w);
-      w.resolve(m);
-    });
-  }
-
-  next<T>(type: string): Promise<T> {
-    const i = this.seen.findIndex((m) => m.type === type);
-    if (i >= 0) return Promise.resolve(this.seen.splice(i, 1)[0] as T);
-    return new Promise<T>((resolve) => this.waiters.push({ type, resolve: resolve as (m: unknown) => void }));
-  }
-
-  send(type: string): void {
-    this.child.send({ type });
-  }
-
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    const exited = new Promise<void>((r) => this.child.once('exit', () => r()));
-    this.child.send({ type: 'exit' });
-    await exited;
-  }
+/** The forked publisher (`--streams`, `--messages`): wait for its IPC messages with `next`. */
+function forkPublisher(streams: number, messages: number): ForkedPublisher {
+  return new ForkedPublisher(publisherFile, [`--streams=${streams}`, `--messages=${messages}`, `--seed=${SEED}`, `--topic=${TOPIC}`]);
 }
 
 /**
@@ -177,7 +141,7 @@ function withTimeout<T>(p: Promise<T>, what: string): Promise<T> {
 
 /** Indexed phase: one StreamSubscriber per stream, SYNCHRONIZED before the clock starts. */
 async function runIndexed(streams: number, messages: number, blocksPerBatch: number): Promise<PhaseResult> {
-  const pub = new PublisherProcess(streams, messages);
+  const pub = forkPublisher(streams, messages);
   const subs: StreamSubscriber[] = [];
   try {
     const ready = await pub.next<ReadyMessage>('ready');
@@ -210,7 +174,7 @@ async function runIndexed(streams: number, messages: number, blocksPerBatch: num
     const clock = new BatchClock(Math.ceil(messages / 10) * streams, messages * streams);
     const tick = (): void => clock.tick();
     for (const s of subs) s.on('view', tick);
-    pub.send('go');
+    pub.send({ type: 'go' });
     await withTimeout(clock.done, `indexed ${streams} stream(s)`);
     for (const s of subs) {
       const bad =
@@ -235,7 +199,7 @@ async function runIndexed(streams: number, messages: number, blocksPerBatch: num
 
 /** Baseline phase: bare SUB receive + @msgpack/msgpack decode of the same messages. */
 async function runBaseline(streams: number, messages: number, blocksPerBatch: number): Promise<PhaseResult> {
-  const pub = new PublisherProcess(streams, messages);
+  const pub = forkPublisher(streams, messages);
   const socks: zmq.Subscriber[] = [];
   try {
     const ready = await pub.next<ReadyMessage>('ready');
@@ -262,7 +226,7 @@ async function runBaseline(streams: number, messages: number, blocksPerBatch: nu
       );
     }
     await withTimeout(subscribed, 'baseline subscribed');
-    pub.send('go');
+    pub.send({ type: 'go' });
     await withTimeout(clock.done, `baseline ${streams} stream(s)`);
     await Promise.all(loops);
     if (clock.handled !== messages * streams) throw new Error(`baseline counted ${clock.handled} of ${messages * streams} messages`);

@@ -39,3 +39,23 @@ export function median(xs: readonly number[]): number {
 export function emitResult(line: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }
+
+const gc = (globalThis as { gc?: () => void }).gc;
+
+/** True when node runs with --expose-gc, so `retainedBytes` excludes uncollected garbage. */
+export function hasExposedGc(): boolean {
+  return gc !== undefined;
+}
+
+/**
+ * Heap plus ArrayBuffer bytes still held: after two full GCs when node runs with --expose-gc,
+ * otherwise including garbage not yet collected.
+ */
+export function retainedBytes(): number {
+  if (gc) {
+    gc();
+    gc();
+  }
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
+}

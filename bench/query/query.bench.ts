@@ -28,8 +28,8 @@ import { StreamIndex } from '../../directory-svc/index/stream-index.js';
 import type { SkipCounters } from '../../directory-svc/index/stream-index.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import type { QueryableStream } from '../../directory-svc/index/stream-query.js';
-import { emitResult, isQuickRun, percentile } from '../lib/bench-kit.js';
-import { seededRandom } from '../lib/seeded-random.js';
+import { emitResult, hasExposedGc, isQuickRun, percentile, retainedBytes } from '../lib/bench-kit.js';
+import { mix32, seededRandom } from '../lib/seeded-random.js';
 
 const QUICK = isQuickRun();
 const BLOCK_SIZE = 128;
@@ -42,16 +42,6 @@ const PROMPT_TOKENS = [1024, 8192, 32768];
 const SEED = 0x5eed1234;
 
 // ---- deterministic inputs -------------------------------------------------------------------
-
-function mix32(a: number, b: number): number {
-  let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(b + 0x7f4a7c15, 0xc2b2ae35);
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x7feb352d);
-  h ^= h >>> 15;
-  h = Math.imul(h, 0x846ca68b);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /** Tokens of block `blockNo` of document `docId` (system prompt or conversation), fixed by the seed. */
 function fillBlockTokens(docId: number, blockNo: number, out: Int32Array, at: number): void {
@@ -170,17 +160,6 @@ function latencyStats(samplesNs: number[]): { p50_us: number; p99_us: number; me
   return { p50_us: us(percentile(s, 0.5)), p99_us: us(percentile(s, 0.99)), mean_us: us(mean), n: samplesNs.length };
 }
 
-const gc = (globalThis as { gc?: () => void }).gc;
-
-function retainedBytes(): number {
-  if (gc) {
-    gc();
-    gc();
-  }
-  const m = process.memoryUsage();
-  return m.heapUsed + m.arrayBuffers;
-}
-
 function noSkips(): SkipCounters {
   return { outOfScope: 0, descendant: 0, orphan: 0 };
 }
@@ -188,7 +167,7 @@ function noSkips(): SkipCounters {
 // ---- 1. memory per block ------------------------------------------------------------------------
 
 async function measureMemory(hasher: ContentKeyHasher): Promise<void> {
-  if (!gc) {
+  if (!hasExposedGc()) {
     emit({ metric: 'bytes_per_block', skipped: 'run node with --expose-gc' });
     return;
   }

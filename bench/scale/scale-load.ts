@@ -16,6 +16,7 @@
  * batch and chunk envelopes come from tools/engine-sim/wire-encoding.ts. Pure: no sockets.
  */
 import { WireEncoder } from '../../tools/engine-sim/wire-encoding.js';
+import { mix32 } from '../lib/seeded-random.js';
 
 export interface ScaleShape {
   blockSize: number;
@@ -41,16 +42,6 @@ export function scaleShape(blocksPerRank: number): ScaleShape {
 const VOCABULARY = 151_643;
 /** Rank classes sharing documents (see header). */
 const RANK_CLASSES = 4;
-
-export function mix32(a: number, b: number): number {
-  let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(b + 0x7f4a7c15, 0xc2b2ae35);
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x7feb352d);
-  h ^= h >>> 15;
-  h = Math.imul(h, 0x846ca68b);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 export function promptsPerRank(shape: ScaleShape): number {
   return shape.blocksPerRank / shape.blocksPerPrompt;

@@ -42,8 +42,6 @@
  * all-stream recovery; ~3 GiB RSS once filled, ~11 GiB peak while all streams recover (old
  * indexes and received chunks awaiting GC). --quick: 16 × 16,384, ~15 s.
  */
-import { fork } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -55,7 +53,8 @@ import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import { RecoveryAdmission } from '../../directory-svc/recovery/recovery-admission.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamLimits, StreamState, ViewChange } from '../../directory-svc/subscription/stream-subscriber.js';
-import { emitResult, isQuickRun, median, percentile } from '../lib/bench-kit.js';
+import { emitResult, hasExposedGc, isQuickRun, median, percentile, retainedBytes } from '../lib/bench-kit.js';
+import { ForkedPublisher } from '../lib/forked-publisher.js';
 import { seededRandom } from '../lib/seeded-random.js';
 import { SCALE_MAX_MESSAGE_BYTES, batchesPerRank, buildPrompt, documentCount, scaleShape } from './scale-load.js';
 
@@ -100,10 +99,7 @@ interface ReadyMessage {
 }
 
 /** One forked publisher process, its ranks [firstRank, firstRank + ranks), and its credit. */
-class PublisherProcess {
-  private readonly child: ChildProcess;
-  private readonly seen: { type: string }[] = [];
-  private waiters: { type: string; resolve: (m: unknown) => void }[] = [];
+class PublisherProcess extends ForkedPublisher {
   /** Applied batches not yet returned as credit. */
   private owed = 0;
 
@@ -111,49 +107,19 @@ class PublisherProcess {
     readonly firstRank: number,
     readonly ranks: number,
   ) {
-    this.child = fork(
-      publisherFile,
-      [`--first-rank=${firstRank}`, `--ranks=${ranks}`, `--blocks=${BLOCKS}`, `--seed=${SEED}`, `--topic=${TOPIC}`, `--window=${WINDOW}`],
-      { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] },
-    );
-    this.child.on('message', (m: { type: string }) => {
-      const w = this.waiters.find((x) => x.type === m.type);
-      if (w === undefined) {
-        this.seen.push(m);
-        return;
-      }
-      this.waiters = this.waiters.filter((x) => x !== w);
-      w.resolve(m);
-    });
-  }
-
-  next<T>(type: string): Promise<T> {
-    const i = this.seen.findIndex((m) => m.type === type);
-    if (i >= 0) return Promise.resolve(this.seen.splice(i, 1)[0] as T);
-    return new Promise<T>((resolve) => this.waiters.push({ type, resolve: resolve as (m: unknown) => void }));
-  }
-
-  send(msg: Record<string, unknown>): void {
-    this.child.send(msg);
+    super(publisherFile, [`--first-rank=${firstRank}`, `--ranks=${ranks}`, `--blocks=${BLOCKS}`, `--seed=${SEED}`, `--topic=${TOPIC}`, `--window=${WINDOW}`]);
   }
 
   /** One batch of this process was handled by the directory side (hot: once per batch). */
   applied(): void {
     if (++this.owed >= CREDIT_STEP) {
-      this.child.send({ type: 'credit', n: this.owed });
+      this.send({ type: 'credit', n: this.owed });
       this.owed = 0;
     }
   }
 
   resetCredit(): void {
     this.owed = 0;
-  }
-
-  async stop(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    const exited = new Promise<void>((r) => this.child.once('exit', () => r()));
-    this.child.send({ type: 'exit' });
-    await exited;
   }
 }
 
@@ -173,17 +139,6 @@ function withTimeout<T>(p: Promise<T>, what: string, ms = PHASE_TIMEOUT_MS): Pro
     timer = setTimeout(() => reject(new Error(`${what}: not finished within ${ms} ms`)), ms);
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
-}
-
-const gc = (globalThis as { gc?: () => void }).gc;
-
-function retainedBytes(): number {
-  if (gc) {
-    gc();
-    gc();
-  }
-  const m = process.memoryUsage();
-  return m.heapUsed + m.arrayBuffers;
 }
 
 const round1 = (x: number): number => Math.round(x * 10) / 10;
@@ -282,7 +237,7 @@ async function fetchSnapshotRaw(endpoint: string): Promise<{ ms: number; blocks:
 }
 
 async function main(): Promise<void> {
-  if (!gc) throw new Error('run node with --expose-gc (memory per block is measured after gc)');
+  if (!hasExposedGc()) throw new Error('run node with --expose-gc (memory per block is measured after gc)');
   log(`${STREAMS} streams × ${BLOCKS} blocks (${BATCHES} batches of ${SHAPE.blocksPerBatch} per stream), ${PUBLISHERS} publisher processes`);
   emit({
     metric: 'config',
