@@ -27,6 +27,7 @@ import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import { envInt } from '../helpers/fuzz.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { stableClock } from '../helpers/stream-harness.js';
+import { CheckedWatch } from '../helpers/checked-watch.js';
 import { ViewModel, residencyMap, type DecodedViewUpdate } from '../helpers/view-model.js';
 import { BLOCK_SIZE, EngineHistory, REPLAY_TIMEOUT_MS, historyScenarioArb } from './engine-history.js';
 import type { HistoryScenario } from './engine-history.js';
@@ -74,55 +75,21 @@ function truthEqual(a: VersionTruth, b: VersionTruth): boolean {
   return true;
 }
 
-/** One WatchView call; every update is applied to the model and checked against the truth at its version. */
-class CheckedWatch {
-  readonly model = new ViewModel();
-  updates = 0;
-  status: grpc.StatusObject | null = null;
-  constructor(
-    readonly call: grpc.ClientReadableStream<DecodedViewUpdate>,
-    truth: ReadonlyMap<number, VersionTruth>,
-    violations: string[],
-    label: string,
-  ) {
-    call.on('data', (u: DecodedViewUpdate) => {
-      this.updates++;
-      try {
-        this.model.apply(u);
-      } catch (e) {
-        violations.push(`${label}: model refused ${u.body} v${u.version}: ${e instanceof Error ? e.message : String(e)}`);
-        return;
-      }
-      if (u.body === 'heartbeat') return;
-      const version = Number(u.version);
-      const want = truth.get(version);
-      if (want === undefined) {
-        violations.push(`${label}: ${u.body} at version ${version} that was never encoded`);
-        return;
-      }
-      const s = this.model.streamByName(INSTANCE, 0);
-      if (s === null) {
-        violations.push(`${label}: stream missing from the view at version ${version}`);
-        return;
-      }
-      const got: VersionTruth = {
-        synchronized: s.state.synchronized,
-        sequence: s.state.sequence,
-        deviceBlocks: Number(s.state.device_blocks),
-        hostBlocks: Number(s.state.host_blocks),
-        residency: s.residency,
-      };
-      if (!truthEqual(got, want)) {
-        violations.push(
-          `${label}: view at version ${version} (${u.body}) differs: router sync=${got.synchronized} seq=${got.sequence} keys=${got.residency.size} dev=${got.deviceBlocks} host=${got.hostBlocks}; directory sync=${want.synchronized} seq=${want.sequence} keys=${want.residency.size} dev=${want.deviceBlocks} host=${want.hostBlocks}`,
-        );
-      }
-    });
-    call.on('status', (st: grpc.StatusObject) => {
-      this.status = st;
-    });
-    call.on('error', () => undefined); // the status carries it
-  }
+/** The single stream in the view at `version` against the directory's truth there. */
+function checkStream(model: ViewModel, want: VersionTruth, version: number, body: DecodedViewUpdate['body']): string[] {
+  const s = model.streamByName(INSTANCE, 0);
+  if (s === null) return [`stream missing from the view at version ${version}`];
+  const got: VersionTruth = {
+    synchronized: s.state.synchronized,
+    sequence: s.state.sequence,
+    deviceBlocks: Number(s.state.device_blocks),
+    hostBlocks: Number(s.state.host_blocks),
+    residency: s.residency,
+  };
+  if (truthEqual(got, want)) return [];
+  return [
+    `view at version ${version} (${body}) differs: router sync=${got.synchronized} seq=${got.sequence} keys=${got.residency.size} dev=${got.deviceBlocks} host=${got.hostBlocks}; directory sync=${want.synchronized} seq=${want.sequence} keys=${want.residency.size} dev=${want.deviceBlocks} host=${want.hostBlocks}`,
+  ];
 }
 
 const coverage: Record<string, number> = {};
@@ -191,14 +158,9 @@ async function runViewHistory(sc: ViewScenario, resyncIntervalMs: number): Promi
     pub.setSnapshotSource(() => pool.snapshot());
 
     let watchNo = 0;
-    const open = (epoch: string, version: number, from: ViewModel | null): CheckedWatch => {
-      const w = new CheckedWatch(client.WatchView({ router_id: `router-prop-${watchNo}`, epoch, version: String(version) }), truth, violations, `watch ${watchNo++}`);
-      if (from !== null) {
-        // A resumed router keeps what it had applied; the directory sends only what follows.
-        w.model.epoch = from.epoch;
-        w.model.version = from.version;
-        for (const [id, s] of from.streams) w.model.streams.set(id, { state: s.state, residency: new Map(s.residency) });
-      }
+    const open = (epoch: string, version: number, from: ViewModel | null): CheckedWatch<VersionTruth> => {
+      const call = client.WatchView({ router_id: `router-prop-${watchNo}`, epoch, version: String(version) });
+      const w = new CheckedWatch(call, truth, violations, `watch ${watchNo++}`, checkStream, from);
       closers.push(() => w.call.cancel());
       return w;
     };

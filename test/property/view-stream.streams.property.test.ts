@@ -27,6 +27,7 @@ import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import { envInt } from '../helpers/fuzz.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { stableClock } from '../helpers/stream-harness.js';
+import { CheckedWatch } from '../helpers/checked-watch.js';
 import { ViewModel, residencyMap, type DecodedViewUpdate } from '../helpers/view-model.js';
 import { BLOCK_SIZE, EngineHistory, REPLAY_TIMEOUT_MS, historyActionArb, poolShapeArb } from './engine-history.js';
 import type { HistoryAction } from './engine-history.js';
@@ -81,50 +82,26 @@ function describe1(t: StreamTruth | undefined): string {
   return t === undefined ? 'absent' : `sync=${t.synchronized} seq=${t.sequence} keys=${t.residency.size} dev=${t.deviceBlocks} host=${t.hostBlocks}`;
 }
 
-/** A WatchView call whose model is compared with the truth after every update. */
-class CheckedWatch {
-  readonly model = new ViewModel();
-  updates = 0;
-  constructor(
-    readonly call: grpc.ClientReadableStream<DecodedViewUpdate>,
-    truth: ReadonlyMap<number, ReadonlyMap<string, StreamTruth>>,
-    violations: string[],
-    label: string,
-  ) {
-    call.on('data', (u: DecodedViewUpdate) => {
-      this.updates++;
-      try {
-        this.model.apply(u);
-      } catch (e) {
-        violations.push(`${label}: model refused ${u.body} v${u.version}: ${e instanceof Error ? e.message : String(e)}`);
-        return;
-      }
-      if (u.body === 'heartbeat') return;
-      const version = Number(u.version);
-      const want = truth.get(version);
-      if (want === undefined) {
-        violations.push(`${label}: ${u.body} at version ${version} that was never encoded`);
-        return;
-      }
-      const got = new Map<string, StreamTruth>();
-      for (const s of this.model.streams.values()) {
-        if (got.has(s.state.instance_name)) violations.push(`${label}: v${version}: ${s.state.instance_name} in the view twice`);
-        got.set(s.state.instance_name, {
-          synchronized: s.state.synchronized,
-          sequence: s.state.sequence,
-          deviceBlocks: Number(s.state.device_blocks),
-          hostBlocks: Number(s.state.host_blocks),
-          residency: s.residency,
-        });
-      }
-      for (const name of new Set([...got.keys(), ...want.keys()])) {
-        const g = got.get(name);
-        const w = want.get(name);
-        if (g === undefined || w === undefined || !streamEqual(g, w)) violations.push(`${label}: v${version} (${u.body}) ${name}: router ${describe1(g)}; directory ${describe1(w)}`);
-      }
+/** Every stream in the view at `version` against the directory's truth there, by instance name. */
+function checkStreams(model: ViewModel, want: ReadonlyMap<string, StreamTruth>, version: number, body: DecodedViewUpdate['body']): string[] {
+  const diffs: string[] = [];
+  const got = new Map<string, StreamTruth>();
+  for (const s of model.streams.values()) {
+    if (got.has(s.state.instance_name)) diffs.push(`v${version}: ${s.state.instance_name} in the view twice`);
+    got.set(s.state.instance_name, {
+      synchronized: s.state.synchronized,
+      sequence: s.state.sequence,
+      deviceBlocks: Number(s.state.device_blocks),
+      hostBlocks: Number(s.state.host_blocks),
+      residency: s.residency,
     });
-    call.on('error', () => undefined); // ends are expected (cancel, close)
   }
+  for (const name of new Set([...got.keys(), ...want.keys()])) {
+    const g = got.get(name);
+    const w = want.get(name);
+    if (g === undefined || w === undefined || !streamEqual(g, w)) diffs.push(`v${version} (${body}) ${name}: router ${describe1(g)}; directory ${describe1(w)}`);
+  }
+  return diffs;
 }
 
 const coverage: Record<string, number> = {};
@@ -219,18 +196,9 @@ async function run(sc: Scenario): Promise<void> {
     closers.push(() => client.close());
 
     let watchNo = 0;
-    const open = (from: ViewModel | null): CheckedWatch => {
-      const w = new CheckedWatch(
-        client.WatchView({ router_id: `router-streams-${watchNo}`, epoch: from?.epoch ?? '', version: String(from?.version ?? 0) }),
-        truth,
-        violations,
-        `watch ${watchNo++}`,
-      );
-      if (from !== null) {
-        w.model.epoch = from.epoch;
-        w.model.version = from.version;
-        for (const [id, s] of from.streams) w.model.streams.set(id, { state: s.state, residency: new Map(s.residency) });
-      }
+    const open = (from: ViewModel | null): CheckedWatch<ReadonlyMap<string, StreamTruth>> => {
+      const call = client.WatchView({ router_id: `router-streams-${watchNo}`, epoch: from?.epoch ?? '', version: String(from?.version ?? 0) });
+      const w = new CheckedWatch(call, truth, violations, `watch ${watchNo++}`, checkStreams, from);
       closers.push(() => w.call.cancel());
       return w;
     };
