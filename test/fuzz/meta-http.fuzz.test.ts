@@ -7,7 +7,7 @@
 // FUZZ_SEED reproduces a run, FUZZ_ITERATIONS lengthens it.
 import { expect } from 'chai';
 import { DEFAULT_META_CONFIG_JSON } from '../../directory-svc/meta/config/default-meta-config.js';
-import { MIB, Rng, exposedGc, fuzzIterations, fuzzSeed, loadCorpus, mutateBytes, mutateJsonText } from '../helpers/fuzz.js';
+import { MIB, Rng, describeGrowth, exposedGc, fuzzIterations, fuzzSeed, loadCorpus, mutateBytes, mutateJsonText, runFuzzLoad } from '../helpers/fuzz.js';
 import { MetaHarness } from '../helpers/meta-service-harness.js';
 
 const SEED = fuzzSeed();
@@ -92,25 +92,11 @@ describe(`kvcm-meta §1.2 HTTP edge under a seeded mutation fuzzer (FUZZ_SEED=${
       expect([r.status, r.body], 'health during the fuzz run').to.deep.equal([200, { status: 'ok' }]);
     };
 
-    // Warm-up (JIT, SQLite pages, sockets) before the memory baseline.
-    for (let i = 0; i < 20; i++) await send(iterations + i);
-    exposedGc()?.();
-    const rssBefore = process.memoryUsage().rss;
-    const heapBefore = process.memoryUsage().heapUsed;
-    for (let i = 0; i < iterations; i += PARALLEL) {
-      const batch: Promise<void>[] = [];
-      for (let k = i; k < Math.min(iterations, i + PARALLEL); k++) batch.push(send(k));
-      await Promise.all(batch);
-      if (i % 100 === 0) await health();
-    }
-    await health();
-    exposedGc()?.();
-    const rssGrowth = process.memoryUsage().rss - rssBefore;
-    const heapGrowth = process.memoryUsage().heapUsed - heapBefore;
-    console.log(`      statuses ${JSON.stringify(statuses)}, codes ${JSON.stringify(codes)}; RSS growth ${(rssGrowth / MIB).toFixed(1)} MiB, heap growth ${(heapGrowth / MIB).toFixed(1)} MiB${exposedGc() ? '' : ' (no --expose-gc: heap reported only)'}`);
+    const growth = await runFuzzLoad(iterations, PARALLEL, send, health);
+    console.log(`      statuses ${JSON.stringify(statuses)}, codes ${JSON.stringify(codes)}; ${describeGrowth(growth)}`);
     // RSS includes allocator slack and SQLite's cache, so its bound is wider than the heap's.
-    expect(rssGrowth, 'RSS growth over the run').to.be.lessThan(256 * MIB);
-    if (exposedGc() !== null) expect(heapGrowth, 'heap growth after gc').to.be.lessThan(64 * MIB);
+    expect(growth.rssBytes, 'RSS growth over the run').to.be.lessThan(256 * MIB);
+    if (exposedGc() !== null) expect(growth.heapBytes, 'heap growth after gc').to.be.lessThan(64 * MIB);
     expect(statuses[200] ?? 0, 'parsed requests').to.be.greaterThan(0);
     expect(statuses[400] ?? 0, 'rejected requests').to.be.greaterThan(0);
   });

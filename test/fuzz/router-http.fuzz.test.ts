@@ -10,7 +10,7 @@ import { RouteDecider } from '../../router-svc/http/route-decider.js';
 import { KV_QUERY_PATH, ROUTE_PATH, RouterHttpServer } from '../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../router-svc/http/router-metrics.js';
 import { ViewCache } from '../../router-svc/viewcache/view-cache.js';
-import { MIB, Rng, exposedGc, fuzzIterations, fuzzSeed, loadCorpus, mutateBytes, mutateJsonText } from '../helpers/fuzz.js';
+import { MIB, Rng, describeGrowth, exposedGc, fuzzIterations, fuzzSeed, loadCorpus, mutateBytes, mutateJsonText, runFuzzLoad } from '../helpers/fuzz.js';
 import { apply, blockKeys, residency, snapshot, tokens, wireInstance, wireStream } from '../unit/router/view-fixtures.js';
 
 const SEED = fuzzSeed();
@@ -101,23 +101,10 @@ describe(`routing.md HTTP API under a seeded mutation fuzzer (FUZZ_SEED=${SEED})
       await r.text();
     };
 
-    for (let i = 0; i < 20; i++) await send(iterations + i);
-    exposedGc()?.();
-    const rssBefore = process.memoryUsage().rss;
-    const heapBefore = process.memoryUsage().heapUsed;
-    for (let i = 0; i < iterations; i += PARALLEL) {
-      const batch: Promise<void>[] = [];
-      for (let k = i; k < Math.min(iterations, i + PARALLEL); k++) batch.push(send(k));
-      await Promise.all(batch);
-      if (i % 100 === 0) await health();
-    }
-    await health();
-    exposedGc()?.();
-    const rssGrowth = process.memoryUsage().rss - rssBefore;
-    const heapGrowth = process.memoryUsage().heapUsed - heapBefore;
-    console.log(`      statuses ${JSON.stringify(statuses)}; RSS growth ${(rssGrowth / MIB).toFixed(1)} MiB, heap growth ${(heapGrowth / MIB).toFixed(1)} MiB${exposedGc() ? '' : ' (no --expose-gc: heap reported only)'}`);
-    expect(rssGrowth, 'RSS growth over the run').to.be.lessThan(256 * MIB);
-    if (exposedGc() !== null) expect(heapGrowth, 'heap growth after gc').to.be.lessThan(64 * MIB);
+    const growth = await runFuzzLoad(iterations, PARALLEL, send, health);
+    console.log(`      statuses ${JSON.stringify(statuses)}; ${describeGrowth(growth)}`);
+    expect(growth.rssBytes, 'RSS growth over the run').to.be.lessThan(256 * MIB);
+    if (exposedGc() !== null) expect(growth.heapBytes, 'heap growth after gc').to.be.lessThan(64 * MIB);
     expect(statuses[200] ?? 0, 'answered requests').to.be.greaterThan(0);
     expect(statuses[400] ?? 0, 'rejected requests').to.be.greaterThan(0);
   });
