@@ -13,6 +13,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { waitFor } from './ports.js';
 
 /** One JSON log line as the child printed it (pino: level, msg, component, ...). */
@@ -263,4 +264,26 @@ async function httpStatus(url: string): Promise<number> {
   } catch {
     return 0;
   }
+}
+
+/** How a run-to-completion child exited and everything it printed. */
+export interface CompletedRun {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+/** `node --import tsx <entry> ...args` from the repository root, run to completion (CLI tools such as kvctl). */
+export function runToCompletion(entry: string, args: readonly string[]): Promise<CompletedRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
 }

@@ -9,11 +9,9 @@
 import { expect } from 'chai';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Registry } from 'prom-client';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
 import { createLogger, type Logger } from '../../shared/log/logger.js';
@@ -27,8 +25,8 @@ import { MetaHttpServer } from '../../directory-svc/meta/http/meta-http-server.j
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { ViewClient } from '../../router-svc/viewcache/view-client.js';
 import { waitFor } from '../helpers/ports.js';
+import { runToCompletion, type CompletedRun } from '../helpers/process-harness.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const require = createRequire(import.meta.url);
 const TOKEN = 'tok-3f9a1c77e2b04d18';
 const WRONG = 'tok-3f9a1c77e2b04d19';
@@ -77,22 +75,8 @@ function watchFirst(client: grpc.Client, token: string | null): Promise<Outcome>
   });
 }
 
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function kvctl(args: readonly string[]): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'tools/kvctl.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function kvctl(args: readonly string[]): Promise<CompletedRun> {
+  return runToCompletion('tools/kvctl.ts', args);
 }
 
 /** Sends `head` (and `body`) on a raw socket and collects everything until the server closes it. */

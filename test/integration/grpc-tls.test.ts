@@ -22,28 +22,10 @@ import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-ser
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { ViewClient } from '../../router-svc/viewcache/view-client.js';
 import { freePort, waitFor } from '../helpers/ports.js';
+import { runToCompletion } from '../helpers/process-harness.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const TOKEN = 'tls-test-token-5d1e';
-
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-/** `node --import tsx <entry> ...args` to completion. */
-function run(entry: string, args: readonly string[]): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', entry, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 /** A CA, a server certificate for 127.0.0.1/localhost and a client certificate signed by it; a second, unrelated CA. */
 interface Pki {
@@ -182,15 +164,15 @@ describe('gRPC TLS between the directory and its clients', function () {
 
     const addr = `--directory_addr=localhost:${port}`;
     const tlsFlags = [`--grpc_tls_ca=${pki.ca}`, `--grpc_tls_cert=${pki.clientCert}`, `--grpc_tls_key=${pki.clientKey}`];
-    const ok = await run('tools/kvctl.ts', ['stats', addr, ...tlsFlags, `--internal_api_token=${TOKEN}`, '--json']);
+    const ok = await runToCompletion('tools/kvctl.ts', ['stats', addr, ...tlsFlags, `--internal_api_token=${TOKEN}`, '--json']);
     expect(ok.code, ok.stderr).to.equal(0);
     expect(ok.stderr).to.equal('');
     expect(JSON.parse(ok.stdout)).to.have.property('view_epoch');
     // TLS does not replace the token: a certified client without it is still refused.
-    const noToken = await run('tools/kvctl.ts', ['stats', addr, ...tlsFlags]);
+    const noToken = await runToCompletion('tools/kvctl.ts', ['stats', addr, ...tlsFlags]);
     expect(noToken.code).to.equal(1);
     expect(noToken.stderr).to.equal(`kvctl: GetStats on localhost:${port}: UNAUTHENTICATED: invalid internal token\n`);
-    const uncertified = await run('tools/kvctl.ts', ['stats', addr, `--grpc_tls_ca=${pki.ca}`, `--internal_api_token=${TOKEN}`, '--timeout_ms=3000']);
+    const uncertified = await runToCompletion('tools/kvctl.ts', ['stats', addr, `--grpc_tls_ca=${pki.ca}`, `--internal_api_token=${TOKEN}`, '--timeout_ms=3000']);
     expect(uncertified.code).to.equal(1);
     expect(uncertified.stderr, JSON.stringify(uncertified.stderr)).to.match(/^kvctl: GetStats on localhost:\d+: (UNAVAILABLE|DEADLINE_EXCEEDED): .*\n$/);
   });
@@ -223,7 +205,7 @@ describe('gRPC TLS between the directory and its clients', function () {
       ['tools/kvctl.ts', ['stats', `--grpc_tls_ca=${pki.ca}`, `--grpc_tls_key=${pki.clientKey}`], 'kvctl: invalid --grpc_tls_cert: required with --grpc_tls_key\n'],
     ];
     for (const [entry, args, line] of cases) {
-      const r = await run(entry, args);
+      const r = await runToCompletion(entry, args);
       expect({ code: r.code, stderr: r.stderr }, `${entry} ${args.join(' ')}`).to.deep.equal({ code: 2, stderr: line });
     }
   });
@@ -245,7 +227,7 @@ describe('gRPC TLS between the directory and its clients', function () {
     await waitFor(() => out.includes('"msg":"directory-svc started"'), 30_000, 'directory started');
     expect(out).to.include('"tls":"server"');
     expect(out).to.not.include('crosses the network readable');
-    const stats = await run('tools/kvctl.ts', ['stats', `--directory_addr=localhost:${grpcPort}`, `--grpc_tls_ca=${pki.ca}`, '--json']);
+    const stats = await runToCompletion('tools/kvctl.ts', ['stats', `--directory_addr=localhost:${grpcPort}`, `--grpc_tls_ca=${pki.ca}`, '--json']);
     expect(stats.code, stats.stderr).to.equal(0);
     expect(JSON.parse(stats.stdout)).to.have.property('directory_enabled', false);
 

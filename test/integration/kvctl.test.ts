@@ -6,7 +6,6 @@
 //   RankPublisher b:8000/0 ─ZMQ─┼─▶ directory-svc ◀─gRPC─ kvctl streams|instances|query|stats
 //   etcd (XLLM:DEFAULT:…) ──────┘
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,28 +16,14 @@ import { Directory } from '../../directory-svc/directory.js';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import { EtcdServer } from '../helpers/etcd-server.js';
-import { ServiceProcess, stopAllProcesses } from '../helpers/process-harness.js';
+import { ServiceProcess, runToCompletion, stopAllProcesses, type CompletedRun } from '../helpers/process-harness.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { BLOCK_SIZE, chainTokens, stored } from '../helpers/stream-harness.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-interface KvctlRun {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function kvctl(args: readonly string[]): Promise<KvctlRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'tools/kvctl.ts', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+function kvctl(args: readonly string[]): Promise<CompletedRun> {
+  return runToCompletion('tools/kvctl.ts', args);
 }
 
 /** Table lines split into cells on runs of 2+ spaces (no cell here contains two spaces). */
