@@ -10,6 +10,7 @@ import Koa from 'koa';
 import type { Context } from 'koa';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../shared/log/logger.js';
+import { readBoundedBody } from '../../shared/http/bounded-body.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { answerClientErrors, jsonRefusalBody, INTERNAL_HTTP_LIMITS, limitedServerOptions, type HttpLimits } from '../../shared/security/http-limits.js';
 import { INTERNAL_TOKEN_HEADER, INVALID_TOKEN_MESSAGE, InternalTokenCheck } from '../../shared/security/internal-token.js';
@@ -133,12 +134,12 @@ export class DirectoryHttpServer {
       // The body is not read: an unauthenticated caller learns nothing about instances.
       return reply(ctx, 401, { error: INVALID_TOKEN_MESSAGE });
     }
-    const body = await readBody(ctx, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
-    if (body === 'too_large') return reply(ctx, 413, { error: 'body too large' });
-    if (body === 'read_failed') return reply(ctx, 400, { error: 'body read failed' });
+    const body = await readBoundedBody(ctx.req, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
+    if (body.kind === 'too_large') return reply(ctx, 413, { error: 'body too large' });
+    if (body.kind === 'read_failed') return reply(ctx, 400, { error: 'body read failed' });
     let json: unknown;
     try {
-      json = JSON.parse(body.toString('utf8'));
+      json = JSON.parse(body.bytes.toString('utf8'));
     } catch {
       return reply(ctx, 400, { error: 'body is not JSON' });
     }
@@ -165,27 +166,4 @@ function reply(ctx: Context, status: number, body: Record<string, unknown>): voi
   ctx.status = status;
   ctx.type = 'application/json';
   ctx.body = JSON.stringify(body);
-}
-
-/** Streams the body with a running count; above `max` the rest is drained, not buffered. */
-async function readBody(ctx: Context, max: number): Promise<Buffer | 'too_large' | 'read_failed'> {
-  const declared = Number(ctx.get('Content-Length') || 'NaN');
-  let over = Number.isFinite(declared) && declared > max;
-  const chunks: Buffer[] = [];
-  let total = 0;
-  try {
-    for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-      total += chunk.length;
-      if (over) continue;
-      if (total > max) {
-        over = true;
-        chunks.length = 0;
-        continue;
-      }
-      chunks.push(chunk);
-    }
-  } catch {
-    return 'read_failed';
-  }
-  return over ? 'too_large' : Buffer.concat(chunks, total);
 }

@@ -3,6 +3,7 @@
  * an oversized upload is never buffered whole, then parses it as JSON (malformed is 400).
  */
 import type { IncomingMessage } from 'node:http';
+import { declaredBodyBytes, readBoundedBody } from '../../shared/http/bounded-body.js';
 import { badRequest, tooLarge } from './router-http-errors.js';
 
 /** routing.md "HTTP API": request bodies over 8 MiB get 413. */
@@ -27,33 +28,14 @@ export interface JsonBody {
  * with `Connection: close` because the drain may have stopped early.
  */
 export async function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length'] ?? Number.NaN);
-  if (Number.isFinite(declared) && declared > DRAIN_LIMIT_BYTES) {
+  if (declaredBodyBytes(req) > DRAIN_LIMIT_BYTES) {
     req.resume();
     throw tooLarge(maxBytes);
   }
-  let over = Number.isFinite(declared) && declared > maxBytes;
-  const chunks: Buffer[] = [];
-  let total = 0;
-  try {
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      total += chunk.length;
-      if (over) {
-        if (total > DRAIN_LIMIT_BYTES) break;
-        continue;
-      }
-      if (total > maxBytes) {
-        over = true;
-        chunks.length = 0;
-        continue;
-      }
-      chunks.push(chunk);
-    }
-  } catch {
-    throw badRequest('request body could not be read');
-  }
-  if (over) throw tooLarge(maxBytes);
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+  const body = await readBoundedBody(req, maxBytes, DRAIN_LIMIT_BYTES);
+  if (body.kind === 'read_failed') throw badRequest('request body could not be read');
+  if (body.kind === 'too_large') throw tooLarge(maxBytes);
+  return body.bytes;
 }
 
 /** `readBody` then `parseJsonBody`. */

@@ -11,6 +11,7 @@ import type { Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import Koa from 'koa';
 import type { Context } from 'koa';
+import { readBoundedBody } from '../../../shared/http/bounded-body.js';
 import type { Logger } from '../../../shared/log/logger.js';
 import { answerClientErrors, limitedServerOptions, META_HTTP_LIMITS, type HttpLimits } from '../../../shared/security/http-limits.js';
 import type { ErrorCodeName } from '../meta-enums.js';
@@ -298,26 +299,13 @@ export class MetaHttpServer {
    */
   private async readBody(ctx: Context): Promise<BodyRead> {
     const max = this.opts.maxBodyBytes;
-    const declared = Number(ctx.get('Content-Length') || 'NaN');
-    const chunks: Buffer[] = [];
-    let total = 0;
-    let over = Number.isFinite(declared) && declared > max;
-    try {
-      for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-        total += chunk.length;
-        if (over) continue;
-        if (total > max) {
-          over = true;
-          chunks.length = 0;
-          continue;
-        }
-        chunks.push(chunk);
-      }
-    } catch (e) {
-      return { ok: false, status: 400, reason: `body read failed: ${e instanceof Error ? e.message : String(e)}`, byteCount: total };
+    const body = await readBoundedBody(ctx.req, max);
+    if (body.kind === 'read_failed') {
+      const e = body.error;
+      return { ok: false, status: 400, reason: `body read failed: ${e instanceof Error ? e.message : String(e)}`, byteCount: body.byteCount };
     }
-    if (over) return { ok: false, status: 413, reason: `body larger than http.max_body_bytes ${max}`, byteCount: total };
-    return { ok: true, bytes: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, total) };
+    if (body.kind === 'too_large') return { ok: false, status: 413, reason: `body larger than http.max_body_bytes ${max}`, byteCount: body.byteCount };
+    return { ok: true, bytes: body.bytes };
   }
 
   /** §1.2: every 4xx/5xx has body exactly `{}`, a WARN line and a counter. */
