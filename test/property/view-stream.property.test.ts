@@ -28,6 +28,7 @@ import { envInt } from '../helpers/fuzz.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { stableClock } from '../helpers/stream-harness.js';
 import { CheckedWatch } from '../helpers/checked-watch.js';
+import { describeTruth, directoryTruth, routerTruth, truthEqual, type StreamTruth } from '../helpers/stream-truth.js';
 import { ViewModel, residencyMap, type DecodedViewUpdate } from '../helpers/view-model.js';
 import { BLOCK_SIZE, EngineHistory, REPLAY_TIMEOUT_MS, historyScenarioArb } from './engine-history.js';
 import type { HistoryScenario } from './engine-history.js';
@@ -39,15 +40,6 @@ const INSTANCE = 'engine-a:8000';
 
 interface KvViewClient extends grpc.Client {
   WatchView(req: { router_id: string; epoch: string; version: string }): grpc.ClientReadableStream<DecodedViewUpdate>;
-}
-
-/** The directory's view of the one stream at a version. */
-interface VersionTruth {
-  readonly synchronized: boolean;
-  readonly sequence: string;
-  readonly deviceBlocks: number;
-  readonly hostBlocks: number;
-  readonly residency: Map<string, number>;
 }
 
 type Rewatch = 'none' | 'resume' | 'stale-epoch' | 'fresh';
@@ -68,28 +60,13 @@ const scenarioArb: fc.Arbitrary<ViewScenario> = fc.record({
   rewatches: fc.array(fc.constantFrom<Rewatch>('none', 'none', 'none', 'none', 'resume', 'resume', 'stale-epoch', 'fresh'), { minLength: MAX_ACTIONS, maxLength: MAX_ACTIONS }),
 });
 
-function truthEqual(a: VersionTruth, b: VersionTruth): boolean {
-  if (a.synchronized !== b.synchronized || a.sequence !== b.sequence || a.deviceBlocks !== b.deviceBlocks || a.hostBlocks !== b.hostBlocks) return false;
-  if (a.residency.size !== b.residency.size) return false;
-  for (const [k, t] of a.residency) if (b.residency.get(k) !== t) return false;
-  return true;
-}
-
 /** The single stream in the view at `version` against the directory's truth there. */
-function checkStream(model: ViewModel, want: VersionTruth, version: number, body: DecodedViewUpdate['body']): string[] {
+function checkStream(model: ViewModel, want: StreamTruth, version: number, body: DecodedViewUpdate['body']): string[] {
   const s = model.streamByName(INSTANCE, 0);
   if (s === null) return [`stream missing from the view at version ${version}`];
-  const got: VersionTruth = {
-    synchronized: s.state.synchronized,
-    sequence: s.state.sequence,
-    deviceBlocks: Number(s.state.device_blocks),
-    hostBlocks: Number(s.state.host_blocks),
-    residency: s.residency,
-  };
+  const got = routerTruth(s);
   if (truthEqual(got, want)) return [];
-  return [
-    `view at version ${version} (${body}) differs: router sync=${got.synchronized} seq=${got.sequence} keys=${got.residency.size} dev=${got.deviceBlocks} host=${got.hostBlocks}; directory sync=${want.synchronized} seq=${want.sequence} keys=${want.residency.size} dev=${want.deviceBlocks} host=${want.hostBlocks}`,
-  ];
+  return [`view at version ${version} (${body}) differs: router ${describeTruth(got)}; directory ${describeTruth(want)}`];
 }
 
 const coverage: Record<string, number> = {};
@@ -102,21 +79,14 @@ async function runViewHistory(sc: ViewScenario, resyncIntervalMs: number): Promi
   try {
     const pub = await RankPublisher.start({ eventPort: await freePort(), replayPort: await freePort(), dpRank: 0, blockSize: BLOCK_SIZE, maxMessageBytes: 65_536 });
     closers.push(() => pub.close());
-    const truth = new Map<number, VersionTruth>();
+    const truth = new Map<number, StreamTruth>();
     const violations: string[] = [];
     let sub: StreamSubscriber | null = null;
     const baseEncode = protoViewUpdateEncoder();
     // Runs inside flush()/snapshotBytes(), synchronously: the served index now is the view at u.version.
     const encode = (u: WireViewUpdate): Buffer => {
       if (u.heartbeat === undefined && sub !== null) {
-        const index = sub.index;
-        const t: VersionTruth = {
-          synchronized: sub.state === 'SYNCHRONIZED',
-          sequence: sub.sequence.toString(),
-          deviceBlocks: index === null ? 0 : index.deviceBlocks,
-          hostBlocks: index === null ? 0 : index.hostBlocks,
-          residency: index === null ? new Map() : residencyMap(index.exportResidency()),
-        };
+        const t = directoryTruth(sub);
         const before = truth.get(u.version);
         // A snapshot at a version already published as a delta must describe the same view.
         if (before !== undefined && !truthEqual(before, t)) violations.push(`directory: version ${u.version} encoded twice with different views`);
@@ -158,7 +128,7 @@ async function runViewHistory(sc: ViewScenario, resyncIntervalMs: number): Promi
     pub.setSnapshotSource(() => pool.snapshot());
 
     let watchNo = 0;
-    const open = (epoch: string, version: number, from: ViewModel | null): CheckedWatch<VersionTruth> => {
+    const open = (epoch: string, version: number, from: ViewModel | null): CheckedWatch<StreamTruth> => {
       const call = client.WatchView({ router_id: `router-prop-${watchNo}`, epoch, version: String(version) });
       const w = new CheckedWatch(call, truth, violations, `watch ${watchNo++}`, checkStream, from);
       closers.push(() => w.call.cancel());

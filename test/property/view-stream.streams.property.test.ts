@@ -28,7 +28,8 @@ import { envInt } from '../helpers/fuzz.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { stableClock } from '../helpers/stream-harness.js';
 import { CheckedWatch } from '../helpers/checked-watch.js';
-import { ViewModel, residencyMap, type DecodedViewUpdate } from '../helpers/view-model.js';
+import { describeTruth, directoryTruth, routerTruth, truthEqual, type StreamTruth } from '../helpers/stream-truth.js';
+import { ViewModel, type DecodedViewUpdate } from '../helpers/view-model.js';
 import { BLOCK_SIZE, EngineHistory, REPLAY_TIMEOUT_MS, historyActionArb, poolShapeArb } from './engine-history.js';
 import type { HistoryAction } from './engine-history.js';
 
@@ -40,15 +41,6 @@ const nameOf = (engine: number): string => `engine-${engine}:8000`;
 
 interface KvViewClient extends grpc.Client {
   WatchView(req: { router_id: string; epoch: string; version: string }): grpc.ClientReadableStream<DecodedViewUpdate>;
-}
-
-/** One stream as the directory serves it at a version. */
-interface StreamTruth {
-  readonly synchronized: boolean;
-  readonly sequence: string;
-  readonly deviceBlocks: number;
-  readonly hostBlocks: number;
-  readonly residency: Map<string, number>;
 }
 
 type Step =
@@ -71,35 +63,18 @@ const scenarioArb = fc.record({
   steps: fc.array(stepArb, { minLength: 8, maxLength: MAX_STEPS }),
 });
 
-function streamEqual(a: StreamTruth, b: StreamTruth): boolean {
-  if (a.synchronized !== b.synchronized || a.sequence !== b.sequence || a.deviceBlocks !== b.deviceBlocks || a.hostBlocks !== b.hostBlocks) return false;
-  if (a.residency.size !== b.residency.size) return false;
-  for (const [k, t] of a.residency) if (b.residency.get(k) !== t) return false;
-  return true;
-}
-
-function describe1(t: StreamTruth | undefined): string {
-  return t === undefined ? 'absent' : `sync=${t.synchronized} seq=${t.sequence} keys=${t.residency.size} dev=${t.deviceBlocks} host=${t.hostBlocks}`;
-}
-
 /** Every stream in the view at `version` against the directory's truth there, by instance name. */
 function checkStreams(model: ViewModel, want: ReadonlyMap<string, StreamTruth>, version: number, body: DecodedViewUpdate['body']): string[] {
   const diffs: string[] = [];
   const got = new Map<string, StreamTruth>();
   for (const s of model.streams.values()) {
     if (got.has(s.state.instance_name)) diffs.push(`v${version}: ${s.state.instance_name} in the view twice`);
-    got.set(s.state.instance_name, {
-      synchronized: s.state.synchronized,
-      sequence: s.state.sequence,
-      deviceBlocks: Number(s.state.device_blocks),
-      hostBlocks: Number(s.state.host_blocks),
-      residency: s.residency,
-    });
+    got.set(s.state.instance_name, routerTruth(s));
   }
   for (const name of new Set([...got.keys(), ...want.keys()])) {
     const g = got.get(name);
     const w = want.get(name);
-    if (g === undefined || w === undefined || !streamEqual(g, w)) diffs.push(`v${version} (${body}) ${name}: router ${describe1(g)}; directory ${describe1(w)}`);
+    if (g === undefined || w === undefined || !truthEqual(g, w)) diffs.push(`v${version} (${body}) ${name}: router ${describeTruth(g)}; directory ${describeTruth(w)}`);
   }
   return diffs;
 }
@@ -133,22 +108,13 @@ async function run(sc: Scenario): Promise<void> {
     const encode = (u: WireViewUpdate): Buffer => {
       if (u.heartbeat === undefined) {
         const t = new Map<string, StreamTruth>();
-        for (const [name, sub] of live) {
-          const index = sub.index;
-          t.set(name, {
-            synchronized: sub.state === 'SYNCHRONIZED',
-            sequence: sub.sequence.toString(),
-            deviceBlocks: index === null ? 0 : index.deviceBlocks,
-            hostBlocks: index === null ? 0 : index.hostBlocks,
-            residency: index === null ? new Map() : residencyMap(index.exportResidency()),
-          });
-        }
+        for (const [name, sub] of live) t.set(name, directoryTruth(sub));
         const before = truth.get(u.version);
         if (before !== undefined) {
           for (const name of new Set([...before.keys(), ...t.keys()])) {
             const a = before.get(name);
             const b = t.get(name);
-            if (a === undefined || b === undefined || !streamEqual(a, b)) violations.push(`directory: version ${u.version} encoded twice with different views of ${name}`);
+            if (a === undefined || b === undefined || !truthEqual(a, b)) violations.push(`directory: version ${u.version} encoded twice with different views of ${name}`);
           }
         } else truth.set(u.version, t);
       }
