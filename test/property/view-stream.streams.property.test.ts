@@ -18,7 +18,6 @@ import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { Directory, type DirectoryStreamFactory } from '../../directory-svc/directory.js';
 import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-server.js';
-import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { protoViewUpdateEncoder } from '../../directory-svc/view/view-update-encoder.js';
@@ -28,6 +27,7 @@ import { envInt } from '../helpers/fuzz.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { stableClock } from '../helpers/stream-harness.js';
 import { CheckedWatch } from '../helpers/checked-watch.js';
+import { connectKvDirectory } from '../helpers/kv-directory-client.js';
 import { describeTruth, directoryTruth, routerTruth, truthEqual, type StreamTruth } from '../helpers/stream-truth.js';
 import { ViewModel, type DecodedViewUpdate } from '../helpers/view-model.js';
 import { BLOCK_SIZE, EngineHistory, REPLAY_TIMEOUT_MS, historyActionArb, poolShapeArb } from './engine-history.js';
@@ -155,10 +155,7 @@ async function run(sc: Scenario): Promise<void> {
     await add(0);
     const server = await DirectoryGrpcServer.start({ port: 0, host: '127.0.0.1', directory, view });
     closers.push(() => server.close(500));
-    const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as { kvdirectory: { v1: { KvDirectory: grpc.ServiceClientConstructor } } };
-    const client = new loaded.kvdirectory.v1.KvDirectory(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure(), {
-      'grpc.max_receive_message_length': -1,
-    }) as unknown as KvViewClient;
+    const client = connectKvDirectory<KvViewClient>(server.port);
     closers.push(() => client.close());
 
     let watchNo = 0;

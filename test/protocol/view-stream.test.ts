@@ -15,7 +15,6 @@ import * as grpc from '@grpc/grpc-js';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
 import { Directory, type DirectoryStreamFactory } from '../../directory-svc/directory.js';
 import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-server.js';
-import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
@@ -23,6 +22,7 @@ import type { WireListInstancesResponse } from '../../shared/view/view-wire.js';
 import type { WireGetStatsResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
+import { connectKvDirectory } from '../helpers/kv-directory-client.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { ViewModel, residencyMap, type DecodedViewUpdate } from '../helpers/view-model.js';
 
@@ -127,11 +127,7 @@ describe('architecture.md view stream: WatchView end to end', () => {
       hashSeed: 1024n,
     });
     server = await DirectoryGrpcServer.start({ port: 0, host: '127.0.0.1', directory, view: v });
-    const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as { kvdirectory: { v1: { KvDirectory: grpc.ServiceClientConstructor } } };
-    // Snapshots and resets carry whole residencies: lift the 4 MiB default receive limit.
-    client = new loaded.kvdirectory.v1.KvDirectory(`127.0.0.1:${server.port}`, grpc.credentials.createInsecure(), {
-      'grpc.max_receive_message_length': -1,
-    }) as unknown as KvViewClient;
+    client = connectKvDirectory<KvViewClient>(server.port);
     const sub = subscribers[0]!;
     await waitFor(() => sub.state === 'SYNCHRONIZED', 10_000, 'stream synchronized');
     await pub.waitForSubscribers(1);
