@@ -274,63 +274,41 @@ class Parser {
       }
       out += s.slice(chunkStart, i);
       const esc = s.charCodeAt(i + 1);
-      switch (esc) {
-        case Ch.Quote:
-          out += '"';
-          i += 2;
-          break;
-        case Ch.Backslash:
-          out += '\\';
-          i += 2;
-          break;
-        case Ch.Slash:
-          out += '/';
-          i += 2;
-          break;
-        case 0x62: // b
-          out += '\b';
-          i += 2;
-          break;
-        case 0x66: // f
-          out += '\f';
-          i += 2;
-          break;
-        case 0x6e: // n
-          out += '\n';
-          i += 2;
-          break;
-        case 0x72: // r
-          out += '\r';
-          i += 2;
-          break;
-        case 0x74: // t
-          out += '\t';
-          i += 2;
-          break;
-        case 0x75: {
-          // u: a BMP unit, or a high surrogate that must be followed by \u low surrogate.
-          const unit = hex4(s, i + 2);
-          if (unit < 0) this.fail('invalid \\u escape', i);
-          if (unit >= 0xd800 && unit <= 0xdbff) {
-            const low = s.charCodeAt(i + 6) === Ch.Backslash && s.charCodeAt(i + 7) === 0x75 ? hex4(s, i + 8) : -1;
-            if (!(low >= 0xdc00 && low <= 0xdfff)) this.fail('unpaired high surrogate escape', i);
-            out += String.fromCharCode(unit, low);
-            i += 12;
-          } else if (unit >= 0xdc00 && unit <= 0xdfff) {
-            this.fail('unpaired low surrogate escape', i);
-          } else {
-            out += String.fromCharCode(unit);
-            i += 6;
-          }
-          break;
-        }
-        default:
-          this.fail('invalid escape in string', i);
+      const simple = esc < SIMPLE_ESCAPES.length ? SIMPLE_ESCAPES[esc] : undefined;
+      if (simple !== undefined) {
+        out += simple;
+        i += 2;
+        chunkStart = i;
+        continue;
+      }
+      if (esc !== 0x75) this.fail('invalid escape in string', i);
+      // u: a BMP unit, or a high surrogate that must be followed by \u low surrogate.
+      const unit = hex4(s, i + 2);
+      if (unit < 0) this.fail('invalid \\u escape', i);
+      if (unit >= 0xd800 && unit <= 0xdbff) {
+        const low = s.charCodeAt(i + 6) === Ch.Backslash && s.charCodeAt(i + 7) === 0x75 ? hex4(s, i + 8) : -1;
+        if (!(low >= 0xdc00 && low <= 0xdfff)) this.fail('unpaired high surrogate escape', i);
+        out += String.fromCharCode(unit, low);
+        i += 12;
+      } else if (unit >= 0xdc00 && unit <= 0xdfff) {
+        this.fail('unpaired low surrogate escape', i);
+      } else {
+        out += String.fromCharCode(unit);
+        i += 6;
       }
       chunkStart = i;
     }
   }
 }
+
+/** The one-character escapes of JSON (RFC 8259 §7) by the code of the letter after the backslash. */
+const SIMPLE_ESCAPES: readonly (string | undefined)[] = (() => {
+  const table: (string | undefined)[] = new Array<string | undefined>(0x75).fill(undefined);
+  for (const [letter, value] of [['"', '"'], ['\\', '\\'], ['/', '/'], ['b', '\b'], ['f', '\f'], ['n', '\n'], ['r', '\r'], ['t', '\t']] as const) {
+    table[letter.charCodeAt(0)] = value;
+  }
+  return table;
+})();
 
 function isDigit(c: number): boolean {
   return c >= Ch.D0 && c <= Ch.D9;
