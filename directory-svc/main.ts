@@ -3,8 +3,9 @@
  * `node --import tsx directory-svc/main.ts`). The only module that reads process.argv and
  * process.env, and the only one that wires the parts together (architecture.md):
  *
- *   flags → kv-events config → Directory (static stream subscribers) → discovery (etcd watch,
- *   instance table, stream reconciler) → gRPC (KvDirectory, health, reflection) → HTTP
+ *   flags → kv-events config → engines file → Directory (static stream subscribers) → discovery
+ *   (etcd watch, engines-file scrapers, instance table, stream reconciler) → gRPC (KvDirectory,
+ *   health, reflection) → HTTP
  *   (heartbeat, health, metrics) → MetaService
  *
  * Exit codes: 0 after a clean SIGINT/SIGTERM stop; 2 for a bad flag or config file, with exactly
@@ -16,8 +17,10 @@ import {
   DEFAULT_MAX_CONCURRENT_RECOVERIES,
   DEFAULT_STREAM_LIMITS,
   readKvEventsConfigFile,
+  validateKvEventsConfig,
   type KvEventsConfig,
 } from '../shared/config/kv-events-config.js';
+import { EnginesSource } from './engines/engines-source.js';
 import { createLogger, type Logger } from '../shared/log/logger.js';
 import { createMetricsRegistry } from '../shared/metrics/metrics-registry.js';
 import { ServiceShutdown, configOrExit } from '../shared/process/service-main.js';
@@ -45,7 +48,7 @@ const STOP_DEADLINE_MS = 10000;
 function loadStartupConfig(
   argv: readonly string[],
   env: NodeJS.ProcessEnv,
-): { flags: DirectoryFlags; kvEvents: KvEventsConfig | null; grpcTls: GrpcServerTls | null } | 'help' {
+): { flags: DirectoryFlags; kvEvents: KvEventsConfig | null; engines: EnginesSource | null; grpcTls: GrpcServerTls | null } | 'help' {
   const parsed = parseDirectoryFlags(argv, env);
   if (parsed.kind === 'help') return 'help';
   const flags = parsed.flags;
@@ -57,8 +60,25 @@ function loadStartupConfig(
     // One line naming both the flag and the field: `invalid --kv_events_config_file: streams[2].endpoint: ...`.
     throw new ConfigError('--kv_events_config_file', e.message, `invalid --kv_events_config_file: ${e.message}`);
   }
+  let engines: EnginesSource | null = null;
+  if (flags.enginesFile !== '') {
+    try {
+      engines = EnginesSource.open({
+        path: flags.enginesFile,
+        refreshIntervalMs: flags.enginesRefreshIntervalMs,
+        failedProbesToSuspect: flags.instanceDeleteProbeAttempts,
+        requestTimeoutMs: flags.instanceDeleteProbeTimeoutMs,
+        reservedNames: new Set((kvEvents?.streams ?? []).map((s) => s.instanceName)),
+      });
+    } catch (e) {
+      if (!isConfigError(e)) throw e;
+      throw new ConfigError('--engines_file', e.message, `invalid --engines_file: ${e.message}`);
+    }
+    // engines.md §4: the file works without a kv-events config; its streams then use the §9 defaults.
+    kvEvents ??= validateKvEventsConfig({});
+  }
   // The PEM files are read (and loaded once) now, so a bad path or pair is exit 2, not a failed bind.
-  return { flags, kvEvents, grpcTls: readServerTls(flags) };
+  return { flags, kvEvents, engines, grpcTls: readServerTls(flags) };
 }
 
 function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: ViewPublisher, metrics: StreamMetrics): Directory {
@@ -99,7 +119,7 @@ async function run(): Promise<void> {
     process.stdout.write(directoryHelp());
     return;
   }
-  const { flags, kvEvents, grpcTls } = startup;
+  const { flags, kvEvents, engines, grpcTls } = startup;
   // kvcm-meta §8: the MetaService config is validated before anything listens; each problem is one
   // stderr line, then exit 2. The flags override the file only when given on the command line:
   // their defaults equal the §8 defaults, so passing them always would hide a file's
@@ -140,11 +160,18 @@ async function run(): Promise<void> {
       flags,
       discovery: kvEvents?.discovery ?? null,
       maxStreams: kvEvents?.maxStreams ?? 0,
-      streams: kvEvents?.discovery?.enabled === true ? directory : null,
+      streams: kvEvents?.discovery?.enabled === true || engines !== null ? directory : null,
+      ...(engines !== null ? { engines: { identity: (name: string) => engines.identity(name), refreshIntervalMs: flags.enginesRefreshIntervalMs } } : {}),
       registry,
       logger: log.child({ component: 'discovery' }),
     });
     started.push({ name: 'discovery', close: () => discovery.close() });
+    if (engines !== null) {
+      engines.registerMetrics(registry);
+      engines.start(discovery.enginesSink(), log.child({ component: 'engines' }));
+      // Closed before discovery (started closes in reverse): no scrape lands in a closed table.
+      started.push({ name: 'engines', close: () => engines.close() });
+    }
     viewPublisher.attachInstanceTable(discovery);
     registerViewMetrics(registry, viewPublisher);
 
