@@ -85,6 +85,8 @@ export class RouterService {
         logger: log.child({ component: 'proxy' }),
         maxBodyBytes: 8 * 1024 * 1024,
         clock: Date.now,
+        // Read right after the decision, from the same in-process view (no lookup on the network).
+        upstreamUrl: (name) => view.instance(name)?.url ?? '',
       });
       const http = await RouterHttpServer.start({
         port: opts.httpPort ?? flags.httpPort,

@@ -1,7 +1,7 @@
 /**
  * The OpenAI-compatible proxy (routing.md "OpenAI-compatible proxy"): `POST /v1/completions` and
  * `POST /v1/chat/completions` choose a prefill instance with the configured policy and forward the
- * request unchanged to `http://<instance name><same path>`. Token-id prompts get CAR credit; text
+ * request unchanged to `http://<instance name><same path>` (an engines-file instance: its `url`). Token-id prompts get CAR credit; text
  * and chat go by queue cost (no tokenizer). No candidate is 503; an engine failure is 502 naming
  * the instance; a client that disconnects cancels the upstream request.
  */
@@ -26,6 +26,8 @@ export interface OpenAiProxyOptions {
   readonly maxBodyBytes: number;
   /** Wall clock for the view's staleness (Date.now in main). */
   readonly clock: () => number;
+  /** The base URL of a chosen instance ('' = `http://<name>`): engines-file instances carry one in the view. */
+  readonly upstreamUrl?: (instance: string) => string;
 }
 
 export class OpenAiProxy {
@@ -56,7 +58,7 @@ export class OpenAiProxy {
     }
 
     ctx.respond = false;
-    const result = await this.opts.forwarder.forward(instance, ctx.url, ctx.req, ctx.res, raw);
+    const result = await this.opts.forwarder.forward(instance, ctx.url, ctx.req, ctx.res, raw, this.opts.upstreamUrl?.(instance) ?? '');
     switch (result.kind) {
       case 'ok':
         this.opts.metrics.proxyRequest(path, 'ok');

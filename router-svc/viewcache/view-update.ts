@@ -48,6 +48,8 @@ export interface RouterInstance {
   /** [batch_size, total_tokens, tpot_ms] points, as registered. */
   readonly tpotProfile: readonly (readonly number[])[];
   readonly generation: bigint;
+  /** Where the proxy forwards: the engines-file base URL; absent for `http://<name>` (engines.md §4). */
+  readonly url?: string;
 }
 
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
@@ -184,6 +186,7 @@ export function decodeInstance(w: WireViewInstance): RouterInstance {
     ttftProfile: decodeProfile(w.ttft_profiling_data),
     tpotProfile: decodeProfile(w.tpot_profiling_data),
     generation: bigintField(`instance ${name} generation`, w.generation),
+    ...(w.url !== undefined && w.url !== '' ? { url: w.url } : {}),
   };
 }
 

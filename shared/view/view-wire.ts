@@ -53,6 +53,8 @@ export interface WireViewInstance {
   /** ListInstances only: why the instance has no streams ('' in the view stream). */
   excluded_reason?: string;
   backend_type?: string;
+  /** Engines-file instances: OpenAI base URL; '' or absent = `http://<name>`. */
+  url?: string;
 }
 
 export interface WireViewStream {
