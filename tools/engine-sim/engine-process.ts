@@ -16,6 +16,7 @@ import { ServiceShutdown, configOrExit, type Stoppable } from '../../shared/proc
 import { EngineControl, type EngineHttpRoutes } from './engine-control.js';
 import { EngineSimulator } from './engine-simulator.js';
 import { engineSimHelp, parseEngineSimArgs, type EngineSimConfig } from './engine-sim-flags.js';
+import { MetricsRoute } from './metrics-route.js';
 import { OpenAiEndpoint, OpenAiServer } from './openai-server.js';
 import { RankDispatcher } from './rank-dispatcher.js';
 
@@ -57,9 +58,12 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
   const endpoint = new OpenAiEndpoint({ engine: dispatcher, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
 
   let control: EngineControl | null = null;
+  const kind = cfg.engineKind;
+  // engines.md §5: vLLM and SGLang engines expose their load as /metrics, and never touch etcd.
+  const served: EngineHttpRoutes = kind === 'xllm' ? endpoint : new MetricsRoute(kind, dispatcher, cfg.processMetrics, endpoint);
   const routes: EngineHttpRoutes =
-    opts.wrapRoutes === undefined ? endpoint : opts.wrapRoutes({ sim, incarnationId: () => control?.incarnationId ?? '', inner: endpoint });
-  if (cfg.etcdHosts.length > 0) {
+    opts.wrapRoutes === undefined ? served : opts.wrapRoutes({ sim, incarnationId: () => control?.incarnationId ?? '', inner: served });
+  if (kind === 'xllm' && cfg.etcdHosts.length > 0) {
     control = await EngineControl.start({
       etcdHosts: cfg.etcdHosts,
       etcdNamespace: cfg.etcdNamespace,
@@ -80,7 +84,7 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
     started.push({ name: 'control', close: () => ctl.close() });
   } else {
     // No etcd: nobody discovers this engine, but its API and event sockets still serve tests.
-    const server = await OpenAiServer.listen({ port: cfg.httpPort, host: cfg.host, endpoint });
+    const server = await OpenAiServer.listen({ port: cfg.httpPort, host: cfg.host, endpoint, routes });
     started.push({ name: 'http', close: () => server.close() });
   }
 
@@ -101,6 +105,7 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
   log.info(
     {
       instance: cfg.instanceName,
+      engine_kind: kind,
       type: cfg.type,
       incarnation_id: control?.incarnationId ?? null,
       dp_size: cfg.dpSize,

@@ -11,12 +11,20 @@ import { flagsHelp, parseFlags, parseHostPortList, type FlagValues, type HostPor
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
 import type { OffloadMode } from './block-pool.js';
 import type { EngineRole, EngineType } from './engine-control.js';
+import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
 
 export const ENGINE_TYPES = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'] as const;
 /** BlockPool implements LRU only; the flag exists so command lines state it and other policies can come. */
 export const EVICTION_POLICIES = ['lru'] as const;
 
 export const ENGINE_SIM_FLAGS = {
+  engine_kind: {
+    type: 'enum',
+    values: ENGINE_KINDS,
+    default: 'xllm',
+    help: 'xllm registers in etcd and heartbeats; vllm/sglang do neither and serve GET /metrics (engines.md §5)',
+  },
+  no_process_metrics: { type: 'bool', default: false, help: 'vllm/sglang: leave process_start_time_seconds out of /metrics (Prometheus multiprocess mode)' },
   name: { type: 'string', default: '127.0.0.1:8000', placeholder: 'host:port', help: 'instance name = the business HTTP address (OpenAI API, /health) the engine listens on' },
   type: { type: 'enum', values: ENGINE_TYPES, default: 'DEFAULT', help: 'instance type registered in etcd (discovery.md "etcd keys")' },
   current_role: { type: 'enum', values: ['PREFILL', 'DECODE'], default: 'PREFILL', help: 'MIX only: the role its heartbeats report' },
@@ -45,6 +53,9 @@ export const ENGINE_SIM_FLAGS = {
 type EngineSimFlags = FlagValues<typeof ENGINE_SIM_FLAGS>;
 
 export interface EngineSimConfig {
+  readonly engineKind: EngineKind;
+  /** vllm/sglang: export `process_start_time_seconds` (the engine identity, engines.md §4.3). */
+  readonly processMetrics: boolean;
   readonly host: string;
   readonly httpPort: number;
   /** `host:port`, the etcd key suffix. */
@@ -109,6 +120,8 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     etcdHosts = list.map((h) => `${h.host}:${h.port}`);
   }
   return Object.freeze({
+    engineKind: f.engineKind,
+    processMetrics: !f.noProcessMetrics,
     host: name.host,
     httpPort: name.port,
     instanceName: `${name.host}:${name.port}`,

@@ -179,9 +179,11 @@ export class OpenAiServer {
     readonly endpoint: OpenAiEndpoint,
   ) {}
 
-  static async listen(opts: { port: number; host?: string; endpoint: OpenAiEndpoint }): Promise<OpenAiServer> {
+  /** `routes` (default: the endpoint itself) answer first; /health and 404 take the rest. */
+  static async listen(opts: { port: number; host?: string; endpoint: OpenAiEndpoint; routes?: { handle(req: IncomingMessage, res: ServerResponse): boolean } }): Promise<OpenAiServer> {
+    const routes = opts.routes ?? opts.endpoint;
     const server = createServer((req, res) => {
-      if (opts.endpoint.handle(req, res)) return;
+      if (routes.handle(req, res)) return;
       if (req.url === '/health' && (req.method === 'GET' || req.method === 'HEAD')) {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
         return;
