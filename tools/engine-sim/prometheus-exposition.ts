@@ -25,7 +25,8 @@ export function goFloat(d: number): string {
   if (d === Infinity) return '+Inf';
   if (d === -Infinity) return '-Inf';
   if (Number.isNaN(d)) return 'NaN';
-  const s = Number.isInteger(d) && Math.abs(d) < 1e16 ? d.toFixed(1) : String(d);
+  // Python's repr: integral floats keep `.0`, exponents have at least two digits (1e-07).
+  const s = Number.isInteger(d) && Math.abs(d) < 1e16 ? d.toFixed(1) : String(d).replace(/e([+-])(\d)$/, 'e$10$2');
   const dot = s.indexOf('.');
   if (d > 0 && dot > 6) {
     const mantissa = `${s.slice(0, 1)}.${s.slice(1, dot)}${s.slice(dot + 1)}`.replace(/\.?0+$/, '');
