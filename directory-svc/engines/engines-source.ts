@@ -102,7 +102,7 @@ export class EnginesSource {
   /** Re-reads the file now (the poll calls this; tests call it to skip the wait). Returns whether it changed the list. */
   reload(): boolean {
     if (this.closed) return false;
-    let text: string;
+    let text: string | null = null;
     let entries: readonly EngineEntry[];
     try {
       text = readText(this.opts.path);
@@ -110,7 +110,8 @@ export class EnginesSource {
       entries = parseEnginesFile(text, this.ctx);
     } catch (e) {
       if (!isConfigError(e)) throw e;
-      const key = e.message;
+      // engines.md §4: one log per distinct bad content (an unreadable file: per distinct reason).
+      const key = text ?? e.message;
       if (key !== this.lastBadText) {
         this.lastBadText = key;
         this.fileErrors?.inc();
@@ -119,7 +120,7 @@ export class EnginesSource {
       return false;
     }
     this.lastBadText = null;
-    this.lastText = text;
+    this.lastText = text!;
     const previous = this.entries;
     this.entries = entries;
     this.engineCount?.set(entries.length);
