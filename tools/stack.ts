@@ -39,7 +39,8 @@ function printWhereToCurl(cfg: StackConfig, stack: LocalStack): void {
   print(`  directory HTTP      http://127.0.0.1:${cfg.directoryHttpPort}/health  /metrics`);
   print(cfg.metaPort !== 0 ? `  MetaService         http://127.0.0.1:${cfg.metaPort}` : '  MetaService         disabled (--meta_port=0)');
   print(`  etcd                127.0.0.1:${cfg.etcdPort}   (etcdctl --endpoints=127.0.0.1:${cfg.etcdPort} get --prefix XLLM:)`);
-  for (const e of stack.engines) print(`  engine ${e.type.padEnd(8)}     http://127.0.0.1:${e.httpPort}  dp_size ${e.dpSize}`);
+  const listed = cfg.engineKind === 'xllm' ? '' : `  ${cfg.engineKind}, listed in ${stack.runDir}/engines.json`;
+  for (const e of stack.engines) print(`  engine ${e.type.padEnd(8)}     http://127.0.0.1:${e.httpPort}  dp_size ${e.dpSize}${listed}`);
   if (cfg.internalApiToken !== '') print(`  internal endpoints need -H 'x-internal-token: ${cfg.internalApiToken}'`);
 }
 

@@ -78,9 +78,10 @@ describe('local stack (tools/stack.ts, npm start)', function () {
     return stack;
   }
 
-  it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, exits 0 and leaves no process behind', async () => {
+  /** Runs `--demo_only` with `extra` flags and checks the demo's second round found the cache. */
+  async function demoOnly(extra: string[]): Promise<void> {
     const { args, routerPort } = await freePortFlags();
-    const stack = spawnStack(['--demo_only', ...args]);
+    const stack = spawnStack(['--demo_only', ...extra, ...args]);
     const exit = await stack.waitForExit(STACK_RUN_MS);
     const out = stack.tail(200);
 
@@ -96,6 +97,14 @@ describe('local stack (tools/stack.ts, npm start)', function () {
     // The router's credit is what the engine then reused: routing found the cache.
     for (const r of hits) expect(r.cached, out).to.be.greaterThan(0);
     await expectNothingLeft(stack);
+  }
+
+  it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, exits 0 and leaves no process behind', async () => {
+    await demoOnly([]);
+  });
+
+  it('--engine_kind=vllm --demo_only runs the same demo against engines listed in an engines file (engines.md §5)', async () => {
+    await demoOnly(['--engine_kind=vllm', '--engines=DEFAULT,DEFAULT,PREFILL,DECODE']);
   });
 
   it('SIGTERM while running stops every process it started and exits 0', async () => {

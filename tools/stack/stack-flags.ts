@@ -9,6 +9,7 @@ import { ConfigError } from '../../shared/config/config-error.js';
 import { flagsHelp, parseFlags, type FlagValues } from '../../shared/config/flags.js';
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
 import { LOAD_BALANCE_POLICIES, type LoadBalancePolicy } from '../../shared/config/router-flags.js';
+import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
 import type { EngineType } from '../engine-sim/engine-control.js';
 
 const ENGINE_TYPES: readonly EngineType[] = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'];
@@ -36,6 +37,12 @@ export const STACK_FLAGS = {
     min: 0,
     max: 35535,
     help: 'HTTP port of the first engine, the next ones follow (base + dp sizes); events at +10000, snapshots at +30000; 0 picks free ports',
+  },
+  engine_kind: {
+    type: 'enum',
+    values: ENGINE_KINDS,
+    default: 'xllm',
+    help: 'xllm engines register in etcd; vllm/sglang engines are listed in an engines file the stack writes (engines.md §5)',
   },
   block_size: { type: 'int', default: 16, min: 1, max: 4096, help: 'KV block size of every engine and of directory discovery' },
   device_capacity_blocks: { type: 'int', default: 1024, min: 1, max: 16777216, help: 'Device blocks per engine rank' },
@@ -65,6 +72,7 @@ export interface StackConfig {
   readonly etcdPeerPort: number;
   readonly etcdBin: string;
   readonly engines: readonly EngineSpec[];
+  readonly engineKind: EngineKind;
   /** 0: choose free ports. */
   readonly engineBasePort: number;
   readonly blockSize: number;
@@ -120,7 +128,8 @@ function toConfig(f: StackFlags): StackConfig {
     etcdPort: f.etcdPort,
     etcdPeerPort: f.etcdPeerPort,
     etcdBin: f.etcdBin,
-    engines: parseEngines(f.engines),
+    engines: enginesOfKind(parseEngines(f.engines), f.engineKind),
+    engineKind: f.engineKind,
     engineBasePort: f.engineBasePort,
     blockSize: f.blockSize,
     deviceCapacityBlocks: f.deviceCapacityBlocks,
@@ -132,6 +141,14 @@ function toConfig(f: StackFlags): StackConfig {
     demoOnly: f.demoOnly,
     logLevel: f.logLevel,
   });
+}
+
+/** engines.md §4: an engines-file role is DEFAULT, PREFILL or DECODE; MIX is an xLLM registration type. */
+function enginesOfKind(engines: readonly EngineSpec[], kind: EngineKind): readonly EngineSpec[] {
+  if (kind !== 'xllm' && engines.some((e) => e.type === 'MIX')) {
+    throw new ConfigError('--engines', 'MIX with a non-xllm kind', `invalid --engines: MIX engines are xLLM only; --engine_kind=${kind} takes DEFAULT|PREFILL|DECODE`);
+  }
+  return engines;
 }
 
 /** `DEFAULT,DEFAULT:2,PREFILL` → specs; case-insensitive types. */
