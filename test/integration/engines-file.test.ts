@@ -10,6 +10,7 @@ import { parseEnginesFile } from '../../directory-svc/engines/engines-file.js';
 import { FleetDirectory, SimProcess } from '../helpers/engines-fleet.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { ServiceProcess, stopAllProcesses } from '../helpers/process-harness.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
 
 const TOKENS = [1, 2, 3, 4, 5, 6, 7, 8];
 
@@ -68,7 +69,7 @@ describe('engines.md §4 the engines file (real processes)', function () {
     expect(await dir.metricsText()).to.match(/^kv_engines_file_errors_total 2$/m);
   });
 
-  it('E12 load from /metrics, stale load excluded, SUSPECT after failed probes, and a restart detected by process_start_time_seconds', async () => {
+  it('E12 load from /metrics, stale load excluded, SUSPECT after failed probes, and a restart detected by process_start_time_seconds (E7: changed identity → discarded, no stale credit)', async () => {
     // token_interval_ms holds a streaming request open, so the engine reports it as waiting.
     const a = await SimProcess.start('vllm-a', { args: ['--token_interval_ms=100'] });
     dir = await FleetDirectory.start([a.entry()]);
@@ -100,6 +101,29 @@ describe('engines.md §4 the engines file (real processes)', function () {
     expect(after.generation).to.not.equal(before.generation);
     await waitFor(async () => (await hits('vllm-a')) === 0, 30000, 'new process synchronized');
     expect(await hits('vllm-a')).to.equal(0);
+  });
+
+  it('E7 disconnect + reconnect with the same identity: zero hits while cut, then the same instance generation is credited again', async () => {
+    const a = await SimProcess.start('vllm-a');
+    // The events socket goes through a TCP proxy the test can cut; /metrics stays reachable.
+    const proxy = new TcpProxy(await freePort(), a.port + 1);
+    await proxy.up();
+    try {
+      dir = await FleetDirectory.start([a.entry({ event_endpoint: `tcp://${proxy.address}` })]);
+      await waitFor(async () => (await hits('vllm-a')) === 0, 30000, 'synchronized');
+      await a.complete(TOKENS);
+      await waitFor(async () => (await hits('vllm-a')) === 8, 20000, 'credited');
+      const before = (await dir.instance('vllm-a'))!;
+
+      await proxy.down();
+      await waitFor(async () => (await hits('vllm-a')) === -1, 20000, 'index hidden on disconnect');
+      await proxy.up();
+      await waitFor(async () => (await hits('vllm-a')) === 8, 30000, 'credited again after reconnect');
+      const after = (await dir.instance('vllm-a'))!;
+      expect([after.generation, after.incarnation_id]).to.deep.equal([before.generation, before.incarnation_id]);
+    } finally {
+      await proxy.down();
+    }
   });
 
   it('E12 an engine without process_start_time_seconds is admitted with an empty incarnation (no identity source)', async () => {
