@@ -16,7 +16,7 @@ import { ServiceShutdown, configOrExit, type Stoppable } from '../../shared/proc
 import { EngineControl, type EngineHttpRoutes } from './engine-control.js';
 import { EngineSimulator } from './engine-simulator.js';
 import { engineSimHelp, parseEngineSimArgs, type EngineSimConfig } from './engine-sim-flags.js';
-import { MetricsRoute } from './metrics-route.js';
+import { MetricsRoute, processIdentity } from './metrics-route.js';
 import { OpenAiEndpoint, OpenAiServer } from './openai-server.js';
 import { RankDispatcher } from './rank-dispatcher.js';
 
@@ -26,7 +26,7 @@ const STOP_DEADLINE_MS = 5000;
 /** What an extra-routes hook gets: the running simulator and the routes it wraps. */
 export interface EngineRoutesContext {
   readonly sim: EngineSimulator;
-  /** The registered incarnation ("" until registered, or without etcd). */
+  /** The registered incarnation ("" until registered, or without etcd); vllm/sglang: the exported process start time. */
   incarnationId(): string;
   /** The OpenAI endpoint: delegate to it for every path the hook does not serve. */
   readonly inner: EngineHttpRoutes;
@@ -59,10 +59,11 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
 
   let control: EngineControl | null = null;
   const kind = cfg.engineKind;
+  const fileIncarnation = kind !== 'xllm' && cfg.processMetrics ? processIdentity() : '';
   // engines.md §5: vLLM and SGLang engines expose their load as /metrics, and never touch etcd.
   const served: EngineHttpRoutes = kind === 'xllm' ? endpoint : new MetricsRoute(kind, dispatcher, cfg.processMetrics, endpoint);
   const routes: EngineHttpRoutes =
-    opts.wrapRoutes === undefined ? served : opts.wrapRoutes({ sim, incarnationId: () => control?.incarnationId ?? '', inner: served });
+    opts.wrapRoutes === undefined ? served : opts.wrapRoutes({ sim, incarnationId: () => control?.incarnationId ?? fileIncarnation, inner: served });
   if (kind === 'xllm' && cfg.etcdHosts.length > 0) {
     control = await EngineControl.start({
       etcdHosts: cfg.etcdHosts,

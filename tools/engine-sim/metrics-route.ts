@@ -5,11 +5,16 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { EngineHttpRoutes } from './engine-control.js';
-import { renderSimMetrics, type MetricsEngineKind } from './prometheus-exposition.js';
+import { goFloat, renderSimMetrics, type MetricsEngineKind } from './prometheus-exposition.js';
 import type { RankDispatcher } from './rank-dispatcher.js';
 
 /** prometheus_client reads the start time from /proc in clock ticks: 10 ms resolution. */
 const PROCESS_START_TIME_S = Math.round(performance.timeOrigin / 10) / 100;
+
+/** `process_start_time_seconds` as this process exports it: what the directory takes as its incarnation (engines.md §4.3). */
+export function processIdentity(): string {
+  return goFloat(PROCESS_START_TIME_S);
+}
 
 /** The content type prometheus_client's exposition answers with. */
 const CONTENT_TYPE = 'text/plain; version=0.0.4; charset=utf-8';
