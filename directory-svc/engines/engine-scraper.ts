@@ -5,6 +5,7 @@
  * on reconnect (§3 rule 4). The decisions live in `EngineHealthState` (pure, clock passed in);
  * this class only does the HTTP and the timer.
  */
+import { JoinedRun } from '../../shared/process/joined-run.js';
 import type { InstanceLoad } from '../discovery/load-report.js';
 import type { EngineIdentity, EngineIdentitySource } from './engine-identity.js';
 import { readEngineMetrics, type EngineMetricsReading } from './engine-metrics.js';
@@ -97,7 +98,7 @@ export class EngineHealthState {
 export class EngineScraper implements EngineIdentitySource {
   private readonly state: EngineHealthState;
   private timer: NodeJS.Timeout | null = null;
-  private running: Promise<void> | null = null;
+  private readonly passes = new JoinedRun(() => this.pass());
   private readonly aborts = new AbortController();
   private closed = false;
   /** The identity last put into the table (undefined: not admitted). */
@@ -142,11 +143,7 @@ export class EngineScraper implements EngineIdentitySource {
 
   /** One probe and scrape now; joins a running one (ticks never overlap). */
   tick(): Promise<void> {
-    if (this.running !== null) return this.running;
-    this.running = this.pass().finally(() => {
-      this.running = null;
-    });
-    return this.running;
+    return this.passes.run();
   }
 
   async close(): Promise<void> {
@@ -154,7 +151,7 @@ export class EngineScraper implements EngineIdentitySource {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
     this.aborts.abort();
-    await this.running?.catch(() => undefined);
+    await this.passes.settled();
   }
 
   private async pass(): Promise<void> {

@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
+import type { WireListStreamsResponse, WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import type { WireListInstancesResponse, WireViewInstance } from '../../shared/view/view-wire.js';
 import { connectKvDirectory } from './kv-directory-client.js';
 import { freePort, freePortRange } from './ports.js';
@@ -95,31 +96,14 @@ export class SimProcess {
   }
 }
 
-/** The directory's diagnostics rows the suites read (wire shapes, longs as strings). */
-export interface WireStreamRow {
-  instance_name: string;
-  dp_rank: number;
-  block_size: number;
-  endpoint: string;
-  replay_endpoint: string;
-  topic: string;
-  synchronized: boolean;
-  error: string;
-}
-
-export interface WireMatchRow {
-  instance_name: string;
-  dp_rank: number;
-  synchronized: boolean;
-  device_hit_tokens: number;
-  error: string;
-}
+type WireStreamRow = WireListStreamsResponse['streams'][number];
+type WireMatchRow = WireQueryResponse['matches'][number];
 
 type Unary<Req, Res> = (req: Req, cb: (e: grpc.ServiceError | null, r: Res) => void) => void;
 interface FleetClient extends grpc.Client {
   ListInstances: Unary<Record<string, never>, WireListInstancesResponse>;
-  ListStreams: Unary<Record<string, never>, { streams: WireStreamRow[] }>;
-  Query: Unary<{ token_ids: number[] }, { matches: WireMatchRow[] }>;
+  ListStreams: Unary<Record<string, never>, WireListStreamsResponse>;
+  Query: Unary<{ token_ids: number[] }, WireQueryResponse>;
 }
 
 /** directory-svc with `--engines_file` (no etcd running: the watch just retries) and its gRPC client. */
@@ -185,12 +169,12 @@ export class FleetDirectory {
   }
 
   async streams(name?: string): Promise<WireStreamRow[]> {
-    const all = (await this.call<{ streams: WireStreamRow[] }>((cb) => this.client.ListStreams({}, cb))).streams;
+    const all = (await this.call<WireListStreamsResponse>((cb) => this.client.ListStreams({}, cb))).streams;
     return name === undefined ? all : all.filter((s) => s.instance_name === name);
   }
 
   async matches(tokens: readonly number[], name: string): Promise<WireMatchRow[]> {
-    const r = await this.call<{ matches: WireMatchRow[] }>((cb) => this.client.Query({ token_ids: [...tokens] }, cb));
+    const r = await this.call<WireQueryResponse>((cb) => this.client.Query({ token_ids: [...tokens] }, cb));
     return r.matches.filter((m) => m.instance_name === name);
   }
 
