@@ -11,6 +11,8 @@ import type { EngineIdentity, EngineIdentitySource } from './engine-identity.js'
 import { readEngineMetrics, type EngineMetricsReading } from './engine-metrics.js';
 import type { EngineEntry } from './engines-file.js';
 
+export type EngineReport = 'scrape_failed' | 'scrape_ok' | 'refused';
+
 /** What the scraper tells the instance table (DiscoveryService implements it). */
 export interface EngineInstanceSink {
   /** Admits or refreshes the engine; a new identity replaces it. Returns the refusal, null when accepted. */
@@ -27,8 +29,8 @@ export interface EngineScraperOptions {
   /** `--instance_delete_probe_timeout_ms`: each GET's time limit. */
   readonly requestTimeoutMs: number;
   readonly nowMs: () => number;
-  /** A scrape or put outcome worth one log line (the source de-duplicates). */
-  readonly report: (name: string, what: 'scrape_failed' | 'refused', detail: string) => void;
+  /** A scrape or put outcome worth one log line (the source de-duplicates); 'scrape_ok' ends a failure episode. */
+  readonly report: (name: string, what: EngineReport, detail: string) => void;
 }
 
 /** What one tick's outcome makes the sink do; pure so the rules are unit-tested without HTTP. */
@@ -165,7 +167,10 @@ export class EngineScraper implements EngineIdentitySource {
     ]);
     if (this.closed) return;
     this.state.probe(healthy);
-    if (reading !== null) this.state.reading(reading, this.opts.nowMs());
+    if (reading !== null) {
+      this.state.reading(reading, this.opts.nowMs());
+      this.opts.report(this.entry.name, 'scrape_ok', '');
+    }
     this.sync();
   }
 

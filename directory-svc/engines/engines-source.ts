@@ -17,7 +17,7 @@ import { ConfigError, isConfigError } from '../../shared/config/config-error.js'
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import type { EngineIdentitySource } from './engine-identity.js';
-import { EngineScraper, type EngineInstanceSink } from './engine-scraper.js';
+import { EngineScraper, type EngineInstanceSink, type EngineReport } from './engine-scraper.js';
 import { parseEnginesFile, sameEngineEntry, type EngineEntry, type EnginesFileContext } from './engines-file.js';
 
 /** engines.md §4: the file is re-read at least this often. */
@@ -176,8 +176,15 @@ export class EnginesSource {
     }
   }
 
-  /** One log line per distinct problem of an engine (a scrape failing every second is logged once). */
-  private report(name: string, what: 'scrape_failed' | 'refused', detail: string): void {
+  /** One log line per distinct problem of an engine (a scrape failing every second is logged once per episode). */
+  private report(name: string, what: EngineReport, detail: string): void {
+    if (what === 'scrape_ok') {
+      if (this.reported.get(name)?.startsWith('scrape_failed:') === true) {
+        this.reported.delete(name);
+        this.log.info({ engine: name }, 'engine scrape succeeds again');
+      }
+      return;
+    }
     const key = `${what}:${detail}`;
     if (this.reported.get(name) === key) return;
     this.reported.set(name, key);
