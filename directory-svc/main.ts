@@ -81,7 +81,8 @@ function loadStartupConfig(
   return { flags, kvEvents, engines, grpcTls: readServerTls(flags) };
 }
 
-function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: ViewPublisher, metrics: StreamMetrics): Directory {
+/** `discovered`: streams come from etcd discovery or the engines file (not from static entries). */
+function buildDirectory(kvEvents: KvEventsConfig | null, discovered: boolean, log: Logger, view: ViewPublisher, metrics: StreamMetrics): Directory {
   // Each subscriber reports its served index's residency changes and its state/view events to the
   // view stream (architecture.md "The view stream"); closing it takes the stream out of the view.
   // Its §10 metrics are read at scrape time; closing it takes its series out. One admission
@@ -105,7 +106,7 @@ function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: View
   }
   return new Directory({
     enabled: true,
-    streamSource: kvEvents.discovery !== null ? 'discovery' : 'static',
+    streamSource: discovered ? 'discovery' : 'static',
     maxStreams: kvEvents.maxStreams,
     limits: kvEvents.limits,
     createStream,
@@ -149,7 +150,8 @@ async function run(): Promise<void> {
     // One registry for GET /metrics on --http_port: process, discovery and per-stream metrics.
     const registry = createMetricsRegistry();
     const viewPublisher = new ViewPublisher({ logger: log.child({ component: 'view' }) });
-    const directory = buildDirectory(kvEvents, log, viewPublisher, new StreamMetrics(registry));
+    const discovered = kvEvents?.discovery != null || engines !== null;
+    const directory = buildDirectory(kvEvents, discovered, log, viewPublisher, new StreamMetrics(registry));
     started.push({ name: 'directory', close: () => directory.close() });
     if (kvEvents !== null) {
       for (const s of kvEvents.streams) await directory.addStream(s);
@@ -214,7 +216,8 @@ async function run(): Promise<void> {
         http_port: httpServer.port,
         directory_enabled: directory.enabled,
         streams: directory.streamCount,
-        stream_source: kvEvents === null ? '' : kvEvents.discovery !== null ? 'discovery' : 'static',
+        stream_source: kvEvents === null ? '' : discovered ? 'discovery' : 'static',
+        engines_file: engines === null ? '' : flags.enginesFile,
       },
       'directory-svc started',
     );
