@@ -134,6 +134,17 @@ describe('engines.md §4 the engines file (real processes)', function () {
     expect((await dir.instance('vllm-a'))!.incarnation_id).to.equal('');
   });
 
+  it('E12 an SGLang-kind engine: load from sglang:num_queue_reqs, identity from process_start_time_seconds', async () => {
+    const a = await SimProcess.start('sglang-a', { kind: 'sglang', args: ['--token_interval_ms=100'] });
+    dir = await FleetDirectory.start([a.entry()]);
+    await waitFor(async () => (await hits('sglang-a')) === 0, 30000, 'synchronized');
+    expect((await dir.instance('sglang-a'))!).to.deep.include({ backend_type: 'sglang', state: 'ACTIVE' });
+    expect((await dir.instance('sglang-a'))!.incarnation_id).to.match(/e\+09$/);
+    const held = a.complete(TOKENS, { stream: true, max_tokens: 60 });
+    await waitFor(async () => String((await dir!.instance('sglang-a'))?.load?.waiting_requests_num) === '1', 20000, 'waiting 1 from sglang:num_queue_reqs');
+    await (await held).text();
+  });
+
   it('E7 the identity source: a fresh scrape per call, unchanged while the process lives, changed after a restart, rejected while /metrics is down', async () => {
     const a = await SimProcess.start('vllm-a');
     const entry = parseEnginesFile(JSON.stringify({ engines: [a.entry()] }))[0]!;
