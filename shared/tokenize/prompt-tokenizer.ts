@@ -1,0 +1,109 @@
+/**
+ * Request → token ids, the same way the engine gets them (tokenization.md §2), shared by
+ * router-svc and the engine simulator so a routed chat is credited with the blocks the engine
+ * will publish. `completion` encodes a text prompt with special tokens added; `chat` renders the
+ * template and encodes without adding them. Anything that prevents ids is an outcome with a
+ * reason, never a throw: the caller routes by load and counts it (§4).
+ */
+import { ChatTemplate, TemplateRenderError } from './chat-template.js';
+import type { ChatRequest } from './chat-request.js';
+import { TokenEncoder } from './token-encoder.js';
+import { readTokenizerFiles } from './tokenizer-files.js';
+
+/**
+ * Longest text tokenized (UTF-16 units): 1 Mi characters is about 260k tokens, twice the largest
+ * context of current models (Qwen3: 131072), and about half a second of one thread-pool thread.
+ * A longer prompt cannot be served by any engine whole; it is routed by load (`too_long`).
+ */
+export const MAX_TOKENIZE_CHARS = 1024 * 1024;
+
+/** Why a text request got no token ids (the `reason` label of router_untokenized_requests_total). */
+export const UNTOKENIZED_REASONS = ['no_tokenizer', 'no_chat_template', 'template_error', 'non_text_content', 'too_long', 'tokenizer_error'] as const;
+export type UntokenizedReason = (typeof UNTOKENIZED_REASONS)[number];
+
+export type TokenizeOutcome =
+  | { readonly ok: true; readonly tokenIds: number[] }
+  | { readonly ok: false; readonly reason: UntokenizedReason; readonly detail: string };
+
+/** What `/v1/status` shows of the tokenizer in use. */
+export interface TokenizerInfo {
+  readonly path: string;
+  readonly vocab_size: number;
+  /** sha256 of tokenizer.json + chat template (hex). */
+  readonly fingerprint: string;
+  /** Where the chat template came from; '' when there is none (chat requests are then untokenized). */
+  readonly chat_template: string;
+  /** Rendered chats are encoded piecewise through the segment cache. */
+  readonly segment_cache: boolean;
+}
+
+export class PromptTokenizer {
+  private constructor(
+    private readonly encoder: TokenEncoder,
+    private readonly template: ChatTemplate | null,
+    readonly info: TokenizerInfo,
+  ) {}
+
+  /** Reads `--tokenizer` DIR (and `--chat_template` FILE, '' for none); throws ConfigError naming the file. */
+  static load(dir: string, chatTemplateFile: string): PromptTokenizer {
+    const files = readTokenizerFiles(dir, chatTemplateFile);
+    const encoder = TokenEncoder.fromJson(files.tokenizerJson, `${files.dir}/tokenizer.json`);
+    const template = files.chatTemplate === null ? null : new ChatTemplate(files.chatTemplate, files.chatTemplateSource, files.config);
+    return new PromptTokenizer(encoder, template, {
+      path: files.dir,
+      vocab_size: encoder.vocabSize,
+      fingerprint: files.fingerprint,
+      chat_template: files.chatTemplateSource,
+      segment_cache: encoder.segmented,
+    });
+  }
+
+  get hasChatTemplate(): boolean {
+    return this.template !== null;
+  }
+
+  get cacheStats(): TokenEncoder['cacheStats'] {
+    return this.encoder.cacheStats;
+  }
+
+  /** `/v1/completions` text: `encode(prompt)` with the tokenizer's special tokens added. */
+  async completion(text: string): Promise<TokenizeOutcome> {
+    if (text.length > MAX_TOKENIZE_CHARS) return tooLong(text.length);
+    return this.encoded(() => this.encoder.encode(text, true));
+  }
+
+  /** `/v1/chat/completions`: the rendered template, encoded without adding special tokens. */
+  async chat(request: ChatRequest): Promise<TokenizeOutcome> {
+    if (request.firstNonTextMessage >= 0) {
+      return { ok: false, reason: 'non_text_content', detail: `messages[${request.firstNonTextMessage}] has non-text content parts (multimodal blocks are not credited)` };
+    }
+    if (this.template === null) return { ok: false, reason: 'no_chat_template', detail: 'the tokenizer directory has no chat template and no --chat_template was given' };
+    let rendered: string;
+    try {
+      rendered = this.template.render(request);
+    } catch (e) {
+      if (e instanceof TemplateRenderError) return { ok: false, reason: 'template_error', detail: e.message };
+      throw e;
+    }
+    if (rendered.length > MAX_TOKENIZE_CHARS) return tooLong(rendered.length);
+    return this.encoded(() => this.encoder.encodeRendered(rendered));
+  }
+
+  /** The rendered prompt text (tests and diagnostics); throws TemplateRenderError. */
+  render(request: ChatRequest): string {
+    if (this.template === null) throw new TemplateRenderError('no chat template');
+    return this.template.render(request);
+  }
+
+  private async encoded(encode: () => Promise<number[]>): Promise<TokenizeOutcome> {
+    try {
+      return { ok: true, tokenIds: await encode() };
+    } catch (e) {
+      return { ok: false, reason: 'tokenizer_error', detail: `tokenizer failed: ${e instanceof Error ? e.message : String(e)}` };
+    }
+  }
+}
+
+function tooLong(chars: number): TokenizeOutcome {
+  return { ok: false, reason: 'too_long', detail: `prompt of ${chars} characters is above the ${MAX_TOKENIZE_CHARS}-character tokenize limit` };
+}
