@@ -21,6 +21,7 @@ import type { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import { EngineControl, type EngineType } from '../../tools/engine-sim/engine-control.js';
 import { EngineSimulator } from '../../tools/engine-sim/engine-simulator.js';
 import { OpenAiEndpoint } from '../../tools/engine-sim/openai-server.js';
+import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { freePort, freePortRange, waitFor } from './ports.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -147,6 +148,8 @@ export class SimEngine {
     type?: EngineType;
     tokenIntervalMs?: number;
     waiting?: number;
+    /** The model's tokenizer (tokenization.md §3: the same code and files as the router's). */
+    tokenizer?: PromptTokenizer | null;
   }): Promise<SimEngine> {
     const p = await freePortRange(3);
     const name = `127.0.0.1:${p}`;
@@ -157,7 +160,7 @@ export class SimEngine {
       replayPortBase: p + STACK_DISCOVERY.replay_port_offset,
       deviceCapacityBlocks: 4096,
     });
-    const openai = new OpenAiEndpoint({ engine: sim, tokenIntervalMs: opts.tokenIntervalMs ?? 1 });
+    const openai = new OpenAiEndpoint({ engine: sim, tokenizer: opts.tokenizer ?? null, tokenIntervalMs: opts.tokenIntervalMs ?? 1 });
     let control: EngineControl;
     try {
       control = await EngineControl.start({
