@@ -17,6 +17,13 @@ import { readTokenizerFiles } from './tokenizer-files.js';
  */
 export const MAX_TOKENIZE_CHARS = 1024 * 1024;
 
+/**
+ * Most messages rendered: the template runs on the event loop (@huggingface/jinja, about 50–100 µs
+ * per message for Qwen3's template on this machine), so an 8 MiB body of tiny messages must not
+ * hold it for seconds. 4096 messages is far beyond real conversations (agents rarely pass 500).
+ */
+export const MAX_CHAT_MESSAGES = 4096;
+
 /** Why a text request got no token ids (the `reason` label of router_untokenized_requests_total). */
 export const UNTOKENIZED_REASONS = ['no_tokenizer', 'no_chat_template', 'template_error', 'non_text_content', 'too_long', 'tokenizer_error'] as const;
 export type UntokenizedReason = (typeof UNTOKENIZED_REASONS)[number];
@@ -78,6 +85,11 @@ export class PromptTokenizer {
       return { ok: false, reason: 'non_text_content', detail: `messages[${request.firstNonTextMessage}] has non-text content parts (multimodal blocks are not credited)` };
     }
     if (this.template === null) return { ok: false, reason: 'no_chat_template', detail: 'the tokenizer directory has no chat template and no --chat_template was given' };
+    // Checked before rendering, which costs per message and per character.
+    if (request.textChars > MAX_TOKENIZE_CHARS) return tooLong(request.textChars);
+    if (request.messages.length > MAX_CHAT_MESSAGES) {
+      return { ok: false, reason: 'too_long', detail: `${request.messages.length} messages is above the ${MAX_CHAT_MESSAGES}-message render limit` };
+    }
     let rendered: string;
     try {
       rendered = this.template.render(request);

