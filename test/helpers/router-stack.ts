@@ -70,6 +70,19 @@ export class ServiceProcess {
   }
 }
 
+/** Until `url` answers 200; a process that exits first fails with its output. */
+export async function untilAnswering(proc: ServiceProcess, url: string, name: string, timeoutMs: number): Promise<void> {
+  await waitFor(
+    async () => {
+      if (!proc.running) throw new Error(`${name} exited:\n${proc.log}`);
+      const res = await fetch(url).catch(() => null);
+      return res !== null && res.status === 200;
+    },
+    timeoutMs,
+    `${name} ${new URL(url).pathname}`,
+  );
+}
+
 export function spawnTs(script: string, args: readonly string[]): ServiceProcess {
   return new ServiceProcess(spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
@@ -102,15 +115,7 @@ export class DirectoryProcess {
     ]);
     const dir = new DirectoryProcess(proc, grpcPort, httpPort, tmp);
     try {
-      await waitFor(
-        async () => {
-          if (!proc.running) throw new Error(`directory-svc exited:\n${proc.log}`);
-          const res = await fetch(`${dir.httpUrl}/health`).catch(() => null);
-          return res !== null && res.status === 200;
-        },
-        20000,
-        'directory-svc /health',
-      );
+      await untilAnswering(proc, `${dir.httpUrl}/health`, 'directory-svc', 20000);
     } catch (e) {
       await dir.close();
       throw e;

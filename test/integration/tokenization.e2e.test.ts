@@ -22,7 +22,7 @@ import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import type { SimRequestEvent } from '../../tools/engine-sim/openai-server.js';
 import { EtcdServer } from '../helpers/etcd-server.js';
 import { freePort, waitFor } from '../helpers/ports.js';
-import { DirectoryProcess, SimEngine, STACK_DISCOVERY, spawnTs, type ServiceProcess } from '../helpers/router-stack.js';
+import { DirectoryProcess, SimEngine, STACK_DISCOVERY, spawnTs, untilAnswering, type ServiceProcess } from '../helpers/router-stack.js';
 
 const NAMESPACE = 'tokenization-e2e';
 const BLOCK = STACK_DISCOVERY.block_size;
@@ -90,15 +90,7 @@ class RouterProcess {
     const port = await freePort();
     const proc = spawnTs('router-svc/main.ts', [`--directory_addr=${directoryAddr}`, `--http_port=${port}`, '--load_balance_policy=CAR', '--log_level=warn', ...extra]);
     const router = new RouterProcess(proc, `http://127.0.0.1:${port}`);
-    await waitFor(
-      async () => {
-        if (!proc.running) throw new Error(`router-svc exited:\n${proc.log}`);
-        const res = await fetch(`${router.url}/ready`).catch(() => null);
-        return res !== null && res.status === 200;
-      },
-      30000,
-      'router-svc /ready',
-    );
+    await untilAnswering(proc, `${router.url}/ready`, 'router-svc', 30000);
     return router;
   }
 
