@@ -248,6 +248,8 @@ describe('architecture.md flags: router-svc table', () => {
       viewStaleAfterMs: 3000,
       targetTtftMs: null,
       targetTpotMs: null,
+      tokenizer: '',
+      chatTemplate: '',
       logLevel: 'info',
     });
   });
