@@ -84,7 +84,7 @@ export class RouterService {
       const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy);
       const tokenizer = opts.tokenizer ?? null;
       const prompts = new PromptResolver(tokenizer, metrics);
-      if (tokenizer === null) log.warn('no --tokenizer: text and chat requests get no cache credit (routed by load, counted in router_untokenized_requests_total)');
+      if (tokenizer === null) log.warn('no --tokenizer: text and chat requests are routed by load only (counted in router_untokenized_requests_total)');
       else if (!tokenizer.hasChatTemplate) log.warn({ tokenizer: tokenizer.info.path }, 'the tokenizer has no chat template and no --chat_template was given: chat requests are routed by load');
       const proxy = new OpenAiProxy({
         decider,
