@@ -30,7 +30,7 @@ export class PromptResolver {
   async resolve(input: PromptInput): Promise<ResolvedPrompt> {
     if (input.kind === 'token_ids') return { request: input.request, tokenSource: 'token_ids', reason: null };
     if (this.tokenizer === null) return this.estimated(input.estimate, 'no_tokenizer', 'the router runs without --tokenizer: text is routed by load');
-    const outcome = input.kind === 'text' ? await this.tokenizer.completion(input.text) : await this.tokenizer.chat(input.chat);
+    const outcome = input.kind === 'text' ? await this.tokenizer.completion(input.text, input.addSpecialTokens) : await this.tokenizer.chat(input.chat);
     if (!outcome.ok) return this.estimated(input.estimate, outcome.reason, outcome.detail);
     return { request: { tokenIds: outcome.tokenIds, promptTokens: outcome.tokenIds.length }, tokenSource: 'tokenizer', reason: null };
   }

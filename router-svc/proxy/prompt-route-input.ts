@@ -4,7 +4,7 @@
  * messages are handed to the tokenizer (prompt-resolver.ts), with a ceil(chars/4) estimate for
  * when it cannot give ids. Pure: parsed JSON in, a PromptInput out, or a 400 naming the field.
  */
-import { parseChatRequest, PromptShapeError, type ChatRequest } from '../../shared/tokenize/chat-request.js';
+import { optionalBool, parseChatRequest, PromptShapeError, type ChatRequest } from '../../shared/tokenize/chat-request.js';
 import { badRequest } from '../http/router-http-errors.js';
 import { jsonObject, parseRouteRequest, parseTokenIds, TOKEN_ID_LIMIT, type RouteRequest } from '../http/route-request.js';
 
@@ -17,12 +17,13 @@ const CHARS_PER_TOKEN = 4;
 export type PromptInput =
   /** Ids from the client (or none: a token-id batch, routed by load). */
   | { readonly kind: 'token_ids'; readonly request: RouteRequest }
-  | { readonly kind: 'text'; readonly text: string; readonly estimate: number }
+  | { readonly kind: 'text'; readonly text: string; readonly addSpecialTokens: boolean; readonly estimate: number }
   | { readonly kind: 'chat'; readonly chat: ChatRequest; readonly estimate: number };
 
 /** `POST /v1/completions`: `prompt` is a string, an array of strings, token ids, or arrays of token ids. */
 export function completionRouteInput(body: unknown): PromptInput {
-  return promptInput(jsonObject(body)['prompt'], 'prompt');
+  const o = jsonObject(body);
+  return promptInput(o['prompt'], 'prompt', addSpecialTokens(o));
 }
 
 /**
@@ -35,7 +36,7 @@ export function routeEndpointInput(body: unknown): PromptInput {
   const given = [o['token_ids'], o['prompt'], o['messages']].filter((v) => v !== undefined && v !== null).length;
   if (given > 1) throw badRequest('give one of token_ids, prompt or messages');
   if (o['messages'] !== undefined && o['messages'] !== null) return chatInput(o);
-  if (o['prompt'] !== undefined && o['prompt'] !== null) return promptInput(o['prompt'], 'prompt');
+  if (o['prompt'] !== undefined && o['prompt'] !== null) return promptInput(o['prompt'], 'prompt', addSpecialTokens(o));
   return { kind: 'token_ids', request: parseRouteRequest(o) };
 }
 
@@ -56,9 +57,9 @@ export function chatInput(o: Readonly<Record<string, unknown>>): PromptInput {
 }
 
 /** A completions-style prompt named `field`; an array of strings is one request per string, routed by the first. */
-export function promptInput(prompt: unknown, field: string): PromptInput {
+export function promptInput(prompt: unknown, field: string, addSpecial = true): PromptInput {
   if (prompt === undefined || prompt === null) throw badRequest(`${field} is required: a string or an array of token ids`);
-  if (typeof prompt === 'string') return textInput(prompt);
+  if (typeof prompt === 'string') return textInput(prompt, addSpecial);
   if (!Array.isArray(prompt)) throw badRequest(`${field} must be a string, an array of strings or an array of token ids`);
   if (typeof prompt[0] === 'number') {
     // A token-id prompt: every element must be a token id (the 400 names the first bad index).
@@ -73,13 +74,23 @@ export function promptInput(prompt: unknown, field: string): PromptInput {
     else throw badRequest(`${field}[${i}] must be a string or an array of token ids in [0, 2^31)`);
   }
   // tokenization.md §2: an array of strings is routed by its first prompt.
-  if (typeof prompt[0] === 'string') return textInput(prompt[0]);
+  if (typeof prompt[0] === 'string') return textInput(prompt[0], addSpecial);
   // A batch of token arrays: one engine serves all of it; no single prefix to credit.
   return { kind: 'token_ids', request: { tokenIds: null, promptTokens } };
 }
 
-function textInput(text: string): PromptInput {
-  return { kind: 'text', text, estimate: estimateTokens(text) };
+function textInput(text: string, addSpecial: boolean): PromptInput {
+  return { kind: 'text', text, addSpecialTokens: addSpecial, estimate: estimateTokens(text) };
+}
+
+/** vLLM's `add_special_tokens` of a completions request (default true), or a 400. */
+function addSpecialTokens(o: Readonly<Record<string, unknown>>): boolean {
+  try {
+    return optionalBool(o, 'add_special_tokens') ?? true;
+  } catch (e) {
+    if (e instanceof PromptShapeError) throw badRequest(e.message);
+    throw e;
+  }
 }
 
 function estimateTokens(text: string): number {

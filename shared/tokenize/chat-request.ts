@@ -28,6 +28,8 @@ export interface ChatRequest {
   /** `tools` normalised to vLLM's dump (`{type, function:{name, description, parameters}}`), or undefined. */
   readonly tools: readonly unknown[] | undefined;
   readonly documents: readonly unknown[] | undefined;
+  /** vLLM's `add_special_tokens` for chat (default false: the template already holds them). */
+  readonly addSpecialTokens: boolean;
   /** `chat_template_kwargs` (e.g. `enable_thinking`), passed to the template. */
   readonly templateKwargs: Readonly<Record<string, unknown>>;
   /** Characters of text content, for the estimate when nothing can be tokenized. */
@@ -95,6 +97,7 @@ export function parseChatRequest(body: Readonly<Record<string, unknown>>): ChatR
     continueFinalMessage: cfm,
     tools: parseTools(body['tools']),
     documents: Array.isArray(documents) ? documents : undefined,
+    addSpecialTokens: optionalBool(body, 'add_special_tokens') ?? false,
     templateKwargs: (kwargs ?? {}) as Record<string, unknown>,
     textChars,
     firstNonTextMessage,
@@ -145,7 +148,7 @@ function parseTools(value: unknown): readonly unknown[] | undefined {
   });
 }
 
-function optionalBool(body: Readonly<Record<string, unknown>>, field: string): boolean | undefined {
+export function optionalBool(body: Readonly<Record<string, unknown>>, field: string): boolean | undefined {
   const v = body[field];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'boolean') throw new PromptShapeError(`${field} must be a boolean`);

@@ -73,10 +73,13 @@ export class PromptTokenizer {
     return this.encoder.cacheStats;
   }
 
-  /** `/v1/completions` text: `encode(prompt)` with the tokenizer's special tokens added. */
-  async completion(text: string): Promise<TokenizeOutcome> {
+  /**
+   * `/v1/completions` text: `encode(prompt)` with the tokenizer's special tokens added, unless the
+   * request says `add_special_tokens: false` (vLLM's extra parameter).
+   */
+  async completion(text: string, addSpecialTokens = true): Promise<TokenizeOutcome> {
     if (text.length > MAX_TOKENIZE_CHARS) return tooLong(text.length);
-    return this.encoded(() => this.encoder.encode(text, true));
+    return this.encoded(() => this.encoder.encode(text, addSpecialTokens));
   }
 
   /** `/v1/chat/completions`: the rendered template, encoded without adding special tokens. */
@@ -98,7 +101,8 @@ export class PromptTokenizer {
       throw e;
     }
     if (rendered.length > MAX_TOKENIZE_CHARS) return tooLong(rendered.length);
-    return this.encoded(() => this.encoder.encodeRendered(rendered));
+    // vLLM's `add_special_tokens: true` on a chat adds them again (e.g. a second BOS): encoded whole, as it does.
+    return this.encoded(() => (request.addSpecialTokens ? this.encoder.encode(rendered, true) : this.encoder.encodeRendered(rendered)));
   }
 
   /** The rendered prompt text (tests and diagnostics); throws TemplateRenderError. */

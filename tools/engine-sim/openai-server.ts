@@ -258,7 +258,7 @@ async function modelTokens(o: Record<string, unknown>, chat: boolean, tokenizer:
   if (!chat) {
     const prompt = Array.isArray(o['prompt']) && typeof o['prompt'][0] === 'string' ? o['prompt'][0] : o['prompt'];
     if (typeof prompt !== 'string') return promptTokens(prompt);
-    const outcome = await tokenizer.completion(prompt);
+    const outcome = await tokenizer.completion(prompt, o['add_special_tokens'] !== false);
     return outcome.ok ? outcome.tokenIds : promptTokens(prompt);
   }
   let request;

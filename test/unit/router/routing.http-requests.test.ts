@@ -46,9 +46,11 @@ describe('routing.md HTTP API request checks', () => {
 
   it('T4 proxy: a token-id prompt is used as it is; text and chat go to the tokenizer with a ceil(chars/4) estimate', () => {
     expect(completionRouteInput({ prompt: [3, 4, 5] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: [3, 4, 5], promptTokens: 3 } });
-    expect(completionRouteInput({ prompt: 'abcdefgh' })).to.deep.equal({ kind: 'text', text: 'abcdefgh', estimate: 2 });
+    expect(completionRouteInput({ prompt: 'abcdefgh' })).to.deep.equal({ kind: 'text', text: 'abcdefgh', addSpecialTokens: true, estimate: 2 });
+    expect(completionRouteInput({ prompt: 'abcd', add_special_tokens: false })).to.deep.equal({ kind: 'text', text: 'abcd', addSpecialTokens: false, estimate: 1 });
+    expect(reasonOf(() => completionRouteInput({ prompt: 'abcd', add_special_tokens: 1 }))).to.equal('add_special_tokens must be a boolean');
     // An array of strings is one request per string, routed by the first (tokenization.md §2).
-    expect(completionRouteInput({ prompt: ['abcd', 'efghijkl'] })).to.deep.equal({ kind: 'text', text: 'abcd', estimate: 1 });
+    expect(completionRouteInput({ prompt: ['abcd', 'efghijkl'] })).to.deep.equal({ kind: 'text', text: 'abcd', addSpecialTokens: true, estimate: 1 });
     expect(completionRouteInput({ prompt: [[1, 2], [3, 4, 5]] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: null, promptTokens: 5 } });
     expect(completionRouteInput({ prompt: [] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: null, promptTokens: 0 } });
     expect(reasonOf(() => completionRouteInput({ prompt: [1, -2] }))).to.match(/^prompt\[1\] must be an integer in \[0, 2\^31\)/);
@@ -65,7 +67,7 @@ describe('routing.md HTTP API request checks', () => {
 
   it('T8 /v1/route: token_ids, prompt or messages, exactly one of them', () => {
     expect(routeEndpointInput({ token_ids: [1, 2] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: [1, 2], promptTokens: 2 } });
-    expect(routeEndpointInput({ prompt: 'abcd' })).to.deep.equal({ kind: 'text', text: 'abcd', estimate: 1 });
+    expect(routeEndpointInput({ prompt: 'abcd' })).to.deep.equal({ kind: 'text', text: 'abcd', addSpecialTokens: true, estimate: 1 });
     expect(routeEndpointInput({ messages: [{ role: 'user', content: 'hi' }] }).kind).to.equal('chat');
     expect(reasonOf(() => routeEndpointInput({ token_ids: [1], prompt: 'x' }))).to.equal('give one of token_ids, prompt or messages');
   });

@@ -78,6 +78,15 @@ describe('tokenization §2: prompt and chat token ids (Qwen3 from an npm package
     expect(got.slice(-3, -2)).to.deep.equal([IM_START]); // ... <|im_start|> assistant \n
   });
 
+  it('add_special_tokens as vLLM takes it: completions may turn them off, chats may turn them on', async () => {
+    // Qwen3's post-processor adds nothing, so both are equal here; the flag must still reach the encoder.
+    expect(await ids(tok.completion('Hello', false))).to.deep.equal(reference.encode('Hello', { add_special_tokens: false }).ids);
+    const request = parseChatRequest({ messages: [{ role: 'user', content: 'Hi' }], add_special_tokens: true });
+    expect(request.addSpecialTokens).to.equal(true);
+    expect(await ids(tok.chat(request))).to.deep.equal(reference.encode(tok.render(request), { add_special_tokens: true }).ids);
+    expect(parseChatRequest({ messages: [{ role: 'user', content: 'Hi' }] }).addSpecialTokens).to.equal(false);
+  });
+
   it('T3 add_generation_prompt:false leaves the assistant header out', () => {
     const request = parseChatRequest({ messages: [{ role: 'user', content: 'Hi' }], add_generation_prompt: false });
     expect(tok.render(request)).to.equal('<|im_start|>user\nHi<|im_end|>\n');
