@@ -14,7 +14,7 @@ import { ServiceShutdown, configOrExit } from '../shared/process/service-main.js
 import type { GrpcClientTls } from '../shared/security/grpc-tls.js';
 import { readClientTls } from '../shared/security/tls-files.js';
 import { ConfigError } from '../shared/config/config-error.js';
-import { PromptTokenizer } from '../shared/tokenize/prompt-tokenizer.js';
+import { defaultRenderThreads, PromptTokenizer } from '../shared/tokenize/prompt-tokenizer.js';
 import { RouterService } from './router-service.js';
 
 /** A stop that takes longer than this exits 1 rather than hanging. */
@@ -28,7 +28,7 @@ async function run(): Promise<void> {
     if (flags.chatTemplate !== '' && flags.tokenizer === '') throw new ConfigError('--chat_template', 'needs --tokenizer', 'invalid --chat_template: needs --tokenizer (the template renders text for that tokenizer)');
     // The PEM files are read (and loaded once) now, so a bad path or pair is exit 2, not a failed handshake later.
     // So are the tokenizer files (tokenization.md §1): a missing or unparsable one is exit 2 naming it.
-    const tokenizer = flags.tokenizer === '' ? null : PromptTokenizer.load(flags.tokenizer, flags.chatTemplate);
+    const tokenizer = flags.tokenizer === '' ? null : PromptTokenizer.load(flags.tokenizer, flags.chatTemplate, { renderThreads: defaultRenderThreads() });
     return { flags, grpcTls: readClientTls(flags), tokenizer };
   });
   if (startup === 'help') {

@@ -47,7 +47,7 @@ import { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import type { DecodedSnapshot, DecodedViewStream, RouterInstance, StreamId } from '../../router-svc/viewcache/view-update.js';
 import { parseChatRequest } from '../../shared/tokenize/chat-request.js';
 import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
-import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
+import { defaultRenderThreads, PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { PromptResolver } from '../../router-svc/proxy/prompt-resolver.js';
 import { benchChatMessages } from '../tokenize/bench-chat.js';
 import { emitResult, isQuickRun, percentile } from '../lib/bench-kit.js';
@@ -314,7 +314,8 @@ async function tokenizeTimes(tokenizer: PromptTokenizer, bodies: readonly string
 
 async function main(): Promise<void> {
   const { resident: tokenPrompts, bodies } = buildWorkload();
-  const tokenizer = PromptTokenizer.load(bundledQwen3TokenizerDir(), '');
+  // As router-svc runs it: templates rendered on worker threads.
+  const tokenizer = PromptTokenizer.load(bundledQwen3TokenizerDir(), '', { renderThreads: defaultRenderThreads() });
   const coldTokenizer = PromptTokenizer.load(bundledQwen3TokenizerDir(), '');
   const chat = await buildChatWorkload(tokenizer);
   // The chats are resident on some ranks too, so CAR scores them against real chains.
@@ -397,7 +398,10 @@ async function main(): Promise<void> {
     tokenize_p99_ms: round3(percentile(warm, 0.99)),
     tokenize_cold_p50_ms: round3(percentile(cold, 0.5)),
     segment_cache: tokenizer.cacheStats,
+    render_threads: tokenizer.info.render_threads,
   });
+  await tokenizer.close();
+  await coldTokenizer.close();
 
   await chatRouter.close();
   await router.close();

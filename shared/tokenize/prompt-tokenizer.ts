@@ -5,7 +5,9 @@
  * template and encodes without adding them. Anything that prevents ids is an outcome with a
  * reason, never a throw: the caller routes by load and counts it (§4).
  */
+import { availableParallelism } from 'node:os';
 import { ChatTemplate, TemplateRenderError } from './chat-template.js';
+import { RenderPool } from './render-pool.js';
 import type { ChatRequest } from './chat-request.js';
 import { TokenEncoder } from './token-encoder.js';
 import { readTokenizerFiles } from './tokenizer-files.js';
@@ -42,27 +44,50 @@ export interface TokenizerInfo {
   readonly chat_template: string;
   /** Rendered chats are encoded piecewise through the segment cache. */
   readonly segment_cache: boolean;
+  /** Worker threads rendering chat templates; 0: rendered on the event loop. */
+  readonly render_threads: number;
+}
+
+/** Render threads for a service: the cores beside the event loop's, at least 1, at most 4. */
+export function defaultRenderThreads(): number {
+  return Math.min(4, Math.max(1, availableParallelism() - 1));
+}
+
+export interface PromptTokenizerOptions {
+  /** Worker threads rendering chat templates (render-pool.ts); 0 (default) renders on the calling thread. */
+  readonly renderThreads?: number;
 }
 
 export class PromptTokenizer {
   private constructor(
     private readonly encoder: TokenEncoder,
     private readonly template: ChatTemplate | null,
+    private readonly pool: RenderPool | null,
     readonly info: TokenizerInfo,
   ) {}
 
   /** Reads `--tokenizer` DIR (and `--chat_template` FILE, '' for none); throws ConfigError naming the file. */
-  static load(dir: string, chatTemplateFile: string): PromptTokenizer {
+  static load(dir: string, chatTemplateFile: string, opts: PromptTokenizerOptions = {}): PromptTokenizer {
     const files = readTokenizerFiles(dir, chatTemplateFile);
     const encoder = TokenEncoder.fromJson(files.tokenizerJson, `${files.dir}/tokenizer.json`);
+    // Compiled here even with a pool: a syntax error is a start-up error in this thread.
     const template = files.chatTemplate === null ? null : new ChatTemplate(files.chatTemplate, files.chatTemplateSource, files.config);
-    return new PromptTokenizer(encoder, template, {
+    const threads = opts.renderThreads ?? 0;
+    const pool =
+      template === null || threads === 0 ? null : new RenderPool({ source: files.chatTemplate!, sourcePath: files.chatTemplateSource, config: files.config }, threads);
+    return new PromptTokenizer(encoder, template, pool, {
       path: files.dir,
       vocab_size: encoder.vocabSize,
       fingerprint: files.fingerprint,
       chat_template: files.chatTemplateSource,
       segment_cache: encoder.segmented,
+      render_threads: pool?.size ?? 0,
     });
+  }
+
+  /** Stops the render threads (they never hold a process open; tests and benchmarks close them). */
+  async close(): Promise<void> {
+    await this.pool?.close();
   }
 
   get hasChatTemplate(): boolean {
@@ -95,7 +120,7 @@ export class PromptTokenizer {
     }
     let rendered: string;
     try {
-      rendered = this.template.render(request);
+      rendered = this.pool !== null ? await this.pool.render(request) : this.template.render(request);
     } catch (e) {
       if (e instanceof TemplateRenderError) return { ok: false, reason: 'template_error', detail: e.message };
       throw e;

@@ -264,7 +264,7 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
           { instance_name: evilName, dp_rank: 0, block_size: 4, synchronized: false, sequence: '-1', error: evilError, device_blocks: 0, host_blocks: 0, incarnation_id: '' },
         ],
         hit_ratio: { interval_ms: 1000, decisions: 0, points: [] },
-        tokenizer: { path: '/models/<b>evil</b>', vocab_size: 7, fingerprint: 'ab', chat_template: '<script>t</script>', segment_cache: true },
+        tokenizer: { path: '/models/<b>evil</b>', vocab_size: 7, fingerprint: 'ab', chat_template: '<script>t</script>', segment_cache: true, render_threads: 1 },
         untokenized_requests: { total: 2, by_reason: { template_error: 2 } },
       };
       server = createServer((req, res) => {

