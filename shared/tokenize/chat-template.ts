@@ -62,7 +62,8 @@ export class ChatTemplate {
     try {
       text = this.template.render(vars);
     } catch (e) {
-      throw new TemplateRenderError(`chat template failed: ${e instanceof Error ? e.message : String(e)}`);
+      // One line: it becomes the `/v1/route` reason and a log field.
+      throw new TemplateRenderError(`chat template failed: ${(e instanceof Error ? e.message : String(e)).split('\n', 1)[0]}`);
     }
     return request.continueFinalMessage ? cutAfterFinalMessage(text, request, this.contentFormat) : text;
   }

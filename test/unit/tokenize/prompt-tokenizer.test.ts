@@ -197,6 +197,43 @@ describe('tokenization §2: prompt and chat token ids (Qwen3 from an npm package
     }
   });
 
+  it('any JSON as a chat body is a PromptShapeError (400) or an outcome, never another throw', async () => {
+    const part = fc.oneof(fc.record({ type: fc.constant('text'), text: fc.string() }), fc.jsonValue());
+    const message = fc.record(
+      {
+        role: fc.oneof(fc.constantFrom('system', 'user', 'assistant', 'tool'), fc.jsonValue()),
+        content: fc.oneof(fc.string(), fc.constant(null), fc.array(part, { maxLength: 3 }), fc.jsonValue()),
+        tool_calls: fc.oneof(fc.array(fc.record({ function: fc.record({ name: fc.string(), arguments: fc.oneof(fc.string(), fc.jsonValue()) }) }), { maxLength: 2 }), fc.jsonValue()),
+        reasoning_content: fc.jsonValue(),
+      },
+      { requiredKeys: [] },
+    );
+    const body = fc.record(
+      {
+        messages: fc.oneof(fc.array(message, { maxLength: 5 }), fc.jsonValue()),
+        tools: fc.oneof(fc.array(fc.record({ function: fc.record({ name: fc.string() }) }), { maxLength: 2 }), fc.jsonValue()),
+        add_generation_prompt: fc.jsonValue(),
+        continue_final_message: fc.jsonValue(),
+        chat_template_kwargs: fc.jsonValue(),
+      },
+      { requiredKeys: [] },
+    );
+    await fc.assert(
+      fc.asyncProperty(body, async (b) => {
+        let request;
+        try {
+          request = parseChatRequest(b as Record<string, unknown>);
+        } catch (e) {
+          expect(e).to.be.instanceOf(PromptShapeError);
+          return;
+        }
+        const outcome = await tok.chat(request);
+        if (!outcome.ok) expect(outcome.detail).to.be.a('string').and.not.include('\n');
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('the status information names the directory, vocabulary size and a sha256 fingerprint', () => {
     expect(tok.info.path).to.equal(DIR);
     expect(tok.info.vocab_size).to.equal(151669);
