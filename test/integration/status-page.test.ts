@@ -302,6 +302,7 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
       expect(shown.injected, 'elements created from status strings').to.equal(0);
       expect(await page.evaluate<string>(`document.getElementById('tok-path').textContent`)).to.equal('/models/<b>evil</b>');
       expect(await page.evaluate<string>(`document.getElementById('tok-untokenized').textContent`)).to.equal('2 (template_error 2)');
+      expect(await page.evaluate<string>(`document.getElementById('tok-threads').textContent`)).to.equal('1, segment cache on');
       expect(await page.evaluate<number>(`document.querySelectorAll('#tokenizer b, #tokenizer script').length`)).to.equal(0);
       expect(shown.pwned).to.equal(undefined);
       const instanceRow = await page.evaluate<string[]>(`[...document.querySelectorAll('#instances tbody td')].map((td) => td.textContent)`);
