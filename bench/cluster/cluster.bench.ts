@@ -82,9 +82,9 @@ const POLICIES: readonly PolicyRun[] = [
   { label: 'ORACLE', policy: 'ORACLE', lambda: null },
 ];
 
-function workloads(): Workload[] {
+async function workloads(): Promise<Workload[]> {
   return [
-    buildMultiTurn(SEED, BLOCK_SIZE, {
+    await buildMultiTurn(SEED, BLOCK_SIZE, {
       users: QUICK ? 32 : 96,
       turns: QUICK ? 5 : 8,
       systemPrompts: 8,
@@ -125,10 +125,10 @@ interface Sample {
 const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
 
 /** One completion; TTFT is send → response headers (the engine answers right after the first token). */
-function send(url: string, body: string, index: number): Promise<Sample> {
+function send(url: string, path: string, body: string, index: number): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const sentMs = performance.now();
-    const req = httpRequest(`${url}/v1/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+    const req = httpRequest(`${url}${path}`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
       const ttftMs = performance.now() - sentMs;
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
@@ -208,7 +208,7 @@ async function drive(w: Workload, target: Target): Promise<{ samples: Sample[]; 
       for (let k = 0; k < session.length; k++) {
         const r = session[k]!;
         await sleep(r.delayMs);
-        const sample = await send(target(r), r.body, index++);
+        const sample = await send(target(r), r.path, r.body, index++);
         sample.session = si;
         sample.step = k;
         samples.push(sample);
@@ -408,7 +408,7 @@ function targets(results: readonly RunResult[]): void {
 
 async function main(): Promise<void> {
   const only = process.argv.find((a) => a.startsWith('--workload='))?.slice('--workload='.length);
-  const built = workloads().filter((w) => only === undefined || w.name === only);
+  const built = (await workloads()).filter((w) => only === undefined || w.name === only);
   const stack = await ClusterStack.start(BLOCK_SIZE);
   // Ctrl-C / SIGTERM: the directory and etcd are children in their own process groups; stop them.
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void stack.close().finally(() => process.exit(130)));

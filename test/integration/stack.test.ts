@@ -96,6 +96,17 @@ describe('local stack (tools/stack.ts, npm start)', function () {
     expect(hits.length, out).to.be.greaterThan(0);
     // The router's credit is what the engine then reused: routing found the cache.
     for (const r of hits) expect(r.cached, out).to.be.greaterThan(0);
+    // tokenization.md §3: a multi-turn chat as text, tokenized by the router and the engines alike.
+    const chat = stack.output.flatMap((l) => {
+      const m = /^\s+chat turn (\d+)\s+-> (\S+)\s+tokens\s+(\d+) \((\w+)\)\s+hit\s+(\d+) \(router view\)\s+cached\s+(\d+) \(engine\)$/.exec(l);
+      return m === null ? [] : [{ turn: Number(m[1]), engine: m[2]!, source: m[4]!, hit: Number(m[5]), cached: Number(m[6]) }];
+    });
+    expect(chat.map((t) => t.source), out).to.deep.equal(['tokenizer', 'tokenizer', 'tokenizer']);
+    for (const t of chat.slice(1)) {
+      expect(t.engine, out).to.equal(chat[t.turn - 2]!.engine);
+      expect(t.hit, out).to.be.greaterThan(0);
+      expect(t.cached, out).to.equal(t.hit);
+    }
     await expectNothingLeft(stack);
   }
 

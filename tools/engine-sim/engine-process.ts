@@ -17,6 +17,7 @@ import { EngineControl, type EngineHttpRoutes } from './engine-control.js';
 import { EngineSimulator } from './engine-simulator.js';
 import { engineSimHelp, parseEngineSimArgs, type EngineSimConfig } from './engine-sim-flags.js';
 import { MetricsRoute, processIdentity } from './metrics-route.js';
+import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { OpenAiEndpoint, OpenAiServer } from './openai-server.js';
 import { RankDispatcher } from './rank-dispatcher.js';
 
@@ -37,7 +38,7 @@ export interface EngineProcessOptions {
   readonly wrapRoutes?: (ctx: EngineRoutesContext) => EngineHttpRoutes;
 }
 
-async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], opts: EngineProcessOptions): Promise<void> {
+async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, log: Logger, started: Stoppable[], opts: EngineProcessOptions): Promise<void> {
   const sim = await EngineSimulator.start({
     instanceName: cfg.instanceName,
     dpSize: cfg.dpSize,
@@ -55,7 +56,7 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
   started.push({ name: 'publisher', close: () => sim.close() });
 
   const dispatcher = new RankDispatcher(sim, cfg.deviceCapacityBlocks, cfg.dropEveryNBatches);
-  const endpoint = new OpenAiEndpoint({ engine: dispatcher, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
+  const endpoint = new OpenAiEndpoint({ engine: dispatcher, tokenizer, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
 
   let control: EngineControl | null = null;
   const kind = cfg.engineKind;
@@ -128,10 +129,12 @@ export async function runEngineProcess(opts: EngineProcessOptions = {}): Promise
     process.stdout.write(engineSimHelp());
     return;
   }
+  // Loaded before anything starts: a missing or unparsable tokenizer file is one line and exit 2.
+  const tokenizer = configOrExit(() => (cfg.tokenizerDir === '' ? null : PromptTokenizer.load(cfg.tokenizerDir, cfg.chatTemplateFile)));
   const log = createLogger('engine-sim', cfg.logLevel);
   const shutdown = new ServiceShutdown(log, STOP_DEADLINE_MS);
   try {
-    await start(cfg, log, shutdown.started, opts);
+    await start(cfg, tokenizer, log, shutdown.started, opts);
   } catch (e) {
     console.error(`engine-sim ${cfg.instanceName}: start failed: ${e instanceof Error ? e.message : String(e)}`);
     await shutdown.failStart(e, { instance: cfg.instanceName });

@@ -47,6 +47,8 @@ export const ENGINE_SIM_FLAGS = {
   heartbeat_interval_ms: { type: 'int', default: 500, min: 50, max: 60000, help: 'heartbeat period (discovery.md: about 500 ms)' },
   token_interval_ms: { type: 'int', default: 1, min: 0, max: 10000, help: 'delay before each generated token of a completion' },
   drop_every_n_batches: { type: 'int', default: 0, min: 0, max: 1000000, help: 'fault: per rank, every n-th event batch takes its seq but is not sent (a gap); 0 = off' },
+  tokenizer: { type: 'string', default: '', placeholder: 'dir', help: "model directory (tokenizer.json, tokenizer_config.json): text and chat are tokenized as the router does; empty = one token per UTF-8 byte" },
+  chat_template: { type: 'string', default: '', placeholder: 'file', help: "chat template overriding tokenizer_config.json's" },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'pino log level' },
 } as const;
 
@@ -82,6 +84,9 @@ export interface EngineSimConfig {
   readonly heartbeatIntervalMs: number;
   readonly tokenIntervalMs: number;
   readonly dropEveryNBatches: number;
+  /** `--tokenizer` directory, '' for none; `--chat_template` file, '' for the directory's. */
+  readonly tokenizerDir: string;
+  readonly chatTemplateFile: string;
   readonly logLevel: LogLevel;
 }
 
@@ -145,6 +150,8 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     heartbeatIntervalMs: f.heartbeatIntervalMs,
     tokenIntervalMs: f.tokenIntervalMs,
     dropEveryNBatches: f.dropEveryNBatches,
+    tokenizerDir: f.tokenizer,
+    chatTemplateFile: f.chatTemplate,
     logLevel: f.logLevel,
   });
 }

@@ -116,6 +116,8 @@ export function engineCommand(cfg: StackConfig, engine: PlannedEngine): Command 
     `--replay_port_offset=${REPLAY_PORT_OFFSET}`,
     `--etcd_addr=127.0.0.1:${cfg.etcdPort}`,
     `--directory_http=127.0.0.1:${cfg.directoryHttpPort}`,
+    // The router's tokenizer: a chat the router credits becomes resident as these same ids.
+    `--tokenizer=${cfg.tokenizerDir}`,
     `--internal_api_token=${cfg.internalApiToken}`,
     `--log_level=${cfg.logLevel}`,
   ]);
@@ -126,6 +128,7 @@ export function routerCommand(cfg: StackConfig): Command {
     `--directory_addr=127.0.0.1:${cfg.directoryGrpcPort}`,
     `--http_port=${cfg.routerPort}`,
     `--load_balance_policy=${cfg.loadBalancePolicy}`,
+    `--tokenizer=${cfg.tokenizerDir}`,
     `--internal_api_token=${cfg.internalApiToken}`,
     `--log_level=${cfg.logLevel}`,
   ]);

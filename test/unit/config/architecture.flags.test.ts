@@ -257,6 +257,8 @@ describe('architecture.md flags: router-svc table', () => {
       viewStaleAfterMs: 3000,
       targetTtftMs: null,
       targetTpotMs: null,
+      tokenizer: '',
+      chatTemplate: '',
       logLevel: 'info',
     });
   });
