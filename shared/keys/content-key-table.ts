@@ -11,12 +11,15 @@
  *   Content keys are XXH3-128 output, so word 0 is uniformly distributed and is the probe start.
  * Deletion is backward-shift (no tombstones); ids are recycled through a free list, so the cells
  * are bounded by the peak number of live keys, and the slot index halves below 1/8 full.
- * Shared: the directory's stream index (reference counts from records) and the router's view
- * cache (tier bits of the view stream, kept in the same two count words as 0/1) use one layout.
+ * Users: the directory's stream index (stride 6: Device / Host reference counts from records)
+ * and the shared group residency index (stride 5: one holder-set id per key,
+ * shared/index/residency-index.ts). The words after the 4 key words are the user's payload.
  */
 
-/** uint32 per id in `cells`: 4 key words, Device refs, Host refs. */
+/** uint32 per id in `cells` for the stream index: 4 key words, Device refs, Host refs. */
 export const KEY_STRIDE = 6;
+/** The 4 key words every stride starts with. */
+export const KEY_WORDS = 4;
 export const REF_DEVICE = 4;
 export const REF_HOST = 5;
 
@@ -35,9 +38,11 @@ export function keyWordAt(b: Uint8Array, o: number): number {
 }
 
 export class ContentKeyTable {
-  /** KEY_STRIDE words per id. Replaced on growth: re-read after intern(). */
+  /** `stride` words per id: 4 key words, then the payload. Replaced on growth: re-read after intern(). */
   cells: Uint32Array;
-  /** Byte view of `cells`, handed to the hasher as a parent key (offset = id × KEY_STRIDE × 4). */
+  /** uint32 per id (≥ 4). */
+  readonly stride: number;
+  /** Byte view of `cells`, handed to the hasher as a parent key (offset = id × stride × 4). */
   bytes: Uint8Array;
   /** 2 words per slot: id + 1 (0 = empty), key word 0. */
   private slots: Uint32Array;
@@ -48,8 +53,10 @@ export class ContentKeyTable {
   private highWater = 0;
   private live = 0;
 
-  constructor() {
-    this.cells = new Uint32Array(MIN_IDS * KEY_STRIDE);
+  constructor(stride: number = KEY_STRIDE) {
+    if (!Number.isInteger(stride) || stride < KEY_WORDS) throw new RangeError(`stride must be an integer ≥ ${KEY_WORDS}, got ${stride}`);
+    this.stride = stride;
+    this.cells = new Uint32Array(MIN_IDS * stride);
     this.bytes = new Uint8Array(this.cells.buffer);
     this.idCapacity = MIN_IDS;
     this.freeIds = new Int32Array(0);
@@ -76,7 +83,7 @@ export class ContentKeyTable {
       if (tag === 0) return -1;
       if (slots[(i << 1) + 1] === w0) {
         const id = tag - 1;
-        const o = id * KEY_STRIDE;
+        const o = id * this.stride;
         if (cells[o + 1] === w1 && cells[o + 2] === w2 && cells[o + 3] === w3) return id;
       }
       i = (i + 1) & mask;
@@ -92,7 +99,8 @@ export class ContentKeyTable {
    * kv-events §8 walk over a chain of `blockCount` 16-byte keys (from ContentKeyHasher.chain) from
    * block 0: stops at the first key not in the table. Both users release a key once its Device and
    * Host counts are zero, so found = resident; a block with a Device count is a Device hit, else a
-   * Host-only one. Writes into `out`. Hot path: O(matched blocks), no allocation.
+   * Host-only one. Stride-6 (reference count) tables only. Writes into `out`. Hot path:
+   * O(matched blocks), no allocation.
    */
   matchPrefix(keys: Uint8Array, blockCount: number, out: PrefixHit): void {
     const cells = this.cells;
@@ -111,12 +119,12 @@ export class ContentKeyTable {
 
   /** True when id's key equals src[off .. off+4). */
   equals(id: number, src: Uint32Array, off: number): boolean {
-    const o = id * KEY_STRIDE;
+    const o = id * this.stride;
     const cells = this.cells;
     return cells[o] === src[off] && cells[o + 1] === src[off + 1] && cells[o + 2] === src[off + 2] && cells[o + 3] === src[off + 3];
   }
 
-  /** Id of src[off .. off+4), interning it with zero reference counts when new. */
+  /** Id of src[off .. off+4), interning it with a zero payload when new. */
   intern(src: Uint32Array, off: number): number {
     const w0 = src[off] >>> 0;
     const w1 = src[off + 1] >>> 0;
@@ -126,14 +134,13 @@ export class ContentKeyTable {
     if (found >= 0) return found;
     if ((this.live + 1) * 4 > this.slotCapacity * 3) this.resizeSlots(this.slotCapacity * 2);
     const id = this.allocateId();
-    const o = id * KEY_STRIDE;
+    const o = id * this.stride;
     const cells = this.cells;
     cells[o] = w0;
     cells[o + 1] = w1;
     cells[o + 2] = w2;
     cells[o + 3] = w3;
-    cells[o + REF_DEVICE] = 0;
-    cells[o + REF_HOST] = 0;
+    for (let k = KEY_WORDS; k < this.stride; k++) cells[o + k] = 0;
     const mask = this.slotMask;
     let i = w0 & mask;
     while (this.slots[i << 1] !== 0) i = (i + 1) & mask;
@@ -143,12 +150,12 @@ export class ContentKeyTable {
     return id;
   }
 
-  /** Removes a key whose reference counts are both zero and recycles its id. */
+  /** Removes a key (its payload says it is unused: zero counts, empty holder set) and recycles its id. */
   release(id: number): void {
     const mask = this.slotMask;
     const slots = this.slots;
     const tag = id + 1;
-    let i = this.cells[id * KEY_STRIDE] & mask;
+    let i = this.cells[id * this.stride] & mask;
     while (slots[i << 1] !== tag) i = (i + 1) & mask;
     let hole = i;
     let j = i;
@@ -189,8 +196,13 @@ export class ContentKeyTable {
     return id;
   }
 
+  /** One past the highest id ever used: ids below it are live or on the free list. */
+  get idHighWater(): number {
+    return this.highWater;
+  }
+
   private growIds(n: number): void {
-    const cells = new Uint32Array(n * KEY_STRIDE);
+    const cells = new Uint32Array(n * this.stride);
     cells.set(this.cells);
     this.cells = cells;
     this.bytes = new Uint8Array(cells.buffer);
