@@ -20,7 +20,8 @@ import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 import { HasherPool } from './hasher-pool.js';
-import { MAX_SLOTS, ResidencyIndex } from '../../shared/index/residency-index.js';
+import { ResidencyGroups, residencyGroupKey, type GroupSlot } from '../../shared/index/residency-groups.js';
+import { MAX_SLOTS, type ResidencyIndex } from '../../shared/index/residency-index.js';
 import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
 import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
 
@@ -51,7 +52,7 @@ export interface StreamHits {
   readonly credited: Uint8Array;
 }
 
-class CachedStream implements RouterStream {
+class CachedStream implements RouterStream, GroupSlot {
   readonly streamId: StreamId;
   readonly instanceName: string;
   readonly dpRank: number;
@@ -90,10 +91,7 @@ class CachedStream implements RouterStream {
   }
 }
 
-/** The group key of a stream: keys mean the same only for the same block size and seed. */
-function groupKey(blockSize: number, hashSeed: bigint): string {
-  return `${blockSize}/${hashSeed}`;
-}
+
 
 /** Orders streams by instance name (UTF-16 code units, as the directory does), then dp rank. */
 function byNameThenRank(a: CachedStream, b: CachedStream): number {
@@ -106,8 +104,7 @@ class ViewState {
   readonly instances = new Map<string, RouterInstance>();
   readonly streams = new Map<number, CachedStream>();
   /** One residency index per (block_size, hash_seed); dropped once its last stream leaves. */
-  readonly groups = new Map<string, ResidencyIndex>();
-  groupList: ResidencyIndex[] = [];
+  readonly groups = new ResidencyGroups();
   private instanceList: RouterInstance[] | null = null;
   private streamList: CachedStream[] | null = null;
   private byInstance: Map<string, CachedStream[]> | null = null;
@@ -119,27 +116,6 @@ class ViewState {
   invalidateStreams(): void {
     this.streamList = null;
     this.byInstance = null;
-  }
-
-  /** A slot for a stream of (blockSize, hasher)'s group, creating the group when new. */
-  addToGroup(blockSize: number, hasher: ContentKeyHasher): { group: ResidencyIndex; slot: number } {
-    const key = groupKey(blockSize, hasher.seed);
-    let group = this.groups.get(key);
-    if (group === undefined) {
-      group = new ResidencyIndex(blockSize, hasher);
-      this.groups.set(key, group);
-      this.groupList = [...this.groups.values()];
-    }
-    return { group, slot: group.addStream() };
-  }
-
-  /** Frees a stream's slot (its residency goes with it). */
-  leaveGroup(s: CachedStream): void {
-    s.group.removeStream(s.slot);
-    if (s.group.streamCount === 0) {
-      this.groups.delete(groupKey(s.blockSize, s.hashSeed));
-      this.groupList = [...this.groups.values()];
-    }
   }
 
   sortedInstances(): readonly RouterInstance[] {
@@ -348,7 +324,7 @@ export class ViewCache {
       h.credited = new Uint8Array(cap);
     }
     const stale = this.isStale(nowMs);
-    const groups = this.state.groupList;
+    const groups = this.state.groups.all;
     for (let g = 0; g < groups.length; g++) groups[g]!.clearCandidates();
     for (let i = 0; i < n; i++) {
       const s = list[i]!;
@@ -422,11 +398,10 @@ export class ViewCache {
   }
 
   /** A slot in the stream's group of `state`; a group beyond MAX_SLOTS streams is a protocol error. */
-  private joinGroup(state: ViewState, s: DecodedViewStream): { group: ResidencyIndex; slot: number } {
+  private joinGroup(state: ViewState, s: DecodedViewStream): GroupSlot {
     const hasher = this.requireHasher(s.hashSeed);
-    const g = state.groups.get(groupKey(s.blockSize, s.hashSeed));
-    if (g !== undefined && g.streamCount >= MAX_SLOTS) throw new ViewProtocolError(`more than ${MAX_SLOTS} streams of block_size ${s.blockSize}, hash_seed ${s.hashSeed}`);
-    return state.addToGroup(s.blockSize, hasher);
+    if (state.groups.isFull(s.blockSize, s.hashSeed)) throw new ViewProtocolError(`more than ${MAX_SLOTS} streams of block_size ${s.blockSize}, hash_seed ${s.hashSeed}`);
+    return state.groups.join(s.blockSize, hasher);
   }
 
   /** Validates everything that could fail, so the mutation below runs to the end. */
@@ -451,10 +426,10 @@ export class ViewCache {
   /** Every (block_size, hash_seed) group keeps at most MAX_SLOTS streams after the delta. */
   private checkGroupSizes(u: DecodedDelta): void {
     const after = new Map<number, string>();
-    for (const [id, s] of this.state.streams) after.set(id, groupKey(s.blockSize, s.hashSeed));
+    for (const [id, s] of this.state.streams) after.set(id, residencyGroupKey(s.blockSize, s.hashSeed));
     for (const id of u.streamRemovals) after.delete(id);
-    for (const s of u.streamUpserts) after.set(s.streamId, groupKey(s.blockSize, s.hashSeed));
-    for (const s of u.streamResets) after.set(s.streamId, groupKey(s.blockSize, s.hashSeed));
+    for (const s of u.streamUpserts) after.set(s.streamId, residencyGroupKey(s.blockSize, s.hashSeed));
+    for (const s of u.streamResets) after.set(s.streamId, residencyGroupKey(s.blockSize, s.hashSeed));
     const counts = new Map<string, number>();
     for (const key of after.values()) {
       const c = (counts.get(key) ?? 0) + 1;
@@ -475,7 +450,7 @@ export class ViewCache {
     for (const id of u.streamRemovals) {
       const prev = state.streams.get(id);
       if (prev === undefined) continue;
-      state.leaveGroup(prev);
+      state.groups.leave(prev);
       state.streams.delete(id);
     }
     // Streams whose keys change meaning (block size or seed) leave their group first, so the
@@ -484,7 +459,7 @@ export class ViewCache {
       for (const s of list) {
         const prev = state.streams.get(s.streamId);
         if (prev === undefined || (prev.blockSize === s.blockSize && prev.hashSeed === s.hashSeed)) continue;
-        state.leaveGroup(prev);
+        state.groups.leave(prev);
         state.streams.delete(s.streamId);
       }
     }
@@ -495,18 +470,18 @@ export class ViewCache {
         state.streams.set(s.streamId, new CachedStream(s, prev.group, prev.slot));
         continue;
       }
-      const { group, slot } = state.addToGroup(s.blockSize, this.requireHasher(s.hashSeed));
+      const { group, slot } = state.groups.join(s.blockSize, this.requireHasher(s.hashSeed));
       state.streams.set(s.streamId, new CachedStream(s, group, slot));
     }
     for (const s of u.streamResets) {
       const prev = state.streams.get(s.streamId);
-      let joined: { group: ResidencyIndex; slot: number };
+      let joined: GroupSlot;
       if (prev !== undefined) {
         // Same group here: a stream with other keys left it above.
         prev.group.clearStream(prev.slot);
         joined = { group: prev.group, slot: prev.slot };
       } else {
-        joined = state.addToGroup(s.blockSize, this.requireHasher(s.hashSeed));
+        joined = state.groups.join(s.blockSize, this.requireHasher(s.hashSeed));
       }
       joined.group.setTiers(joined.slot, s.keys, s.tiers);
       state.streams.set(s.streamId, new CachedStream(s, joined.group, joined.slot));

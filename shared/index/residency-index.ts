@@ -213,12 +213,23 @@ export class ResidencyIndex {
   /**
    * kv-events §8 prefix match of `tokenIds` (ints in [0, 2^31), validated by the caller) for every
    * candidate at once; read the results with deviceHitBlocks / hostOnlyHitBlocks (valid for the
-   * candidates until the next match). Hot path: O(hashed blocks + holder-set changes × alive
-   * streams), no allocation once the chain buffer fits the prompt.
+   * candidates until the next match). Keys are hashed lazily. Hot path: O(hashed blocks +
+   * holder-set changes × alive streams), no allocation once the chain buffer fits the prompt.
    */
   match(tokenIds: ArrayLike<number>): void {
+    const blocks = Math.floor(tokenIds.length / this.blockSize);
+    if (this.chain.length < blocks * 16) this.chain = new Uint8Array(Math.max(blocks * 16, this.chain.length * 2));
+    this.walk(tokenIds, this.chain, blocks);
+  }
+
+  /** The same match over an already computed §4 chain (`blocks` keys of 16 bytes): benchmarks. */
+  matchChain(keys: Uint8Array, blocks: number): void {
+    this.walk(null, keys, Math.min(blocks, keys.length >>> 4));
+  }
+
+  /** The walk; with `tokenIds`, block b's key is hashed into `chain` just before it is looked up. */
+  private walk(tokenIds: ArrayLike<number> | null, chain: Uint8Array, blocks: number): void {
     const bs = this.blockSize;
-    const blocks = Math.floor(tokenIds.length / bs);
     const alive = this.alive;
     const deviceHits = this.deviceHits;
     const hostOnlyHits = this.hostOnlyHits;
@@ -235,15 +246,13 @@ export class ResidencyIndex {
     }
     this.hashedBlocks = 0;
     if (any === 0 || blocks === 0) return;
-    if (this.chain.length < blocks * 16) this.chain = new Uint8Array(Math.max(blocks * 16, this.chain.length * 2));
-    const chain = this.chain;
     const table = this.keys;
     const setWords = this.sets.words;
     let runSet = -1;
     let runLength = 0;
     let b = 0;
     for (; b < blocks; b++) {
-      this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
+      if (tokenIds !== null) this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
       const id = table.findBytes(chain, b << 4);
       const set = id < 0 ? EMPTY_SET : table.cells[id * KEY_ENTRY + KEY_WORDS]!;
       if (set !== runSet) {
@@ -262,7 +271,7 @@ export class ResidencyIndex {
       runLength++;
     }
     if (any !== 0) this.creditRun(runSet, runLength);
-    this.hashedBlocks = Math.min(b + 1, blocks);
+    if (tokenIds !== null) this.hashedBlocks = Math.min(b + 1, blocks);
   }
 
   /** Blocks of the last match's prefix on Device for a candidate. */

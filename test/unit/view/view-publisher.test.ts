@@ -19,6 +19,7 @@ import { ViewPublisher, type InstanceTableSource, type ViewStreamHandle } from '
 import type { ViewEndReason, ViewSink } from '../../../directory-svc/view/view-watcher.js';
 import { decodeViewUpdate, residencyMap, ViewModel, type DecodedViewUpdate } from '../../helpers/view-model.js';
 import { range, removed, stored } from '../index/index-fixtures.js';
+import { ServedResidency } from '../../../directory-svc/index/served-residency.js';
 
 /** Stands in for a StreamSubscriber: its served index, state and the 'state'/'view' events. */
 class SourceStream extends EventEmitter {
@@ -43,6 +44,7 @@ class SourceStream extends EventEmitter {
       sequence: this.sequence,
       error: this.error,
       index: synchronized ? this.index : null,
+      residency: synchronized && this.index !== null ? ServedResidency.of(this.index) : null,
     };
   }
 }
