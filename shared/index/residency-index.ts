@@ -7,9 +7,8 @@
  *
  * A prefix match (§8) walks the prompt once for all streams of the group: block i costs one key
  * lookup; the streams still matching ("alive") are a bitset narrowed by each block's holder set.
- * Consecutive blocks with the same holder set form a run credited to its alive streams in one step,
- * so per-stream work happens only where the holder set changes (a stream drops out, or moves
- * between Device and Host). Content keys are computed lazily (§4 chain): block i is hashed only
+ * Per-stream work happens only where a stream's status changes (it drops out, or moves between
+ * Device and Host) and once at the end for the streams still alive. Content keys are computed lazily (§4 chain): block i is hashed only
  * while some candidate still matches blocks 0..i−1, so a prompt whose first block is nowhere
  * hashes one block.
  *
@@ -45,6 +44,10 @@ export class ResidencyIndex {
   // Match scratch, reused by every call.
   private readonly candidates = new Uint32Array(SET_WORDS);
   private readonly alive = new Uint32Array(SET_WORDS);
+  /** Alive streams whose current status is Device (else Host-only). */
+  private readonly onDevice = new Uint32Array(SET_WORDS);
+  /** Block where each alive stream's current status began. */
+  private readonly since = new Int32Array(MAX_SLOTS);
   private readonly deviceHits = new Int32Array(MAX_SLOTS);
   private readonly hostOnlyHits = new Int32Array(MAX_SLOTS);
   private chain = new Uint8Array(64 * 16);
@@ -227,50 +230,81 @@ export class ResidencyIndex {
     this.walk(null, keys, Math.min(blocks, keys.length >>> 4));
   }
 
-  /** The walk; with `tokenIds`, block b's key is hashed into `chain` just before it is looked up. */
+  /**
+   * The walk; with `tokenIds`, block b's key is hashed into `chain` just before it is looked up.
+   * Each alive stream has a status (Device or Host-only) held since block `since[s]`; only a
+   * status change (the stream drops out or changes tier) or the end of the walk credits the blocks
+   * since then, so a block whose holder set differs only in streams no longer alive costs nothing
+   * per stream.
+   */
   private walk(tokenIds: ArrayLike<number> | null, chain: Uint8Array, blocks: number): void {
     const bs = this.blockSize;
     const alive = this.alive;
+    const onDevice = this.onDevice;
+    const since = this.since;
     const deviceHits = this.deviceHits;
     const hostOnlyHits = this.hostOnlyHits;
     let any = 0;
     for (let k = 0; k < SET_WORDS; k++) {
       const c = this.candidates[k]!;
       alive[k] = c;
+      // Everyone starts "on Device since block 0"; block 0's set corrects it at no cost.
+      onDevice[k] = c;
       any |= c;
       for (let m = c; m !== 0; m &= m - 1) {
         const s = (k << 5) | (31 - Math.clz32(m & -m));
         deviceHits[s] = 0;
         hostOnlyHits[s] = 0;
+        since[s] = 0;
       }
     }
     this.hashedBlocks = 0;
     if (any === 0 || blocks === 0) return;
     const table = this.keys;
     const setWords = this.sets.words;
-    let runSet = -1;
-    let runLength = 0;
+    let lastSet = -1;
     let b = 0;
     for (; b < blocks; b++) {
       if (tokenIds !== null) this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
       const id = table.findBytes(chain, b << 4);
       const set = id < 0 ? EMPTY_SET : table.cells[id * KEY_ENTRY + KEY_WORDS]!;
-      if (set !== runSet) {
-        if (runSet >= 0) this.creditRun(runSet, runLength);
-        runSet = set;
-        runLength = 0;
-        const o = set * SET_STRIDE;
-        any = 0;
-        for (let k = 0; k < SET_WORDS; k++) {
-          const a = alive[k]! & (setWords[o + k]! | setWords[o + HOST_OFFSET + k]!);
-          alive[k] = a;
-          any |= a;
+      if (set === lastSet) continue;
+      lastSet = set;
+      const o = set * SET_STRIDE;
+      any = 0;
+      for (let k = 0; k < SET_WORDS; k++) {
+        const a = alive[k]!;
+        if (a === 0) continue;
+        const device = setWords[o + k]!;
+        const nextAlive = a & (device | setWords[o + HOST_OFFSET + k]!);
+        const nextDevice = nextAlive & device;
+        const wasDevice = onDevice[k]!;
+        // Streams leaving, or staying with the other tier: credit the blocks since their status began.
+        const changed = (a & ~nextAlive) | (nextAlive & (wasDevice ^ nextDevice));
+        for (let m = changed; m !== 0; m &= m - 1) {
+          const low = m & -m;
+          const s = (k << 5) | (31 - Math.clz32(low));
+          if (wasDevice & low) deviceHits[s] += b - since[s]!;
+          else hostOnlyHits[s] += b - since[s]!;
+          since[s] = b;
         }
-        if (any === 0) break;
+        alive[k] = nextAlive;
+        onDevice[k] = nextDevice;
+        any |= nextAlive;
       }
-      runLength++;
+      if (any === 0) break;
     }
-    if (any !== 0) this.creditRun(runSet, runLength);
+    // Streams alive to the end of the prompt hold every block since their status began.
+    if (any !== 0) {
+      for (let k = 0; k < SET_WORDS; k++) {
+        for (let m = alive[k]!; m !== 0; m &= m - 1) {
+          const low = m & -m;
+          const s = (k << 5) | (31 - Math.clz32(low));
+          if (onDevice[k]! & low) deviceHits[s] += blocks - since[s]!;
+          else hostOnlyHits[s] += blocks - since[s]!;
+        }
+      }
+    }
     if (tokenIds !== null) this.hashedBlocks = Math.min(b + 1, blocks);
   }
 
@@ -282,21 +316,6 @@ export class ResidencyIndex {
   /** Blocks of the last match's prefix on Host only for a candidate. */
   hostOnlyHitBlocks(slot: number): number {
     return this.hostOnlyHits[slot]!;
-  }
-
-  /** Credits `length` blocks of holder set `set` to every alive stream (all of them hold it). */
-  private creditRun(set: number, length: number): void {
-    const o = set * SET_STRIDE;
-    const setWords = this.sets.words;
-    for (let k = 0; k < SET_WORDS; k++) {
-      const device = setWords[o + k]!;
-      for (let m = this.alive[k]!; m !== 0; m &= m - 1) {
-        const low = m & -m;
-        const s = (k << 5) | (31 - Math.clz32(low));
-        if (device & low) this.deviceHits[s] += length;
-        else this.hostOnlyHits[s] += length;
-      }
-    }
   }
 
   private checkSlot(slot: number): void {
