@@ -17,24 +17,24 @@
  * counts as Device. Which streams may get credit at all (synchronized, view fresh) is the caller's
  * choice of candidates. Pure: no I/O; the request path allocates nothing.
  *
- * Memory: 20 B per distinct key (4 key words + set id) plus the key hash index, shared by every
- * holder; about 36 B per distinct holder set.
+ * Memory: one 20-byte slot per distinct key (4 key words + set id, inline in the hash table, so a
+ * lookup touches one cache line) at 3/8–3/4 load, shared by every holder; 36 B per distinct
+ * holder set.
  */
 import type { ContentKeyHasher } from '../keys/content-key.js';
-import { ContentKeyTable, KEY_WORDS, keyWordAt } from '../keys/content-key-table.js';
+import { keyWordAt } from '../keys/content-key-table.js';
 import { EMPTY_SET, HOST_OFFSET, HolderSets, MAX_SLOTS, SET_STRIDE, SET_WORDS } from './holder-sets.js';
+import { HOLDER_SET, KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
 
 export { MAX_SLOTS } from './holder-sets.js';
 
-/** uint32 per key id: 4 key words, holder set id. */
-const KEY_ENTRY = KEY_WORDS + 1;
 const TIER_DEVICE = 1;
 const TIER_HOST = 2;
 
 export class ResidencyIndex {
   readonly blockSize: number;
   readonly hasher: ContentKeyHasher;
-  private readonly keys = new ContentKeyTable(KEY_ENTRY);
+  private readonly keys = new KeyHolderTable();
   private readonly sets = new HolderSets();
   private readonly deviceCounts = new Int32Array(MAX_SLOTS);
   private readonly hostCounts = new Int32Array(MAX_SLOTS);
@@ -137,13 +137,13 @@ export class ResidencyIndex {
    */
   setKeyTiers(slot: number, words: Uint32Array, offset: number, tiers: number): void {
     const table = this.keys;
-    let id = table.findWords(words[offset]! >>> 0, words[offset + 1]! >>> 0, words[offset + 2]! >>> 0, words[offset + 3]! >>> 0);
-    if (id < 0) {
-      if (tiers === 0) return;
-      id = table.intern(words, offset);
-    }
-    const at = id * KEY_ENTRY + KEY_WORDS;
-    const oldSet = table.cells[at]!;
+    const w0 = words[offset]! >>> 0;
+    const w1 = words[offset + 1]! >>> 0;
+    const w2 = words[offset + 2]! >>> 0;
+    const w3 = words[offset + 3]! >>> 0;
+    const at = table.find(w0, w1, w2, w3);
+    if (at < 0 && tiers === 0) return;
+    const oldSet = at < 0 ? EMPTY_SET : table.setAt(at);
     const sets = this.sets;
     const before = sets.tiersOf(oldSet, slot);
     if (before === tiers) return;
@@ -158,15 +158,15 @@ export class ResidencyIndex {
     sets.release(oldSet);
     this.deviceCounts[slot] += (tiers & TIER_DEVICE) - (before & TIER_DEVICE);
     this.hostCounts[slot] += ((tiers & TIER_HOST) - (before & TIER_HOST)) >> 1;
-    // A released id keeps EMPTY_SET, which clearStream's scan of all ids relies on.
-    table.cells[at] = newSet;
-    if (newSet === EMPTY_SET) table.release(id);
+    if (at < 0) table.insert(w0, w1, w2, w3, newSet);
+    else if (newSet === EMPTY_SET) table.deleteAt(at);
+    else table.updateAt(at, newSet);
   }
 
   /** Tier bits of one key for one stream (0 = not resident). */
   tiersOf(slot: number, key: Uint8Array, offset = 0): number {
-    const id = this.keys.findBytes(key, offset);
-    return id < 0 ? 0 : this.sets.tiersOf(this.keys.cells[id * KEY_ENTRY + KEY_WORDS]!, slot);
+    const at = this.keys.findBytes(key, offset);
+    return at < 0 ? 0 : this.sets.tiersOf(this.keys.setAt(at), slot);
   }
 
   /**
@@ -176,16 +176,12 @@ export class ResidencyIndex {
   clearStream(slot: number): void {
     this.checkSlot(slot);
     if (this.deviceCounts[slot] === 0 && this.hostCounts[slot] === 0) return;
-    const table = this.keys;
     const sets = this.sets;
     const memo = new Map<number, number>();
     const word = slot >>> 5;
     const keep = ~(1 << (slot & 31));
-    const high = table.idHighWater;
-    for (let id = 0; id < high; id++) {
-      const at = id * KEY_ENTRY + KEY_WORDS;
-      const oldSet = table.cells[at]!;
-      if (oldSet === EMPTY_SET || sets.tiersOf(oldSet, slot) === 0) continue; // free ids hold EMPTY_SET too
+    this.keys.remapSets((oldSet) => {
+      if (sets.tiersOf(oldSet, slot) === 0) return oldSet;
       let newSet = memo.get(oldSet);
       if (newSet === undefined) {
         sets.load(oldSet);
@@ -196,9 +192,8 @@ export class ResidencyIndex {
       }
       sets.retain(newSet);
       sets.release(oldSet);
-      table.cells[at] = newSet;
-      if (newSet === EMPTY_SET) table.release(id);
-    }
+      return newSet;
+    });
     this.deviceCounts[slot] = 0;
     this.hostCounts[slot] = 0;
   }
@@ -260,14 +255,14 @@ export class ResidencyIndex {
     }
     this.hashedBlocks = 0;
     if (any === 0 || blocks === 0) return;
-    const table = this.keys;
+    const keyWords = this.keys.words;
     const setWords = this.sets.words;
     let lastSet = -1;
     let b = 0;
     for (; b < blocks; b++) {
       if (tokenIds !== null) this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
-      const id = table.findBytes(chain, b << 4);
-      const set = id < 0 ? EMPTY_SET : table.cells[id * KEY_ENTRY + KEY_WORDS]!;
+      const at = this.keys.findBytes(chain, b << 4);
+      const set = at < 0 ? EMPTY_SET : keyWords[at * KEY_HOLDER_STRIDE + HOLDER_SET]!;
       if (set === lastSet) continue;
       lastSet = set;
       const o = set * SET_STRIDE;

@@ -10,15 +10,12 @@
  *   Content keys are XXH3-128 output, so word 0 is uniformly distributed and is the probe start.
  * Deletion is backward-shift (no tombstones); ids are recycled through a free list, so the cells
  * are bounded by the peak number of live keys, and the slot index halves below 1/8 full.
- * Users: the directory's stream index (stride 6: Device / Host reference counts from records)
- * and the shared group residency index (stride 5: one holder-set id per key,
- * shared/index/residency-index.ts). The words after the 4 key words are the user's payload.
+ * Used by the directory's stream index (reference counts from records; the parent keys it chains
+ * on). Prefix matching uses the shared group index instead (shared/index/residency-index.ts).
  */
 
-/** uint32 per id in `cells` for the stream index: 4 key words, Device refs, Host refs. */
+/** uint32 per id in `cells`: 4 key words, Device refs, Host refs. */
 export const KEY_STRIDE = 6;
-/** The 4 key words every stride starts with. */
-export const KEY_WORDS = 4;
 export const REF_DEVICE = 4;
 export const REF_HOST = 5;
 
@@ -31,11 +28,9 @@ export function keyWordAt(b: Uint8Array, o: number): number {
 }
 
 export class ContentKeyTable {
-  /** `stride` words per id: 4 key words, then the payload. Replaced on growth: re-read after intern(). */
+  /** KEY_STRIDE words per id. Replaced on growth: re-read after intern(). */
   cells: Uint32Array;
-  /** uint32 per id (≥ 4). */
-  readonly stride: number;
-  /** Byte view of `cells`, handed to the hasher as a parent key (offset = id × stride × 4). */
+  /** Byte view of `cells`, handed to the hasher as a parent key (offset = id × KEY_STRIDE × 4). */
   bytes: Uint8Array;
   /** 2 words per slot: id + 1 (0 = empty), key word 0. */
   private slots: Uint32Array;
@@ -46,10 +41,8 @@ export class ContentKeyTable {
   private highWater = 0;
   private live = 0;
 
-  constructor(stride: number = KEY_STRIDE) {
-    if (!Number.isInteger(stride) || stride < KEY_WORDS) throw new RangeError(`stride must be an integer ≥ ${KEY_WORDS}, got ${stride}`);
-    this.stride = stride;
-    this.cells = new Uint32Array(MIN_IDS * stride);
+  constructor() {
+    this.cells = new Uint32Array(MIN_IDS * KEY_STRIDE);
     this.bytes = new Uint8Array(this.cells.buffer);
     this.idCapacity = MIN_IDS;
     this.freeIds = new Int32Array(0);
@@ -76,7 +69,7 @@ export class ContentKeyTable {
       if (tag === 0) return -1;
       if (slots[(i << 1) + 1] === w0) {
         const id = tag - 1;
-        const o = id * this.stride;
+        const o = id * KEY_STRIDE;
         if (cells[o + 1] === w1 && cells[o + 2] === w2 && cells[o + 3] === w3) return id;
       }
       i = (i + 1) & mask;
@@ -90,12 +83,12 @@ export class ContentKeyTable {
 
   /** True when id's key equals src[off .. off+4). */
   equals(id: number, src: Uint32Array, off: number): boolean {
-    const o = id * this.stride;
+    const o = id * KEY_STRIDE;
     const cells = this.cells;
     return cells[o] === src[off] && cells[o + 1] === src[off + 1] && cells[o + 2] === src[off + 2] && cells[o + 3] === src[off + 3];
   }
 
-  /** Id of src[off .. off+4), interning it with a zero payload when new. */
+  /** Id of src[off .. off+4), interning it with zero reference counts when new. */
   intern(src: Uint32Array, off: number): number {
     const w0 = src[off] >>> 0;
     const w1 = src[off + 1] >>> 0;
@@ -105,13 +98,14 @@ export class ContentKeyTable {
     if (found >= 0) return found;
     if ((this.live + 1) * 4 > this.slotCapacity * 3) this.resizeSlots(this.slotCapacity * 2);
     const id = this.allocateId();
-    const o = id * this.stride;
+    const o = id * KEY_STRIDE;
     const cells = this.cells;
     cells[o] = w0;
     cells[o + 1] = w1;
     cells[o + 2] = w2;
     cells[o + 3] = w3;
-    for (let k = KEY_WORDS; k < this.stride; k++) cells[o + k] = 0;
+    cells[o + REF_DEVICE] = 0;
+    cells[o + REF_HOST] = 0;
     const mask = this.slotMask;
     let i = w0 & mask;
     while (this.slots[i << 1] !== 0) i = (i + 1) & mask;
@@ -121,12 +115,12 @@ export class ContentKeyTable {
     return id;
   }
 
-  /** Removes a key (its payload says it is unused: zero counts, empty holder set) and recycles its id. */
+  /** Removes a key whose reference counts are both zero and recycles its id. */
   release(id: number): void {
     const mask = this.slotMask;
     const slots = this.slots;
     const tag = id + 1;
-    let i = this.cells[id * this.stride] & mask;
+    let i = this.cells[id * KEY_STRIDE] & mask;
     while (slots[i << 1] !== tag) i = (i + 1) & mask;
     let hole = i;
     let j = i;
@@ -167,13 +161,8 @@ export class ContentKeyTable {
     return id;
   }
 
-  /** One past the highest id ever used: ids below it are live or on the free list. */
-  get idHighWater(): number {
-    return this.highWater;
-  }
-
   private growIds(n: number): void {
-    const cells = new Uint32Array(n * this.stride);
+    const cells = new Uint32Array(n * KEY_STRIDE);
     cells.set(this.cells);
     this.cells = cells;
     this.bytes = new Uint8Array(cells.buffer);
