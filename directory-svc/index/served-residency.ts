@@ -49,7 +49,8 @@ export class ServedResidency implements GroupSlot {
 
   /** Mirrors `index` from now on (null: nothing is served). O(keys of the old and new index). */
   serve(index: StreamIndex | null): void {
-    if (this.closed) return;
+    // The same index again: its changes were all forwarded, the mirror is exact.
+    if (this.closed || index === this.mirrored) return;
     if (this.mirrored !== null) {
       const old = this.mirrored.exportResidency();
       this.group.setTiers(this.slot, old.keys, new Uint8Array(old.tiers.length));

@@ -226,9 +226,10 @@ export class StreamSubscriber extends EventEmitter {
     this.admission = deps.recoveryAdmission;
     this.served = new ServedResidency(deps.residencyGroups ?? new ResidencyGroups(), cfg.blockSize, hasher);
     // The group follows the served index as the view stream does: a reset on every swap, empty
-    // outside SYNCHRONIZED. Registered first, so it is current before any other listener runs.
+    // outside SYNCHRONIZED. Registered first, so it is current before any other listener runs
+    // (entering SYNCHRONIZED, `live` is already the index about to be announced by 'reset').
     this.on('state', (state: StreamState) => {
-      if (state !== 'SYNCHRONIZED') this.served.serve(null);
+      this.served.serve(state === 'SYNCHRONIZED' ? this.live : null);
     });
     this.on('view', (change: ViewChange) => {
       if (change === 'reset') this.served.serve(this.live);
