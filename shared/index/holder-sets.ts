@@ -28,6 +28,7 @@ export const SET_STRIDE = 2 * SET_WORDS + 1;
 export const EMPTY_SET = 0;
 
 const MIN_SETS = 16;
+const TRANSITION_ENTRIES = 4096;
 /** Use count of an id on the free list (not in the hash index). */
 const FREE = 0xffffffff;
 /** Dead sets tolerated beyond the live ones before the hash index is rebuilt. */
@@ -60,6 +61,12 @@ export class HolderSets {
   private live = 0;
   /** Scratch of one set under construction (bits only). */
   readonly scratch = new Uint32Array(SET_STRIDE);
+  /**
+   * Direct-mapped cache of transitions (set, slot, tiers) → set: ingest repeats the same few
+   * (a stream storing block after block of one prefix), so most updates skip the intern. Three
+   * words per entry: set + 1 (0 = empty), slot | tiers << 8, result. Cleared when ids are recycled.
+   */
+  private readonly transitions = new Int32Array(TRANSITION_ENTRIES * 3);
 
   constructor() {
     this.capacity = MIN_SETS;
@@ -107,6 +114,28 @@ export class HolderSets {
     w[o + USES] = 0;
     this.insertSlot(id);
     return id;
+  }
+
+  /**
+   * The set equal to `id` with stream `slot`'s tier bits replaced by `tiers` (1 Device, 2 Host),
+   * interned (use count unchanged: the caller retains it).
+   */
+  transition(id: number, slot: number, tiers: number): number {
+    const tag = slot | (tiers << 8);
+    const e = (Math.imul(id ^ (tag << 12), 0x9e3779b1) >>> 20) * 3;
+    const t = this.transitions;
+    if (t[e] === id + 1 && t[e + 1] === tag) return t[e + 2]!;
+    this.load(id);
+    const s = this.scratch;
+    const word = slot >>> 5;
+    const bit = 1 << (slot & 31);
+    s[word] = tiers & 1 ? s[word]! | bit : s[word]! & ~bit;
+    s[word + HOST_OFFSET] = tiers & 2 ? s[word + HOST_OFFSET]! | bit : s[word + HOST_OFFSET]! & ~bit;
+    const next = this.internScratch();
+    t[e] = id + 1;
+    t[e + 1] = tag;
+    t[e + 2] = next;
+    return next;
   }
 
   /** One more key uses set `id`. */
@@ -172,6 +201,8 @@ export class HolderSets {
 
   /** Drops the dead sets from the hash index and recycles their ids. O(set ids). */
   private sweep(): void {
+    // Ids are about to be recycled: a cached transition could name one.
+    this.transitions.fill(0);
     let n = 4 * MIN_SETS;
     while (n < (this.live + 1) * 4) n *= 2;
     this.rebuildSlots(n, true);

@@ -147,13 +147,7 @@ export class ResidencyIndex {
     const sets = this.sets;
     const before = sets.tiersOf(oldSet, slot);
     if (before === tiers) return;
-    sets.load(oldSet);
-    const s = sets.scratch;
-    const word = slot >>> 5;
-    const bit = 1 << (slot & 31);
-    s[word] = tiers & TIER_DEVICE ? s[word]! | bit : s[word]! & ~bit;
-    s[word + HOST_OFFSET] = tiers & TIER_HOST ? s[word + HOST_OFFSET]! | bit : s[word + HOST_OFFSET]! & ~bit;
-    const newSet = sets.internScratch();
+    const newSet = sets.transition(oldSet, slot, tiers);
     sets.retain(newSet);
     sets.release(oldSet);
     this.deviceCounts[slot] += (tiers & TIER_DEVICE) - (before & TIER_DEVICE);

@@ -153,6 +153,40 @@ describe('shared residency index vs a Map-based reference model (kv-events §8, 
     expect(index.deviceHitBlocks(s) + index.hostOnlyHitBlocks(s)).to.equal(0);
   });
 
+  it('holder sets are recycled under churn: thousands of distinct sets come and go, answers stay exact', () => {
+    const index = new ResidencyIndex(BS, hasher);
+    const slots = Array.from({ length: MAX_SLOTS }, () => index.addStream());
+    const keys = hasher.chain(Array.from({ length: 64 * BS }, (_, i) => i), BS);
+    let x = 12345;
+    const rnd = (n: number): number => {
+      x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+      return x % n;
+    };
+    const model = new Map<number, Map<number, number>>();
+    for (let round = 0; round < 40; round++) {
+      // Each key gets a random set of holders: nearly every set is new, old ones die.
+      for (let k = 0; k < 64; k++) {
+        for (let h = 0; h < 6; h++) {
+          const s = slots[rnd(MAX_SLOTS)]!;
+          const t = rnd(4);
+          index.setTiers(s, keys.subarray(k * 16, k * 16 + 16), Uint8Array.of(t));
+          let m = model.get(s);
+          if (m === undefined) model.set(s, (m = new Map()));
+          if (t === 0) m.delete(k);
+          else m.set(k, t);
+        }
+      }
+      if (round % 10 === 9) {
+        const s = slots[rnd(MAX_SLOTS)]!;
+        index.clearStream(s);
+        model.get(s)?.clear();
+      }
+    }
+    for (const s of slots) for (let k = 0; k < 64; k++) expect(index.tiersOf(s, keys, k * 16), `slot ${s} key ${k}`).to.equal(model.get(s)?.get(k) ?? 0);
+    for (const s of slots) index.clearStream(s);
+    expect([index.keyCount, index.holderSetCount]).to.deep.equal([0, 0]);
+  });
+
   it(`refuses a stream slot beyond ${MAX_SLOTS} with a RangeError`, () => {
     const index = new ResidencyIndex(BS, hasher);
     for (let i = 0; i < MAX_SLOTS; i++) index.addStream();
