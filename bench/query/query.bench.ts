@@ -355,12 +355,14 @@ function measureScaling(hasher: ContentKeyHasher): void {
     let best: { m: ReturnType<typeof latencyStats>; l: ReturnType<typeof latencyStats>; h: ReturnType<typeof latencyStats> } | null = null;
     let reusable = 0;
     let streamsHit = 0;
+    let walked = 0;
     for (let round = 0; round < ROUNDS; round++) {
       const matchNs: number[] = [];
       const lazyNs: number[] = [];
       const hashNs: number[] = [];
       reusable = 0;
       streamsHit = 0;
+      walked = 0;
       for (let i = 0; i < prompts.length; i++) {
         const a = process.hrtime.bigint();
         index.matchChain(chains[i]!, blocks);
@@ -373,6 +375,7 @@ function measureScaling(hasher: ContentKeyHasher): void {
         matchNs.push(Number(b - a));
         lazyNs.push(Number(c - b));
         hashNs.push(Number(d - c));
+        walked += index.lastHashedBlocks;
         for (let s = 0; s < streams; s++) {
           const hit = index.deviceHitBlocks(s) + index.hostOnlyHitBlocks(s);
           reusable += hit;
@@ -398,6 +401,9 @@ function measureScaling(hasher: ContentKeyHasher): void {
       lazy_match_p50_us: l.p50_us,
       lazy_match_p99_us: l.p99_us,
       hash_p50_us: h.p50_us,
+      // The walk ends one block after the longest prefix of any stream: more streams, longer walks.
+      mean_blocks_walked: Math.round((walked / QUERIES) * 10) / 10,
+      match_mean_ns_per_walked_block: Math.round((m.mean_us * 1000) / (walked / QUERIES)),
       mean_reusable_blocks_per_stream: Math.round((reusable / (QUERIES * streams)) * 10) / 10,
       mean_streams_hit: Math.round((streamsHit / QUERIES) * 10) / 10,
       queries_per_round: QUERIES,
