@@ -23,6 +23,7 @@ import { HasherPool } from './hasher-pool.js';
 import { ResidencyGroups, residencyGroupKey, type GroupSlot } from '../../shared/index/residency-groups.js';
 import { MAX_SLOTS, type ResidencyIndex } from '../../shared/index/residency-index.js';
 import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
+import { SnapshotAssembly } from './snapshot-assembly.js';
 import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
 
 export type { RouterInstance } from './view-update.js';
@@ -164,6 +165,8 @@ export class ViewCache {
   private awaitingSnapshot = true;
   private staleReasonValue: string | null = 'no snapshot yet';
   private lastHeard = Number.NEGATIVE_INFINITY;
+  /** A multi-message snapshot being received (null: none). */
+  private assembly: SnapshotAssembly | null = null;
   private instancesRev = 0;
   private streamsRev = 0;
   // Scratch of matchStreams, grown as needed and reused between requests.
@@ -228,7 +231,7 @@ export class ViewCache {
     const visit = (streams: readonly DecodedViewStream[]): void => {
       for (const s of streams) if (!this.hashers.has(s.hashSeed) && !out.includes(s.hashSeed)) out.push(s.hashSeed);
     };
-    if (u.kind === 'snapshot') visit(u.streams);
+    if (u.kind === 'snapshot' || u.kind === 'snapshot_chunk') visit(u.streams);
     else if (u.kind === 'delta') {
       visit(u.streamUpserts);
       visit(u.streamResets);
@@ -244,9 +247,33 @@ export class ViewCache {
   applyUpdate(u: DecodedViewUpdate, nowMs: number): void {
     switch (u.kind) {
       case 'snapshot':
+        this.assembly = null;
         this.applySnapshot(u);
         break;
+      case 'snapshot_chunk': {
+        // Parts are assembled beside the live view, which serves unchanged until the last one.
+        let done: boolean;
+        try {
+          if (u.index === 0) {
+            this.assembly = new SnapshotAssembly(u);
+            done = u.last;
+          } else {
+            if (this.assembly === null) throw new ViewProtocolError(`snapshot part ${u.index} of ${u.epoch}/${u.version} without part 0`);
+            done = this.assembly.add(u);
+          }
+        } catch (e) {
+          this.assembly = null;
+          throw e;
+        }
+        if (!done) return;
+        const whole = this.assembly.snapshot(u.sentAtMs);
+        this.assembly = null;
+        this.applySnapshot(whole);
+        break;
+      }
       case 'delta':
+        // A delta ends any snapshot being assembled (the directory sends parts back to back).
+        this.assembly = null;
         this.checkContinuity(u.epoch, u.version, this.versionValue + 1n, 'delta');
         this.applyDelta(u);
         this.versionValue = u.version;
