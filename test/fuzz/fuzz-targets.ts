@@ -103,6 +103,16 @@ function streamOutcome(name: string, e: unknown): Outcome {
   throw new ContractViolation(name, e);
 }
 
+/** The events of a live message, or the outcome of one that did not decode to a batch. */
+function decodedEvents(name: string, frames: Uint8Array[]): readonly KvEvent[] | Outcome {
+  try {
+    const r = decodeLiveMessage(frames, LIVE_OPTS);
+    return r.kind === 'topic_mismatch' ? 'topic_mismatch' : r.batch.events;
+  } catch (e) {
+    return streamOutcome(name, e);
+  }
+}
+
 function liveTarget(name: string, frameMutationRate: number): FuzzTarget<Uint8Array[]> {
   const corpus = loadCorpus('live-batch').map((c) => c.bytes);
   LIVE_SEED_FOR_INDEX = corpus[1]!;
@@ -133,14 +143,8 @@ function liveTarget(name: string, frameMutationRate: number): FuzzTarget<Uint8Ar
       return frames;
     },
     run(frames) {
-      let events;
-      try {
-        const r = decodeLiveMessage(frames, LIVE_OPTS);
-        if (r.kind === 'topic_mismatch') return 'topic_mismatch';
-        events = r.batch.events;
-      } catch (e) {
-        return streamOutcome(name, e);
-      }
+      const events = decodedEvents(name, frames);
+      if (typeof events === 'string') return events;
       // A decoded batch must also apply (or fail with a StreamError) on a non-empty index.
       try {
         seededIndex().applyEvents(events, zeroSkips());
@@ -165,14 +169,8 @@ function residencyMirrorTarget(): FuzzTarget<Uint8Array[]> {
     name: 'residency-mirror',
     run(frames) {
       if (hasher === null) throw new Error('prepareTargets() not called');
-      let events;
-      try {
-        const r = decodeLiveMessage(frames, LIVE_OPTS);
-        if (r.kind === 'topic_mismatch') return 'topic_mismatch';
-        events = r.batch.events;
-      } catch (e) {
-        return streamOutcome('residency-mirror', e);
-      }
+      const events = decodedEvents('residency-mirror', frames);
+      if (typeof events === 'string') return events;
       const { group, slot } = new ResidencyGroups().join(BLOCK_SIZE, hasher);
       const index = seededIndex((w, o, _old, tiers) => group.setKeyTiers(slot, w, o, tiers));
       let outcome = 'ok';
