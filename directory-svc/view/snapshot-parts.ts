@@ -4,7 +4,9 @@
  * one is ViewSnapshotChunk parts 0..n−1: the instances in part 0, then the streams in order, a
  * stream's residency split into runs of keys wherever a part is full (each run carries the
  * stream's identity and state again). Keys and tiers are subarray views of the exported
- * residency, never copied. Pure apart from the encoder.
+ * residency, never copied. Each message is encoded when first asked for (and kept): a watcher
+ * takes the next part only once its transport has room, so the parts' encoding is spread over
+ * event-loop turns instead of blocking for the whole view. Pure apart from the encoder.
  */
 import type { WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
 import type { WireViewUpdate } from './view-wire.js';
@@ -26,17 +28,26 @@ export interface SnapshotHead {
 
 export type Encode = (update: WireViewUpdate) => Buffer;
 
+/** One message of a snapshot: its bytes, encoded on first call and kept. */
+export type LazyMessage = () => Buffer;
+
+function lazy(make: () => Buffer): LazyMessage {
+  let bytes: Buffer | null = null;
+  return () => (bytes ??= make());
+}
+
 function residencyBytes(streams: readonly WireViewStream[]): number {
   let n = 0;
   for (const s of streams) n += (s.tiers?.length ?? 0) * BYTES_PER_KEY + STREAM_ENTRY_BYTES;
   return n;
 }
 
-/** The snapshot's messages, in sending order; each encoded at most `maxBytes` (see the tests). */
-export function snapshotMessages(head: SnapshotHead, instances: WireViewInstance[], streams: readonly WireViewStream[], encode: Encode, maxBytes = MAX_VIEW_MESSAGE_BYTES): Buffer[] {
+/** The snapshot's messages, in sending order; each encodes to at most `maxBytes` (see the tests). */
+export function snapshotMessages(head: SnapshotHead, instances: WireViewInstance[], streams: readonly WireViewStream[], encode: Encode, maxBytes = MAX_VIEW_MESSAGE_BYTES): LazyMessage[] {
   const instanceBytes = encode({ ...head, snapshot: { instances, streams: [] } }).length;
   if (instanceBytes + residencyBytes(streams) + MESSAGE_SLACK_BYTES <= maxBytes) {
-    return [encode({ ...head, snapshot: { instances, streams: streams.slice() } })];
+    const whole = streams.slice();
+    return [lazy(() => encode({ ...head, snapshot: { instances, streams: whole } }))];
   }
   const parts: { instances: WireViewInstance[]; streams: WireViewStream[] }[] = [];
   let current = { instances, streams: [] as WireViewStream[] };
@@ -65,5 +76,5 @@ export function snapshotMessages(head: SnapshotHead, instances: WireViewInstance
     }
   }
   if (current.streams.length + current.instances.length > 0 || parts.length === 0) parts.push(current);
-  return parts.map((p, index) => encode({ ...head, snapshot_chunk: { index, last: index === parts.length - 1, instances: p.instances, streams: p.streams } }));
+  return parts.map((p, index) => lazy(() => encode({ ...head, snapshot_chunk: { index, last: index === parts.length - 1, instances: p.instances, streams: p.streams } })));
 }

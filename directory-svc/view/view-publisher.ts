@@ -39,7 +39,7 @@ import type { StreamState } from '../subscription/stream-state.js';
 import type { ViewChange } from '../subscription/stream-subscriber.js';
 import { ChangeLog } from './change-log.js';
 import { ResidencyBuffer } from './residency-buffer.js';
-import { MAX_VIEW_MESSAGE_BYTES, snapshotMessages } from './snapshot-parts.js';
+import { MAX_VIEW_MESSAGE_BYTES, snapshotMessages, type LazyMessage } from './snapshot-parts.js';
 import { protoViewUpdateEncoder, type ViewUpdateEncoder } from './view-update-encoder.js';
 import { ViewWatcher, type ViewSink } from './view-watcher.js';
 import type { WireListInstancesResponse, WireViewDelta, WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
@@ -181,7 +181,7 @@ export class ViewPublisher {
   private unsubscribeInstances: (() => void) | null = null;
 
   private readonly watchers = new Set<ViewWatcher>();
-  private snapshotCache: { version: number; messages: Buffer[] } | null = null;
+  private snapshotCache: { version: number; messages: LazyMessage[] } | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
   private readonly heartbeatTimer: NodeJS.Timeout;
   private closed = false;
@@ -533,8 +533,9 @@ export class ViewPublisher {
       this.resumes++;
     } else {
       this.snapshotsSent++;
-      // One message, or parts ≤ 4 MiB sent back to back (the router swaps on the last one).
-      for (const m of this.snapshotMessages(now)) w.send(m, now);
+      // One message, or parts ≤ 4 MiB sent back to back as the transport takes them (the
+      // router swaps on the last one); deltas after the snapshot follow the last part.
+      w.queueSnapshot(this.snapshotMessages(now));
     }
     this.log.info(
       { router_id: req.routerId, epoch: req.epoch, asked_version: req.version, version: this.currentVersion, start: resumable ? 'resume' : 'snapshot' },
@@ -561,7 +562,7 @@ export class ViewPublisher {
   }
 
   /** The snapshot at the current version, encoded once per version however many routers ask. */
-  private snapshotMessages(now: number): Buffer[] {
+  private snapshotMessages(now: number): LazyMessage[] {
     const cached = this.snapshotCache;
     if (cached !== null && cached.version === this.currentVersion) return cached.messages;
     const instances: WireViewInstance[] = [];

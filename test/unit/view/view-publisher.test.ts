@@ -427,7 +427,7 @@ describe('architecture.md view stream: publisher', () => {
       ['b:8000', -1, 'port_overflow: instance b:8000 needs ports up to 70000, above 65535'],
     ]);
   });
-  it('snapshot over 4 MiB: parts of at most 4 MiB each, assembled by the router beside its live view and swapped on the last', async () => {
+  it('snapshot over 4 MiB: parts of at most 4 MiB each, one per transport drain, assembled by the router beside its live view and swapped on the last; later deltas follow', async () => {
     const p = open();
     const small = track(p, 'a-small');
     const big = track(p, 'b-big');
@@ -446,9 +446,20 @@ describe('architecture.md view stream: publisher', () => {
     for (let i = 0; i < tokens.length; i++) tokens[i] = i + 1;
     batch(big.src, [stored(Array.from({ length: n }, (_, i) => 1000 + i), null, tokens, 1)]);
     p.flush();
+    // A full transport takes one part at a time: the next is encoded and sent only after a drain.
     const second = new MemorySink();
+    second.full = true;
     p.watch({ routerId: 'r2', epoch: '', version: 0 }, second);
-    const parts = second.updates();
+    batch(small.src, [stored([3], 2, range(9, 12), 1)]);
+    p.flush(); // a delta published meanwhile waits behind the snapshot's parts
+    expect(second.sent).to.have.length(1);
+    for (let guard = 0; guard < 10 && second.updates().at(-1)!.body !== 'delta'; guard++) {
+      second.full = true;
+      second.drain();
+    }
+    const all = second.updates();
+    expect(all.at(-1)!.body).to.equal('delta');
+    const parts = all.slice(0, -1);
     expect(parts.length, 'messages').to.be.greaterThan(1);
     for (const m of second.sent) expect(m.length, 'message bytes').to.be.at.most(4 * 1024 * 1024);
     expect(parts.map((u) => [u.body, u.snapshot_chunk?.index, u.snapshot_chunk?.last])).to.deep.equal(parts.map((_, i) => ['snapshot_chunk', i, i === parts.length - 1]));
@@ -462,12 +473,14 @@ describe('architecture.md view stream: publisher', () => {
         expect(cache.version).to.equal(oldVersion);
         expect(bigMatch?.device_hit_tokens ?? 0).to.equal(0);
       } else {
-        expect(cache.version).to.equal(BigInt(p.version));
+        expect(cache.version).to.equal(BigInt(p.version - 1));
         expect(bigMatch?.device_hit_tokens).to.equal(8);
       }
     }
+    cache.applyUpdate(routerDecode(all.at(-1)!), clock);
+    expect(cache.version).to.equal(BigInt(p.version));
     const b = cache.streams().find((s) => s.instanceName === 'b-big')!;
     expect([b.deviceBlocks, b.hostBlocks]).to.deep.equal([n, 0]);
-    expect(cache.streams().find((s) => s.instanceName === 'a-small')!.deviceBlocks).to.equal(2);
+    expect(cache.streams().find((s) => s.instanceName === 'a-small')!.deviceBlocks).to.equal(3);
   });
 });
