@@ -33,6 +33,7 @@ import { DirectoryHttpServer } from './http/directory-http-server.js';
 import { StreamMetrics } from './metrics/stream-metrics.js';
 import { RecoveryAdmission } from './recovery/recovery-admission.js';
 import { StreamSubscriber } from './subscription/stream-subscriber.js';
+import { ResidencyGroups } from '../shared/index/residency-groups.js';
 import { ViewPublisher } from './view/view-publisher.js';
 import { registerViewMetrics } from './view/view-metrics.js';
 import { loadMetaConfig } from './meta/config/load-meta-config.js';
@@ -88,6 +89,8 @@ function buildDirectory(kvEvents: KvEventsConfig | null, discovered: boolean, lo
   // Its §10 metrics are read at scrape time; closing it takes its series out. One admission
   // instance for all streams: max_concurrent_recoveries is a directory-wide cap.
   const recoveryAdmission = new RecoveryAdmission(kvEvents?.maxConcurrentRecoveries ?? DEFAULT_MAX_CONCURRENT_RECOVERIES);
+  // One residency group per (block_size, hash_seed) for all streams: the §8 query view.
+  const residencyGroups = new ResidencyGroups();
   const createStream: DirectoryStreamFactory = async (cfg, limits) =>
     metrics.track(
       cfg,
@@ -96,6 +99,7 @@ function buildDirectory(kvEvents: KvEventsConfig | null, discovered: boolean, lo
           logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }),
           onResidencyChange,
           recoveryAdmission,
+          residencyGroups,
         }),
       ),
     );

@@ -6,8 +6,11 @@
  * What is measured (one JSON line per result on stdout):
  *  1. `http_baseline`: a bare node:http server that reads the same request bodies and answers a
  *     fixed JSON of the size of a route answer. The floor of HTTP + body transfer on this machine.
+ *  1b. `http_parsing_baseline`: the same bare server, but it also JSON.parses each body (the
+ *     50 KB of 8k token ids) before answering: the floor of any JSON route endpoint. The router's
+ *     `ratio_vs_parsing_baseline` is measured against it (issue 13 target ≥ 0.5 at 128 streams).
  *  2. `route_car_8k`: RouterHttpServer with the CAR policy over an in-process ViewCache holding a
- *     realistic view: 8 DEFAULT instances × 2 DP ranks = 16 streams, block_size 128, each rank
+ *     realistic view: 64 DEFAULT instances × 2 DP ranks = 128 streams, block_size 128, each rank
  *     holding the chains of 160 of 640 resident 8k-token prompts from 32 shared-prefix families
  *     (thousands of distinct blocks per stream, a fifth of the prompts offloaded to Host), loads 0–9 waiting. Requests are 8192
  *     token ids (64 blocks): a family prefix of 2k–6k tokens plus a suffix, half of them a prompt
@@ -57,7 +60,7 @@ const QUICK = isQuickRun();
 const SEED = 0x726f7574;
 const BLOCK_SIZE = 128;
 const PROMPT_TOKENS = 8192;
-const INSTANCES = 8;
+const INSTANCES = 64;
 const DP_SIZE = 2;
 const FAMILIES = 32;
 /** Prompts whose chains some rank holds; requests draw half of their prompts from here. */
@@ -349,16 +352,21 @@ async function main(): Promise<void> {
   const barePort = await listen(bare);
 
   const shape = { concurrency: CONCURRENCY, prompt_tokens: PROMPT_TOKENS, body_bytes: Math.round(bodies.reduce((s, b) => s + b.length, 0) / bodies.length) };
+  const parsing = await startParsingBaseline(sample);
   const baselineRounds: Record<string, number>[] = [];
+  const parsingRounds: Record<string, number>[] = [];
   const routeRounds: Record<string, number>[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     baselineRounds.push(stats(await measure(barePort, '/')));
+    parsingRounds.push(stats(await measure(parsing.port, '/')));
     routeRounds.push(stats(await measure(router.port, '/v1/route')));
   }
+  const parsingBaseline = median(parsingRounds);
   const baseline = median(baselineRounds);
   const route = median(routeRounds);
   const roundRates = (rounds: Record<string, number>[]): number[] => rounds.map((x) => x['requests_per_s']!);
   emit({ name: 'http_baseline', ...shape, answer_bytes: sample.length, rounds: roundRates(baselineRounds), ...baseline });
+  emit({ name: 'http_parsing_baseline', ...shape, answer_bytes: sample.length, rounds: roundRates(parsingRounds), ...parsingBaseline });
   emit({
     name: 'route_car_8k',
     ...shape,
@@ -370,7 +378,9 @@ async function main(): Promise<void> {
     decisions_per_s: route['requests_per_s'],
     ...route,
     ratio_vs_baseline: Math.round((route['requests_per_s']! / baseline['requests_per_s']!) * 1000) / 1000,
+    ratio_vs_parsing_baseline: Math.round((route['requests_per_s']! / parsingBaseline['requests_per_s']!) * 1000) / 1000,
   });
+  await parsing.close();
 
   // Chat routing: the same view and policy behind a router that tokenizes.
   const chatRouter = await RouterHttpServer.start({ port: 0, host: '127.0.0.1', view, decider, prompts: new PromptResolver(tokenizer, metrics), proxy: null, metrics, internalApiToken: '', logger: silentLogger });
@@ -407,6 +417,34 @@ async function main(): Promise<void> {
   await router.close();
   await new Promise<void>((resolve) => bare.close(() => resolve()));
   bare.closeAllConnections();
+}
+
+// ---- the parsing baseline (issue 13): a bare server that JSON.parses the body ------------------
+
+/** A bare node:http server that reads and JSON.parses each body, then answers `answer`. */
+async function startParsingBaseline(answer: string): Promise<{ port: number; close: () => Promise<void> }> {
+  let sink = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (d: Buffer) => chunks.push(d));
+    req.on('end', () => {
+      const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { token_ids?: unknown[] };
+      sink += parsed.token_ids?.length ?? 0;
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+      res.end(answer);
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  const port = await listen(server);
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        if (sink < 0) throw new Error('unreachable');
+      }),
+  };
 }
 
 if (process.argv.includes('--load-generator')) {

@@ -11,8 +11,9 @@
  *
  *   score_D = gpu_cache_usage_perc + waiting / max(waiting over D)   smallest wins
  *
- * Exact ties rotate (pickMinimumWithRotation). Cost per decision: one key chain per distinct
- * (block_size, seed) plus one O(matched blocks) walk per stream; scratch arrays are reused.
+ * Exact ties rotate (pickMinimumWithRotation). Cost per decision: one walk per (block_size, seed)
+ * group over the shared residency index, hashing a block only while some stream still matches
+ * (shared/index/residency-index.ts); scratch arrays are reused.
  */
 import type { RouterInstance, RouterStream, StreamHits, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';

@@ -92,6 +92,14 @@ export interface WireViewSnapshot {
   streams: WireViewStream[];
 }
 
+/** One part of a snapshot sent in several messages (see the .proto). */
+export interface WireViewSnapshotChunk {
+  index: number;
+  last: boolean;
+  instances: WireViewInstance[];
+  streams: WireViewStream[];
+}
+
 /** Applied in field order (see the .proto): removals, upserts, stream resets, then residency. */
 export interface WireViewDelta {
   instance_removals: string[];
@@ -106,8 +114,9 @@ export interface WireViewUpdate {
   epoch: string;
   version: WireInt64;
   /** The `oneofs: true` discriminator. */
-  body?: 'snapshot' | 'delta' | 'heartbeat';
+  body?: 'snapshot' | 'delta' | 'heartbeat' | 'snapshot_chunk';
   snapshot?: WireViewSnapshot | null;
+  snapshot_chunk?: WireViewSnapshotChunk | null;
   delta?: WireViewDelta | null;
   heartbeat?: Record<string, never> | null;
   sent_at_ms: WireInt64;
