@@ -7,6 +7,9 @@
 import type { Logger } from '../shared/log/logger.js';
 import { silentLogger } from '../shared/log/logger.js';
 import type { StaticStreamConfig, StreamLimits } from '../shared/config/kv-events-config.js';
+import { DEFAULT_ENGINE_KIND } from '../shared/config/engine-kind.js';
+import type { EngineKind } from '../shared/config/engine-kind.js';
+import type { EngineIdentitySource } from './engines/engine-identity.js';
 import { StreamQuery, type QueryResult, type QueryableStream } from './index/stream-query.js';
 import type { StreamState } from './subscription/stream-state.js';
 import type { StreamCounters } from './subscription/stream-subscriber.js';
@@ -21,6 +24,11 @@ export interface SubscriberStreamConfig extends StreamSpec {
   /** Discovery streams: the registration subscribed for (the view stream's stream identity). */
   readonly incarnationId?: string | null;
   readonly generation?: number;
+  /**
+   * engines.md §3 rule 4 / §4.3: which process is behind a vllm/sglang engine's address (from
+   * its `/metrics`). Absent: the stream's index is discarded on every disconnect.
+   */
+  readonly identity?: EngineIdentitySource;
 }
 
 /** What the directory needs from one running subscriber (the subscription module's surface). */
@@ -60,6 +68,7 @@ export type DirectoryStreamFactory = (cfg: SubscriberStreamConfig, limits: Strea
 
 /** `ListStreams` entry: configuration, state, residency and counters of one stream. */
 export interface StreamStatus extends StreamSpec {
+  readonly engineKind: EngineKind;
   readonly state: StreamState;
   readonly synchronized: boolean;
   /** `last`, −1n when none. */
@@ -163,6 +172,7 @@ export class Directory {
       ...streamSpec(cfg),
       // Kept for the view stream's stream identity (absent for static streams).
       ...('generation' in cfg && cfg.generation !== undefined ? { generation: cfg.generation, incarnationId: cfg.incarnationId ?? null } : {}),
+      ...('identity' in cfg && cfg.identity !== undefined ? { identity: cfg.identity } : {}),
     });
     const stream = await this.opts.createStream(subCfg, this.opts.limits);
     // The await above may have raced a duplicate add or a close; check again before publishing.
@@ -172,7 +182,10 @@ export class Directory {
       throw new DirectoryStreamError('duplicate_stream', `(${cfg.instanceName}, dp_rank ${cfg.dpRank}) already subscribed`);
     }
     this.entries.set(key, { cfg: subCfg, stream });
-    this.log.info({ instance: cfg.instanceName, dp_rank: cfg.dpRank, endpoint: cfg.endpoint, replay_endpoint: cfg.replayEndpoint }, 'stream added');
+    this.log.info(
+      { instance: cfg.instanceName, dp_rank: cfg.dpRank, engine_kind: cfg.engineKind, endpoint: cfg.endpoint, replay_endpoint: cfg.replayEndpoint },
+      'stream added',
+    );
     try {
       await stream.start();
     } catch (e) {
@@ -271,7 +284,7 @@ export class Directory {
 }
 
 /** The StreamSpec fields of a config (static: hash seed made exact), without anything else it carries. */
-function streamSpec(cfg: StaticStreamConfig | StreamSpec): StreamSpec {
+function streamSpec(cfg: StaticStreamConfig | StreamSpec): StreamSpec & { readonly engineKind: EngineKind } {
   return {
     instanceName: cfg.instanceName,
     dpRank: cfg.dpRank,
@@ -280,6 +293,7 @@ function streamSpec(cfg: StaticStreamConfig | StreamSpec): StreamSpec {
     replayEndpoint: cfg.replayEndpoint,
     topic: cfg.topic,
     hashSeed: BigInt(cfg.hashSeed),
+    engineKind: cfg.engineKind ?? DEFAULT_ENGINE_KIND,
   };
 }
 

@@ -17,7 +17,7 @@ export interface PlannedStream extends SubscriberStreamConfig {
    * Everything that, when changed, needs a fresh subscriber: the instance generation (so a
    * replacement never inherits the old index), addresses, block size, topic and seed.
    */
-  readonly identity: string;
+  readonly subscriptionKey: string;
   readonly generation: number;
   readonly incarnationId: string | null;
 }
@@ -140,8 +140,10 @@ function plannedStream(inst: InstanceView, host: string, port: number, rank: num
     replayEndpoint,
     topic: cfg.topic,
     hashSeed,
+    // engines.md §1: etcd discovery streams are always xllm.
+    engineKind: 'xllm',
     generation: inst.generation,
     incarnationId: inst.registration.incarnationId,
-    identity: [inst.generation, inst.name, rank, endpoint, replayEndpoint, cfg.blockSize, cfg.topic, hashSeed].join('|'),
+    subscriptionKey: [inst.generation, inst.name, rank, endpoint, replayEndpoint, cfg.blockSize, cfg.topic, hashSeed].join('|'),
   });
 }

@@ -43,6 +43,7 @@ export interface WireStreamStatus {
   replay_endpoint: string;
   topic: string;
   hash_seed: string;
+  engine_kind: string;
   state: string;
   synchronized: boolean;
   sequence: string;
@@ -96,6 +97,7 @@ export function toWireStreamStatus(s: StreamStatus): WireStreamStatus {
     replay_endpoint: s.replayEndpoint,
     topic: s.topic,
     hash_seed: String(s.hashSeed),
+    engine_kind: s.engineKind,
     state: s.state,
     synchronized: s.synchronized,
     sequence: String(s.sequence),
