@@ -49,6 +49,10 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
     host: cfg.host,
     maxMessageBytes: cfg.maxMessageBytes,
     offloadMode: cfg.offloadMode,
+    engineKind: cfg.engineKind,
+    batchForm: cfg.batchForm,
+    replayBufferSteps: cfg.replayBufferSteps,
+    replayLayout: cfg.replayLayout,
     logger: log,
   });
   started.push({ name: 'publisher', close: () => sim.close() });
@@ -110,6 +114,7 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
       registered: control !== null,
       heartbeats_to: control !== null ? cfg.directoryUrl : null,
       drop_every_n_batches: cfg.dropEveryNBatches,
+      engine_kind: cfg.engineKind,
     },
     'engine simulator ready',
   );

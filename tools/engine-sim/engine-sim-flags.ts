@@ -9,7 +9,12 @@
 import { ConfigError } from '../../shared/config/config-error.js';
 import { flagsHelp, parseFlags, parseHostPortList, type FlagValues, type HostPort } from '../../shared/config/flags.js';
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
+import { ENGINE_KINDS } from '../../shared/config/engine-kind.js';
+import type { EngineKind } from '../../shared/config/engine-kind.js';
 import type { OffloadMode } from './block-pool.js';
+import { DEFAULT_REPLAY_BUFFER_STEPS } from './history-buffer.js';
+import type { ReplayLayout } from './history-buffer.js';
+import type { BatchForm } from './wire-encoding.js';
 import type { EngineRole, EngineType } from './engine-control.js';
 
 export const ENGINE_TYPES = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'] as const;
@@ -40,6 +45,11 @@ export const ENGINE_SIM_FLAGS = {
   token_interval_ms: { type: 'int', default: 1, min: 0, max: 10000, help: 'delay before each generated token of a completion' },
   drop_every_n_batches: { type: 'int', default: 0, min: 0, max: 1000000, help: 'fault: per rank, every n-th event batch takes its seq but is not sent (a gap); 0 = off' },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'pino log level' },
+  engine_kind: { type: 'enum', values: ENGINE_KINDS, default: 'xllm', help: 'engines.md §5: xllm (snapshot replay) or vllm/sglang (history replay, their batch forms)' },
+  batch_encoding: { type: 'enum', values: ['array', 'map'], default: 'array', help: 'vllm/sglang: batch as [ts, events, dp_rank] or {ts, events, data_parallel_rank}' },
+  omit_dp_rank: { type: 'bool', default: false, help: 'vllm/sglang: leave the dp rank out of every batch (older releases)' },
+  replay_buffer_steps: { type: 'int', default: DEFAULT_REPLAY_BUFFER_STEPS, min: 1, max: 1000000, help: 'vllm/sglang: live batches kept for history replay (vLLM buffer_steps)' },
+  replay_layout: { type: 'enum', values: ['2', '3', 'none'], default: '2', help: 'vllm/sglang: history reply frames after the delimiter (2 or 3 with topic), or no replay endpoint' },
 } as const;
 
 type EngineSimFlags = FlagValues<typeof ENGINE_SIM_FLAGS>;
@@ -72,9 +82,13 @@ export interface EngineSimConfig {
   readonly tokenIntervalMs: number;
   readonly dropEveryNBatches: number;
   readonly logLevel: LogLevel;
+  readonly engineKind: EngineKind;
+  readonly batchForm: BatchForm;
+  readonly replayBufferSteps: number;
+  readonly replayLayout: ReplayLayout;
 }
 
-export const ENGINE_SIM_USAGE = 'Usage: node dist/tools/engine-sim/cli.js [--name=value ...]\n\nA simulated xLLM engine: KV events over ZeroMQ per DP rank, etcd registration, heartbeats, OpenAI API.';
+export const ENGINE_SIM_USAGE = 'Usage: node dist/tools/engine-sim/cli.js [--name=value ...]\n\nA simulated xLLM, vLLM or SGLang engine: KV events over ZeroMQ per DP rank, etcd registration, heartbeats, OpenAI API.';
 
 export function engineSimHelp(): string {
   return flagsHelp(ENGINE_SIM_USAGE, ENGINE_SIM_FLAGS);
@@ -133,6 +147,10 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     tokenIntervalMs: f.tokenIntervalMs,
     dropEveryNBatches: f.dropEveryNBatches,
     logLevel: f.logLevel,
+    engineKind: f.engineKind,
+    batchForm: Object.freeze({ encoding: f.batchEncoding, omitDpRank: f.omitDpRank }),
+    replayBufferSteps: f.replayBufferSteps,
+    replayLayout: f.replayLayout === 'none' ? 'none' : f.replayLayout === '3' ? 3 : 2,
   });
 }
 
