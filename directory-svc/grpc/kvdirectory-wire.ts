@@ -33,6 +33,7 @@ export interface WireStreamCounters {
   restores: string;
   silent_loss: string;
   reconcile_failures: string;
+  skipped_medium: string;
 }
 
 export interface WireStreamStatus {
@@ -117,6 +118,7 @@ export function toWireStreamStatus(s: StreamStatus): WireStreamStatus {
       restores: String(c.restores),
       silent_loss: String(c.silentLoss),
       reconcile_failures: String(c.reconcileFailures),
+      skipped_medium: String(c.skipped.medium ?? 0),
     },
   };
 }

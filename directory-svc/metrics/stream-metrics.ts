@@ -92,6 +92,8 @@ export class StreamMetrics {
           emit({ ...labels, reason: 'out_of_scope' }, k.outOfScope);
           emit({ ...labels, reason: 'descendant' }, k.descendant);
           emit({ ...labels, reason: 'orphan' }, k.orphan);
+          // engines.md §2: only streams that ever saw a STORAGE block report this reason.
+          if (k.medium !== undefined) emit({ ...labels, reason: 'medium' }, k.medium);
         }),
     });
     scrapedCounter({

@@ -138,6 +138,7 @@ function addSkips(into: SkipCounters, from: SkipCounters): void {
   into.outOfScope += from.outOfScope;
   into.descendant += from.descendant;
   into.orphan += from.orphan;
+  if (from.medium !== undefined) into.medium = (into.medium ?? 0) + from.medium;
 }
 
 function releaseCheckSlot(check: ReconcileCheck): void {
