@@ -73,6 +73,8 @@ export interface HistoryReplyRecord {
   readonly total: number;
   /** History messages handed to the peer before it went away (ROUTER_MANDATORY). */
   sent: number;
+  /** The reply loop ended (terminator sent, or the peer went away). */
+  done: boolean;
 }
 
 /** Faults on the snapshot endpoint; tests change the fields in place. */
@@ -434,10 +436,12 @@ export class RankPublisher {
     if (faults.overrideChunks) {
       messages = faults.overrideChunks({ startSeq });
     } else if (this.history !== null) {
-      // engines.md §3: captured now, like vLLM's single-threaded publisher loop does.
+      // engines.md §3: vLLM's publisher serves the replay from its loop, so a reply held back by
+      // the delay fault shows the buffer as of its sending (batches published meanwhile too).
+      if (faults.delayMs > 0) await this.sleep(faults.delayMs);
       messages = this.history.reply(startSeq, this.replayLayout === 3 ? 3 : 2, utf8.encode(this.topic));
       if (faults.omitTerminator) messages.pop();
-      record = { startSeq, total: faults.omitTerminator ? messages.length : messages.length - 1, sent: 0 };
+      record = { startSeq, total: faults.omitTerminator ? messages.length : messages.length - 1, sent: 0, done: false };
       this.historyReplies.push(record);
     } else {
       // Capture and encode now, synchronously: the reply reflects exactly batches < W (§11.8)
@@ -448,17 +452,18 @@ export class RankPublisher {
       messages = chunks.map((c) => [EMPTY_FRAME, w, c]);
       if (!faults.omitTerminator) messages.push([EMPTY_FRAME, TERMINATOR_WATERMARK, EMPTY_FRAME]);
     }
-    if (faults.delayMs > 0) await this.sleep(faults.delayMs);
+    if (faults.delayMs > 0 && record === null) await this.sleep(faults.delayMs);
     if (router.closed) return;
-    for (const m of messages) {
-      try {
+    try {
+      for (const m of messages) {
         await this.sendReply(router, [identity, ...m]);
-      } catch (e) {
-        // ROUTER_MANDATORY: the requester closed its DEALER; the rest of the reply is moot.
-        if (record !== null && !router.closed) return;
-        throw e;
+        if (record !== null && record.sent < record.total) record.sent++;
       }
-      if (record !== null && record.sent < record.total) record.sent++;
+    } catch (e) {
+      // ROUTER_MANDATORY: the requester closed its DEALER; the rest of the reply is moot.
+      if (record === null || router.closed) throw e;
+    } finally {
+      if (record !== null) record.done = true;
     }
   }
 
