@@ -136,10 +136,12 @@ export class EngineHistory {
     readonly pool: BlockPool,
     private readonly hasher: ContentKeyHasher,
     private readonly chunkBlocks: number,
+    /** vllm/sglang publisher (engines.md §3): it replays its own history; snapshot faults are skipped. */
+    private readonly opts: { historyReplay?: boolean } = {},
   ) {
     this.record(-1n);
     // Every reply goes through here, so a fault can be applied to exactly one request.
-    pub.snapshotFaults.overrideChunks = () => this.snapshotReply();
+    if (opts.historyReplay !== true) pub.snapshotFaults.overrideChunks = () => this.snapshotReply();
   }
 
   static poolFor(s: Omit<HistoryScenario, 'actions'>): BlockPool {
@@ -189,15 +191,11 @@ export class EngineHistory {
       }
       case 'restart':
         if (!this.faultsOn) return;
-        await this.pub.restart({ keepState: action.keepState });
-        this.dropPending = false; // restart() forgets a pending drop
-        if (!action.keepState) this.pool.reset();
-        this.epoch++;
-        this.sent = new Map();
-        this.record(-1n);
+        await this.restartEngine(action.keepState);
         if (action.awaitSubscriber) await this.pub.waitForSubscribers(1, 10_000).catch(() => undefined);
         return;
       case 'snapshotFault':
+        if (this.opts.historyReplay === true) return;
         if (this.faultsOn && this.pendingSnapshotFaults.length < 2) this.pendingSnapshotFaults.push(action.fault);
         return;
       case 'corrupt':
@@ -211,6 +209,16 @@ export class EngineHistory {
         throw new Error(`unknown action ${JSON.stringify(impossible)}`);
       }
     }
+  }
+
+  /** A new publisher process on the same ports (seq 0), its cache kept or empty. */
+  async restartEngine(keepState: boolean): Promise<void> {
+    await this.pub.restart({ keepState });
+    this.dropPending = false; // restart() forgets a pending drop
+    if (!keepState) this.pool.reset();
+    this.epoch++;
+    this.sent = new Map();
+    this.record(-1n);
   }
 
   /**
