@@ -284,6 +284,16 @@ describe('engines.md §3 rule 4 disconnect (E7) over real ZeroMQ', function () {
     await waitFor(() => sub.state === 'SYNCHRONIZED' && sub.sequence === seq, 5000, `seq ${seq} (now ${sub.state} ${sub.sequence} ${sub.error})`);
   }
 
+  /** Starts the stream, publishes batch 0 and returns the index that holds it. */
+  async function startWithOneBatch(pub: RankPublisher, sub: StreamSubscriber): Promise<StreamSubscriber['index']> {
+    sub.start();
+    await waitFor(() => sub.state === 'SYNCHRONIZED', 5000, 'sync');
+    await pub.waitForSubscribers(1);
+    await pub.publish(chainBatch(0));
+    await synchronizedAt(sub, 0n);
+    return sub.index;
+  }
+
   async function cutAndRestore(proxy: TcpProxy, sub: StreamSubscriber): Promise<void> {
     await proxy.down();
     await waitFor(() => sub.state === 'CONNECTING', 10_000, 'the disconnect');
@@ -294,12 +304,7 @@ describe('engines.md §3 rule 4 disconnect (E7) over real ZeroMQ', function () {
 
   it('E7 disconnect without an identity source → index discarded, recovered from 0, no stale credit', async () => {
     const { pub, sub, proxy } = await openBehindProxy();
-    sub.start();
-    await waitFor(() => sub.state === 'SYNCHRONIZED', 5000, 'sync');
-    await pub.waitForSubscribers(1);
-    await pub.publish(chainBatch(0));
-    await synchronizedAt(sub, 0n);
-    const index = sub.index;
+    const index = await startWithOneBatch(pub, sub);
     await cutAndRestore(proxy, sub);
     await synchronizedAt(sub, 0n);
     expect(sub.index).to.not.equal(index);
@@ -317,12 +322,7 @@ describe('engines.md §3 rule 4 disconnect (E7) over real ZeroMQ', function () {
       },
     };
     const { pub, sub, proxy } = await openBehindProxy(source);
-    sub.start();
-    await waitFor(() => sub.state === 'SYNCHRONIZED', 5000, 'sync');
-    await pub.waitForSubscribers(1);
-    await pub.publish(chainBatch(0));
-    await synchronizedAt(sub, 0n);
-    const index = sub.index;
+    const index = await startWithOneBatch(pub, sub);
     await cutAndRestore(proxy, sub);
     await pub.waitForSubscribers(1);
     await synchronizedAt(sub, 0n);
