@@ -53,6 +53,8 @@ const SYNC_LOST_CLASSES: readonly StreamErrorClass[] = [
   'seq_reset',
   'timeout',
   'limit',
+  // engines.md §3 (vllm/sglang streams); at 0 on xllm streams like every other class.
+  'history_lost',
 ];
 
 /** The stream identity the metrics need; a subscriber's config provides it. */
