@@ -337,4 +337,22 @@ describe('engines.md §3 rule 4 disconnect (E7) over real ZeroMQ', function () {
     expect(sub.index).to.not.equal(index);
     expect(pub.snapshotRequests).to.deep.equal([0n, 1n, 0n]);
   });
+
+  it('E7 /metrics unreachable after the reconnect: the index stays hidden, then is discarded at replay_timeout_ms', async () => {
+    let scrapes = 0;
+    const source: EngineIdentitySource = {
+      current: () => 'start-1',
+      scrapeNow: () => {
+        scrapes++;
+        return Promise.reject(new Error('connect ECONNREFUSED'));
+      },
+    };
+    const { pub, sub, proxy } = await openBehindProxy(source);
+    const index = await startWithOneBatch(pub, sub);
+    await cutAndRestore(proxy, sub);
+    await synchronizedAt(sub, 0n);
+    expect(scrapes, 'retried while unreachable').to.be.at.least(2);
+    expect(sub.index).to.not.equal(index);
+    expect(pub.snapshotRequests).to.deep.equal([0n, 0n]);
+  });
 });
