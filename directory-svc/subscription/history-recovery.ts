@@ -154,6 +154,8 @@ export class HistoryRecovery {
   onSynchronized(): void {
     this.syncIdentity = this.host.identity?.current();
     this.kept = null;
+    // A duplicate window belongs to the index it was applied to, never to a new one.
+    this.replayedFrom = this.replayedTo = -1n;
   }
 
   /** Leaving SYNCHRONIZED for good (not a gap or a disconnect): no duplicate window survives. */
