@@ -39,6 +39,9 @@ import {
 import type { BatchForm } from './wire-encoding.js';
 import type { WireEvent, WireSnapshotBlock } from './wire-types.js';
 
+/** A history reply message not accepted by the requester's pipe within this is abandoned. */
+const HISTORY_SEND_TIMEOUT_MS = 1000;
+
 /** §9 default of `max_message_bytes`. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 
@@ -353,8 +356,10 @@ export class RankPublisher {
     const pub = new zmq.XPublisher({ linger: 0, sendHighWaterMark: this.sendHighWaterMark });
     pub.verbosity = 'allSubsUnsubs';
     // mandatory: a history reply to a DEALER that went away fails instead of vanishing, so
-    // historyReplies records how much of it was ever handed over (E14).
-    const router = new zmq.Router({ linger: 0, mandatory: this.history !== null });
+    // historyReplies records how much of it was ever handed over (E14). A send blocked on a full
+    // pipe whose peer then left may never learn it: give up after a generous second instead.
+    const history = this.history !== null;
+    const router = new zmq.Router({ linger: 0, mandatory: history, ...(history ? { sendTimeout: HISTORY_SEND_TIMEOUT_MS } : {}) });
     try {
       await bindWithRetry(pub, this.eventEndpoint);
       if (this.replayEndpoint !== '') await bindWithRetry(router, this.replayEndpoint);
