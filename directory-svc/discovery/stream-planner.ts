@@ -15,9 +15,9 @@ import type { InstanceView } from './instance-table.js';
 export interface PlannedStream extends SubscriberStreamConfig {
   /**
    * Everything that, when changed, needs a fresh subscriber: the instance generation (so a
-   * replacement never inherits the old index), addresses, block size, topic and seed.
+   * replacement never inherits the old index), addresses, block size, topic, seed and kind.
    */
-  readonly subscriptionKey: string;
+  readonly planKey: string;
   readonly generation: number;
   readonly incarnationId: string | null;
 }
@@ -140,10 +140,9 @@ function plannedStream(inst: InstanceView, host: string, port: number, rank: num
     replayEndpoint,
     topic: cfg.topic,
     hashSeed,
-    // engines.md §1: etcd discovery streams are always xllm.
     engineKind: 'xllm',
     generation: inst.generation,
     incarnationId: inst.registration.incarnationId,
-    subscriptionKey: [inst.generation, inst.name, rank, endpoint, replayEndpoint, cfg.blockSize, cfg.topic, hashSeed].join('|'),
+    planKey: [inst.generation, inst.name, rank, endpoint, replayEndpoint, cfg.blockSize, cfg.topic, hashSeed, 'xllm'].join('|'),
   });
 }

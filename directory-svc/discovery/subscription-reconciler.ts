@@ -99,7 +99,7 @@ export class SubscriptionReconciler {
     for (const [key, have] of [...this.current]) {
       if (this.closed) break;
       const want = wanted.get(key);
-      if (want !== undefined && want.subscriptionKey === have.subscriptionKey) continue;
+      if (want !== undefined && want.planKey === have.planKey) continue;
       this.current.delete(key);
       try {
         await this.opts.target.removeStream(have.instanceName, have.dpRank);
