@@ -7,8 +7,7 @@
 import type { Logger } from '../shared/log/logger.js';
 import { silentLogger } from '../shared/log/logger.js';
 import type { StaticStreamConfig, StreamLimits } from '../shared/config/kv-events-config.js';
-import { DEFAULT_ENGINE_KIND } from '../shared/config/engine-kind.js';
-import type { EngineKind } from '../shared/config/engine-kind.js';
+import { DEFAULT_ENGINE_KIND, type EngineKind } from '../shared/config/engine-kind.js';
 import type { EngineIdentitySource } from './engines/engine-identity.js';
 import { StreamQuery, type QueryResult, type QueryableStream } from './index/stream-query.js';
 import type { StreamState } from './subscription/stream-state.js';
