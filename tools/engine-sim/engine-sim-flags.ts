@@ -9,19 +9,24 @@
 import { ConfigError } from '../../shared/config/config-error.js';
 import { flagsHelp, parseFlags, parseHostPortList, type FlagValues, type HostPort } from '../../shared/config/flags.js';
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
-import { ENGINE_KINDS } from '../../shared/config/engine-kind.js';
-import type { EngineKind } from '../../shared/config/engine-kind.js';
 import type { OffloadMode } from './block-pool.js';
+import type { EngineRole, EngineType } from './engine-control.js';
+import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
 import { DEFAULT_REPLAY_BUFFER_STEPS } from './history-buffer.js';
 import type { ReplayLayout } from './history-buffer.js';
 import type { BatchForm } from './wire-encoding.js';
-import type { EngineRole, EngineType } from './engine-control.js';
 
 export const ENGINE_TYPES = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'] as const;
 /** BlockPool implements LRU only; the flag exists so command lines state it and other policies can come. */
 export const EVICTION_POLICIES = ['lru'] as const;
 
 export const ENGINE_SIM_FLAGS = {
+  engine_kind: {
+    type: 'enum',
+    values: ENGINE_KINDS,
+    default: 'xllm',
+    help: 'xllm registers in etcd and heartbeats; vllm/sglang do neither and serve GET /metrics (engines.md §5)',
+  },
   name: { type: 'string', default: '127.0.0.1:8000', placeholder: 'host:port', help: 'instance name = the business HTTP address (OpenAI API, /health) the engine listens on' },
   type: { type: 'enum', values: ENGINE_TYPES, default: 'DEFAULT', help: 'instance type registered in etcd (discovery.md "etcd keys")' },
   current_role: { type: 'enum', values: ['PREFILL', 'DECODE'], default: 'PREFILL', help: 'MIX only: the role its heartbeats report' },
@@ -45,7 +50,6 @@ export const ENGINE_SIM_FLAGS = {
   token_interval_ms: { type: 'int', default: 1, min: 0, max: 10000, help: 'delay before each generated token of a completion' },
   drop_every_n_batches: { type: 'int', default: 0, min: 0, max: 1000000, help: 'fault: per rank, every n-th event batch takes its seq but is not sent (a gap); 0 = off' },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'pino log level' },
-  engine_kind: { type: 'enum', values: ENGINE_KINDS, default: 'xllm', help: 'engines.md §5: xllm (snapshot replay) or vllm/sglang (history replay, their batch forms)' },
   batch_encoding: { type: 'enum', values: ['array', 'map'], default: 'array', help: 'vllm/sglang: batch as [ts, events, dp_rank] or {ts, events, data_parallel_rank}' },
   omit_dp_rank: { type: 'bool', default: false, help: 'vllm/sglang: leave the dp rank out of every batch (older releases)' },
   replay_buffer_steps: { type: 'int', default: DEFAULT_REPLAY_BUFFER_STEPS, min: 1, max: 1000000, help: 'vllm/sglang: live batches kept for history replay (vLLM buffer_steps)' },
@@ -55,6 +59,7 @@ export const ENGINE_SIM_FLAGS = {
 type EngineSimFlags = FlagValues<typeof ENGINE_SIM_FLAGS>;
 
 export interface EngineSimConfig {
+  readonly engineKind: EngineKind;
   readonly host: string;
   readonly httpPort: number;
   /** `host:port`, the etcd key suffix. */
@@ -82,7 +87,6 @@ export interface EngineSimConfig {
   readonly tokenIntervalMs: number;
   readonly dropEveryNBatches: number;
   readonly logLevel: LogLevel;
-  readonly engineKind: EngineKind;
   readonly batchForm: BatchForm;
   readonly replayBufferSteps: number;
   readonly replayLayout: ReplayLayout;
@@ -123,6 +127,7 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     etcdHosts = list.map((h) => `${h.host}:${h.port}`);
   }
   return Object.freeze({
+    engineKind: f.engineKind,
     host: name.host,
     httpPort: name.port,
     instanceName: `${name.host}:${name.port}`,
@@ -147,7 +152,6 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     tokenIntervalMs: f.tokenIntervalMs,
     dropEveryNBatches: f.dropEveryNBatches,
     logLevel: f.logLevel,
-    engineKind: f.engineKind,
     batchForm: Object.freeze({ encoding: f.batchEncoding, omitDpRank: f.omitDpRank }),
     replayBufferSteps: f.replayBufferSteps,
     replayLayout: f.replayLayout === 'none' ? 'none' : f.replayLayout === '3' ? 3 : 2,
