@@ -114,7 +114,6 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
       registered: control !== null,
       heartbeats_to: control !== null ? cfg.directoryUrl : null,
       drop_every_n_batches: cfg.dropEveryNBatches,
-      engine_kind: cfg.engineKind,
     },
     'engine simulator ready',
   );
