@@ -250,7 +250,12 @@ export class EngineHistory {
     // A parent no engine hash will ever equal (the pool's hashes are 64-bit digests).
     const orphanParent = 0xdead_beef_0000_0001n;
     if (kind === 'unknown_parent') events.push({ type: 'BlockStored', block_hashes: [0xdead_beef_0000_0002n], parent_block_hash: orphanParent, token_ids: [1, 2, 3, 4], block_size: BLOCK_SIZE, medium: 'gpu' });
-    if (kind === 'bad_medium') events.push({ type: 'BlockRemoved', block_hashes: [orphanParent], medium: 'tpu' });
+    // vllm/sglang streams take any other medium string as a tier we do not serve (engines.md §2),
+    // so their bad medium is a non-string (§3.4: `parse` for every kind).
+    if (kind === 'bad_medium') {
+      const medium = (this.opts.historyReplay === true ? 7 : 'tpu') as unknown as string;
+      events.push({ type: 'BlockRemoved', block_hashes: [orphanParent], medium });
+    }
     const encoded = events.map((e) => this.encoder.encodeEvent(e));
     let payload = this.encoder.encodeBatch(Date.now() / 1000, encoded, kind === 'dp_rank' ? this.pub.dpRank + 1 : this.pub.dpRank);
     if (kind === 'trailing_bytes') payload = Uint8Array.from([...payload, 0x00]);
