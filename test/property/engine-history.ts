@@ -212,7 +212,10 @@ export class EngineHistory {
   }
 
   /** A new publisher process on the same ports (seq 0), its cache kept or empty. */
-  async restartEngine(keepState: boolean): Promise<void> {
+  async restartEngine(keepStateAsked: boolean): Promise<void> {
+    // A vLLM/SGLang process keeps its KV cache in its own GPU memory: a restarted one starts
+    // empty, and its history from seq 0 is its whole state (engines.md §3 rule 1).
+    const keepState = keepStateAsked && this.opts.historyReplay !== true;
     await this.pub.restart({ keepState });
     this.dropPending = false; // restart() forgets a pending drop
     if (!keepState) this.pool.reset();
