@@ -37,7 +37,7 @@ import type { LiveBatch } from '../decoder/kv-batch.js';
 import { decodeLiveMessage } from '../decoder/live-frame-decoder.js';
 import type { LiveDecoderOptions } from '../decoder/live-frame-decoder.js';
 import { ConnectingError, DisconnectedError, ParseError, isStreamError } from '../errors/stream-errors.js';
-import type { HistoryLostError, StreamError } from '../errors/stream-errors.js';
+import type { StreamError } from '../errors/stream-errors.js';
 import { StreamIndex } from '../index/stream-index.js';
 import type { ResidencyObserver, SkipCounters } from '../index/stream-index.js';
 import type { QueryableStream } from '../index/stream-query.js';
@@ -48,6 +48,7 @@ import { RecoveryBuffer } from '../recovery/recovery-buffer.js';
 import { SnapshotBuilder } from '../recovery/snapshot-builder.js';
 import { SnapshotExchange } from '../recovery/snapshot-exchange.js';
 import type { SnapshotOutcome, SnapshotRequest } from '../recovery/snapshot-exchange.js';
+import type { HistoryLostError } from '../errors/stream-errors.js';
 import { EventSocket } from './event-socket.js';
 import { HISTORY_LOST_RETRY_DEFAULT_MS, HistoryRecovery } from './history-recovery.js';
 import type { Cancellable, HistoryHost } from './history-recovery.js';
@@ -228,15 +229,14 @@ export class StreamSubscriber extends EventEmitter {
     this.nowMs = deps.nowMs ?? Date.now;
     this.residencyObserver = deps.onResidencyChange;
     this.admission = deps.recoveryAdmission;
-    const historyKind = replaysHistory(cfg.engineKind ?? 'xllm');
     this.decodeOpts = {
       topic: Buffer.from(cfg.topic, 'utf8'),
       dpRank: cfg.dpRank,
       maxMessageBytes: limits.maxMessageBytes,
-      historyKindRules: historyKind,
+      historyKindRules: replaysHistory(cfg.engineKind ?? 'xllm'),
     };
     this.buffer = new RecoveryBuffer(limits.maxBufferedBytes);
-    this.history = historyKind ? new HistoryRecovery(this.historyHost()) : null;
+    this.history = this.decodeOpts.historyKindRules === true ? new HistoryRecovery(this.historyHost()) : null;
     this.counters = {
       batchesApplied: 0,
       topicMismatch: 0,

@@ -10,7 +10,11 @@ import { isStreamError } from '../../../directory-svc/errors/stream-errors.js';
 import { StreamIndex } from '../../../directory-svc/index/stream-index.js';
 import type { SkipCounters } from '../../../directory-svc/index/stream-index.js';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
-import type { PrefixHit } from '../../../shared/keys/content-key-table.js';
+
+interface PrefixHit {
+  deviceBlocks: number;
+  hostOnlyBlocks: number;
+}
 
 const enc = (v: unknown): Uint8Array => encode(v, { useBigInt64: true });
 const XLLM: BatchPayloadOptions = { dpRank: 1 };
@@ -79,10 +83,16 @@ describe('engines.md §2 STORAGE blocks (index)', () => {
     const payload = enc([TS, events, 1]);
     index.applyEvents(decodeBatchPayload(payload, 0n, payload.length, VLLM).events, skipped);
   }
+  /** §8 walk read from the index's per-key residency: stop at the first key with no tier. */
   const hit = (index: StreamIndex, tokens: number[]): PrefixHit => {
     const keys = hasher.chain(Int32Array.from(tokens), 4);
     const out: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
-    index.matchPrefix(keys, keys.length / 16, out);
+    for (let b = 0; b < keys.length >>> 4; b++) {
+      const t = index.residencyOf(keys, b << 4);
+      if (t === 0) break;
+      if (t & 1) out.deviceBlocks++;
+      else out.hostOnlyBlocks++;
+    }
     return out;
   };
   const tokens = [1, 2, 3, 4, 5, 6, 7, 8];
