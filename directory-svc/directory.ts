@@ -69,6 +69,7 @@ export type DirectoryStreamFactory = (cfg: SubscriberStreamConfig, limits: Strea
 
 /** `ListStreams` entry: configuration, state, residency and counters of one stream. */
 export interface StreamStatus extends StreamSpec {
+  readonly engineKind: EngineKind;
   readonly state: StreamState;
   readonly synchronized: boolean;
   /** `last`, −1n when none. */
@@ -183,7 +184,10 @@ export class Directory {
       throw new DirectoryStreamError('duplicate_stream', `(${cfg.instanceName}, dp_rank ${cfg.dpRank}) already subscribed`);
     }
     this.entries.set(key, { cfg: subCfg, stream });
-    this.log.info({ instance: cfg.instanceName, dp_rank: cfg.dpRank, endpoint: cfg.endpoint, replay_endpoint: cfg.replayEndpoint }, 'stream added');
+    this.log.info(
+      { instance: cfg.instanceName, dp_rank: cfg.dpRank, engine_kind: cfg.engineKind, endpoint: cfg.endpoint, replay_endpoint: cfg.replayEndpoint },
+      'stream added',
+    );
     try {
       await stream.start();
     } catch (e) {
@@ -282,7 +286,7 @@ export class Directory {
 }
 
 /** The StreamSpec fields of a config (static: hash seed made exact), without anything else it carries. */
-function streamSpec(cfg: StaticStreamConfig | StreamSpec): StreamSpec {
+function streamSpec(cfg: StaticStreamConfig | StreamSpec): StreamSpec & { readonly engineKind: EngineKind } {
   return {
     instanceName: cfg.instanceName,
     dpRank: cfg.dpRank,
@@ -291,6 +295,7 @@ function streamSpec(cfg: StaticStreamConfig | StreamSpec): StreamSpec {
     replayEndpoint: cfg.replayEndpoint,
     topic: cfg.topic,
     hashSeed: BigInt(cfg.hashSeed),
+    engineKind: cfg.engineKind ?? DEFAULT_ENGINE_KIND,
   };
 }
 

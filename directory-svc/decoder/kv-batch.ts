@@ -9,6 +9,11 @@ export const TIER_HOST = 2;
 export const TIER_BOTH = 3;
 /** 1 = Device (gpu), 2 = Host (cpu), 3 = both. */
 export type TierBits = 1 | 2 | 3;
+/**
+ * An event's medium when it is neither Device nor Host (vLLM's `"STORAGE"`, engines.md §2): a
+ * tier we do not serve. Only vllm/sglang streams decode it; for xllm it stays `parse`.
+ */
+export const TIER_UNSERVED = 0;
 
 /**
  * An engine hash (the opaque 64-bit block id on the wire), always reduced modulo 2^64 to an
@@ -29,8 +34,8 @@ export interface BlockStoredEvent {
   readonly tokenIds: Int32Array;
   /** null when absent on the wire. */
   readonly blockSize: number | null;
-  /** Exactly one tier (medium nil → Device). */
-  readonly tier: 1 | 2;
+  /** Exactly one tier (medium nil → Device); TIER_UNSERVED for a medium we do not serve. */
+  readonly tier: 0 | 1 | 2;
   /** LoRA or multimodal (§3.4): recorded UNINDEXED, never an error for scope reasons. */
   readonly outOfScope: boolean;
 }
@@ -38,13 +43,14 @@ export interface BlockStoredEvent {
 export interface BlockRemovedEvent {
   readonly kind: 'removed';
   readonly blockHashes: BigUint64Array;
-  readonly tier: 1 | 2;
+  /** TIER_UNSERVED: removal from a medium we do not serve. */
+  readonly tier: 0 | 1 | 2;
 }
 
 export interface AllBlocksClearedEvent {
   readonly kind: 'cleared';
-  /** nil medium (or the positional form) → both tiers. */
-  readonly tiers: TierBits;
+  /** nil medium (or the positional form) → both tiers; TIER_UNSERVED: only a medium we do not serve. */
+  readonly tiers: TierBits | 0;
 }
 
 export type KvEvent = BlockStoredEvent | BlockRemovedEvent | AllBlocksClearedEvent;

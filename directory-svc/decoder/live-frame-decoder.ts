@@ -16,6 +16,7 @@
  *   in-scope events (§5.1).
  */
 import { ParseError, ProtocolError } from '../errors/stream-errors.js';
+import { TIER_UNSERVED } from './kv-batch.js';
 import type { EngineHash, KvEvent, LiveBatch } from './kv-batch.js';
 import { KeyTable, MsgpackReader } from './msgpack-reader.js';
 import {
@@ -37,6 +38,11 @@ import type { MediumCode } from './wire-fields.js';
 export interface BatchPayloadOptions {
   /** The stream's configured dp_rank; the batch's MUST equal it (§3.1). */
   readonly dpRank: number;
+  /**
+   * engines.md §2 batch rules (vllm/sglang streams): a missing or nil rank takes `dpRank`, and a
+   * medium other than GPU/CPU decodes as TIER_UNSERVED. False (xllm): both stay errors.
+   */
+  readonly historyKindRules?: boolean;
 }
 
 export interface LiveDecoderOptions extends BatchPayloadOptions {
@@ -147,6 +153,8 @@ class EventDraft {
 }
 
 const draft = new EventDraft();
+/** engines.md §2 medium rule for the batch being decoded (set once per batch, read per event). */
+let allowUnservedMedium = false;
 
 /**
  * Decodes one batch payload (§3.1–§3.4) already through the §2 framing checks. `frameBytes` is
@@ -159,6 +167,8 @@ export function decodeBatchPayload(
   opts: BatchPayloadOptions,
 ): LiveBatch {
   const r = new MsgpackReader(payload);
+  const historyKind = opts.historyKindRules === true;
+  allowUnservedMedium = historyKind;
   let ts: number | null = null;
   let events: KvEvent[] | null = null;
   let dpRank: number | null = null;
@@ -195,7 +205,11 @@ export function decodeBatchPayload(
   }
   if (!r.atEnd()) throw new ParseError(`${r.remaining()} trailing bytes after the batch at offset ${r.pos}`);
   // §3.1: checked after the payload decoded cleanly (parse before protocol, whatever the key order).
-  if (dpRank === null) throw new ProtocolError(`batch dp_rank is nil or missing, stream dp_rank is ${opts.dpRank}`);
+  // engines.md §2: vLLM/SGLang batches without a rank (or SGLang's attn_dp_rank nil) are the stream's.
+  if (dpRank === null) {
+    if (!historyKind) throw new ProtocolError(`batch dp_rank is nil or missing, stream dp_rank is ${opts.dpRank}`);
+    dpRank = opts.dpRank;
+  }
   if (dpRank !== opts.dpRank) throw new ProtocolError(`batch dp_rank ${dpRank}, stream dp_rank is ${opts.dpRank}`);
 
   let cost = frameBytes + COST_PER_EVENT * events.length;
@@ -295,7 +309,7 @@ function readField(r: MsgpackReader, field: number): void {
       if (readLoraIdPresent(r, 'lora_id')) draft.outOfScope = true;
       return;
     case F_MEDIUM:
-      draft.medium = readMedium(r, 'medium');
+      draft.medium = readMedium(r, 'medium', allowUnservedMedium);
       return;
     case F_LORA_NAME:
       if (readLoraNamePresent(r, 'lora_name')) draft.outOfScope = true;
@@ -311,14 +325,16 @@ function readField(r: MsgpackReader, field: number): void {
 function buildEvent(tag: number, positional: boolean): KvEvent {
   if (tag === TAG_CLEARED) {
     // §3.2: positional AllBlocksCleared has no medium and clears both tiers; map form nil → both.
-    return { kind: 'cleared', tiers: positional || draft.medium === 0 ? 3 : draft.medium };
+    if (positional || draft.medium === 0) return { kind: 'cleared', tiers: 3 };
+    return { kind: 'cleared', tiers: draft.medium === 3 ? TIER_UNSERVED : draft.medium };
   }
   const hashes = draft.hashes;
   if (hashes === null) {
     throw new ParseError(`${tag === TAG_STORED ? 'BlockStored' : 'BlockRemoved'}: block_hashes is nil or missing`);
   }
-  // §3.4: nil medium → Device for Stored and Removed.
-  const tier = draft.medium === 2 ? 2 : 1;
+  // §3.4: nil medium → Device for Stored and Removed; engines.md §2: STORAGE → no tier we serve.
+  const medium = draft.medium;
+  const tier = medium === 2 ? 2 : medium === 3 ? TIER_UNSERVED : 1;
   if (tag === TAG_REMOVED) return { kind: 'removed', blockHashes: hashes, tier };
   return {
     kind: 'stored',

@@ -22,8 +22,12 @@ export function checkPayloadSize(payload: Uint8Array, maxMessageBytes: number): 
 /** Shared by every tokenless event: a zero-length typed array has no element to mutate. */
 export const NO_TOKEN_IDS: Int32Array = new Int32Array(0);
 
-/** Medium code: 0 = nil (meaning depends on the event, §3.4), 1 = gpu/Device, 2 = cpu/Host. */
-export type MediumCode = 0 | 1 | 2;
+/**
+ * Medium code: 0 = nil (meaning depends on the event, §3.4), 1 = gpu/Device, 2 = cpu/Host,
+ * 3 = another medium (vLLM's `"STORAGE"`), a tier we do not serve (engines.md §2; only when
+ * the caller allows it).
+ */
+export type MediumCode = 0 | 1 | 2 | 3;
 
 // One-element scratch to turn a hash's uint32 halves into a bigint without string math.
 const scratchHash = new BigUint64Array(1);
@@ -64,7 +68,7 @@ export function readTokenIds(r: MsgpackReader, what: string): Int32Array {
  * §3.4: `gpu`/`cpu`, ASCII case-insensitive; nil → 0. Any other string (including `""`) or a
  * non-string is `parse`. Compared in place: `b | 0x20` folds exactly the ASCII capitals.
  */
-export function readMedium(r: MsgpackReader, what: string): MediumCode {
+export function readMedium(r: MsgpackReader, what: string, allowUnserved = false): MediumCode {
   if (r.tryNil()) return 0;
   const len = r.readStrLength(what);
   const bytes = r.bytes;
@@ -74,6 +78,8 @@ export function readMedium(r: MsgpackReader, what: string): MediumCode {
     if (first === 0x67) return 1; // g
     if (first === 0x63) return 2; // c
   }
+  // engines.md §2: for vllm/sglang any other string is a tier we do not serve, not an error.
+  if (allowUnserved) return 3;
   const shown = new TextDecoder().decode(bytes.subarray(s, s + Math.min(len, 32)));
   throw new ParseError(`${what}: ${JSON.stringify(shown)} is not gpu or cpu`);
 }

@@ -12,7 +12,8 @@ export type StreamErrorClass =
   | 'gap'
   | 'seq_reset'
   | 'timeout'
-  | 'limit';
+  | 'limit'
+  | 'history_lost';
 
 export abstract class StreamError extends Error {
   abstract readonly class: StreamErrorClass;
@@ -47,6 +48,13 @@ export class TimeoutError extends StreamError {
 }
 export class LimitError extends StreamError {
   readonly class = 'limit' as const;
+}
+/**
+ * engines.md §3: a vllm/sglang engine's history no longer holds the batches needed to rebuild
+ * the state; only a full-state batch (or a restart's seq 0) restores the stream.
+ */
+export class HistoryLostError extends StreamError {
+  readonly class = 'history_lost' as const;
 }
 export class ConnectingError extends StreamError {
   readonly class = 'connecting' as const;

@@ -33,6 +33,7 @@ export interface WireStreamCounters {
   restores: string;
   silent_loss: string;
   reconcile_failures: string;
+  skipped_medium: string;
 }
 
 export interface WireStreamStatus {
@@ -43,6 +44,7 @@ export interface WireStreamStatus {
   replay_endpoint: string;
   topic: string;
   hash_seed: string;
+  engine_kind: string;
   state: string;
   synchronized: boolean;
   sequence: string;
@@ -96,6 +98,7 @@ export function toWireStreamStatus(s: StreamStatus): WireStreamStatus {
     replay_endpoint: s.replayEndpoint,
     topic: s.topic,
     hash_seed: String(s.hashSeed),
+    engine_kind: s.engineKind,
     state: s.state,
     synchronized: s.synchronized,
     sequence: String(s.sequence),
@@ -115,6 +118,7 @@ export function toWireStreamStatus(s: StreamStatus): WireStreamStatus {
       restores: String(c.restores),
       silent_loss: String(c.silentLoss),
       reconcile_failures: String(c.reconcileFailures),
+      skipped_medium: String(c.skipped.medium ?? 0),
     },
   };
 }

@@ -22,16 +22,22 @@
  */
 import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
-import { TIER_DEVICE, TIER_HOST } from '../decoder/kv-batch.js';
+import { TIER_DEVICE, TIER_HOST, TIER_UNSERVED } from '../decoder/kv-batch.js';
 import type { BlockStoredEvent, KvEvent, SnapshotBlock } from '../decoder/kv-batch.js';
 import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST } from '../../shared/keys/content-key-table.js';
 import { EngineHashTable, UNINDEXED } from './engine-hash-table.js';
+import { NOT_FOUND, UnservedBlocks } from './unserved-blocks.js';
 
 /** skipped{reason} counters of §10, incremented in place by the index. */
 export interface SkipCounters {
   outOfScope: number;
   descendant: number;
   orphan: number;
+  /**
+   * engines.md §2: blocks stored on a medium we do not serve (STORAGE), per hash. Optional so
+   * xllm-only callers need not carry it; set on the first such block.
+   */
+  medium?: number;
 }
 
 /**
@@ -54,6 +60,8 @@ export interface StreamIndexOptions {
 
 /** Parent of a first block (nil parent): the key has no 16-byte prefix (§4). */
 const ROOT = -2;
+/** Parent whose key sits in `parentScratch` (a block known only on an unserved medium). */
+const PARENT_SCRATCH = -4;
 /** Popcount of tier bits 0..3: entries per record (§5.2). */
 const TIER_COUNT = new Uint8Array([0, 1, 1, 2]);
 
@@ -75,6 +83,11 @@ export class StreamIndex {
   /** Scratch for one computed key (§4), reused by every block. */
   private readonly scratchKey = new Uint8Array(16);
   private readonly scratchWords = new Uint32Array(this.scratchKey.buffer);
+  /** A parent key copied out of `unserved` (PARENT_SCRATCH). */
+  private readonly parentScratch = new Uint8Array(16);
+  private readonly parentScratchWords = new Uint32Array(this.parentScratch.buffer);
+  /** engines.md §2 STORAGE blocks; created on the first one (never for xllm streams). */
+  private unserved: UnservedBlocks | null = null;
 
   constructor(opts: StreamIndexOptions) {
     if (!Number.isInteger(opts.blockSize) || opts.blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${opts.blockSize}`);
@@ -119,14 +132,18 @@ export class StreamIndex {
       const e = events[i];
       switch (e.kind) {
         case 'stored':
-          if (e.tokenIds.length === 0) this.applyTokenless(e, skipped);
+          if (e.tier === TIER_UNSERVED) this.applyUnservedStored(e, skipped);
+          else if (e.tokenIds.length === 0) this.applyTokenless(e, skipped);
           else this.applyTokenBearing(e, skipped);
           break;
         case 'removed':
-          this.applyRemoved(e.blockHashes, e.tier);
+          if (e.tier === TIER_UNSERVED) this.unserved?.forget(e.blockHashes);
+          else this.applyRemoved(e.blockHashes, e.tier);
           break;
         case 'cleared':
-          this.clearTiers(e.tiers);
+          if (e.tiers !== TIER_UNSERVED) this.clearTiers(e.tiers);
+          // nil medium deletes every record (§5.2), the unserved ones too.
+          if (e.tiers === TIER_UNSERVED || e.tiers === 3) this.unserved?.clear();
           break;
         default: {
           const unknownEvent: never = e;
@@ -233,7 +250,7 @@ export class StreamIndex {
 
   /** Estimated retained bytes (typed arrays), for metrics and the memory benchmark. */
   approxBytes(): number {
-    return this.records.approxBytes() + this.keys.approxBytes();
+    return this.records.approxBytes() + this.keys.approxBytes() + (this.unserved?.approxBytes() ?? 0);
   }
 
   /** §5.1 tokenless BlockStored: a replica notice for hashes already known. */
@@ -243,7 +260,7 @@ export class StreamIndex {
     if (ph !== null && !out) {
       const plo = Number(ph & 0xffffffffn);
       const phi = Number((ph >> 32n) & 0xffffffffn);
-      if (this.records.find(plo, phi) < 0) throw new InconsistentError(`unknown parent ${hashHex(plo, phi)}`);
+      if (this.records.find(plo, phi) < 0 && this.unservedKeyOf(plo, phi) === NOT_FOUND) throw new InconsistentError(`unknown parent ${hashHex(plo, phi)}`);
     }
     const n = e.blockHashes.length;
     const halves = new Uint32Array(e.blockHashes.buffer, e.blockHashes.byteOffset, n * 2);
@@ -251,8 +268,17 @@ export class StreamIndex {
       const lo = halves[2 * i];
       const hi = halves[2 * i + 1];
       const slot = this.records.find(lo, hi);
-      if (slot >= 0) this.setTiers(slot, this.records.tiers[slot] | e.tier);
-      else if (out) skipped.outOfScope++; // an unknown out-of-scope hash is ignored (rule 2)
+      if (slot >= 0) {
+        this.setTiers(slot, this.records.tiers[slot] | e.tier);
+        continue;
+      }
+      // engines.md §2: a block known only on an unserved medium gets its first served tier
+      // (e.g. loaded back from STORAGE) with the key derived when it was stored there.
+      const unservedKey = this.unservedKeyOf(lo, hi);
+      if (unservedKey !== NOT_FOUND) {
+        if (unservedKey >= 0) (this.unserved as UnservedBlocks).copyKey(unservedKey, this.scratchWords, 0);
+        this.createRecord(lo, hi, unservedKey >= 0, e.tier);
+      } else if (out) skipped.outOfScope++; // an unknown out-of-scope hash is ignored (rule 2)
       else throw new InconsistentError(`unknown hash ${hashHex(lo, hi)}`);
     }
   }
@@ -276,8 +302,8 @@ export class StreamIndex {
       const plo = Number(ph & 0xffffffffn);
       const phi = Number((ph >> 32n) & 0xffffffffn);
       const slot = this.records.find(plo, phi);
-      if (slot < 0) throw new InconsistentError(`unknown parent ${hashHex(plo, phi)}`);
-      p = this.records.keyIds[slot];
+      if (slot >= 0) p = this.records.keyIds[slot];
+      else p = this.unservedParent(plo, phi);
     }
     const m = e.tier;
     const halves = new Uint32Array(e.blockHashes.buffer, e.blockHashes.byteOffset, n * 2);
@@ -312,6 +338,79 @@ export class StreamIndex {
     }
   }
 
+  /**
+   * engines.md §2: a BlockStored on a medium we do not serve (STORAGE). No tier, never an error:
+   * hashes already served are left alone; the others are remembered with the key derived from
+   * their tokens (UNINDEXED when the event cannot give one: tokenless, out of scope, a block size
+   * or token count not the stream's, or an unknown or unindexed parent), so children chain.
+   */
+  private applyUnservedStored(e: BlockStoredEvent, skipped: SkipCounters): void {
+    const n = e.blockHashes.length;
+    skipped.medium = (skipped.medium ?? 0) + n;
+    const tokens = e.tokenIds;
+    const bs = this.blockSize;
+    if (tokens.length === 0) return;
+    let unserved = this.unserved;
+    if (unserved === null) unserved = this.unserved = new UnservedBlocks(this.maxEntries);
+    const keyed = !e.outOfScope && e.blockSize === bs && tokens.length === bs * n;
+    let p = UNINDEXED;
+    if (keyed) {
+      const ph = e.parentBlockHash;
+      if (ph === null) {
+        p = ROOT;
+      } else {
+        const plo = Number(ph & 0xffffffffn);
+        const phi = Number((ph >> 32n) & 0xffffffffn);
+        const slot = this.records.find(plo, phi);
+        p = slot >= 0 ? this.records.keyIds[slot] : this.unservedParent(plo, phi, true);
+      }
+    }
+    const halves = new Uint32Array(e.blockHashes.buffer, e.blockHashes.byteOffset, n * 2);
+    for (let i = 0; i < n; i++) {
+      const lo = halves[2 * i];
+      const hi = halves[2 * i + 1];
+      const slot = this.records.find(lo, hi);
+      if (slot >= 0) {
+        // Served already: its record (and key) stay as they are; chain from it.
+        p = keyed ? this.records.keyIds[slot] : UNINDEXED;
+        continue;
+      }
+      if (p === UNINDEXED) {
+        unserved.remember(lo, hi, null, 0);
+        continue;
+      }
+      this.computeKey(p, tokens, i * bs);
+      const id = unserved.remember(lo, hi, this.scratchWords, 0);
+      if (id < 0) {
+        p = UNINDEXED;
+      } else {
+        unserved.copyKey(id, this.parentScratchWords, 0);
+        p = PARENT_SCRATCH;
+      }
+    }
+  }
+
+  /** Key id of `lo, hi` among the unserved blocks, NOT_FOUND when it is not one. */
+  private unservedKeyOf(lo: number, hi: number): number {
+    return this.unserved === null ? NOT_FOUND : this.unserved.keyIdOf(lo, hi);
+  }
+
+  /**
+   * A parent that is not a served record: an unserved block's key (copied to parentScratch,
+   * PARENT_SCRATCH), UNINDEXED when it has none, and unknown → `inconsistent` (§5.1) unless
+   * `lenient` (unserved events never invalidate the stream: the child is UNINDEXED).
+   */
+  private unservedParent(plo: number, phi: number, lenient = false): number {
+    const id = this.unservedKeyOf(plo, phi);
+    if (id === NOT_FOUND) {
+      if (lenient) return UNINDEXED;
+      throw new InconsistentError(`unknown parent ${hashHex(plo, phi)}`);
+    }
+    if (id === UNINDEXED) return UNINDEXED;
+    (this.unserved as UnservedBlocks).copyKey(id, this.parentScratchWords, 0);
+    return PARENT_SCRATCH;
+  }
+
   /** §5.2 BlockRemoved(m): unknown hashes are a no-op; an emptied record is deleted. */
   private applyRemoved(hashes: BigUint64Array, m: number): void {
     const n = hashes.length;
@@ -343,6 +442,7 @@ export class StreamIndex {
   /** Computes the §4 key of tokens[start .. start+bs) on parent p (ROOT or a key id) into scratch. */
   private computeKey(p: number, tokens: Int32Array, start: number): void {
     if (p === ROOT) this.hasher.keyInto(null, 0, tokens, start, this.blockSize, this.scratchKey, 0);
+    else if (p === PARENT_SCRATCH) this.hasher.keyInto(this.parentScratch, 0, tokens, start, this.blockSize, this.scratchKey, 0);
     else this.hasher.keyInto(this.keys.bytes, p * KEY_STRIDE * 4, tokens, start, this.blockSize, this.scratchKey, 0);
   }
 

@@ -53,6 +53,8 @@ const SYNC_LOST_CLASSES: readonly StreamErrorClass[] = [
   'seq_reset',
   'timeout',
   'limit',
+  // engines.md §3 (vllm/sglang streams); at 0 on xllm streams like every other class.
+  'history_lost',
 ];
 
 /** The stream identity the metrics need; a subscriber's config provides it. */
@@ -92,6 +94,8 @@ export class StreamMetrics {
           emit({ ...labels, reason: 'out_of_scope' }, k.outOfScope);
           emit({ ...labels, reason: 'descendant' }, k.descendant);
           emit({ ...labels, reason: 'orphan' }, k.orphan);
+          // engines.md §2: only streams that ever saw a STORAGE block report this reason.
+          if (k.medium !== undefined) emit({ ...labels, reason: 'medium' }, k.medium);
         }),
     });
     scrapedCounter({

@@ -26,6 +26,9 @@
  *   recoveries. Each slot is released when its exchange ends or is cancelled.
  */
 import { EventEmitter } from 'node:events';
+import { replaysHistory } from '../../shared/config/engine-kind.js';
+import type { EngineKind } from '../../shared/config/engine-kind.js';
+import type { EngineIdentitySource } from '../engines/engine-identity.js';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import type { Logger } from '../../shared/log/logger.js';
@@ -47,7 +50,10 @@ import { RecoveryBuffer } from '../recovery/recovery-buffer.js';
 import { SnapshotBuilder } from '../recovery/snapshot-builder.js';
 import { SnapshotExchange } from '../recovery/snapshot-exchange.js';
 import type { SnapshotOutcome, SnapshotRequest } from '../recovery/snapshot-exchange.js';
+import type { HistoryLostError } from '../errors/stream-errors.js';
 import { EventSocket } from './event-socket.js';
+import { HISTORY_LOST_RETRY_DEFAULT_MS, HistoryRecovery } from './history-recovery.js';
+import type { Cancellable, HistoryHost } from './history-recovery.js';
 import { classifySeq, gapError, seqResetError } from './sequence-rules.js';
 import { IllegalTransitionError, isAllowedTransition } from './stream-state.js';
 import type { StreamState } from './stream-state.js';
@@ -67,6 +73,10 @@ export interface StreamConfig {
   topic: string;
   /** Content-key seed (§4), default 1024. */
   hashSeed: bigint;
+  /** engines.md §1; absent = xllm. vllm/sglang recover from history (history-recovery.ts). */
+  engineKind?: EngineKind;
+  /** engines.md §3 rule 4: lets a vllm/sglang stream resume its index after a reconnect. */
+  identity?: EngineIdentitySource;
 }
 
 /** The §9 limits that apply per stream. */
@@ -146,6 +156,7 @@ function addSkips(into: SkipCounters, from: SkipCounters): void {
   into.outOfScope += from.outOfScope;
   into.descendant += from.descendant;
   into.orphan += from.orphan;
+  if (from.medium !== undefined) into.medium = (into.medium ?? 0) + from.medium;
 }
 
 function releaseCheckSlot(check: ReconcileCheck): void {
@@ -199,7 +210,11 @@ export class StreamSubscriber extends EventEmitter {
   /** The index built for SYNCHRONIZED; never exposed in any other state. */
   private live: StreamIndex | null = null;
   private socket: EventSocket | null = null;
-  private exchange: SnapshotExchange | null = null;
+  private exchange: Cancellable | null = null;
+  /** vllm/sglang streams (engines.md §3): the history-replay policy; null for xllm. */
+  private readonly history: HistoryRecovery | null;
+  /** A rule 5 history reconciliation in flight, with its admission slot. */
+  private historyCheck: { ex: Cancellable | null; releaseSlot: ReleaseSlot | null } | null = null;
   /** Set while RECOVERING waits for an admission slot; aborting it leaves the queue. */
   private admissionWait: AbortController | null = null;
   /** The admission slot held by the recovery exchange (granted, not yet released). */
@@ -238,8 +253,10 @@ export class StreamSubscriber extends EventEmitter {
       topic: Buffer.from(cfg.topic, 'utf8'),
       dpRank: cfg.dpRank,
       maxMessageBytes: limits.maxMessageBytes,
+      historyKindRules: replaysHistory(cfg.engineKind ?? 'xllm'),
     };
     this.buffer = new RecoveryBuffer(limits.maxBufferedBytes);
+    this.history = this.decodeOpts.historyKindRules === true ? new HistoryRecovery(this.historyHost()) : null;
     this.counters = {
       batchesApplied: 0,
       topicMismatch: 0,
@@ -352,7 +369,7 @@ export class StreamSubscriber extends EventEmitter {
     if (prev === 'SYNCHRONIZED') {
       this.clearResyncTimer();
       // §7.5: leaving SYNCHRONIZED abandons a check in progress (reconcile_failures).
-      if (this.reconcile !== null) {
+      if (this.reconcile !== null || this.historyCheck !== null) {
         this.cancelReconcile(true);
         this.emit('reconcile', 'abandoned');
       }
@@ -370,6 +387,7 @@ export class StreamSubscriber extends EventEmitter {
     if (next === 'SYNCHRONIZED') {
       this.lastError = '';
       this.backoff.onSynchronized(now);
+      this.history?.onSynchronized();
       this.armResync();
     } else if (error !== null) {
       this.lastError = errorText(error);
@@ -389,6 +407,9 @@ export class StreamSubscriber extends EventEmitter {
   private onDisconnected(): void {
     if (this.closed || this.current === 'CONNECTING') return;
     if (this.current === 'RECOVERING') this.countFailedRecovery();
+    // engines.md §3 rule 4: hidden at once; kept for a resume only with an identity source.
+    if (this.history !== null && this.current === 'SYNCHRONIZED') this.history.keepForDisconnect(this.live, this.last);
+    else this.history?.discard();
     this.last = -1n;
     this.transition('CONNECTING', new DisconnectedError(this.config.endpoint));
   }
@@ -423,6 +444,8 @@ export class StreamSubscriber extends EventEmitter {
       case 'UNSYNCHRONIZED':
         // §7 table: only a full-state batch is used.
         if (isFullStateBatch(batch.events)) this.tryRestore(batch);
+        // engines.md §3 rule 3: a vllm/sglang seq 0 is a (re)started engine's first batch.
+        else if (this.history !== null && batch.seq === 0n) this.enterRecovering(null, batch, true);
         return;
       case 'CONNECTING':
         return;
@@ -443,6 +466,11 @@ export class StreamSubscriber extends EventEmitter {
         this.abortRecovery(err);
         return;
       case 'UNSYNCHRONIZED':
+        // engines.md §3 rule 6: the real cause stays visible (e.g. a missing dp_rank on xllm).
+        this.lastError = errorText(err);
+        this.counters.syncLost[err.class] = (this.counters.syncLost[err.class] ?? 0) + 1;
+        this.logger.debug({ error: this.lastError }, 'live message failed while not synchronized');
+        return;
       case 'CONNECTING':
         this.logger.debug({ error: errorText(err) }, 'live message ignored while not synchronized');
         return;
@@ -468,16 +496,22 @@ export class StreamSubscriber extends EventEmitter {
       this.last = batch.seq;
       this.counters.batchesApplied++;
       if (this.reconcile !== null) this.reconcileOnApplied(this.reconcile, batch);
+      this.history?.onLiveApplied(batch.seq);
       this.emit('view', 'batch');
       return;
     }
     let err: StreamError;
     if (verdict === 'gap') {
       err = gapError(this.last + 1n, batch.seq);
+      // engines.md §3 rule 2: repaired from history without discarding the index.
+      this.history?.keepForGap(live, this.last);
     } else {
+      // A batch a history reconciliation already applied, arriving late: not a restart.
+      if (this.history?.isReplayedDuplicate(batch.seq)) return;
       // §7.1: publisher restart: discard the index, then as for a gap.
       err = seqResetError(batch.seq, this.last);
       this.last = -1n;
+      this.history?.discard();
     }
     this.enterRecovering(err, batch, false);
   }
@@ -519,12 +553,19 @@ export class StreamSubscriber extends EventEmitter {
       this.buffer.push(batch);
     } catch (e: unknown) {
       this.abortRecovery(asStreamError(e));
+      return;
     }
+    if (this.history !== null && !this.history.hasReplayEndpoint) this.history.onBufferedWithoutEndpoint();
   }
 
   /** §7.2 step 2, after an admission slot when the directory caps concurrent exchanges. */
   private startRecoveryExchange(): void {
     if (this.exchange !== null || this.admissionWait !== null) return;
+    if (this.history !== null && !this.history.hasReplayEndpoint) {
+      // engines.md §3: nothing to ask; the first buffered batch (maybe already here) decides.
+      this.history.onBufferedWithoutEndpoint();
+      return;
+    }
     const admission = this.admission;
     if (admission === undefined) {
       this.sendRecoveryRequest();
@@ -552,6 +593,10 @@ export class StreamSubscriber extends EventEmitter {
   }
 
   private sendRecoveryRequest(): void {
+    if (this.history !== null) {
+      this.exchange = this.history.startRecovery();
+      return;
+    }
     const fresh = this.newIndex();
     const skipped = zeroSkips();
     const builder = new SnapshotBuilder(fresh, skipped);
@@ -593,6 +638,8 @@ export class StreamSubscriber extends EventEmitter {
 
   /** RECOVERING → UNSYNCHRONIZED: F and the buffer are discarded (by the transition). */
   private abortRecovery(err: StreamError): void {
+    // A history exchange may have applied batches to a kept index: never resume from it.
+    this.history?.discard();
     this.countFailedRecovery();
     this.transition('UNSYNCHRONIZED', err);
     this.scheduleRetry();
@@ -643,6 +690,8 @@ export class StreamSubscriber extends EventEmitter {
   private armResync(): void {
     this.clearResyncTimer();
     if (this.limits.resyncIntervalMs <= 0 || this.closed) return;
+    // engines.md §3: no replay endpoint, no reconciliation.
+    if (this.history !== null && !this.history.reconciles) return;
     this.resyncTimer = setTimeout(() => {
       this.resyncTimer = null;
       this.startReconcile();
@@ -650,7 +699,7 @@ export class StreamSubscriber extends EventEmitter {
   }
 
   private startReconcile(): void {
-    if (this.closed || this.current !== 'SYNCHRONIZED' || this.reconcile !== null) return;
+    if (this.closed || this.current !== 'SYNCHRONIZED' || this.reconcile !== null || this.historyCheck !== null) return;
     let releaseSlot: ReleaseSlot | null = null;
     if (this.admission !== undefined) {
       // Never queue a check behind recoveries: no free slot now, try again next interval.
@@ -660,6 +709,10 @@ export class StreamSubscriber extends EventEmitter {
         this.armResync();
         return;
       }
+    }
+    if (this.history !== null) {
+      this.startHistoryReconcile(this.history, releaseSlot);
+      return;
     }
     const candidate = this.newIndex();
     const skipped = zeroSkips();
@@ -775,6 +828,13 @@ export class StreamSubscriber extends EventEmitter {
   }
 
   private cancelReconcile(countFailure: boolean): void {
+    const hc = this.historyCheck;
+    if (hc !== null) {
+      this.historyCheck = null;
+      hc.ex?.cancel();
+      hc.releaseSlot?.();
+      if (countFailure) this.counters.reconcileFailures++;
+    }
     const check = this.reconcile;
     if (check === null) return;
     this.reconcile = null;
@@ -784,6 +844,96 @@ export class StreamSubscriber extends EventEmitter {
     if (check.waitTimer !== null) clearTimeout(check.waitTimer);
     check.waitTimer = null;
     if (countFailure) this.counters.reconcileFailures++;
+  }
+
+  // ---- history replay (engines.md §3, vllm/sglang) ----------------------------------------
+
+  /** The subscriber as the history policy sees it (history-recovery.ts). */
+  private historyHost(): HistoryHost {
+    return {
+      logger: this.logger,
+      replayEndpoint: this.config.replayEndpoint,
+      identity: this.config.identity,
+      decode: this.decodeOpts,
+      replayTimeoutMs: this.limits.replayTimeoutMs,
+      buffer: this.buffer,
+      newIndex: () => this.newIndex(),
+      zeroSkips,
+      publishRecovered: (index, last, applied, skipped) => {
+        this.live = index;
+        this.last = last;
+        this.counters.batchesApplied += applied;
+        addSkips(this.counters.skipped, skipped);
+        this.counters.recoveriesOk++;
+        this.transition('SYNCHRONIZED', null);
+        this.emit('view', 'reset');
+      },
+      abortRecovery: (err) => {
+        if (this.current === 'RECOVERING') this.abortRecovery(err);
+      },
+      historyLost: (err) => this.historyLost(err),
+      isCurrent: (ex) => this.exchange === ex && this.current === 'RECOVERING' && !this.closed,
+      exchangeEnded: () => {
+        this.exchange = null;
+        this.releaseRecoverySlot();
+      },
+    };
+  }
+
+  /**
+   * engines.md §3 rule 1: UNSYNCHRONIZED with `history_lost` until a full-state batch or a
+   * restart's seq 0; retried at most every resync_interval_ms (30 s when 0), never with backoff.
+   */
+  private historyLost(err: HistoryLostError): void {
+    if (this.current === 'RECOVERING') this.countFailedRecovery();
+    this.last = -1n;
+    this.history?.discard();
+    this.history?.onSyncLost();
+    this.transition('UNSYNCHRONIZED', err);
+    this.cancelBackoff();
+    if (this.history === null || !this.history.hasReplayEndpoint) return;
+    const delay = this.limits.resyncIntervalMs > 0 ? this.limits.resyncIntervalMs : HISTORY_LOST_RETRY_DEFAULT_MS;
+    this.emit('backoff', delay, this.backoff.failures);
+    this.backoffTimer = setTimeout(() => {
+      this.backoffTimer = null;
+      if (!this.closed && this.current === 'UNSYNCHRONIZED') this.enterRecovering(null, null, true);
+    }, delay);
+  }
+
+  /** engines.md §3 rule 5: request last + 1; unseen tail batches are applied in place. */
+  private startHistoryReconcile(history: HistoryRecovery, releaseSlot: ReleaseSlot | null): void {
+    const check: { ex: Cancellable | null; releaseSlot: ReleaseSlot | null } = { ex: null, releaseSlot };
+    this.historyCheck = check;
+    check.ex = history.startReconcile(
+      () => this.last,
+      (batch) => {
+        (this.live as StreamIndex).applyEvents(batch.events, this.counters.skipped);
+        this.last = batch.seq;
+        this.counters.batchesApplied++;
+        this.emit('view', 'batch');
+      },
+      (result) => {
+        if (this.historyCheck !== check || this.closed || this.current !== 'SYNCHRONIZED') return;
+        this.historyCheck = null;
+        check.releaseSlot?.();
+        if (result.kind === 'equal' || result.kind === 'replaced') {
+          if (result.kind === 'replaced') {
+            this.counters.silentLoss++;
+            this.logger.warn({ sequence: this.last.toString() }, 'reconciliation found unseen history batches; applied');
+          }
+          this.armResync();
+          this.emit('reconcile', result.kind);
+        } else if (result.kind === 'failed' && result.error.class === 'timeout') {
+          this.counters.reconcileFailures++;
+          this.armResync();
+          this.emit('reconcile', 'abandoned');
+        } else {
+          this.emit('reconcile', 'failed');
+          if (result.kind === 'lost') this.historyLost(result.error);
+          else if (result.kind === 'failed') this.loseSync(result.error);
+        }
+      },
+    );
   }
 
   // ---- helpers ------------------------------------------------------------------------------

@@ -6,6 +6,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError } from './config-error.js';
+import { DEFAULT_ENGINE_KIND, ENGINE_KINDS, isEngineKind, replaysHistory } from './engine-kind.js';
+import type { EngineKind } from './engine-kind.js';
 
 /** The per-stream limits of kv-events §9, exactly what a stream subscriber needs. */
 export interface StreamLimits {
@@ -24,8 +26,16 @@ export interface StaticStreamConfig {
   readonly blockSize: number;
   /** Connectable `tcp://host:port` of the PUB socket (§1). */
   readonly endpoint: string;
-  /** Connectable `tcp://host:port` of the ROUTER snapshot socket (§6). */
+  /**
+   * Connectable `tcp://host:port` of the ROUTER replay socket (§6; engines.md §3 for history
+   * kinds). '' = none, allowed only for `vllm`/`sglang` (vLLM's default has no replay endpoint).
+   */
   readonly replayEndpoint: string;
+  /**
+   * engines.md §1: `xllm` replays a snapshot, `vllm`/`sglang` replay history. The parser always
+   * sets it; optional so configs built in code may leave it out (absent = `xllm`).
+   */
+  readonly engineKind?: EngineKind;
   /** Exact topic bytes as UTF-8 (§2); '' = no topic. */
   readonly topic: string;
   /** Content-key seed (§4), 0..2^53−1; a number so the config stays JSON-printable. */
@@ -88,7 +98,7 @@ const TOP_FIELDS = [
   'streams',
   'discovery',
 ] as const;
-const STREAM_FIELDS = ['instance_name', 'dp_rank', 'block_size', 'endpoint', 'replay_endpoint', 'topic', 'hash_seed'] as const;
+const STREAM_FIELDS = ['instance_name', 'dp_rank', 'block_size', 'endpoint', 'replay_endpoint', 'topic', 'hash_seed', 'engine_kind'] as const;
 const DISCOVERY_FIELDS = ['enabled', 'block_size', 'topic', 'event_port_offset', 'replay_port_offset', 'refresh_interval_ms'] as const;
 
 /** A JSON object being validated (shared with the engines-file parser). */
@@ -183,8 +193,10 @@ function staticStreams(value: unknown, maxStreams: number): StaticStreamConfig[]
     const instanceName = instance(s, path);
     const dpRank = int(s, 'dp_rank', path, 0, 0, DP_RANK_MAX);
     const blockSize = int(s, 'block_size', path, DEFAULT_BLOCK_SIZE, 1, 4096);
+    const engineKind = kind(s, path);
     const endpoint = tcpEndpoint(s, 'endpoint', path);
-    const replayEndpoint = tcpEndpoint(s, 'replay_endpoint', path);
+    // engines.md §3: optional for history kinds (vLLM's default has none), required for xllm.
+    const replayEndpoint = replaysHistory(engineKind) && s['replay_endpoint'] === undefined ? '' : tcpEndpoint(s, 'replay_endpoint', path);
     const topic = str(s, 'topic', path, '');
     const hashSeed = int(s, 'hash_seed', path, DEFAULT_HASH_SEED, 0, Number.MAX_SAFE_INTEGER);
 
@@ -195,8 +207,8 @@ function staticStreams(value: unknown, maxStreams: number): StaticStreamConfig[]
     }
     identities.set(identity, i);
     claim(endpoint, `${path}.endpoint`, eventEndpoints, replayEndpoints, 'endpoint', 'replay_endpoint', i);
-    claim(replayEndpoint, `${path}.replay_endpoint`, replayEndpoints, eventEndpoints, 'replay_endpoint', 'endpoint', i);
-    out.push(Object.freeze({ instanceName, dpRank, blockSize, endpoint, replayEndpoint, topic, hashSeed }));
+    if (replayEndpoint !== '') claim(replayEndpoint, `${path}.replay_endpoint`, replayEndpoints, eventEndpoints, 'replay_endpoint', 'endpoint', i);
+    out.push(Object.freeze({ instanceName, dpRank, blockSize, endpoint, replayEndpoint, topic, hashSeed, engineKind }));
   }
   return out;
 }
@@ -250,6 +262,14 @@ export function tcpEndpoint(o: JsonObject, field: string, parent: string): strin
   if (m === null || UNCONNECTABLE_HOSTS.has(m[1]!)) throw bad();
   const port = Number(m[3]);
   if (port < 1 || port > 65535) throw bad();
+  return v;
+}
+
+/** engines.md §1: one of ENGINE_KINDS, `xllm` when absent. */
+function kind(o: JsonObject, parent: string): EngineKind {
+  const v = o['engine_kind'];
+  if (v === undefined) return DEFAULT_ENGINE_KIND;
+  if (!isEngineKind(v)) throw new ConfigError(`${parent}.engine_kind`, `expected one of ${ENGINE_KINDS.join(', ')}, got ${show(v)}`);
   return v;
 }
 

@@ -199,16 +199,22 @@ function floatOutsideTs(payload: Uint8Array): boolean {
   return scanMsgpack(payload).some((h) => (payload[h.offset] === 0xca || payload[h.offset] === 0xcb) && h.offset !== 1 && h.offset !== 4);
 }
 
+/** xLLM decoding (the fuzzed mode) never yields TIER_UNSERVED; seeing it is a decoder bug. */
+function served<T extends number>(tier: T | 0): T {
+  if (tier === 0) throw new Error('xllm decode produced an unserved tier');
+  return tier;
+}
+
 /** Our decoded events in the reference decoder's shape. */
 function normalized(events: readonly KvEvent[]): RefEvent[] {
   return events.map((e): RefEvent => {
     switch (e.kind) {
       case 'stored':
-        return { kind: 'stored', hashes: Array.from(e.blockHashes), parent: e.parentBlockHash, tokens: Array.from(e.tokenIds), blockSize: e.blockSize, tier: e.tier, outOfScope: e.outOfScope };
+        return { kind: 'stored', hashes: Array.from(e.blockHashes), parent: e.parentBlockHash, tokens: Array.from(e.tokenIds), blockSize: e.blockSize, tier: served(e.tier), outOfScope: e.outOfScope };
       case 'removed':
-        return { kind: 'removed', hashes: Array.from(e.blockHashes), tier: e.tier };
+        return { kind: 'removed', hashes: Array.from(e.blockHashes), tier: served(e.tier) };
       default:
-        return { kind: 'cleared', tiers: e.tiers };
+        return { kind: 'cleared', tiers: served(e.tiers) };
     }
   });
 }

@@ -19,7 +19,11 @@ import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import type { QueryResult, StreamMatch } from '../../directory-svc/index/stream-query.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { ReconcileOutcome, StreamLimits, StreamState } from '../../directory-svc/subscription/stream-subscriber.js';
+import type { EngineKind } from '../../shared/config/engine-kind.js';
+import type { EngineIdentitySource } from '../../directory-svc/engines/engine-identity.js';
+import type { ReplayLayout } from '../../tools/engine-sim/history-buffer.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
+import type { BatchForm } from '../../tools/engine-sim/wire-encoding.js';
 import { WireEncoder } from '../../tools/engine-sim/wire-encoding.js';
 import type {
   WireAllBlocksCleared,
@@ -126,6 +130,14 @@ export interface StreamRigOptions {
   /** Fixed ports (the §1 base + rank layout); free ports otherwise. */
   eventPort?: number;
   replayPort?: number;
+  /** engines.md §1 kind of both the stream and the publisher (default xllm). */
+  engineKind?: EngineKind;
+  /** vllm/sglang publisher: batch form, history ring size, reply layout (engines.md §5). */
+  batchForm?: BatchForm;
+  replayBufferSteps?: number;
+  replayLayout?: ReplayLayout;
+  /** engines.md §3 rule 4 identity source of the stream. */
+  identity?: EngineIdentitySource;
 }
 
 /** One subscriber + one rank publisher, with a log of every state and view change. */
@@ -172,6 +184,10 @@ export class StreamRig {
       blockSize: opts.pubBlockSize ?? blockSize,
       topic: opts.pubTopic ?? topic,
       maxMessageBytes: 65_536,
+      engineKind: opts.engineKind,
+      batchForm: opts.batchForm,
+      replayBufferSteps: opts.replayBufferSteps,
+      replayLayout: opts.replayLayout,
     });
     const sub = await StreamSubscriber.create(
       {
@@ -182,6 +198,8 @@ export class StreamRig {
         replayEndpoint: pub.replayEndpoint,
         topic,
         hashSeed,
+        ...(opts.engineKind !== undefined ? { engineKind: opts.engineKind } : {}),
+        ...(opts.identity !== undefined ? { identity: opts.identity } : {}),
       },
       { ...BASE_LIMITS, ...opts.limits },
       { random: opts.random ?? (() => 0), nowMs: opts.nowMs, onResidencyChange: opts.onResidencyChange, recoveryAdmission: opts.recoveryAdmission },

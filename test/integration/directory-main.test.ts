@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
-import type { WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
+import type { WireListStreamsResponse, WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 
@@ -37,6 +37,7 @@ function startMain(args: string[], env: Record<string, string> = {}): Run {
   return run;
 }
 
+type ListStreamsFn = (req: Record<string, never>, cb: (e: grpc.ServiceError | null, r: WireListStreamsResponse) => void) => void;
 type QueryFn = (req: { token_ids: number[] }, cb: (e: grpc.ServiceError | null, r: WireQueryResponse) => void) => void;
 
 function kvClient(port: number): grpc.Client & { Query: QueryFn } {
@@ -176,5 +177,29 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     r.child.kill('SIGINT');
     expect(await r.exited).to.equal(0);
     expect(r.stderr).to.equal('');
+  });
+
+  it('engines.md §1 a static vllm stream without replay_endpoint: synchronized from its seq 0, ListStreams shows its kind', async () => {
+    const [ev, grpcPort, httpPort] = [await freePort(), await freePort(), await freePort()];
+    const pub = await RankPublisher.start({ eventPort: ev, replayPort: await freePort(), dpRank: 0, blockSize: 4, engineKind: 'vllm', replayLayout: 'none', batchForm: { encoding: 'map', omitDpRank: true } });
+    publishers.push(pub);
+    const p = writeConfig({ streams: [{ instance_name: 'vllm-0', block_size: 4, engine_kind: 'vllm', endpoint: pub.eventEndpoint }] });
+    const r = main([`--kv_events_config_file=${p}`, `--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--meta_http_port=0', '--log_level=warn']);
+    await pub.waitForSubscribers(1, 20000);
+    await pub.publish([{ type: 'BlockStored', block_hashes: [11], parent_block_hash: null, token_ids: [1, 2, 3, 4], block_size: 4, medium: 'GPU' }]);
+    // The same generated client; ListStreams is one more method of the KvDirectory service.
+    const client = kvClient(grpcPort) as unknown as grpc.Client & { ListStreams: ListStreamsFn };
+    clients.push(client);
+    const listed = await waitFor(
+      async () => {
+        const l = await new Promise<WireListStreamsResponse>((resolve, reject) => client.ListStreams({}, (e, res) => (e ? reject(e) : resolve(res)))).catch(() => null);
+        return l !== null && l.streams[0]?.sequence === '0' ? l : null;
+      },
+      20000,
+      'the vllm stream synchronized at sequence 0',
+    );
+    expect(listed.streams[0]).to.include({ instance_name: 'vllm-0', engine_kind: 'vllm', replay_endpoint: '', synchronized: true });
+    r.child.kill('SIGINT');
+    expect(await r.exited).to.equal(0);
   });
 });

@@ -2,7 +2,8 @@
  * The simulated engine as a process (tools/engine-sim/cli.ts), against a real etcd and real
  * ZeroMQ: flag errors, etcd registration (discovery.md "etcd keys"), the OpenAI endpoint on the
  * instance's port, a clean SIGTERM (lease revoked), and the drop_every_n_batches fault as a
- * subscriber sees it (kv-events §2: a seq that never arrives).
+ * subscriber sees it (kv-events §2: a seq that never arrives), and the vLLM mode (engines.md §5):
+ * history replay in layout 3 and `POST /reset_prefix_cache` publishing `[AllBlocksCleared]`.
  */
 import { expect } from 'chai';
 import { Etcd3 } from 'etcd3';
@@ -101,5 +102,38 @@ describe('engine simulator CLI (tools/engine-sim/cli.ts) as a process', function
     // and the even ones are dropped.
     expect(first % 2n).to.equal(1n);
     expect(seen).to.deep.equal([first, first + 2n, first + 4n]);
+  });
+
+  it('--engine_kind=vllm --replay_layout=3: the ROUTER replays history, and POST /reset_prefix_cache publishes AllBlocksCleared', async () => {
+    const port = await findFreeEngineBase([{ type: 'DEFAULT', dpSize: 1 }], new Set());
+    const name = `127.0.0.1:${port}`;
+    const proc = ServiceProcess.spawn({
+      name: 'engine',
+      entry: CLI,
+      args: [`--name=${name}`, '--block_size=4', '--etcd_addr=', '--engine_kind=vllm', '--replay_layout=3', '--batch_encoding=map', '--omit_dp_rank'],
+    });
+    await proc.waitForLog((l) => l['msg'] === READY);
+    const res = await fetch(`http://${name}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [1, 2, 3, 4], max_tokens: 1 }) });
+    expect(res.status).to.equal(200);
+    expect((await fetch(`http://${name}/reset_prefix_cache`, { method: 'POST' })).status).to.equal(200);
+    const dealer = new zmq.Dealer({ linger: 0 });
+    try {
+      dealer.connect(`tcp://127.0.0.1:${port + 30000}`);
+      await dealer.send([Buffer.alloc(0), Buffer.alloc(8)]);
+      const reply: Buffer[][] = [];
+      for (;;) {
+        const m = await dealer.receive();
+        reply.push(m);
+        if (m.length === 4 && m[2]!.equals(Buffer.alloc(8, 0xff))) break;
+      }
+      // ["", topic, seq, payload] per batch (no startup batch: vLLM publishes none), then the terminator.
+      expect(reply.map((m) => m.length)).to.deep.equal([4, 4, 4]);
+      expect(reply.slice(0, 2).map((m) => readU64be(m[2]!))).to.deep.equal([0n, 1n]);
+      expect(reply[1]![3]!.includes(Buffer.from('AllBlocksCleared'))).to.equal(true);
+      expect(reply[1]![3]![0], 'a map batch of two keys: {ts, events}, no rank').to.equal(0x82);
+      expect(reply[2]!.map((f) => f.length)).to.deep.equal([0, 0, 8, 0]);
+    } finally {
+      dealer.close();
+    }
   });
 });

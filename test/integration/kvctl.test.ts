@@ -81,10 +81,10 @@ describe('kvctl against a real directory-svc', function () {
     await directory.waitForLog((l) => l['msg'] === 'directory-svc started');
     await Promise.all(pubs.map((p) => p.waitForSubscribers(1, 20000)));
     // Stream a: three blocks in one batch once synchronized (seq 0); stream b stays empty.
-    const synced = async (): Promise<boolean> => rows((await kvctl(['streams', `--directory_addr=${addr}`])).stdout).filter((r) => r[2] === 'SYNCHRONIZED').length === 2;
+    const synced = async (): Promise<boolean> => rows((await kvctl(['streams', `--directory_addr=${addr}`])).stdout).filter((r) => r[3] === 'SYNCHRONIZED').length === 2;
     await waitFor(synced, 30000, 'both streams synchronized');
     await pubs[0]!.publish([stored([11, 12, 13], null, chainTokens(0, 3))]);
-    const applied = async (): Promise<boolean> => rows((await kvctl(['streams', `--directory_addr=${addr}`])).stdout)[1]?.[3] === '0';
+    const applied = async (): Promise<boolean> => rows((await kvctl(['streams', `--directory_addr=${addr}`])).stdout)[1]?.[4] === '0';
     await waitFor(applied, 30000, 'batch 0 applied on a:8000');
   });
 
@@ -100,10 +100,10 @@ describe('kvctl against a real directory-svc', function () {
     const run = await kvctl(['streams', `--directory_addr=${addr}`]);
     expect(run.code, run.stderr).to.equal(0);
     const lines = run.stdout.split('\n').filter((l) => l !== '');
-    expect(rows(run.stdout)[0]).to.deep.equal(['INSTANCE', 'DP', 'STATE', 'SEQ', 'DEVICE', 'HOST', 'ENTRIES', 'BATCHES', 'RECOVERIES', 'SYNC_LOST', 'ERROR']);
+    expect(rows(run.stdout)[0]).to.deep.equal(['INSTANCE', 'DP', 'KIND', 'STATE', 'SEQ', 'DEVICE', 'HOST', 'ENTRIES', 'BATCHES', 'RECOVERIES', 'SYNC_LOST', 'ERROR']);
     expect(rows(run.stdout).slice(1)).to.deep.equal([
-      ['a:8000', '0', 'SYNCHRONIZED', '0', '3', '0', '3', '1', '1/0', '-', '-'],
-      ['b:8000', '0', 'SYNCHRONIZED', '-1', '0', '0', '0', '0', '1/0', '-', '-'],
+      ['a:8000', '0', 'xllm', 'SYNCHRONIZED', '0', '3', '0', '3', '1', '1/0', '-', '-'],
+      ['b:8000', '0', 'xllm', 'SYNCHRONIZED', '-1', '0', '0', '0', '0', '1/0', '-', '-'],
     ]);
     for (const h of ['STATE', 'SYNC_LOST', 'ERROR']) expectAligned(lines, h);
   });

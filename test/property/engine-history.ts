@@ -136,10 +136,12 @@ export class EngineHistory {
     readonly pool: BlockPool,
     private readonly hasher: ContentKeyHasher,
     private readonly chunkBlocks: number,
+    /** vllm/sglang publisher (engines.md §3): it replays its own history; snapshot faults are skipped. */
+    private readonly opts: { historyReplay?: boolean } = {},
   ) {
     this.record(-1n);
     // Every reply goes through here, so a fault can be applied to exactly one request.
-    pub.snapshotFaults.overrideChunks = () => this.snapshotReply();
+    if (opts.historyReplay !== true) pub.snapshotFaults.overrideChunks = () => this.snapshotReply();
   }
 
   static poolFor(s: Omit<HistoryScenario, 'actions'>): BlockPool {
@@ -189,15 +191,11 @@ export class EngineHistory {
       }
       case 'restart':
         if (!this.faultsOn) return;
-        await this.pub.restart({ keepState: action.keepState });
-        this.dropPending = false; // restart() forgets a pending drop
-        if (!action.keepState) this.pool.reset();
-        this.epoch++;
-        this.sent = new Map();
-        this.record(-1n);
+        await this.restartEngine(action.keepState);
         if (action.awaitSubscriber) await this.pub.waitForSubscribers(1, 10_000).catch(() => undefined);
         return;
       case 'snapshotFault':
+        if (this.opts.historyReplay === true) return;
         if (this.faultsOn && this.pendingSnapshotFaults.length < 2) this.pendingSnapshotFaults.push(action.fault);
         return;
       case 'corrupt':
@@ -211,6 +209,19 @@ export class EngineHistory {
         throw new Error(`unknown action ${JSON.stringify(impossible)}`);
       }
     }
+  }
+
+  /** A new publisher process on the same ports (seq 0), its cache kept or empty. */
+  async restartEngine(keepStateAsked: boolean): Promise<void> {
+    // A vLLM/SGLang process keeps its KV cache in its own GPU memory: a restarted one starts
+    // empty, and its history from seq 0 is its whole state (engines.md §3 rule 1).
+    const keepState = keepStateAsked && this.opts.historyReplay !== true;
+    await this.pub.restart({ keepState });
+    this.dropPending = false; // restart() forgets a pending drop
+    if (!keepState) this.pool.reset();
+    this.epoch++;
+    this.sent = new Map();
+    this.record(-1n);
   }
 
   /**
@@ -242,7 +253,12 @@ export class EngineHistory {
     // A parent no engine hash will ever equal (the pool's hashes are 64-bit digests).
     const orphanParent = 0xdead_beef_0000_0001n;
     if (kind === 'unknown_parent') events.push({ type: 'BlockStored', block_hashes: [0xdead_beef_0000_0002n], parent_block_hash: orphanParent, token_ids: [1, 2, 3, 4], block_size: BLOCK_SIZE, medium: 'gpu' });
-    if (kind === 'bad_medium') events.push({ type: 'BlockRemoved', block_hashes: [orphanParent], medium: 'tpu' });
+    // vllm/sglang streams take any other medium string as a tier we do not serve (engines.md §2),
+    // so their bad medium is a non-string (§3.4: `parse` for every kind).
+    if (kind === 'bad_medium') {
+      const medium = (this.opts.historyReplay === true ? 7 : 'tpu') as unknown as string;
+      events.push({ type: 'BlockRemoved', block_hashes: [orphanParent], medium });
+    }
     const encoded = events.map((e) => this.encoder.encodeEvent(e));
     let payload = this.encoder.encodeBatch(Date.now() / 1000, encoded, kind === 'dp_rank' ? this.pub.dpRank + 1 : this.pub.dpRank);
     if (kind === 'trailing_bytes') payload = Uint8Array.from([...payload, 0x00]);

@@ -51,6 +51,10 @@ async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, lo
     host: cfg.host,
     maxMessageBytes: cfg.maxMessageBytes,
     offloadMode: cfg.offloadMode,
+    engineKind: cfg.engineKind,
+    batchForm: cfg.batchForm,
+    replayBufferSteps: cfg.replayBufferSteps,
+    replayLayout: cfg.replayLayout,
     logger: log,
   });
   started.push({ name: 'publisher', close: () => sim.close() });

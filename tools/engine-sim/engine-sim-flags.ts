@@ -12,6 +12,9 @@ import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.j
 import type { OffloadMode } from './block-pool.js';
 import type { EngineRole, EngineType } from './engine-control.js';
 import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
+import { DEFAULT_REPLAY_BUFFER_STEPS } from './history-buffer.js';
+import type { ReplayLayout } from './history-buffer.js';
+import type { BatchForm } from './wire-encoding.js';
 
 export const ENGINE_TYPES = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'] as const;
 /** BlockPool implements LRU only; the flag exists so command lines state it and other policies can come. */
@@ -50,6 +53,10 @@ export const ENGINE_SIM_FLAGS = {
   tokenizer: { type: 'string', default: '', placeholder: 'dir', help: "model directory (tokenizer.json, tokenizer_config.json): text and chat are tokenized as the router does; empty = one token per UTF-8 byte" },
   chat_template: { type: 'string', default: '', placeholder: 'file', help: "chat template overriding tokenizer_config.json's" },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'pino log level' },
+  batch_encoding: { type: 'enum', values: ['array', 'map'], default: 'array', help: 'vllm/sglang: batch as [ts, events, dp_rank] or {ts, events, data_parallel_rank}' },
+  omit_dp_rank: { type: 'bool', default: false, help: 'vllm/sglang: leave the dp rank out of every batch (older releases)' },
+  replay_buffer_steps: { type: 'int', default: DEFAULT_REPLAY_BUFFER_STEPS, min: 1, max: 1000000, help: 'vllm/sglang: live batches kept for history replay (vLLM buffer_steps)' },
+  replay_layout: { type: 'enum', values: ['2', '3', 'none'], default: '2', help: 'vllm/sglang: history reply frames after the delimiter (2 or 3 with topic), or no replay endpoint' },
 } as const;
 
 type EngineSimFlags = FlagValues<typeof ENGINE_SIM_FLAGS>;
@@ -88,9 +95,12 @@ export interface EngineSimConfig {
   readonly tokenizerDir: string;
   readonly chatTemplateFile: string;
   readonly logLevel: LogLevel;
+  readonly batchForm: BatchForm;
+  readonly replayBufferSteps: number;
+  readonly replayLayout: ReplayLayout;
 }
 
-export const ENGINE_SIM_USAGE = 'Usage: node dist/tools/engine-sim/cli.js [--name=value ...]\n\nA simulated xLLM engine: KV events over ZeroMQ per DP rank, etcd registration, heartbeats, OpenAI API.';
+export const ENGINE_SIM_USAGE = 'Usage: node dist/tools/engine-sim/cli.js [--name=value ...]\n\nA simulated xLLM, vLLM or SGLang engine: KV events over ZeroMQ per DP rank, etcd registration, heartbeats, OpenAI API.';
 
 export function engineSimHelp(): string {
   return flagsHelp(ENGINE_SIM_USAGE, ENGINE_SIM_FLAGS);
@@ -153,6 +163,9 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     tokenizerDir: f.tokenizer,
     chatTemplateFile: f.chatTemplate,
     logLevel: f.logLevel,
+    batchForm: Object.freeze({ encoding: f.batchEncoding, omitDpRank: f.omitDpRank }),
+    replayBufferSteps: f.replayBufferSteps,
+    replayLayout: f.replayLayout === 'none' ? 'none' : f.replayLayout === '3' ? 3 : 2,
   });
 }
 

@@ -9,7 +9,11 @@
  */
 import { silentLogger, type Logger } from '../../shared/log/logger.js';
 import { BlockPool, type AdmitOptions, type AdmitResult, type OffloadMode } from './block-pool.js';
+import type { EngineKind } from '../../shared/config/engine-kind.js';
+import { replaysHistory } from '../../shared/config/engine-kind.js';
+import type { ReplayLayout } from './history-buffer.js';
 import { RankPublisher } from './rank-publisher.js';
+import type { BatchForm } from './wire-encoding.js';
 import { SimClosedError } from './sim-errors.js';
 import type { WireEvent } from './wire-types.js';
 
@@ -36,8 +40,19 @@ export interface EngineSimulatorOptions {
   sendHighWaterMark?: number;
   /** Default `sync` (see BlockPool). */
   offloadMode?: OffloadMode;
-  /** §11.7 SHOULD: publish `[AllBlocksCleared]` as batch 0 of each rank. Default true. */
+  /**
+   * §11.7 SHOULD: publish `[AllBlocksCleared]` as batch 0 of each rank. Default true for xllm,
+   * false for vllm/sglang (those engines publish nothing until their first cache change).
+   */
   startupClear?: boolean;
+  /** engines.md §5 `--engine_kind`. Default xllm. */
+  engineKind?: EngineKind;
+  /** vllm/sglang: `--batch_encoding` and `--omit_dp_rank`. */
+  batchForm?: BatchForm;
+  /** vllm/sglang: `--replay_buffer_steps`. */
+  replayBufferSteps?: number;
+  /** vllm/sglang: `--replay_layout`. */
+  replayLayout?: ReplayLayout;
   logger?: Logger;
 }
 
@@ -74,9 +89,14 @@ export class SimulatedRank {
       blockSize: opts.blockSize,
       maxMessageBytes: opts.maxMessageBytes,
       sendHighWaterMark: opts.sendHighWaterMark,
+      engineKind: opts.engineKind,
+      batchForm: opts.batchForm,
+      replayBufferSteps: opts.replayBufferSteps,
+      replayLayout: opts.replayLayout,
       logger: opts.logger,
     });
-    const rank = new SimulatedRank(dpRank, pool, publisher, opts.startupClear ?? true);
+    const startupClear = opts.startupClear ?? !replaysHistory(opts.engineKind ?? 'xllm');
+    const rank = new SimulatedRank(dpRank, pool, publisher, startupClear);
     await rank.publishStartup();
     return rank;
   }
@@ -92,7 +112,11 @@ export class SimulatedRank {
     return { ...result, seqs };
   }
 
-  /** §11.7 cache reset of both tiers (null) or one. */
+  /**
+   * §11.7 cache reset of both tiers (null) or one. With null the batch is `[AllBlocksCleared]`,
+   * a full-state batch (kv-events §7.3): what vLLM's `/reset_prefix_cache` publishes, and how an
+   * operator clears `history_lost` (engines.md §3 rule 1).
+   */
   clear(medium: 'gpu' | 'cpu' | null = null): Promise<bigint[]> {
     return this.publisher.publishSplit(this.pool.clear(medium));
   }

@@ -37,7 +37,12 @@ import { prefillTimingHeaders, type PrefillQueue } from './prefill-cost-model.js
 export interface PromptAdmitter {
   readonly blockSize: number;
   admitPrompt(tokenIds: readonly number[]): Promise<{ hitBlocks: number; hostHitBlocks: number }>;
+  /** vLLM's `POST /reset_prefix_cache`: every rank publishes `[AllBlocksCleared]` (a full-state batch). */
+  resetPrefixCache?(): Promise<void>;
 }
+
+/** vLLM's route that empties the prefix cache (how an operator clears `history_lost`, engines.md §3). */
+export const RESET_PREFIX_CACHE_PATH = '/reset_prefix_cache';
 
 export interface OpenAiEndpointOptions {
   /** null: answer without touching any cache (no prefill side effects). */
@@ -93,6 +98,16 @@ export class OpenAiEndpoint extends EventEmitter {
   /** Answers the OpenAI paths (true) or leaves the request to the caller (false). */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
     const path = (req.url ?? '').split('?', 1)[0]!;
+    const engine = this.opts.engine;
+    if (path === RESET_PREFIX_CACHE_PATH && engine?.resetPrefixCache !== undefined) {
+      if (req.method !== 'POST') sendError(res, 405, 'method not allowed');
+      else
+        engine.resetPrefixCache().then(
+          () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}'),
+          () => sendError(res, 500, 'engine error'),
+        );
+      return true;
+    }
     if (path !== COMPLETIONS_PATH && path !== CHAT_COMPLETIONS_PATH) return false;
     if (req.method !== 'POST') {
       sendError(res, 405, 'method not allowed');

@@ -38,6 +38,11 @@ export class RankDispatcher implements PromptAdmitter {
     return step;
   }
 
+  /** Every rank's cache emptied and announced as `[AllBlocksCleared]` (kv-events §7.3 full-state batch). */
+  async resetPrefixCache(): Promise<void> {
+    for (let r = 0; r < this.sim.dpSize; r++) await this.sim.rank(r).clear(null);
+  }
+
   requestStarted(): void {
     this.inFlight++;
   }

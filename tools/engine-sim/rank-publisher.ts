@@ -10,14 +10,25 @@
  *
  *   test SUB  ◀──[topic, seq u64be, payload]──  XPUB  (eventPort)
  *   test DEALER ──["", start_seq]──▶ ROUTER (replayPort)
- *               ◀──["", W, chunk]… ["", ff×8, ""]──
+ *               ◀──["", W, chunk]… ["", ff×8, ""]──             xllm: a snapshot (§6)
+ *               ◀──["", (topic,) seq, payload]… terminator──     vllm/sglang: history (engines.md §3)
+ *
+ * For `vllm`/`sglang` (engines.md §5) batches take the configured form (map or array, dp rank
+ * omitted or not) and every batch that took a seq, dropped ones included (the engine did send
+ * them), enters a ring of the last `replayBufferSteps`; the ROUTER serves that history, never a
+ * snapshot, or is not bound at all with layout `none` (vLLM's default).
  */
 import * as zmq from 'zeromq';
 import { silentLogger, type Logger } from '../../shared/log/logger.js';
 import { planBatches } from './batch-splitter.js';
+import { replaysHistory } from '../../shared/config/engine-kind.js';
+import type { EngineKind } from '../../shared/config/engine-kind.js';
+import { DEFAULT_REPLAY_BUFFER_STEPS, HistoryBuffer } from './history-buffer.js';
+import type { ReplayLayout } from './history-buffer.js';
 import { ResidencyModel } from './residency-model.js';
 import { SimBindError, SimClosedError, SimLimitError } from './sim-errors.js';
 import {
+  CANONICAL_BATCH_FORM,
   EMPTY_FRAME,
   TERMINATOR_WATERMARK,
   WireEncoder,
@@ -25,7 +36,11 @@ import {
   readU64be,
   u64be,
 } from './wire-encoding.js';
+import type { BatchForm } from './wire-encoding.js';
 import type { WireEvent, WireSnapshotBlock } from './wire-types.js';
+
+/** A history reply message not accepted by the requester's pipe within this is abandoned. */
+const HISTORY_SEND_TIMEOUT_MS = 1000;
 
 /** §9 default of `max_message_bytes`. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
@@ -43,7 +58,26 @@ export interface RankPublisherOptions {
   maxMessageBytes?: number;
   /** ZMQ_SNDHWM of the event socket (messages queued per subscriber before PUB drops). Default 1000. */
   sendHighWaterMark?: number;
+  /** engines.md §1. Default xllm (snapshot replay, canonical batches). */
+  engineKind?: EngineKind;
+  /** vllm/sglang only: batch encoding and dp rank omission (engines.md §2). Default array with rank. */
+  batchForm?: BatchForm;
+  /** vllm/sglang only: history ring size (vLLM `buffer_steps`). Default 10000. */
+  replayBufferSteps?: number;
+  /** vllm/sglang only: history reply layout, or no replay endpoint. Default 2. */
+  replayLayout?: ReplayLayout;
   logger?: Logger;
+}
+
+/** One history reply as the ROUTER sent it (E14: how far a subscriber let it get). */
+export interface HistoryReplyRecord {
+  readonly startSeq: bigint;
+  /** History messages in the reply, terminator excluded. */
+  readonly total: number;
+  /** History messages handed to the peer before it went away (ROUTER_MANDATORY). */
+  sent: number;
+  /** The reply loop ended (terminator sent, or the peer went away). */
+  done: boolean;
 }
 
 /** Faults on the snapshot endpoint; tests change the fields in place. */
@@ -95,6 +129,12 @@ export class RankPublisher {
   snapshotFaults: SnapshotFaults = defaultFaults();
   /** start_seq of every snapshot request received, in arrival order (-1n when malformed). */
   readonly snapshotRequests: bigint[] = [];
+  readonly engineKind: EngineKind;
+  readonly replayLayout: ReplayLayout;
+  /** vllm/sglang: the last N batches, served as history (null for xllm). */
+  readonly history: HistoryBuffer | null;
+  /** vllm/sglang: every history reply, in request order. */
+  readonly historyReplies: HistoryReplyRecord[] = [];
 
   private readonly host: string;
   private readonly eventPort: number;
@@ -102,6 +142,7 @@ export class RankPublisher {
   private readonly sendHighWaterMark: number;
   private readonly log: Logger;
   private readonly encoder = new WireEncoder();
+  private readonly batchForm: BatchForm;
   /** What this rank has published (including dropped batches: the engine did apply them). */
   private readonly model = new ResidencyModel();
   private fixedState: { blocks: readonly WireSnapshotBlock[]; watermark: bigint | undefined } | null = null;
@@ -129,8 +170,14 @@ export class RankPublisher {
     this.maxMessageBytes = opts.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.sendHighWaterMark = opts.sendHighWaterMark ?? 1000;
     this.log = (opts.logger ?? silentLogger).child({ component: 'rank-publisher', dp_rank: opts.dpRank });
+    this.engineKind = opts.engineKind ?? 'xllm';
+    const historyKind = replaysHistory(this.engineKind);
+    this.batchForm = historyKind ? (opts.batchForm ?? CANONICAL_BATCH_FORM) : CANONICAL_BATCH_FORM;
+    this.replayLayout = historyKind ? (opts.replayLayout ?? 2) : 2;
+    this.history = historyKind ? new HistoryBuffer(opts.replayBufferSteps ?? DEFAULT_REPLAY_BUFFER_STEPS) : null;
     this.eventEndpoint = `tcp://${this.host}:${this.eventPort}`;
-    this.replayEndpoint = `tcp://${this.host}:${this.replayPort}`;
+    // engines.md §3: layout none = the engine has no replay endpoint ('' as in the stream config).
+    this.replayEndpoint = this.replayLayout === 'none' ? '' : `tcp://${this.host}:${this.replayPort}`;
   }
 
   /** Bind PUB at eventPort and ROUTER at replayPort (§1, §11.1). */
@@ -199,13 +246,14 @@ export class RankPublisher {
 
   private publishEncoded(events: readonly WireEvent[], encoded: Uint8Array[], opts: PublishOptions): Promise<bigint> {
     const dpRank = opts.dpRank === undefined ? this.dpRank : opts.dpRank;
-    const payload = this.encoder.encodeBatch(opts.ts ?? Date.now() / 1000, encoded, dpRank);
+    const payload = this.encoder.encodeBatchAs(opts.ts ?? Date.now() / 1000, encoded, dpRank, this.batchForm);
     if (payload.length > this.maxMessageBytes) {
       return Promise.reject(new SimLimitError(`batch payload ${payload.length} bytes exceeds max_message_bytes ${this.maxMessageBytes}`));
     }
     const seq = opts.seq ?? this.nextSeq;
     this.nextSeq = seq + 1n;
     this.model.apply(events);
+    this.history?.push(seq, payload);
     if (this.dropNext) {
       this.dropNext = false;
       return Promise.resolve(seq);
@@ -232,7 +280,10 @@ export class RankPublisher {
   async publishPayload(payload: Uint8Array, opts: { seq?: bigint; topic?: string; consumeSeq?: boolean } = {}): Promise<bigint> {
     this.assertOpen();
     const seq = opts.seq ?? this.nextSeq;
-    if (opts.consumeSeq ?? true) this.nextSeq = seq + 1n;
+    if (opts.consumeSeq ?? true) {
+      this.nextSeq = seq + 1n;
+      this.history?.push(seq, payload);
+    }
     return this.sendLive([utf8.encode(opts.topic ?? this.topic), u64be(seq), payload]).then(() => seq);
   }
 
@@ -277,6 +328,8 @@ export class RankPublisher {
     await this.closeSockets();
     this.nextSeq = 0n;
     this.dropNext = false;
+    // A new process: its history starts empty (its buffer lives in the process).
+    this.history?.clear();
     if (!opts.keepState) {
       this.model.clear();
       this.fixedState = null;
@@ -302,10 +355,14 @@ export class RankPublisher {
     // subscription messages let tests wait for attachment instead of sleeping.
     const pub = new zmq.XPublisher({ linger: 0, sendHighWaterMark: this.sendHighWaterMark });
     pub.verbosity = 'allSubsUnsubs';
-    const router = new zmq.Router({ linger: 0 });
+    // mandatory: a history reply to a DEALER that went away fails instead of vanishing, so
+    // historyReplies records how much of it was ever handed over (E14). A send blocked on a full
+    // pipe whose peer then left may never learn it: give up after a generous second instead.
+    const history = this.history !== null;
+    const router = new zmq.Router({ linger: 0, mandatory: history, ...(history ? { sendTimeout: HISTORY_SEND_TIMEOUT_MS } : {}) });
     try {
       await bindWithRetry(pub, this.eventEndpoint);
-      await bindWithRetry(router, this.replayEndpoint);
+      if (this.replayEndpoint !== '') await bindWithRetry(router, this.replayEndpoint);
     } catch (e) {
       pub.close();
       router.close();
@@ -316,7 +373,8 @@ export class RankPublisher {
     this.subscriptions = 0;
     this.pubSends = Promise.resolve();
     this.routerSends = Promise.resolve();
-    this.loops = [this.watchSubscriptions(pub), this.serveSnapshots(router)];
+    this.loops = [this.watchSubscriptions(pub)];
+    if (this.replayEndpoint !== '') this.loops.push(this.serveSnapshots(router));
   }
 
   private async closeSockets(): Promise<void> {
@@ -379,8 +437,17 @@ export class RankPublisher {
     const faults = this.snapshotFaults;
     if (faults.dropRequests) return;
     let messages: Uint8Array[][];
+    let record: HistoryReplyRecord | null = null;
     if (faults.overrideChunks) {
       messages = faults.overrideChunks({ startSeq });
+    } else if (this.history !== null) {
+      // engines.md §3: vLLM's publisher serves the replay from its loop, so a reply held back by
+      // the delay fault shows the buffer as of its sending (batches published meanwhile too).
+      if (faults.delayMs > 0) await this.sleep(faults.delayMs);
+      messages = this.history.reply(startSeq, this.replayLayout === 3 ? 3 : 2, utf8.encode(this.topic));
+      if (faults.omitTerminator) messages.pop();
+      record = { startSeq, total: faults.omitTerminator ? messages.length : messages.length - 1, sent: 0, done: false };
+      this.historyReplies.push(record);
     } else {
       // Capture and encode now, synchronously: the reply reflects exactly batches < W (§11.8)
       // however long the delay fault below holds it.
@@ -390,9 +457,19 @@ export class RankPublisher {
       messages = chunks.map((c) => [EMPTY_FRAME, w, c]);
       if (!faults.omitTerminator) messages.push([EMPTY_FRAME, TERMINATOR_WATERMARK, EMPTY_FRAME]);
     }
-    if (faults.delayMs > 0) await this.sleep(faults.delayMs);
+    if (faults.delayMs > 0 && record === null) await this.sleep(faults.delayMs);
     if (router.closed) return;
-    for (const m of messages) await this.sendReply(router, [identity, ...m]);
+    try {
+      for (const m of messages) {
+        await this.sendReply(router, [identity, ...m]);
+        if (record !== null && record.sent < record.total) record.sent++;
+      }
+    } catch (e) {
+      // ROUTER_MANDATORY: the requester closed its DEALER; the rest of the reply is moot.
+      if (record === null || router.closed) throw e;
+    } finally {
+      if (record !== null) record.done = true;
+    }
   }
 
   private sleep(ms: number): Promise<void> {

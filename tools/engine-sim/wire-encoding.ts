@@ -125,9 +125,42 @@ export class WireEncoder {
     return out;
   }
 
-  /** Bytes a batch adds around its events (for splitting; worst case of the array header). */
+  /**
+   * A batch in one of the forms vLLM and SGLang have shipped (engines.md §2): array
+   * `[ts, events, dp_rank]` or `[ts, events]` (rank omitted), map
+   * `{ts, events, data_parallel_rank}` or `{ts, events}`. The array form with the rank is
+   * exactly `encodeBatch`.
+   */
+  encodeBatchAs(ts: number, events: readonly Uint8Array[], dpRank: number | null, form: BatchForm): Uint8Array {
+    if (form.encoding === 'array' && !form.omitDpRank) return this.encodeBatch(ts, events, dpRank);
+    const rank = form.omitDpRank ? null : dpRank === null ? NIL : this.msgpack.encode(dpRank);
+    const isMap = form.encoding === 'map';
+    const head: Uint8Array[] = [];
+    head.push(new Uint8Array([(isMap ? 0x80 : 0x90) | (rank === null ? 2 : 3)]));
+    if (isMap) head.push(KEY_TS);
+    const tsBytes = new Uint8Array(9);
+    tsBytes[0] = 0xcb;
+    new DataView(tsBytes.buffer).setFloat64(1, ts, false);
+    head.push(tsBytes);
+    if (isMap) head.push(KEY_EVENTS);
+    const arr = new Uint8Array(arrayHeaderBytes(events.length));
+    writeArrayHeader(arr, new DataView(arr.buffer), 0, events.length);
+    head.push(arr);
+    const tail: Uint8Array[] = rank === null ? [] : isMap ? [KEY_DATA_PARALLEL_RANK, rank] : [rank];
+    let size = 0;
+    for (const part of [...head, ...events, ...tail]) size += part.length;
+    const out = new Uint8Array(size);
+    let pos = 0;
+    for (const part of [...head, ...events, ...tail]) {
+      out.set(part, pos);
+      pos += part.length;
+    }
+    return out;
+  }
+
+  /** Bytes a batch adds around its events (for splitting; worst case: the map form's keys). */
   batchOverheadBytes(dpRank: number | null): number {
-    return 1 + 9 + 5 + (dpRank === null ? 1 : this.msgpack.encode(dpRank).length);
+    return 1 + KEY_TS.length + 9 + KEY_EVENTS.length + 5 + KEY_DATA_PARALLEL_RANK.length + (dpRank === null ? 1 : this.msgpack.encode(dpRank).length);
   }
 
   /** §6 chunk envelope `{dp_rank, block_size, blocks}` over pre-encoded blocks [from, to). */
@@ -171,6 +204,18 @@ const utf8 = new TextEncoder();
 const KEY_DP_RANK = fixstr('dp_rank');
 const KEY_BLOCK_SIZE = fixstr('block_size');
 const KEY_BLOCKS = fixstr('blocks');
+const KEY_TS = fixstr('ts');
+const KEY_EVENTS = fixstr('events');
+const KEY_DATA_PARALLEL_RANK = fixstr('data_parallel_rank');
+
+/** engines.md §2 / §5 `--batch_encoding` and `--omit_dp_rank`. */
+export interface BatchForm {
+  readonly encoding: 'array' | 'map';
+  readonly omitDpRank: boolean;
+}
+
+/** kv-events §3.1: what publishers MUST emit, and what xLLM engines do. */
+export const CANONICAL_BATCH_FORM: BatchForm = Object.freeze({ encoding: 'array', omitDpRank: false });
 
 function fixstr(s: string): Uint8Array {
   const b = utf8.encode(s);

@@ -30,6 +30,7 @@ export function durationText(ms: number): string {
 const STREAM_COLUMNS: readonly Column[] = [
   { header: 'INSTANCE' },
   { header: 'DP', align: 'right' },
+  { header: 'KIND' },
   { header: 'STATE' },
   { header: 'SEQ', align: 'right' },
   { header: 'DEVICE', align: 'right' },
@@ -46,6 +47,8 @@ function streamRow(s: WireStreamStatus): string[] {
   return [
     s.instance_name,
     String(s.dp_rank),
+    // engines.md §1; an older directory sends none (proto default "").
+    s.engine_kind === '' ? 'xllm' : s.engine_kind,
     s.state,
     s.sequence,
     s.device_blocks,

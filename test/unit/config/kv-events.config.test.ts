@@ -120,7 +120,7 @@ describe('kv-events §9 configuration: limits', () => {
 });
 
 describe('kv-events §9 configuration: static streams', () => {
-  it('§9 stream defaults: dp_rank 0, block_size 128, topic "", hash_seed 1024', () => {
+  it('§9 stream defaults: dp_rank 0, block_size 128, topic "", hash_seed 1024, engine_kind xllm', () => {
     const c = validateKvEventsConfig({ streams: [stream(1)] });
     expect(c.streams[0]).to.deep.equal({
       instanceName: '10.0.0.1:8000',
@@ -130,8 +130,26 @@ describe('kv-events §9 configuration: static streams', () => {
       replayEndpoint: 'tcp://10.0.0.1:38000',
       topic: '',
       hashSeed: 1024,
+      engineKind: 'xllm',
     });
     expect(Object.isFrozen(c.streams[0])).to.equal(true);
+  });
+
+  it('engines.md §1 engine_kind vllm/sglang: replay_endpoint optional (none = "")', () => {
+    for (const kind of ['vllm', 'sglang'] as const) {
+      const { replay_endpoint: _dropped, ...noReplay } = stream(1, { engine_kind: kind });
+      const c = validateKvEventsConfig({ streams: [noReplay, stream(2, { engine_kind: kind })] });
+      expect(c.streams[0]).to.include({ engineKind: kind, replayEndpoint: '' });
+      expect(c.streams[1]).to.include({ engineKind: kind, replayEndpoint: 'tcp://10.0.0.2:38000' });
+    }
+  });
+
+  it('engines.md §1 engine_kind xllm still requires replay_endpoint; an unknown kind is named', () => {
+    const { replay_endpoint: _dropped, ...noReplay } = stream(1, { engine_kind: 'xllm' });
+    expect(() => validateKvEventsConfig({ streams: [noReplay] })).to.throw('streams[0].replay_endpoint: required');
+    expect(() => validateKvEventsConfig({ streams: [stream(1, { engine_kind: 'trtllm' })] })).to.throw(
+      'streams[0].engine_kind: expected one of xllm, vllm, sglang, got "trtllm"',
+    );
   });
 
   it('§9 explicit stream fields are kept', () => {

@@ -66,4 +66,13 @@ describe('engine simulator flags (tools/engine-sim/engine-sim-flags.ts)', () => 
   it('--help wins over a bad flag', () => {
     expect(parseEngineSimArgs(['--dp_size=0', '--help'])).to.equal('help');
   });
+
+  it('engines.md §5 publisher modes: xllm by default; vllm/sglang take the batch form, buffer and layout', () => {
+    expect(cfg([])).to.deep.include({ engineKind: 'xllm', batchForm: { encoding: 'array', omitDpRank: false }, replayBufferSteps: 10000, replayLayout: 2 });
+    const v = cfg(['--engine_kind=vllm', '--batch_encoding=map', '--omit_dp_rank', '--replay_buffer_steps=5', '--replay_layout=3']);
+    expect(v).to.deep.include({ engineKind: 'vllm', batchForm: { encoding: 'map', omitDpRank: true }, replayBufferSteps: 5, replayLayout: 3 });
+    expect(cfg(['--engine_kind=sglang', '--replay_layout=none']).replayLayout).to.equal('none');
+    expect(error(['--engine_kind=trtllm'])).to.match(/^invalid --engine_kind: /);
+    expect(error(['--replay_buffer_steps=0'])).to.match(/^invalid --replay_buffer_steps: /);
+  });
 });

@@ -48,17 +48,17 @@ describe('kvctl tables', () => {
   it('renders streams with ok/failed recoveries and only the non-zero sync_lost classes', () => {
     const counters = {
       batches_applied: '5', topic_mismatch: '0', skipped_out_of_scope: '0', skipped_descendant: '0', skipped_orphan: '0',
-      sync_lost: { timeout: '1', gap: '2', parse: '0' }, recoveries_ok: '3', recoveries_failed: '1', restores: '0', silent_loss: '0', reconcile_failures: '0',
+      sync_lost: { timeout: '1', gap: '2', parse: '0' }, recoveries_ok: '3', recoveries_failed: '1', restores: '0', silent_loss: '0', reconcile_failures: '0', skipped_medium: '0',
     };
     const out = renderStreams({
       streams: [
         {
-          instance_name: 'a:8000', dp_rank: 1, block_size: 4, endpoint: 'tcp://a:18001', replay_endpoint: 'tcp://a:38001', topic: '', hash_seed: '1024',
+          instance_name: 'a:8000', dp_rank: 1, block_size: 4, endpoint: 'tcp://a:18001', replay_endpoint: 'tcp://a:38001', topic: '', hash_seed: '1024', engine_kind: 'vllm',
           state: 'RECOVERING', synchronized: false, sequence: '41', error: 'gap: expected 42, got 44', device_blocks: '0', host_blocks: '0', entry_count: '0', counters,
         },
       ],
     });
-    expect(out.split('\n')[1]).to.equal('a:8000     1  RECOVERING   41       0     0        0        5         3/1  gap:2 timeout:1  gap: expected 42, got 44');
+    expect(out.split('\n')[1]).to.equal('a:8000     1  vllm  RECOVERING   41       0     0        0        5         3/1  gap:2 timeout:1  gap: expected 42, got 44');
     expect(renderStreams({ streams: [] })).to.equal('no streams\n');
   });
 

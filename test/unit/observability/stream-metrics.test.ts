@@ -134,7 +134,7 @@ describe('directory stream metrics (kv-events §10) on GET /metrics', () => {
     expect(value('kv_recoveries_total', { result: 'failed' })).to.equal(0);
     for (const reason of ['out_of_scope', 'descendant', 'orphan']) expect(value('kv_skipped_total', { reason })).to.equal(0);
     // Every §10 class is present from the first scrape, so the first loss of each is an increase.
-    for (const cls of ['connecting', 'disconnected', 'parse', 'protocol', 'inconsistent', 'gap', 'seq_reset', 'timeout', 'limit']) {
+    for (const cls of ['connecting', 'disconnected', 'parse', 'protocol', 'inconsistent', 'gap', 'seq_reset', 'timeout', 'limit', 'history_lost']) {
       expect(value('kv_sync_lost_total', { class: cls }), cls).to.be.a('number');
     }
   });
