@@ -3,9 +3,14 @@
  * the policy reads the in-process view (routing.md: nothing on the request path touches the
  * network), and the outcome, latency and chosen hit ratio are recorded here, outside the policy.
  * NoCandidateError becomes the 503 the client sees, with the policy's reason.
+ *
+ * In-flight load (routing.md): every decision that is not a dry run is counted at once against
+ * the chosen prefill instance (InflightLoad); the reporter sends it to the directory later, off
+ * the request path.
  */
 import { performance } from 'node:perf_hooks';
 import { NoCandidateError, type RouteDecision, type RoutingPolicy } from '../policy/policy.js';
+import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import type { RouteRequest } from './route-request.js';
 import { RouterHttpError } from './router-http-errors.js';
@@ -18,6 +23,8 @@ export class RouteDecider {
     private readonly metrics: RouterMetrics,
     /** `--load_balance_policy`, the metrics label (and the status page's). */
     readonly policyName: string,
+    /** `--car_inflight_load`: where decisions are counted; null = not counted. */
+    private readonly inflight: InflightLoad | null = null,
   ) {}
 
   /** The decision, or a `no_candidate` RouterHttpError (503) naming why. */
@@ -34,6 +41,10 @@ export class RouteDecider {
       }
       this.metrics.decision(this.policyName, 'error', seconds, null);
       throw e;
+    }
+    if (this.inflight !== null && input.dryRun !== true) {
+      const inst = this.view.instance(decision.prefill.name);
+      if (inst !== null) this.inflight.record(inst);
     }
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
     return decision;

@@ -5,6 +5,7 @@
  * a ViewProtocolError, so the cache never applies part of one.
  */
 import type {
+  WireInflightShare,
   WireProfilePoint,
   WireResidencyChanges,
   WireViewInstance,
@@ -48,6 +49,16 @@ export interface RouterInstance {
   /** [batch_size, total_tokens, tpot_ms] points, as registered. */
   readonly tpotProfile: readonly (readonly number[])[];
   readonly generation: bigint;
+  /**
+   * In-flight load the directory folded from every router's reports (routing.md "In-flight
+   * load"), per reporting router; empty when none.
+   */
+  readonly inflight: readonly InflightShare[];
+}
+
+export interface InflightShare {
+  readonly routerId: string;
+  readonly count: number;
 }
 
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
@@ -184,7 +195,18 @@ export function decodeInstance(w: WireViewInstance): RouterInstance {
     ttftProfile: decodeProfile(w.ttft_profiling_data),
     tpotProfile: decodeProfile(w.tpot_profiling_data),
     generation: bigintField(`instance ${name} generation`, w.generation),
+    inflight: decodeInflight(name, w.inflight),
   };
+}
+
+const NO_INFLIGHT: readonly InflightShare[] = Object.freeze([]);
+
+function decodeInflight(name: string, shares: readonly WireInflightShare[] | undefined | null): readonly InflightShare[] {
+  if (shares === undefined || shares === null || shares.length === 0) return NO_INFLIGHT;
+  return shares.map((s) => {
+    if (!(Number.isInteger(s.count) && s.count >= 0)) throw new ViewProtocolError(`instance ${name}: inflight count ${String(s.count)} of router ${JSON.stringify(s.router_id)}`);
+    return { routerId: s.router_id ?? '', count: s.count };
+  });
 }
 
 export function decodeStream(w: WireViewStream): DecodedViewStream {

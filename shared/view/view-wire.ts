@@ -53,6 +53,13 @@ export interface WireViewInstance {
   /** ListInstances only: why the instance has no streams ('' in the view stream). */
   excluded_reason?: string;
   backend_type?: string;
+  /** In-flight load per reporting router (routing.md "In-flight load"); absent = none. */
+  inflight?: WireInflightShare[];
+}
+
+export interface WireInflightShare {
+  router_id: string;
+  count: number;
 }
 
 export interface WireViewStream {
@@ -114,4 +121,17 @@ export interface WireViewUpdate {
 export interface WireListInstancesResponse {
   instances: WireViewInstance[];
   etcd_connected: boolean;
+}
+
+/** `ReportInflight` client-stream message (routing.md "In-flight load"). */
+export interface WireInflightReport {
+  router_id: string;
+  decisions: WireInflightDecisions[];
+}
+
+export interface WireInflightDecisions {
+  instance_name: string;
+  count: number;
+  /** ms from the newest of these decisions to the send, on the router's monotonic clock. */
+  age_ms: number;
 }
