@@ -147,6 +147,8 @@ export class SimEngine {
     type?: EngineType;
     tokenIntervalMs?: number;
     waiting?: number;
+    /** Default 100 ms; a test that needs loads to stay put sets it far out and calls heartbeatNow. */
+    heartbeatIntervalMs?: number;
   }): Promise<SimEngine> {
     const p = await freePortRange(3);
     const name = `127.0.0.1:${p}`;
@@ -167,7 +169,7 @@ export class SimEngine {
         type: opts.type ?? 'DEFAULT',
         directoryUrl: opts.directoryHttpUrl,
         internalApiToken: opts.internalApiToken,
-        heartbeatIntervalMs: 100,
+        heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 100,
         leaseTtlS: 10,
         httpRoutes: openai,
       });
