@@ -63,6 +63,8 @@ const HOST_SHARE = 0.2;
 const HEARTBEAT_MS = numberArg('--heartbeat_ms', 500);
 /** `--trace=FILE`: every sample of every run as a JSON line (analysis, not results). */
 const TRACE = process.argv.find((a) => a.startsWith('--trace='))?.slice('--trace='.length) ?? null;
+/** `--car_inflight_load=false`: routers without in-flight load (the comparison issue 15 asks about). */
+const INFLIGHT_LOAD = !process.argv.includes('--car_inflight_load=false');
 const PREFILL: PrefillCostOptions = { baseUs: 1000, usPerToken: 80, hostUsPerToken: 20, concurrency: 1 };
 
 function numberArg(name: string, fallback: number): number {
@@ -133,7 +135,7 @@ function sweepWorkloads(): Workload[] {
       systemPrompts: 8,
       systemPromptTokens: 512,
       messageTokens: [32, 128],
-      thinkMs: QUICK ? 100 : 700,
+      thinkMs: QUICK ? 300 : 700,
       rampMs: 0,
     }),
     buildAgentic(SEED + 3, BLOCK_SIZE, {
@@ -143,7 +145,7 @@ function sweepWorkloads(): Workload[] {
       contextTokens: 1536,
       goalTokens: 128,
       stepTokens: [48, 160],
-      toolMs: QUICK ? 100 : 700,
+      toolMs: QUICK ? 300 : 700,
       rampMs: 0,
     }),
   ];
@@ -151,7 +153,7 @@ function sweepWorkloads(): Workload[] {
 
 /** Knee search: RR unloaded at a few sessions far apart, then rates from startRate up by ×step. */
 const SWEEP = QUICK
-  ? { unloadedSessions: 8, unloadedRate: 2, startRate: 8, step: 1.5, maxSteps: 8 }
+  ? { unloadedSessions: 8, unloadedRate: 2, startRate: 12, step: 1.5, maxSteps: 7 }
   : { unloadedSessions: 16, unloadedRate: 1, startRate: 4, step: 1.3, maxSteps: 14 };
 
 interface Sample {
@@ -226,25 +228,41 @@ function sleep(ms: number): Promise<void> {
 }
 
 /**
- * Every session as a closed-loop client, all at once; samples in send order. `startsMs` (the
- * load sweep) replaces each session's first delay with its arrival time.
+ * Every session at once; samples in send order. Closed loop (`startsMs` null): each session sends
+ * its next request after the previous answer plus its think time. Open loop (the load sweep):
+ * session `si` starts at `startsMs[si]` and sends each turn at its scheduled time (start plus the
+ * think times before it) whether or not the previous answer came, so offered load does not fall
+ * when the cluster slows down.
  */
 async function drive(w: Workload, target: Target, startsMs: readonly number[] | null): Promise<{ samples: Sample[]; wallMs: number; elu: number }> {
   const samples: Sample[] = [];
   let index = 0;
   const t0 = performance.now();
   const elu0 = performance.eventLoopUtilization();
+  const one = async (r: SessionRequest, si: number, k: number): Promise<void> => {
+    const to = target(r);
+    const sample = await send(to.url, r.body, index++).finally(() => to.done?.());
+    sample.session = si;
+    sample.step = k;
+    samples.push(sample);
+  };
   await Promise.all(
     w.sessions.map(async (session, si) => {
-      for (let k = 0; k < session.length; k++) {
-        const r = session[k]!;
-        await sleep(k === 0 && startsMs !== null ? startsMs[si]! : r.delayMs);
-        const to = target(r);
-        const sample = await send(to.url, r.body, index++).finally(() => to.done?.());
-        sample.session = si;
-        sample.step = k;
-        samples.push(sample);
+      if (startsMs === null) {
+        for (let k = 0; k < session.length; k++) {
+          await sleep(session[k]!.delayMs);
+          await one(session[k]!, si, k);
+        }
+        return;
       }
+      const sent: Promise<void>[] = [];
+      let at = startsMs[si]!;
+      for (let k = 0; k < session.length; k++) {
+        if (k > 0) at += session[k]!.delayMs;
+        await sleep(at - (performance.now() - t0));
+        sent.push(one(session[k]!, si, k));
+      }
+      await Promise.all(sent);
     }),
   );
   samples.sort((a, b) => a.index - b.index);
@@ -332,7 +350,7 @@ function emit(obj: Record<string, unknown>): void {
 async function measure(stack: ClusterStack, engines: readonly ClusterEngine[], w: Workload, p: PolicyRun, replicas: number, startsMs: readonly number[] | null = null): Promise<RunResult> {
   const routers: RouterService[] = [];
   try {
-    for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(p.policy === 'ORACLE' ? 'RR' : p.policy, p.lambda ?? 0.5));
+    for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(p.policy === 'ORACLE' ? 'RR' : p.policy, p.lambda ?? 0.5, INFLIGHT_LOAD));
     for (const e of engines) await e.reset();
     for (const r of routers) await untilSettled(r, engines);
     if (replicas > 1) await desynchronize(routers);
@@ -415,6 +433,7 @@ async function runWorkload(stack: ClusterStack, w: Workload): Promise<RunResult[
         device_blocks_per_engine: shape.deviceCapacityBlocks,
         host_blocks_per_engine: shape.hostCapacityBlocks,
         heartbeat_ms: HEARTBEAT_MS,
+        car_inflight_load: INFLIGHT_LOAD,
         quick: QUICK,
       });
     }
@@ -541,7 +560,8 @@ function targets(results: readonly RunResult[], sweep: readonly SweepResult[]): 
 async function main(): Promise<void> {
   const only = process.argv.find((a) => a.startsWith('--workload='))?.slice('--workload='.length);
   const noSweep = process.argv.includes('--no_sweep');
-  const built = workloads().filter((w) => only === undefined || w.name === only);
+  const sweepOnly = process.argv.includes('--sweep_only');
+  const built = sweepOnly ? [] : workloads().filter((w) => only === undefined || w.name === only);
   const swept = noSweep ? [] : sweepWorkloads().filter((w) => only === undefined || w.name === only);
   const stack = await ClusterStack.start(BLOCK_SIZE);
   // Ctrl-C / SIGTERM: the directory and etcd are children in their own process groups; stop them.
