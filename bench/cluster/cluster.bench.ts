@@ -130,22 +130,22 @@ function workloads(): Workload[] {
 function sweepWorkloads(): Workload[] {
   return [
     buildMultiTurn(SEED + 2, BLOCK_SIZE, {
-      users: QUICK ? 64 : 192,
+      users: QUICK ? 40 : 192,
       turns: QUICK ? 4 : 6,
       systemPrompts: 8,
       systemPromptTokens: 512,
       messageTokens: [32, 128],
-      thinkMs: QUICK ? 300 : 700,
+      thinkMs: QUICK ? 200 : 700,
       rampMs: 0,
     }),
     buildAgentic(SEED + 3, BLOCK_SIZE, {
       tasks: QUICK ? 4 : 8,
-      branchesPerTask: QUICK ? 16 : 24,
+      branchesPerTask: QUICK ? 10 : 24,
       steps: QUICK ? 4 : 6,
       contextTokens: 1536,
       goalTokens: 128,
       stepTokens: [48, 160],
-      toolMs: QUICK ? 300 : 700,
+      toolMs: QUICK ? 200 : 700,
       rampMs: 0,
     }),
   ];
