@@ -19,25 +19,35 @@
  *               48–160 tokens. Quick: 4 tasks × 8 branches × 5 steps; full: 6 × 16 × 8.
  *
  * Policies: RR, SLO_AWARE, CAR with --car_prefill_lambda 0.5 and 0.8 through the router, each
- * with 1 router and with 4 replicas (requests spread round-robin over them); ORACLE, computed here
- * and sent straight to the engine: the engine whose pool truly holds the longest prefix (either
- * tier) when the request is sent, ties by fewest in-flight requests, then in turn. Before each run
- * every cache is emptied and every view must show empty caches and idle queues; each workload
- * starts with one dropped RR pass (JIT, first-use paths); 4 fresh replicas get their rotation
- * turns spread first (see desynchronize).
+ * with 1 router and with 4 replicas (requests spread round-robin over them; in-flight load on
+ * unless --car_inflight_load=false); ORACLE_0.5 and ORACLE_0.8 (oracle.ts), computed here and sent
+ * straight to the engine: an omniscient router reading every engine's true pool and true queue at
+ * decision time with CAR's cost function and λ. Before each run every cache is emptied and every
+ * view must show empty caches and idle queues; each set of engines starts with one dropped RR
+ * pass (JIT, first-use paths); 4 fresh replicas get their rotation turns spread first (see
+ * desynchronize).
  *
  * Per (workload, policy, routers) one JSON line: hit_ratio = cached / prompt tokens from the
  * engines' own accounting (usage.prompt_tokens_details.cached_tokens, Device and Host hits, the
  * `x-sim-*` headers split them), TTFT p50/p90/p99 measured at the client (send → response headers;
- * max_tokens 1, so the answer follows the first token), the engines' own TTFT p90, and throughput
- * (answers/s). The first 10% of requests of each run are warm-up and dropped. RR is the baseline:
- * every line carries its ratio to RR's TTFT p90 and to ORACLE's hit ratio, and `cluster_target`
- * lines check the issue's targets (CAR hit ≥ 90% of ORACLE's; CAR TTFT p90 ≥ 2× better than RR
- * on multi_turn; 4 replicas' hit ratio within 2% of 1 replica's).
+ * max_tokens 1, so the answer follows the first token; performance.now, monotonic), the engines'
+ * own TTFT p90 (the prefill queue's virtual schedule), and throughput (answers/s). The first 10%
+ * of requests of each run are warm-up and dropped. RR is the baseline: every line carries its
+ * ratio to RR's TTFT p90 and to its oracle's hit ratio and TTFT p90.
+ *
+ * Load sweep (load-sweep.ts; sweepWorkloads, open loop: session arrivals Poisson, turns at their
+ * scheduled times): RR unloaded, then RR at rising session rates until its client TTFT p90 passes
+ * 5× unloaded (the knee, interpolated), then RR, CAR_0.5 on 1 and 4 routers and ORACLE_0.5 at 50%,
+ * 70% and 90% of the knee: `cluster_knee` and `cluster_sweep` lines.
+ *
+ * `cluster_target` lines check issue 15's targets: CAR hit ratio ≥ 95% of its ORACLE's; 4 replicas'
+ * hit ratio within 2% and TTFT p90 within 10% of 1 router's; CAR TTFT p90 ≥ 10× better than RR at
+ * 90% load (sweep); and the older ≥ 2× better than RR on multi_turn (client and engine clocks).
  *
  * Run: node --import tsx bench/cluster/cluster.bench.ts [--quick] [--heartbeat_ms=500]
- *        [--workload=multi_turn|agentic] [--trace=FILE]
- * (--quick: the short form for CI, < 60 s; full ≈ 5 min. --trace appends every request's sample.)
+ *        [--workload=multi_turn|agentic] [--trace=FILE] [--car_inflight_load=false]
+ *        [--no_sweep | --sweep_only]
+ * (--quick: the short form for CI, a few minutes; full ≈ 15 min. --trace appends every request's sample.)
  * The machine is shared: client TTFT includes its scheduling noise; engine_ttft_p90_ms does not.
  */
 import { appendFileSync } from 'node:fs';
@@ -130,7 +140,7 @@ function workloads(): Workload[] {
 function sweepWorkloads(): Workload[] {
   return [
     buildMultiTurn(SEED + 2, BLOCK_SIZE, {
-      users: QUICK ? 40 : 192,
+      users: QUICK ? 320 : 1200,
       turns: QUICK ? 4 : 6,
       systemPrompts: 8,
       systemPromptTokens: 512,
@@ -139,8 +149,8 @@ function sweepWorkloads(): Workload[] {
       rampMs: 0,
     }),
     buildAgentic(SEED + 3, BLOCK_SIZE, {
-      tasks: QUICK ? 4 : 8,
-      branchesPerTask: QUICK ? 10 : 24,
+      tasks: QUICK ? 20 : 50,
+      branchesPerTask: QUICK ? 16 : 24,
       steps: QUICK ? 4 : 6,
       contextTokens: 1536,
       goalTokens: 128,
@@ -151,10 +161,14 @@ function sweepWorkloads(): Workload[] {
   ];
 }
 
-/** Knee search: RR unloaded at a few sessions far apart, then rates from startRate up by ×step. */
+/**
+ * Knee search: RR unloaded at a few sessions far apart, then rates from startRate up by ×step;
+ * each run's arrivals last windowS (the sweep workloads hold enough sessions for the top rate).
+ */
 const SWEEP = QUICK
-  ? { unloadedSessions: 8, unloadedRate: 2, startRate: 12, step: 1.5, maxSteps: 7 }
-  : { unloadedSessions: 16, unloadedRate: 1, startRate: 4, step: 1.3, maxSteps: 14 };
+  ? { unloadedSessions: 8, unloadedRate: 2, startRate: 8, step: 1.5, windowS: 2 }
+  : { unloadedSessions: 16, unloadedRate: 1, startRate: 4, step: 1.3, windowS: 10 };
+
 
 interface Sample {
   readonly index: number;
@@ -382,9 +396,12 @@ async function desynchronize(routers: readonly RouterService[]): Promise<void> {
   }
 }
 
-/** Engines sized for `w` (Device + Host shares of its working set), closed after `body`. */
-async function withEngines<T>(stack: ClusterStack, w: Workload, body: (engines: readonly ClusterEngine[], shape: EngineShape) => Promise<T>): Promise<T> {
-  const perEngine = w.workingSetBlocks / ENGINES;
+/**
+ * Engines sized for `sizing` (Device + Host shares of its working set; the sweep sizes its fixed
+ * cluster on the main workload of the same kind), closed after `body`.
+ */
+async function withEngines<T>(stack: ClusterStack, w: Workload, sizing: Workload, body: (engines: readonly ClusterEngine[], shape: EngineShape) => Promise<T>): Promise<T> {
+  const perEngine = sizing.workingSetBlocks / ENGINES;
   const shape: EngineShape = {
     blockSize: BLOCK_SIZE,
     deviceCapacityBlocks: Math.max(1, Math.round(perEngine * DEVICE_SHARE)),
@@ -398,7 +415,7 @@ async function withEngines<T>(stack: ClusterStack, w: Workload, body: (engines: 
   const engines = await stack.startEngines(ENGINES, shape);
   try {
     // Warm-up, dropped: an RR pass over a quarter of the sessions so JIT and the directory's first-use paths are not billed to RR.
-    await measure(stack, engines, { ...w, sessions: w.sessions.slice(0, Math.ceil(w.sessions.length / 4)) }, { label: 'warmup', policy: 'RR', lambda: null }, 1);
+    await measure(stack, engines, { ...sizing, sessions: sizing.sessions.slice(0, Math.ceil(sizing.sessions.length / 4)) }, { label: 'warmup', policy: 'RR', lambda: null }, 1);
     return await body(engines, shape);
   } finally {
     for (const e of engines) await e.close();
@@ -410,7 +427,7 @@ function summaryLine(r: RunResult): string {
 }
 
 async function runWorkload(stack: ClusterStack, w: Workload): Promise<RunResult[]> {
-  return withEngines(stack, w, async (engines, shape) => {
+  return withEngines(stack, w, w, async (engines, shape) => {
     const results: RunResult[] = [];
     for (const p of POLICIES) {
       for (const n of p.policy === 'ORACLE' ? [0] : [1, REPLICAS]) {
@@ -447,26 +464,37 @@ interface SweepResult extends RunResult {
 }
 
 /**
- * The load sweep (load-sweep.ts) on `w`: RR unloaded (a few sessions, far apart), then RR at
- * geometrically rising session rates until its TTFT p90 passes KNEE_FACTOR × unloaded, then every
- * SWEEP_RUNS configuration at SWEEP_FRACTIONS of that knee, all arriving on the same Poisson
- * schedule per fraction.
+ * The load sweep (load-sweep.ts) on `w`, on engines sized for `sizing`: RR unloaded (a few
+ * sessions, far apart), then RR at geometrically rising session rates until its TTFT p90 passes
+ * KNEE_FACTOR × unloaded, then every SWEEP_RUNS configuration at SWEEP_FRACTIONS of that knee.
+ * A run at `rate` sends the first rate × SWEEP.windowS sessions (so every rate is sustained for
+ * the same time), all configurations of one fraction on the same Poisson schedule.
  */
-async function runSweep(stack: ClusterStack, w: Workload): Promise<SweepResult[]> {
-  return withEngines(stack, w, async (engines) => {
+async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload): Promise<SweepResult[]> {
+  return withEngines(stack, w, sizing, async (engines) => {
     const rr = POLICIES[0]!;
-    const sessions = w.sessions.length;
+    const turns = w.requests / w.sessions.length;
     const seedFor = (rate: number): number => SEED + Math.round(rate * 1000);
-    const few = { ...w, sessions: w.sessions.slice(0, SWEEP.unloadedSessions) };
-    const unloaded = await measure(stack, engines, few, rr, 1, poissonStarts(SWEEP.unloadedSessions, SWEEP.unloadedRate, SEED));
+    /** The sessions of a run at `rate`, and their arrival times. */
+    const load = (rate: number, n = Math.min(w.sessions.length, Math.max(SWEEP.unloadedSessions, Math.ceil(rate * SWEEP.windowS)))): [Workload, number[]] => [
+      { ...w, sessions: w.sessions.slice(0, n) },
+      poissonStarts(n, rate, seedFor(rate)),
+    ];
+    /** measure()'s arguments for an RR run at `rate`. */
+    const runAt = (rate: number, n?: number): [Workload, PolicyRun, number, number[]] => {
+      const [sub, starts] = load(rate, n);
+      return [sub, rr, 1, starts];
+    };
+    const unloaded = await measure(stack, engines, ...runAt(SWEEP.unloadedRate, SWEEP.unloadedSessions));
     const limit = KNEE_FACTOR * unloaded.ttft_p90_ms;
     console.error(`[cluster] sweep ${w.name}: RR unloaded (${SWEEP.unloadedRate} sessions/s) ttft p90 ${unloaded.ttft_p90_ms} ms, knee at ${round(limit, 1)} ms`);
     const steps: KneeStep[] = [];
     let knee: number | null = null;
-    for (let k = 0, rate = SWEEP.startRate; k < SWEEP.maxSteps && knee === null; k++, rate *= SWEEP.step) {
-      const r = await measure(stack, engines, w, rr, 1, poissonStarts(sessions, rate, seedFor(rate)));
+    const maxRate = w.sessions.length / SWEEP.windowS;
+    for (let rate = SWEEP.startRate; rate <= maxRate && knee === null; rate *= SWEEP.step) {
+      const r = await measure(stack, engines, ...runAt(rate));
       steps.push({ rate: round(rate, 2), ttftP90Ms: r.ttft_p90_ms });
-      console.error(`[cluster] sweep ${w.name}: RR at ${round(rate, 2)} sessions/s: ttft p90 ${r.ttft_p90_ms} ms`);
+      console.error(`[cluster] sweep ${w.name}: RR at ${round(rate, 2)} sessions/s: ttft p90 ${r.ttft_p90_ms} ms (${r.throughput_rps} req/s)`);
       knee = kneeRate({ rate: SWEEP.unloadedRate, ttftP90Ms: unloaded.ttft_p90_ms }, steps, limit);
     }
     const full = knee ?? steps.at(-1)!.rate;
@@ -480,15 +508,16 @@ async function runSweep(stack: ClusterStack, w: Workload): Promise<SweepResult[]
       steps: steps.map((s) => ({ sessions_per_s: s.rate, ttft_p90_ms: s.ttftP90Ms })),
       knee_reached: knee !== null,
       knee_sessions_per_s: round(full, 2),
-      turns_per_session: round(w.requests / sessions, 2),
+      turns_per_session: round(turns, 2),
+      window_s: SWEEP.windowS,
       quick: QUICK,
     });
     const out: SweepResult[] = [];
     for (const f of SWEEP_FRACTIONS) {
       const rate = f * full;
-      const starts = poissonStarts(sessions, rate, seedFor(rate));
+      const [sub, starts] = load(rate);
       for (const { run, replicas } of SWEEP_RUNS) {
-        const r = await measure(stack, engines, w, run, replicas, starts);
+        const r = await measure(stack, engines, sub, run, replicas, starts);
         console.error(`[cluster] sweep ${w.name} ${Math.round(f * 100)}% (${round(rate, 2)} sessions/s) ${run.label} routers=${replicas}: ${summaryLine(r)}`);
         out.push({ ...r, load_fraction: f, sessions_per_s: round(rate, 2) });
       }
@@ -500,7 +529,7 @@ async function runSweep(stack: ClusterStack, w: Workload): Promise<SweepResult[]
       emit({
         kind: 'cluster_sweep',
         ...r,
-        offered_rps: round(r.sessions_per_s * (w.requests / sessions), 1),
+        offered_rps: round(r.sessions_per_s * turns, 1),
         ttft_p90_vs_rr: round(base.ttft_p90_ms / r.ttft_p90_ms, 2),
         engine_ttft_p90_vs_rr: round(base.engine_ttft_p90_ms / r.engine_ttft_p90_ms, 2),
         hit_vs_oracle: round(r.hit_ratio / oracle.hit_ratio, 3),
@@ -570,7 +599,7 @@ async function main(): Promise<void> {
   const sweep: SweepResult[] = [];
   try {
     for (const w of built) results.push(...(await runWorkload(stack, w)));
-    for (const w of swept) sweep.push(...(await runSweep(stack, w)));
+    for (const w of swept) sweep.push(...(await runSweep(stack, w, workloads().find((m) => m.name === w.name)!)));
   } finally {
     agent.destroy();
     await stack.close();
