@@ -36,9 +36,10 @@
  * ratio to RR's TTFT p90 and to its oracle's hit ratio and TTFT p90.
  *
  * Load sweep (load-sweep.ts; sweepWorkloads, open loop: session arrivals Poisson, turns at their
- * scheduled times): RR unloaded, then RR at rising session rates until its client TTFT p90 passes
- * 5× unloaded (the knee, interpolated), then RR, CAR_0.5 on 1 and 4 routers and ORACLE_0.5 at 50%,
- * 70% and 90% of the knee: `cluster_knee` and `cluster_sweep` lines.
+ * scheduled times; engines 4× slower per token, SWEEP_PREFILL): RR unloaded, then RR at rising
+ * session rates until its engine-clock TTFT p90 passes 5× unloaded (the knee, interpolated), then
+ * RR, CAR_0.5 on 1 and 4 routers and ORACLE_0.5 at 50%, 70% and 90% of the knee: `cluster_knee`
+ * and `cluster_sweep` lines.
  *
  * `cluster_target` lines check issue 15's targets: CAR hit ratio ≥ 95% of its ORACLE's; 4 replicas'
  * hit ratio within 2% and TTFT p90 within 10% of 1 router's; CAR TTFT p90 ≥ 10× better than RR at
@@ -76,6 +77,12 @@ const TRACE = process.argv.find((a) => a.startsWith('--trace='))?.slice('--trace
 /** `--car_inflight_load=false`: routers without in-flight load (the comparison issue 15 asks about). */
 const INFLIGHT_LOAD = !process.argv.includes('--car_inflight_load=false');
 const PREFILL: PrefillCostOptions = { baseUs: 1000, usPerToken: 80, hostUsPerToken: 20, concurrency: 1 };
+/**
+ * The sweep's engines are 4× slower per token: the cluster must saturate at a rate this one
+ * process (client, routers and engines on a shared event loop) can offer without saturating
+ * itself first, or the knee would measure the harness instead of the engines' queues.
+ */
+const SWEEP_PREFILL: PrefillCostOptions = { baseUs: 1000, usPerToken: 320, hostUsPerToken: 80, concurrency: 1 };
 
 function numberArg(name: string, fallback: number): number {
   const a = process.argv.find((x) => x.startsWith(`${name}=`));
@@ -140,7 +147,7 @@ function workloads(): Workload[] {
 function sweepWorkloads(): Workload[] {
   return [
     buildMultiTurn(SEED + 2, BLOCK_SIZE, {
-      users: QUICK ? 320 : 1200,
+      users: QUICK ? 160 : 1200,
       turns: QUICK ? 4 : 6,
       systemPrompts: 8,
       systemPromptTokens: 512,
@@ -149,7 +156,7 @@ function sweepWorkloads(): Workload[] {
       rampMs: 0,
     }),
     buildAgentic(SEED + 3, BLOCK_SIZE, {
-      tasks: QUICK ? 20 : 50,
+      tasks: QUICK ? 10 : 50,
       branchesPerTask: QUICK ? 16 : 24,
       steps: QUICK ? 4 : 6,
       contextTokens: 1536,
@@ -166,8 +173,8 @@ function sweepWorkloads(): Workload[] {
  * each run's arrivals last windowS (the sweep workloads hold enough sessions for the top rate).
  */
 const SWEEP = QUICK
-  ? { unloadedSessions: 8, unloadedRate: 2, startRate: 8, step: 1.5, windowS: 2 }
-  : { unloadedSessions: 16, unloadedRate: 1, startRate: 4, step: 1.3, windowS: 10 };
+  ? { unloadedSessions: 6, unloadedRate: 1, startRate: 2, step: 1.5, windowS: 2.5 }
+  : { unloadedSessions: 16, unloadedRate: 0.5, startRate: 1, step: 1.3, windowS: 12 };
 
 
 interface Sample {
@@ -400,13 +407,19 @@ async function desynchronize(routers: readonly RouterService[]): Promise<void> {
  * Engines sized for `sizing` (Device + Host shares of its working set; the sweep sizes its fixed
  * cluster on the main workload of the same kind), closed after `body`.
  */
-async function withEngines<T>(stack: ClusterStack, w: Workload, sizing: Workload, body: (engines: readonly ClusterEngine[], shape: EngineShape) => Promise<T>): Promise<T> {
+async function withEngines<T>(
+  stack: ClusterStack,
+  w: Workload,
+  sizing: Workload,
+  prefill: PrefillCostOptions,
+  body: (engines: readonly ClusterEngine[], shape: EngineShape) => Promise<T>,
+): Promise<T> {
   const perEngine = sizing.workingSetBlocks / ENGINES;
   const shape: EngineShape = {
     blockSize: BLOCK_SIZE,
     deviceCapacityBlocks: Math.max(1, Math.round(perEngine * DEVICE_SHARE)),
     hostCapacityBlocks: Math.round(perEngine * HOST_SHARE),
-    prefill: PREFILL,
+    prefill,
     heartbeatIntervalMs: HEARTBEAT_MS,
   };
   console.error(
@@ -427,7 +440,7 @@ function summaryLine(r: RunResult): string {
 }
 
 async function runWorkload(stack: ClusterStack, w: Workload): Promise<RunResult[]> {
-  return withEngines(stack, w, w, async (engines, shape) => {
+  return withEngines(stack, w, w, PREFILL, async (engines, shape) => {
     const results: RunResult[] = [];
     for (const p of POLICIES) {
       for (const n of p.policy === 'ORACLE' ? [0] : [1, REPLICAS]) {
@@ -471,7 +484,7 @@ interface SweepResult extends RunResult {
  * the same time), all configurations of one fraction on the same Poisson schedule.
  */
 async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload): Promise<SweepResult[]> {
-  return withEngines(stack, w, sizing, async (engines) => {
+  return withEngines(stack, w, sizing, SWEEP_PREFILL, async (engines) => {
     const rr = POLICIES[0]!;
     const turns = w.requests / w.sessions.length;
     const seedFor = (rate: number): number => SEED + Math.round(rate * 1000);
@@ -486,16 +499,18 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload): Pro
       return [sub, rr, 1, starts];
     };
     const unloaded = await measure(stack, engines, ...runAt(SWEEP.unloadedRate, SWEEP.unloadedSessions));
-    const limit = KNEE_FACTOR * unloaded.ttft_p90_ms;
-    console.error(`[cluster] sweep ${w.name}: RR unloaded (${SWEEP.unloadedRate} sessions/s) ttft p90 ${unloaded.ttft_p90_ms} ms, knee at ${round(limit, 1)} ms`);
+    // The knee is found on the engines' clock (queue wait + prefill on their virtual schedule):
+    // client TTFT on this shared machine adds the harness's own event-loop delay.
+    const limit = KNEE_FACTOR * unloaded.engine_ttft_p90_ms;
+    console.error(`[cluster] sweep ${w.name}: RR unloaded (${SWEEP.unloadedRate} sessions/s) engine ttft p90 ${unloaded.engine_ttft_p90_ms} ms, knee at ${round(limit, 1)} ms`);
     const steps: KneeStep[] = [];
     let knee: number | null = null;
     const maxRate = w.sessions.length / SWEEP.windowS;
     for (let rate = SWEEP.startRate; rate <= maxRate && knee === null; rate *= SWEEP.step) {
       const r = await measure(stack, engines, ...runAt(rate));
-      steps.push({ rate: round(rate, 2), ttftP90Ms: r.ttft_p90_ms });
-      console.error(`[cluster] sweep ${w.name}: RR at ${round(rate, 2)} sessions/s: ttft p90 ${r.ttft_p90_ms} ms (${r.throughput_rps} req/s)`);
-      knee = kneeRate({ rate: SWEEP.unloadedRate, ttftP90Ms: unloaded.ttft_p90_ms }, steps, limit);
+      steps.push({ rate: round(rate, 2), ttftP90Ms: r.engine_ttft_p90_ms });
+      console.error(`[cluster] sweep ${w.name}: RR at ${round(rate, 2)} sessions/s: engine ttft p90 ${r.engine_ttft_p90_ms} ms, client ${r.ttft_p90_ms} ms (${r.throughput_rps} req/s)`);
+      knee = kneeRate({ rate: SWEEP.unloadedRate, ttftP90Ms: unloaded.engine_ttft_p90_ms }, steps, limit);
     }
     const full = knee ?? steps.at(-1)!.rate;
     emit({
@@ -504,8 +519,9 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload): Pro
       unloaded_sessions_per_s: SWEEP.unloadedRate,
       unloaded_ttft_p90_ms: unloaded.ttft_p90_ms,
       unloaded_engine_ttft_p90_ms: unloaded.engine_ttft_p90_ms,
-      limit_ttft_p90_ms: round(limit, 2),
-      steps: steps.map((s) => ({ sessions_per_s: s.rate, ttft_p90_ms: s.ttftP90Ms })),
+      clock: 'engine',
+      limit_engine_ttft_p90_ms: round(limit, 2),
+      steps: steps.map((s) => ({ sessions_per_s: s.rate, engine_ttft_p90_ms: s.ttftP90Ms })),
       knee_reached: knee !== null,
       knee_sessions_per_s: round(full, 2),
       turns_per_session: round(turns, 2),
