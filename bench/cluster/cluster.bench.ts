@@ -173,7 +173,7 @@ function sweepWorkloads(): Workload[] {
  * each run's arrivals last windowS (the sweep workloads hold enough sessions for the top rate).
  */
 const SWEEP = QUICK
-  ? { unloadedSessions: 6, unloadedRate: 1, startRate: 2, step: 1.5, windowS: 2.5 }
+  ? { unloadedSessions: 6, unloadedRate: 1, startRate: 3, step: 1.5, windowS: 2.5 }
   : { unloadedSessions: 16, unloadedRate: 0.5, startRate: 1, step: 1.3, windowS: 12 };
 
 
