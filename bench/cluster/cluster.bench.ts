@@ -115,56 +115,26 @@ function oracleLabelFor(label: string): string {
   return label.endsWith('_0.8') ? 'ORACLE_0.8' : 'ORACLE_0.5';
 }
 
+/** The prompt shapes both the policy runs and the sweep use (only the population and pacing differ). */
+const CHAT = { systemPrompts: 8, systemPromptTokens: 512, messageTokens: [32, 128] as const };
+const AGENTS = { contextTokens: 1536, goalTokens: 128, stepTokens: [48, 160] as const };
+
 function workloads(): Workload[] {
   return [
-    buildMultiTurn(SEED, BLOCK_SIZE, {
-      users: QUICK ? 32 : 96,
-      turns: QUICK ? 5 : 8,
-      systemPrompts: 8,
-      systemPromptTokens: 512,
-      messageTokens: [32, 128],
-      thinkMs: QUICK ? 100 : 700,
-      rampMs: QUICK ? 200 : 2000,
-    }),
-    buildAgentic(SEED + 1, BLOCK_SIZE, {
-      tasks: QUICK ? 4 : 6,
-      branchesPerTask: QUICK ? 8 : 16,
-      steps: QUICK ? 5 : 8,
-      contextTokens: 1536,
-      goalTokens: 128,
-      stepTokens: [48, 160],
-      toolMs: QUICK ? 100 : 700,
-      rampMs: QUICK ? 200 : 2000,
-    }),
+    buildMultiTurn(SEED, BLOCK_SIZE, { ...CHAT, users: QUICK ? 32 : 96, turns: QUICK ? 5 : 8, thinkMs: QUICK ? 100 : 700, rampMs: QUICK ? 200 : 2000 }),
+    buildAgentic(SEED + 1, BLOCK_SIZE, { ...AGENTS, tasks: QUICK ? 4 : 6, branchesPerTask: QUICK ? 8 : 16, steps: QUICK ? 5 : 8, toolMs: QUICK ? 100 : 700, rampMs: QUICK ? 200 : 2000 }),
   ];
 }
 
 /**
  * The sweep's workloads: the same shapes with more sessions (offered load comes from their
- * arrival rate, so there must be enough of them to load the cluster) and no ramp (arrivals are
- * the sweep's Poisson schedule).
+ * arrival rate, so there must be enough of them for the top rate's window) and no ramp (arrivals
+ * are the sweep's Poisson schedule).
  */
 function sweepWorkloads(): Workload[] {
   return [
-    buildMultiTurn(SEED + 2, BLOCK_SIZE, {
-      users: QUICK ? 160 : 1200,
-      turns: QUICK ? 4 : 6,
-      systemPrompts: 8,
-      systemPromptTokens: 512,
-      messageTokens: [32, 128],
-      thinkMs: QUICK ? 200 : 700,
-      rampMs: 0,
-    }),
-    buildAgentic(SEED + 3, BLOCK_SIZE, {
-      tasks: QUICK ? 10 : 50,
-      branchesPerTask: QUICK ? 16 : 24,
-      steps: QUICK ? 4 : 6,
-      contextTokens: 1536,
-      goalTokens: 128,
-      stepTokens: [48, 160],
-      toolMs: QUICK ? 200 : 700,
-      rampMs: 0,
-    }),
+    buildMultiTurn(SEED + 2, BLOCK_SIZE, { ...CHAT, users: QUICK ? 160 : 1200, turns: QUICK ? 4 : 6, thinkMs: QUICK ? 200 : 700, rampMs: 0 }),
+    buildAgentic(SEED + 3, BLOCK_SIZE, { ...AGENTS, tasks: QUICK ? 10 : 50, branchesPerTask: QUICK ? 16 : 24, steps: QUICK ? 4 : 6, toolMs: QUICK ? 200 : 700, rampMs: 0 }),
   ];
 }
 
