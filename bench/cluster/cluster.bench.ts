@@ -360,9 +360,10 @@ async function measure(stack: ClusterStack, engines: readonly ClusterEngine[], w
  * the same engine (4 in a row on one engine); replicas of a real deployment started and served at
  * different times. Replica k makes k · engines/replicas tied decisions first (`POST /v1/route` with
  * ids no engine holds, while every queue is idle: all scores equal), which spreads their turns.
+ * Dry runs: they move the rotation without leaving in-flight load behind.
  */
 async function desynchronize(routers: readonly RouterService[]): Promise<void> {
-  const body = JSON.stringify({ token_ids: Array.from({ length: 4 * BLOCK_SIZE }, (_, i) => 0x7ffff000 + i) });
+  const body = JSON.stringify({ token_ids: Array.from({ length: 4 * BLOCK_SIZE }, (_, i) => 0x7ffff000 + i), dry_run: true });
   const step = Math.max(1, Math.floor(ENGINES / routers.length));
   for (let k = 0; k < routers.length; k++) {
     for (let i = 0; i < k * step; i++) {

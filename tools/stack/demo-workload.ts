@@ -136,7 +136,8 @@ class RouterClient {
   }
 
   async route(tokenIds: readonly number[]): Promise<RouteAnswer> {
-    return (await this.post('/v1/route', { token_ids: tokenIds }, true)).json as RouteAnswer;
+    // A dry run: nothing is sent to an engine, so it must not count as in-flight load.
+    return (await this.post('/v1/route', { token_ids: tokenIds, dry_run: true }, true)).json as RouteAnswer;
   }
 
   async complete(tokenIds: readonly number[]): Promise<{ engine: string; cachedTokens: number }> {
