@@ -59,6 +59,7 @@ import { INSTANCE_HEADER } from '../../router-svc/proxy/upstream-forwarder.js';
 import { PREFILL_TIMING_HEADERS, type PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
 import { ClusterStack, untilSettled, type ClusterEngine, type EngineShape } from './cluster-stack.js';
 import { KNEE_FACTOR, SWEEP_FRACTIONS, kneeRate, poissonStarts, type KneeStep } from './load-sweep.js';
+import { seededRandom } from '../lib/seeded-random.js';
 import { OmniscientRouter } from './oracle.js';
 import { buildAgentic, buildMultiTurn, type SessionRequest, type Workload } from './workloads.js';
 
@@ -135,7 +136,22 @@ function sweepWorkloads(): Workload[] {
   return [
     buildMultiTurn(SEED + 2, BLOCK_SIZE, { ...CHAT, users: QUICK ? 160 : 1200, turns: QUICK ? 4 : 6, thinkMs: QUICK ? 200 : 700, rampMs: 0 }),
     buildAgentic(SEED + 3, BLOCK_SIZE, { ...AGENTS, tasks: QUICK ? 10 : 50, branchesPerTask: QUICK ? 16 : 24, steps: QUICK ? 4 : 6, toolMs: QUICK ? 200 : 700, rampMs: 0 }),
-  ];
+  ].map((w) => shuffled(w, SEED + 4));
+}
+
+/**
+ * The sessions in a seeded random order: a run takes the first rate × window of them, and in a
+ * steady stream arrivals come from every task and system prompt, not from the first few (the
+ * builders emit one agentic task's branches together).
+ */
+function shuffled(w: Workload, seed: number): Workload {
+  const rand = seededRandom(seed);
+  const sessions = [...w.sessions];
+  for (let i = sessions.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [sessions[i], sessions[j]] = [sessions[j]!, sessions[i]!];
+  }
+  return { ...w, sessions };
 }
 
 /**
