@@ -6,8 +6,17 @@
  *
  * In-flight load (routing.md): every decision that is not a dry run is counted at once against
  * the chosen prefill instance (InflightLoad); the reporter sends it to the directory later, off
- * the request path.
+ * the request path. The proxy, which sees the answer, also ends its own count then (`decideTracked`).
  */
+
+/** A counted decision and how to end its in-flight count once the engine answered. */
+export interface TrackedDecision {
+  readonly decision: RouteDecision;
+  /** Idempotent; a no-op when in-flight load is off. */
+  readonly answered: () => void;
+}
+
+const NOTHING = (): void => undefined;
 import { performance } from 'node:perf_hooks';
 import { NoCandidateError, type RouteDecision, type RoutingPolicy } from '../policy/policy.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
@@ -29,6 +38,20 @@ export class RouteDecider {
 
   /** The decision, or a `no_candidate` RouterHttpError (503) naming why. */
   decide(input: RouteRequest, nowMs: number): RouteDecision {
+    return this.decideCounted(input, nowMs).decision;
+  }
+
+  /** `decide` for a request the caller forwards and sees answered (the proxy). */
+  decideTracked(input: RouteRequest, nowMs: number): TrackedDecision {
+    const { decision, seq } = this.decideCounted(input, nowMs);
+    const inflight = this.inflight;
+    if (inflight === null || seq < 0) return { decision, answered: NOTHING };
+    const name = decision.prefill.name;
+    return { decision, answered: () => inflight.complete(name, seq) };
+  }
+
+  /** The decision and its in-flight sequence number (−1 when not counted). */
+  private decideCounted(input: RouteRequest, nowMs: number): { decision: RouteDecision; seq: number } {
     const t0 = performance.now();
     let decision: RouteDecision;
     try {
@@ -42,12 +65,13 @@ export class RouteDecider {
       this.metrics.decision(this.policyName, 'error', seconds, null);
       throw e;
     }
+    let seq = -1;
     if (this.inflight !== null && input.dryRun !== true) {
       const inst = this.view.instance(decision.prefill.name);
-      if (inst !== null) this.inflight.record(inst);
+      if (inst !== null) seq = this.inflight.record(inst);
     }
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
-    return decision;
+    return { decision, seq };
   }
 }
 

@@ -6,8 +6,11 @@
  *
  * - own: this router's decisions, counted at once. One ends when the view delivers a load report
  *   for the instance after the decision (its `reported_at_ms` differs from the one the decision
- *   saw), or INFLIGHT_TTL_MS after it on the monotonic clock. Kept locally even when the directory
- *   is gone, so a router that loses the directory still spreads its own bursts.
+ *   saw), or INFLIGHT_TTL_MS after it on the monotonic clock, or — for a proxied request, whose
+ *   end the router sees — when the engine has answered (`complete`): the engine no longer holds
+ *   it, and a repeat of the prompt must not be pushed off the engine that just cached it. Kept
+ *   locally even when the directory is gone, so a router that loses the directory still spreads
+ *   its own bursts.
  * - other: the view's per-router shares (ViewInstance.inflight), minus this router's own share —
  *   its decisions come back through the view, and the local count is the fresher copy of them.
  *   A stale view gives none: its shares are older than the TTL by then.
@@ -25,12 +28,19 @@ import type { RouterInstance } from '../viewcache/view-update.js';
 /** routing.md: an in-flight entry ends 2 s after the decision at the latest. */
 export const INFLIGHT_TTL_MS = 2000;
 
-/** One instance's own decisions: a ring of (monotonic time, reported_at_ms seen at decision). */
+/**
+ * One instance's own decisions: a ring of (monotonic time, reported_at_ms seen at decision,
+ * answered), entry `k` from the head having sequence number headSeq + k.
+ */
 class DecisionRing {
   at = new Float64Array(8);
   seen = new Float64Array(8);
+  done = new Uint8Array(8);
   head = 0;
   size = 0;
+  headSeq = 0;
+  /** Entries in the ring already answered (not counted). */
+  doneCount = 0;
   /** Decisions not reported to the directory yet, and when the newest of them was made. */
   unreported = 0;
   newestUnreportedAt = 0;
@@ -38,37 +48,56 @@ class DecisionRing {
 
   constructor(readonly name: string) {}
 
-  push(atMs: number, seenReportMs: number): void {
+  /** Appends one decision; returns its sequence number. */
+  push(atMs: number, seenReportMs: number): number {
     if (this.size === this.at.length) this.grow();
     const i = (this.head + this.size) & (this.at.length - 1);
     this.at[i] = atMs;
     this.seen[i] = seenReportMs;
+    this.done[i] = 0;
     this.size++;
+    return this.headSeq + this.size - 1;
   }
 
-  /** Drops the entries a newer load report or the TTL ended; returns how many remain. */
+  /** Marks decision `seq` answered, if it is still counted. */
+  complete(seq: number): void {
+    const k = seq - this.headSeq;
+    if (k < 0 || k >= this.size) return;
+    const i = (this.head + k) & (this.at.length - 1);
+    if (this.done[i] === 1) return;
+    this.done[i] = 1;
+    this.doneCount++;
+  }
+
+  /** Drops the entries a newer load report, the TTL or an answer ended; returns how many count. */
   live(currentReportMs: number, nowMs: number, ttlMs: number): number {
     const mask = this.at.length - 1;
     while (this.size > 0) {
       const i = this.head;
-      if (this.seen[i] === currentReportMs && nowMs - this.at[i]! < ttlMs) break;
+      const answered = this.done[i] === 1;
+      if (!answered && this.seen[i] === currentReportMs && nowMs - this.at[i]! < ttlMs) break;
+      if (answered) this.doneCount--;
       this.head = (i + 1) & mask;
       this.size--;
+      this.headSeq++;
     }
-    return this.size;
+    return this.size - this.doneCount;
   }
 
   private grow(): void {
     const n = this.at.length * 2;
     const at = new Float64Array(n);
     const seen = new Float64Array(n);
+    const done = new Uint8Array(n);
     const mask = this.at.length - 1;
     for (let k = 0; k < this.size; k++) {
       at[k] = this.at[(this.head + k) & mask]!;
       seen[k] = this.seen[(this.head + k) & mask]!;
+      done[k] = this.done[(this.head + k) & mask]!;
     }
     this.at = at;
     this.seen = seen;
+    this.done = done;
     this.head = 0;
   }
 }
@@ -106,17 +135,26 @@ export class InflightLoad {
     return this.clock();
   }
 
-  /** One decision for `inst` (the instance as the view carries it), counted at once. */
-  record(inst: RouterInstance, nowMs: number = this.clock()): void {
+  /**
+   * One decision for `inst` (the instance as the view carries it), counted at once. Returns its
+   * sequence number for `complete`.
+   */
+  record(inst: RouterInstance, nowMs: number = this.clock()): number {
     let ring = this.rings.get(inst.name);
     if (ring === undefined) this.rings.set(inst.name, (ring = new DecisionRing(inst.name)));
-    ring.push(nowMs, reportStamp(inst));
+    const seq = ring.push(nowMs, reportStamp(inst));
     ring.unreported++;
     ring.newestUnreportedAt = nowMs;
     if (!ring.queued) {
       ring.queued = true;
       this.outbox.push(ring);
     }
+    return seq;
+  }
+
+  /** The engine answered decision `seq` for `instanceName` (the proxy saw the response end). */
+  complete(instanceName: string, seq: number): void {
+    this.rings.get(instanceName)?.complete(seq);
   }
 
   /** This router's decisions for `inst` that no load report reflects yet. */

@@ -112,6 +112,21 @@ describe('routing.md In-flight load (router)', () => {
     expect(d2.prefill.name).to.not.equal(d1.prefill.name);
   });
 
+  it('a proxied request the engine answered leaves the own count at once (others stay until a report or the TTL)', () => {
+    const first = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+    const second = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+    expect([first.decision.prefill.name, second.decision.prefill.name]).to.deep.equal(['a:1', 'a:1']);
+    const a = view.instance('a:1')!;
+    expect(inflight.own(a)).to.equal(2);
+    second.answered();
+    second.answered(); // idempotent
+    expect(inflight.own(a)).to.equal(1);
+    first.answered();
+    expect(inflight.own(a)).to.equal(0);
+    // Both were still reported: the other routers learn of them and end them by report or TTL.
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 2, age_ms: 0 }]);
+  });
+
   it('"dry_run": true explains without counting', () => {
     route(true);
     route(true);
