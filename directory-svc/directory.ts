@@ -7,6 +7,8 @@
 import type { Logger } from '../shared/log/logger.js';
 import { silentLogger } from '../shared/log/logger.js';
 import type { StaticStreamConfig, StreamLimits } from '../shared/config/kv-events-config.js';
+import { DEFAULT_ENGINE_KIND, type EngineKind } from '../shared/config/engine-kind.js';
+import type { EngineIdentitySource } from './engines/engine-identity.js';
 import { StreamQuery, type QueryResult, type QueryableStream } from './index/stream-query.js';
 import type { StreamState } from './subscription/stream-state.js';
 import type { StreamCounters } from './subscription/stream-subscriber.js';
@@ -18,10 +20,17 @@ export interface StreamSpec extends Omit<StaticStreamConfig, 'hashSeed'> {
 
 /** One stream as a subscriber takes it. */
 export interface SubscriberStreamConfig extends StreamSpec {
+  /** engines.md §1: `xllm` for etcd and (unless configured) static streams; the engine's kind for engines-file streams. */
+  readonly engineKind: EngineKind;
+  /** engines.md §3 rule 4: the engines-file scraper of the stream's engine (absent: no identity source). */
+  readonly identity?: EngineIdentitySource;
   /** Discovery streams: the registration subscribed for (the view stream's stream identity). */
   readonly incarnationId?: string | null;
   readonly generation?: number;
 }
+
+/** What `addStream` takes besides a static entry: a subscriber config whose kind defaults to `xllm`. */
+export type StreamToAdd = Omit<SubscriberStreamConfig, 'engineKind'> & { readonly engineKind?: EngineKind };
 
 /** What the directory needs from one running subscriber (the subscription module's surface). */
 export interface DirectoryStream {
@@ -149,7 +158,7 @@ export class Directory {
    * stream beyond max_streams (kv-events §9). Resolves once the subscriber has started (its
    * sockets connect in the background; the stream reports CONNECTING until then).
    */
-  async addStream(cfg: StaticStreamConfig | SubscriberStreamConfig): Promise<void> {
+  async addStream(cfg: StaticStreamConfig | StreamToAdd): Promise<void> {
     if (this.closed) throw new DirectoryStreamError('closed', 'directory is closed');
     if (!this.opts.enabled) throw new DirectoryStreamError('disabled', 'directory disabled (no --kv_events_config_file)');
     const key = streamKey(cfg.instanceName, cfg.dpRank);
@@ -161,6 +170,8 @@ export class Directory {
     }
     const subCfg: SubscriberStreamConfig = Object.freeze({
       ...streamSpec(cfg),
+      engineKind: 'engineKind' in cfg && cfg.engineKind !== undefined ? cfg.engineKind : DEFAULT_ENGINE_KIND,
+      ...('identity' in cfg && cfg.identity !== undefined ? { identity: cfg.identity } : {}),
       // Kept for the view stream's stream identity (absent for static streams).
       ...('generation' in cfg && cfg.generation !== undefined ? { generation: cfg.generation, incarnationId: cfg.incarnationId ?? null } : {}),
     });

@@ -3,8 +3,9 @@
  * `node --import tsx directory-svc/main.ts`). The only module that reads process.argv and
  * process.env, and the only one that wires the parts together (architecture.md):
  *
- *   flags → kv-events config → Directory (static stream subscribers) → discovery (etcd watch,
- *   instance table, stream reconciler) → gRPC (KvDirectory, health, reflection) → HTTP
+ *   flags → kv-events config → engines file → Directory (static stream subscribers) → discovery
+ *   (etcd watch, engines-file scrapers, instance table, stream reconciler) → gRPC (KvDirectory,
+ *   health, reflection) → HTTP
  *   (heartbeat, health, metrics) → MetaService
  *
  * Exit codes: 0 after a clean SIGINT/SIGTERM stop; 2 for a bad flag or config file, with exactly
@@ -16,8 +17,10 @@ import {
   DEFAULT_MAX_CONCURRENT_RECOVERIES,
   DEFAULT_STREAM_LIMITS,
   readKvEventsConfigFile,
+  validateKvEventsConfig,
   type KvEventsConfig,
 } from '../shared/config/kv-events-config.js';
+import { EnginesSource } from './engines/engines-source.js';
 import { createLogger, type Logger } from '../shared/log/logger.js';
 import { createMetricsRegistry } from '../shared/metrics/metrics-registry.js';
 import { ServiceShutdown, configOrExit } from '../shared/process/service-main.js';
@@ -31,6 +34,7 @@ import { DirectoryHttpServer } from './http/directory-http-server.js';
 import { StreamMetrics } from './metrics/stream-metrics.js';
 import { RecoveryAdmission } from './recovery/recovery-admission.js';
 import { StreamSubscriber } from './subscription/stream-subscriber.js';
+import { ResidencyGroups } from '../shared/index/residency-groups.js';
 import { ViewPublisher } from './view/view-publisher.js';
 import { registerViewMetrics } from './view/view-metrics.js';
 import { loadMetaConfig } from './meta/config/load-meta-config.js';
@@ -46,7 +50,7 @@ const STOP_DEADLINE_MS = 10000;
 function loadStartupConfig(
   argv: readonly string[],
   env: NodeJS.ProcessEnv,
-): { flags: DirectoryFlags; kvEvents: KvEventsConfig | null; grpcTls: GrpcServerTls | null } | 'help' {
+): { flags: DirectoryFlags; kvEvents: KvEventsConfig | null; engines: EnginesSource | null; grpcTls: GrpcServerTls | null } | 'help' {
   const parsed = parseDirectoryFlags(argv, env);
   if (parsed.kind === 'help') return 'help';
   const flags = parsed.flags;
@@ -58,16 +62,36 @@ function loadStartupConfig(
     // One line naming both the flag and the field: `invalid --kv_events_config_file: streams[2].endpoint: ...`.
     throw new ConfigError('--kv_events_config_file', e.message, `invalid --kv_events_config_file: ${e.message}`);
   }
+  let engines: EnginesSource | null = null;
+  if (flags.enginesFile !== '') {
+    try {
+      engines = EnginesSource.open({
+        path: flags.enginesFile,
+        refreshIntervalMs: flags.enginesRefreshIntervalMs,
+        failedProbesToSuspect: flags.instanceDeleteProbeAttempts,
+        requestTimeoutMs: flags.instanceDeleteProbeTimeoutMs,
+        reservedNames: new Set((kvEvents?.streams ?? []).map((s) => s.instanceName)),
+      });
+    } catch (e) {
+      if (!isConfigError(e)) throw e;
+      throw new ConfigError('--engines_file', e.message, `invalid --engines_file: ${e.message}`);
+    }
+    // engines.md §4: the file works without a kv-events config; its streams then use the §9 defaults.
+    kvEvents ??= validateKvEventsConfig({});
+  }
   // The PEM files are read (and loaded once) now, so a bad path or pair is exit 2, not a failed bind.
-  return { flags, kvEvents, grpcTls: readServerTls(flags) };
+  return { flags, kvEvents, engines, grpcTls: readServerTls(flags) };
 }
 
-function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: ViewPublisher, metrics: StreamMetrics): Directory {
+/** `discovered`: streams come from etcd discovery or the engines file (not from static entries). */
+function buildDirectory(kvEvents: KvEventsConfig | null, discovered: boolean, log: Logger, view: ViewPublisher, metrics: StreamMetrics): Directory {
   // Each subscriber reports its served index's residency changes and its state/view events to the
   // view stream (architecture.md "The view stream"); closing it takes the stream out of the view.
   // Its §10 metrics are read at scrape time; closing it takes its series out. One admission
   // instance for all streams: max_concurrent_recoveries is a directory-wide cap.
   const recoveryAdmission = new RecoveryAdmission(kvEvents?.maxConcurrentRecoveries ?? DEFAULT_MAX_CONCURRENT_RECOVERIES);
+  // One residency group per (block_size, hash_seed) for all streams: the §8 query view.
+  const residencyGroups = new ResidencyGroups();
   const createStream: DirectoryStreamFactory = async (cfg, limits) =>
     metrics.track(
       cfg,
@@ -76,6 +100,7 @@ function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: View
           logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }),
           onResidencyChange,
           recoveryAdmission,
+          residencyGroups,
         }),
       ),
     );
@@ -86,7 +111,7 @@ function buildDirectory(kvEvents: KvEventsConfig | null, log: Logger, view: View
   }
   return new Directory({
     enabled: true,
-    streamSource: kvEvents.discovery !== null ? 'discovery' : 'static',
+    streamSource: discovered ? 'discovery' : 'static',
     maxStreams: kvEvents.maxStreams,
     limits: kvEvents.limits,
     createStream,
@@ -100,7 +125,7 @@ async function run(): Promise<void> {
     process.stdout.write(directoryHelp());
     return;
   }
-  const { flags, kvEvents, grpcTls } = startup;
+  const { flags, kvEvents, engines, grpcTls } = startup;
   // kvcm-meta §8: the MetaService config is validated before anything listens; each problem is one
   // stderr line, then exit 2. The flags override the file only when given on the command line:
   // their defaults equal the §8 defaults, so passing them always would hide a file's
@@ -130,7 +155,8 @@ async function run(): Promise<void> {
     // One registry for GET /metrics on --http_port: process, discovery and per-stream metrics.
     const registry = createMetricsRegistry();
     const viewPublisher = new ViewPublisher({ logger: log.child({ component: 'view' }) });
-    const directory = buildDirectory(kvEvents, log, viewPublisher, new StreamMetrics(registry));
+    const discovered = kvEvents?.discovery != null || engines !== null;
+    const directory = buildDirectory(kvEvents, discovered, log, viewPublisher, new StreamMetrics(registry));
     started.push({ name: 'directory', close: () => directory.close() });
     if (kvEvents !== null) {
       for (const s of kvEvents.streams) await directory.addStream(s);
@@ -141,11 +167,18 @@ async function run(): Promise<void> {
       flags,
       discovery: kvEvents?.discovery ?? null,
       maxStreams: kvEvents?.maxStreams ?? 0,
-      streams: kvEvents?.discovery?.enabled === true ? directory : null,
+      streams: kvEvents?.discovery?.enabled === true || engines !== null ? directory : null,
+      ...(engines !== null ? { engines: { identity: (name: string) => engines.identity(name), refreshIntervalMs: flags.enginesRefreshIntervalMs } } : {}),
       registry,
       logger: log.child({ component: 'discovery' }),
     });
     started.push({ name: 'discovery', close: () => discovery.close() });
+    if (engines !== null) {
+      engines.registerMetrics(registry);
+      engines.start(discovery.enginesSink(), log.child({ component: 'engines' }));
+      // Closed before discovery (started closes in reverse): no scrape lands in a closed table.
+      started.push({ name: 'engines', close: () => engines.close() });
+    }
     viewPublisher.attachInstanceTable(discovery);
     // routing.md "In-flight load": routers' decisions folded into the view per instance.
     const inflight = new InflightService(discovery);
@@ -193,7 +226,8 @@ async function run(): Promise<void> {
         http_port: httpServer.port,
         directory_enabled: directory.enabled,
         streams: directory.streamCount,
-        stream_source: kvEvents === null ? '' : kvEvents.discovery !== null ? 'discovery' : 'static',
+        stream_source: kvEvents === null ? '' : discovered ? 'discovery' : 'static',
+        engines_file: engines === null ? '' : flags.enginesFile,
       },
       'directory-svc started',
     );

@@ -13,23 +13,29 @@ import { createLogger } from '../shared/log/logger.js';
 import { ServiceShutdown, configOrExit } from '../shared/process/service-main.js';
 import type { GrpcClientTls } from '../shared/security/grpc-tls.js';
 import { readClientTls } from '../shared/security/tls-files.js';
+import { ConfigError } from '../shared/config/config-error.js';
+import { defaultRenderThreads, PromptTokenizer } from '../shared/tokenize/prompt-tokenizer.js';
 import { RouterService } from './router-service.js';
 
 /** A stop that takes longer than this exits 1 rather than hanging. */
 const STOP_DEADLINE_MS = 10000;
 
 async function run(): Promise<void> {
-  const startup = configOrExit((): { flags: RouterFlags; grpcTls: GrpcClientTls | null } | 'help' => {
+  const startup = configOrExit((): { flags: RouterFlags; grpcTls: GrpcClientTls | null; tokenizer: PromptTokenizer | null } | 'help' => {
     const parsed = parseRouterFlags(process.argv.slice(2));
     if (parsed.kind === 'help') return 'help';
+    const { flags } = parsed;
+    if (flags.chatTemplate !== '' && flags.tokenizer === '') throw new ConfigError('--chat_template', 'needs --tokenizer', 'invalid --chat_template: needs --tokenizer (the template renders text for that tokenizer)');
     // The PEM files are read (and loaded once) now, so a bad path or pair is exit 2, not a failed handshake later.
-    return { flags: parsed.flags, grpcTls: readClientTls(parsed.flags) };
+    // So are the tokenizer files (tokenization.md §1): a missing or unparsable one is exit 2 naming it.
+    const tokenizer = flags.tokenizer === '' ? null : PromptTokenizer.load(flags.tokenizer, flags.chatTemplate, { renderThreads: defaultRenderThreads() });
+    return { flags, grpcTls: readClientTls(flags), tokenizer };
   });
   if (startup === 'help') {
     process.stdout.write(routerHelp());
     return;
   }
-  const { flags, grpcTls } = startup;
+  const { flags, grpcTls, tokenizer } = startup;
 
   const log = createLogger('router-svc', flags.logLevel);
   if (flags.internalApiToken !== '' && grpcTls === null) {
@@ -47,7 +53,7 @@ async function run(): Promise<void> {
   // alive; once the port is open the HTTP server does.
   const waiting = setInterval(() => undefined, 60_000);
   try {
-    service = await RouterService.start({ flags, grpcTls, logger: log, signal: starting.signal });
+    service = await RouterService.start({ flags, grpcTls, tokenizer, logger: log, signal: starting.signal });
   } catch (e) {
     if (shutdown.stopping) return; // a signal arrived while waiting for the view: stop() exits
     await shutdown.failStart(e);

@@ -16,7 +16,9 @@ import { RouteDecider } from './http/route-decider.js';
 import { RouterHttpServer } from './http/router-http-server.js';
 import { RouterMetrics, type ViewStatus } from './http/router-metrics.js';
 import { createPolicy } from './policy/policy.js';
+import type { PromptTokenizer } from '../shared/tokenize/prompt-tokenizer.js';
 import { OpenAiProxy } from './proxy/openai-proxy.js';
+import { PromptResolver } from './proxy/prompt-resolver.js';
 import { UpstreamForwarder } from './proxy/upstream-forwarder.js';
 import { ViewClient } from './viewcache/view-client.js';
 
@@ -31,6 +33,8 @@ export interface RouterServiceOptions {
   readonly httpPort?: number;
   /** Identifies this router to the directory (diagnostics); default `<hostname>:<pid>`. */
   readonly routerId?: string;
+  /** `--tokenizer` loaded by main (start-up errors are exit 2 there); absent or null: text is routed by load. */
+  readonly tokenizer?: PromptTokenizer | null;
   /** Aborting before the port opened (SIGTERM while waiting for the directory) closes everything. */
   readonly signal?: AbortSignal;
 }
@@ -86,25 +90,34 @@ export class RouterService {
       const metrics = new RouterMetrics(viewStatus);
       const policy = createPolicy(flags, inflight);
       const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight);
+      const tokenizer = opts.tokenizer ?? null;
+      const prompts = new PromptResolver(tokenizer, metrics);
+      if (tokenizer === null) log.warn('no --tokenizer: text and chat requests are routed by load only (counted in router_untokenized_requests_total)');
+      else if (!tokenizer.hasChatTemplate) log.warn({ tokenizer: tokenizer.info.path }, 'the tokenizer has no chat template and no --chat_template was given: chat requests are routed by load');
       const proxy = new OpenAiProxy({
         decider,
+        prompts,
         forwarder,
         metrics,
         logger: log.child({ component: 'proxy' }),
         maxBodyBytes: 8 * 1024 * 1024,
         clock: Date.now,
+        // Read right after the decision, from the same in-process view (no lookup on the network).
+        upstreamUrl: (name) => view.instance(name)?.url ?? '',
       });
       const http = await RouterHttpServer.start({
         port: opts.httpPort ?? flags.httpPort,
         host: opts.host,
         view,
         decider,
+        prompts,
+        tokenizer: tokenizer?.info ?? null,
         proxy,
         metrics,
         internalApiToken: flags.internalApiToken,
         logger: log.child({ component: 'http' }),
       });
-      log.info({ http_port: http.port, policy: flags.loadBalancePolicy, view_version: Number(view.version), streams: view.streams().length }, 'router-svc ready');
+      log.info({ http_port: http.port, policy: flags.loadBalancePolicy, tokenizer: tokenizer?.info.path ?? null, tokenizer_fingerprint: tokenizer?.info.fingerprint ?? null, view_version: Number(view.version), streams: view.streams().length }, 'router-svc ready');
       return new RouterService(viewClient, http, forwarder, metrics, reporter);
     } catch (e) {
       reporter?.close();

@@ -10,7 +10,7 @@
  * stderr); 1 when a port is taken, a process fails to start, the demo fails or a child dies.
  */
 import { configOrExit } from '../shared/process/service-main.js';
-import { runDemo, routeExample, type DemoRequest, type RouteAnswer } from './stack/demo-workload.js';
+import { runChatDemo, runDemo, routeExample, type ChatDemoTurn, type DemoRequest, type RouteAnswer } from './stack/demo-workload.js';
 import { LocalStack } from './stack/local-stack.js';
 import { parseStackArgs, stackHelp, type StackConfig } from './stack/stack-flags.js';
 
@@ -34,12 +34,15 @@ function printWhereToCurl(cfg: StackConfig, stack: LocalStack): void {
   print(`    curl -s ${r}/v1/internal/kv-cache/query -H 'content-type: application/json' -d '{"token_ids":${tokens}}'`);
   print(`    curl -s ${r}/v1/route -H 'content-type: application/json' -d '{"token_ids":${tokens}}'`);
   print(`    curl -s ${r}/v1/completions -H 'content-type: application/json' -d '{"prompt":${tokens},"max_tokens":8}' -i`);
+  print(`    curl -s ${r}/v1/route -H 'content-type: application/json' -d '{"messages":[{"role":"user","content":"Hello!"}]}'`);
+  print(`    curl -s ${r}/v1/chat/completions -H 'content-type: application/json' -d '{"messages":[{"role":"user","content":"Hello!"}],"max_tokens":8}' -i`);
   print(`    curl -s ${r}/metrics ; curl -s ${r}/ready`);
   print(`  directory gRPC      127.0.0.1:${cfg.directoryGrpcPort}   (grpcurl -plaintext 127.0.0.1:${cfg.directoryGrpcPort} list)`);
   print(`  directory HTTP      http://127.0.0.1:${cfg.directoryHttpPort}/health  /metrics`);
   print(cfg.metaPort !== 0 ? `  MetaService         http://127.0.0.1:${cfg.metaPort}` : '  MetaService         disabled (--meta_port=0)');
   print(`  etcd                127.0.0.1:${cfg.etcdPort}   (etcdctl --endpoints=127.0.0.1:${cfg.etcdPort} get --prefix XLLM:)`);
-  for (const e of stack.engines) print(`  engine ${e.type.padEnd(8)}     http://127.0.0.1:${e.httpPort}  dp_size ${e.dpSize}`);
+  const listed = cfg.engineKind === 'xllm' ? '' : `  ${cfg.engineKind}, listed in ${stack.runDir}/engines.json`;
+  for (const e of stack.engines) print(`  engine ${e.type.padEnd(8)}     http://127.0.0.1:${e.httpPort}  dp_size ${e.dpSize}${listed}`);
   if (cfg.internalApiToken !== '') print(`  internal endpoints need -H 'x-internal-token: ${cfg.internalApiToken}'`);
 }
 
@@ -47,6 +50,12 @@ function printDemoSummary(results: readonly DemoRequest[]): void {
   const second = results.filter((r) => r.round > 1);
   const hits = second.filter((r) => r.hitTokens > 0).length;
   print(`[demo] round 2: ${hits} of ${second.length} prompts routed to an engine already holding them (hit > 0)`);
+}
+
+function printChatSummary(turns: readonly ChatDemoTurn[]): void {
+  const later = turns.filter((t) => t.turn > 1);
+  const credited = later.filter((t, i) => t.hitTokens > 0 && t.engine === turns[i]!.engine).length;
+  print(`[demo] chat: ${credited} of ${later.length} later turns landed on the engine holding the previous turn, credited with its prefix`);
 }
 
 /** The decision's explanation, one candidate a line (routing.md: smallest score wins). */
@@ -95,6 +104,10 @@ async function run(): Promise<void> {
       printDemoSummary(results);
       printRoute(await routeExample({ routerUrl: stack.routerUrl, blockSize: cfg.blockSize, internalApiToken: cfg.internalApiToken }));
       if (cfg.demoOnly && !results.some((r) => r.round > 1 && r.hitTokens > 0)) throw new Error('demo: no second-round prompt got a cache hit');
+      print(`[demo] a multi-turn chat as text through /v1/chat/completions, tokenized by the router (--tokenizer=${cfg.tokenizerDir}):`);
+      const chat = await runChatDemo({ routerUrl: stack.routerUrl, blockSize: cfg.blockSize, internalApiToken: cfg.internalApiToken, expectedStreams: prefillStreams(cfg), print });
+      printChatSummary(chat);
+      if (cfg.demoOnly && !chat.some((t) => t.turn > 1 && t.hitTokens > 0)) throw new Error('demo: no later chat turn was credited with the earlier turns');
     }
   } catch (e) {
     if (stopping) return; // a signal arrived mid-start: shutdown() owns the exit

@@ -24,6 +24,7 @@ import { ServiceProcess } from '../../test/helpers/process-harness.js';
 import { EngineControl } from '../../tools/engine-sim/engine-control.js';
 import { EngineSimulator } from '../../tools/engine-sim/engine-simulator.js';
 import { OpenAiEndpoint } from '../../tools/engine-sim/openai-server.js';
+import { benchTokenizer } from './workloads.js';
 import { PrefillQueue, type PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -62,7 +63,8 @@ export class ClusterEngine {
       hostCapacityBlocks: shape.hostCapacityBlocks,
     });
     const queue = new PrefillQueue(shape.prefill);
-    const endpoint = new OpenAiEndpoint({ engine: sim, tokenIntervalMs: 0, prefill: queue });
+    // The engines tokenize chat text with the routers' tokenizer, as real engines share the model's.
+    const endpoint = new OpenAiEndpoint({ engine: sim, tokenizer: benchTokenizer(), tokenIntervalMs: 0, prefill: queue });
     let control: EngineControl;
     try {
       control = await EngineControl.start({
@@ -179,7 +181,7 @@ export class ClusterStack {
       `--car_inflight_load=${inflightLoad}`,
     ]);
     if (parsed.kind !== 'flags') throw new Error('unexpected --help');
-    return RouterService.start({ flags: parsed.flags, logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId: `bench-router-${++this.routersStarted}` });
+    return RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId: `bench-router-${++this.routersStarted}` });
   }
 
   async close(): Promise<void> {

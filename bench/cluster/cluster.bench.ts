@@ -120,9 +120,9 @@ function oracleLabelFor(label: string): string {
 const CHAT = { systemPrompts: 8, systemPromptTokens: 512, messageTokens: [32, 128] as const };
 const AGENTS = { contextTokens: 1536, goalTokens: 128, stepTokens: [48, 160] as const };
 
-function workloads(): Workload[] {
+async function workloads(): Promise<Workload[]> {
   return [
-    buildMultiTurn(SEED, BLOCK_SIZE, { ...CHAT, users: QUICK ? 32 : 96, turns: QUICK ? 5 : 8, thinkMs: QUICK ? 100 : 700, rampMs: QUICK ? 200 : 2000 }),
+    await buildMultiTurn(SEED, BLOCK_SIZE, { ...CHAT, users: QUICK ? 32 : 96, turns: QUICK ? 5 : 8, thinkMs: QUICK ? 100 : 700, rampMs: QUICK ? 200 : 2000 }),
     buildAgentic(SEED + 1, BLOCK_SIZE, { ...AGENTS, tasks: QUICK ? 4 : 6, branchesPerTask: QUICK ? 8 : 16, steps: QUICK ? 5 : 8, toolMs: QUICK ? 100 : 700, rampMs: QUICK ? 200 : 2000 }),
   ];
 }
@@ -132,9 +132,9 @@ function workloads(): Workload[] {
  * arrival rate, so there must be enough of them for the top rate's window) and no ramp (arrivals
  * are the sweep's Poisson schedule).
  */
-function sweepWorkloads(): Workload[] {
+async function sweepWorkloads(): Promise<Workload[]> {
   return [
-    buildMultiTurn(SEED + 2, BLOCK_SIZE, { ...CHAT, users: QUICK ? 160 : 1200, turns: QUICK ? 4 : 6, thinkMs: QUICK ? 200 : 700, rampMs: 0 }),
+    await buildMultiTurn(SEED + 2, BLOCK_SIZE, { ...CHAT, users: QUICK ? 160 : 1200, turns: QUICK ? 4 : 6, thinkMs: QUICK ? 200 : 700, rampMs: 0 }),
     buildAgentic(SEED + 3, BLOCK_SIZE, { ...AGENTS, tasks: QUICK ? 10 : 50, branchesPerTask: QUICK ? 16 : 24, steps: QUICK ? 4 : 6, toolMs: QUICK ? 200 : 700, rampMs: 0 }),
   ].map((w) => shuffled(w, SEED + 4));
 }
@@ -182,10 +182,10 @@ interface Sample {
 const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
 
 /** One completion; TTFT is send → response headers (the engine answers right after the first token). */
-function send(url: string, body: string, index: number): Promise<Sample> {
+function send(url: string, path: string, body: string, index: number): Promise<Sample> {
   return new Promise((resolve, reject) => {
     const sentMs = performance.now();
-    const req = httpRequest(`${url}/v1/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+    const req = httpRequest(`${url}${path}`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
       const ttftMs = performance.now() - sentMs;
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
@@ -248,7 +248,7 @@ async function drive(w: Workload, target: Target, startsMs: readonly number[] | 
   const elu0 = performance.eventLoopUtilization();
   const one = async (r: SessionRequest, si: number, k: number): Promise<void> => {
     const to = target(r);
-    const sample = await send(to.url, r.body, index++).finally(() => to.done?.());
+    const sample = await send(to.url, r.path, r.body, index++).finally(() => to.done?.());
     sample.session = si;
     sample.step = k;
     samples.push(sample);
@@ -593,8 +593,10 @@ async function main(): Promise<void> {
   const only = process.argv.find((a) => a.startsWith('--workload='))?.slice('--workload='.length);
   const noSweep = process.argv.includes('--no_sweep');
   const sweepOnly = process.argv.includes('--sweep_only');
-  const built = sweepOnly ? [] : workloads().filter((w) => only === undefined || w.name === only);
-  const swept = noSweep ? [] : sweepWorkloads().filter((w) => only === undefined || w.name === only);
+  // Built even for --sweep_only: the sweep sizes its cluster on the main workload of its name.
+  const policyWorkloads = await workloads();
+  const built = sweepOnly ? [] : policyWorkloads.filter((w) => only === undefined || w.name === only);
+  const swept = noSweep ? [] : (await sweepWorkloads()).filter((w) => only === undefined || w.name === only);
   const stack = await ClusterStack.start(BLOCK_SIZE);
   // Ctrl-C / SIGTERM: the directory and etcd are children in their own process groups; stop them.
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void stack.close().finally(() => process.exit(130)));
@@ -602,7 +604,7 @@ async function main(): Promise<void> {
   const sweep: SweepResult[] = [];
   try {
     for (const w of built) results.push(...(await runWorkload(stack, w)));
-    for (const w of swept) sweep.push(...(await runSweep(stack, w, workloads().find((m) => m.name === w.name)!)));
+    for (const w of swept) sweep.push(...(await runSweep(stack, w, policyWorkloads.find((m) => m.name === w.name)!)));
   } finally {
     agent.destroy();
     await stack.close();

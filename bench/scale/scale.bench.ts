@@ -50,6 +50,7 @@ import * as zmq from 'zeromq';
 import { DEFAULT_MAX_CONCURRENT_RECOVERIES } from '../../shared/config/kv-events-config.js';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
+import { ResidencyGroups } from '../../shared/index/residency-groups.js';
 import { RecoveryAdmission } from '../../directory-svc/recovery/recovery-admission.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamLimits, StreamState, ViewChange } from '../../directory-svc/subscription/stream-subscriber.js';
@@ -270,6 +271,8 @@ async function main(): Promise<void> {
     const leftAt = new Map<StreamSubscriber, number>();
     let stateWaiter: (() => void) | null = null;
     const recoveryAdmission = MAX_CONCURRENT_RECOVERIES > 0 ? new RecoveryAdmission(MAX_CONCURRENT_RECOVERIES) : undefined;
+    // As in directory-svc: one shared residency group index for every stream (the query view).
+    const residencyGroups = new ResidencyGroups();
     for (let s = 0; s < STREAMS; s++) {
       const sub = await StreamSubscriber.create(
         {
@@ -282,7 +285,7 @@ async function main(): Promise<void> {
           hashSeed: 1024n,
         },
         LIMITS,
-        { recoveryAdmission },
+        { recoveryAdmission, residencyGroups },
       );
       const pub = publisherOf(pubs, s);
       sub.on('view', (kind: ViewChange) => {

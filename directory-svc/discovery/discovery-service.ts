@@ -30,7 +30,9 @@ import {
   type ProbeRequest,
 } from './instance-table.js';
 import type { HeartbeatReport, InstanceLoad } from './load-report.js';
-import { planStreams, type PlanExclusion, type PlannedStream, type StreamPlan } from './stream-planner.js';
+import { planStreams, type EngineIdentityLookup, type PlanExclusion, type PlannedStream, type StreamPlan } from './stream-planner.js';
+import type { EngineEntry } from '../engines/engines-file.js';
+import type { EnginesSink } from '../engines/engines-source.js';
 import { SubscriptionReconciler, type ReconcileResult, type StreamTarget } from './subscription-reconciler.js';
 
 /** The flags discovery reads (architecture.md "Processes and flags"). */
@@ -55,6 +57,11 @@ export interface DiscoveryServiceOptions {
   readonly maxStreams: number;
   /** Where streams go (the Directory); null subscribes to nothing. */
   readonly streams: StreamTarget | null;
+  /**
+   * The engines file is in use (engines.md §4): its instances are planned beside etcd's, with
+   * these identity sources. Absent: etcd only.
+   */
+  readonly engines?: { readonly identity: EngineIdentityLookup; readonly refreshIntervalMs: number };
   readonly logger?: Logger;
   /** Metrics land here when given (the registry `GET /metrics` serves). */
   readonly registry?: Registry;
@@ -110,12 +117,15 @@ export class DiscoveryService {
       ...(opts.etcdMaxRetryMs !== undefined ? { maxRetryMs: opts.etcdMaxRetryMs } : {}),
     });
     const discovery = opts.discovery;
+    const etcdStreams = discovery !== null && discovery.enabled;
+    const engines = opts.engines;
+    // One reconciler over both sources, so max_streams and endpoint conflicts span them.
     this.reconciler =
-      discovery !== null && discovery.enabled && opts.streams !== null
+      (etcdStreams || engines !== undefined) && opts.streams !== null
         ? new SubscriptionReconciler({
             target: opts.streams,
-            plan: () => planStreams(this.table.instances(), discovery, opts.maxStreams),
-            intervalMs: discovery.refreshIntervalMs,
+            plan: () => planStreams(this.table.instances(), discovery, opts.maxStreams, engines?.identity),
+            intervalMs: etcdStreams ? discovery.refreshIntervalMs : engines!.refreshIntervalMs,
             logger: this.log,
           })
         : null;
@@ -156,7 +166,22 @@ export class DiscoveryService {
   /** The plan the reconciler would apply now (diagnostics and tests). */
   plan(): StreamPlan | null {
     const d = this.opts.discovery;
-    return d === null ? null : planStreams(this.table.instances(), d, this.opts.maxStreams);
+    const engines = this.opts.engines;
+    return d === null && engines === undefined ? null : planStreams(this.table.instances(), d, this.opts.maxStreams, engines?.identity);
+  }
+
+  /** The engines file's side of the instance table (engines.md §4), for the EnginesSource. */
+  enginesSink(): EnginesSink {
+    return {
+      putEngine: (entry: EngineEntry, identity: string | null) => {
+        const res = this.table.putEngine(entry, identity, this.nowMs());
+        this.apply(res.changes);
+        return res.refused;
+      },
+      engineLoad: (name: string, load: InstanceLoad | null) => this.apply(this.table.engineLoad(name, load, this.nowMs())),
+      engineHealth: (name: string, healthy: boolean) => this.apply(this.table.engineHealth(name, healthy, this.nowMs())),
+      removeEngine: (name: string) => this.apply(this.table.removeEngine(name)),
+    };
   }
 
   /** Runs one reconciliation pass now (tests; the timer runs them every refresh_interval_ms). */
@@ -252,12 +277,17 @@ export class DiscoveryService {
         case 'replace':
           this.metrics?.replacements.inc();
           this.log.info(
-            { instance: c.instance.name, old_incarnation: c.previous.registration.incarnationId, incarnation: c.instance.registration.incarnationId },
+            {
+              instance: c.instance.name,
+              source: c.instance.source,
+              old_incarnation: c.previous.registration.incarnationId,
+              incarnation: c.instance.registration.incarnationId,
+            },
             'instance replaced: old streams and index dropped',
           );
           break;
         case 'remove':
-          this.metrics?.removals.inc();
+          if (c.instance.source === 'etcd') this.metrics?.removals.inc();
           this.log.info({ instance: c.instance.name }, 'instance removed');
           break;
         case 'upsert':

@@ -9,8 +9,15 @@
  * newer register_ts_ms when neither side has an incarnation) gets a new one, so every stream
  * derived from it has a new identity and the old index is dropped.
  */
+import { sameEngineEntry, type EngineEntry } from '../engines/engines-file.js';
 import { sameRegistration, type InstanceRegistration, type InstanceType } from './instance-json.js';
 import type { HeartbeatReport, InstanceLoad, MixRole } from './load-report.js';
+
+/**
+ * Where an instance comes from: an etcd registration, or an entry of the engines file
+ * (engines.md §4) whose health, load and identity the directory scrapes itself.
+ */
+export type InstanceSource = 'etcd' | 'engines_file';
 
 export type InstanceState = 'ACTIVE' | 'LEASE_LOST' | 'SUSPECT';
 /** A state, or `REMOVED`: the instance left the table. */
@@ -22,7 +29,8 @@ const ALLOWED_MOVES: Readonly<Record<InstanceState, readonly InstanceFate[]>> = 
   ACTIVE: ['LEASE_LOST', 'SUSPECT'],
   // PUT with the same incarnation → ACTIVE; no heartbeat for lease_lost_heartbeat_timeout → SUSPECT
   LEASE_LOST: ['ACTIVE', 'SUSPECT'],
-  // PUT same incarnation → ACTIVE; a heartbeat → LEASE_LOST (never ACTIVE); detect interval → gone
+  // PUT same incarnation → ACTIVE; a heartbeat → LEASE_LOST (never ACTIVE); detect interval → gone;
+  // engines file: a healthy probe → ACTIVE (engines.md §4.1)
   SUSPECT: ['ACTIVE', 'LEASE_LOST', 'REMOVED'],
 };
 
@@ -32,7 +40,9 @@ export type TransitionReason =
   | 'heartbeat_timeout'
   | 'registration_refreshed'
   | 'heartbeat_while_suspect'
-  | 'disconnected_interval';
+  | 'disconnected_interval'
+  | 'engine_healthy'
+  | 'engine_probes_failed';
 
 export class InstanceTransitionError extends Error {
   readonly class = 'bad_transition' as const;
@@ -58,6 +68,9 @@ export interface LifecycleTimings {
 /** A read-only snapshot of one instance. */
 export interface InstanceView {
   readonly name: string;
+  readonly source: InstanceSource;
+  /** The engines-file entry (url, kind, endpoints); null for etcd instances. */
+  readonly engine: EngineEntry | null;
   readonly registration: InstanceRegistration;
   /** Changes exactly when the engine process (identity) changes; see the file comment. */
   readonly generation: number;
@@ -93,6 +106,14 @@ export interface ProbeRequest {
 
 export type IgnoredReason = 'stale_delete' | 'unknown_instance' | 'same_registration';
 
+/** An engines-file entry refused because etcd holds its name (etcd wins; README "Decisions"). */
+export type EnginePutRefusal = 'name_held_by_etcd';
+
+export interface EnginePutResult {
+  readonly changes: readonly InstanceChange[];
+  readonly refused: EnginePutRefusal | null;
+}
+
 export interface PutResult {
   readonly changes: readonly InstanceChange[];
 }
@@ -118,6 +139,8 @@ export interface InstanceListing {
 }
 
 interface InstanceRecord {
+  readonly source: InstanceSource;
+  engine: EngineEntry | null;
   registration: InstanceRegistration;
   generation: number;
   state: InstanceState;
@@ -170,7 +193,9 @@ export class InstanceTable {
       this.records.set(name, created);
       return { changes: [{ kind: 'upsert', instance: view(name, created) }] };
     }
-    if (isReplacement(r.registration, reg)) {
+    // etcd wins a name the engines file also lists: a registered engine holds a live lease,
+    // the file may be stale. The file's streams go as on any replacement.
+    if (r.source !== 'etcd' || isReplacement(r.registration, reg)) {
       const previous = view(name, r);
       const created = this.newRecord(reg, nowMs);
       this.records.set(name, created);
@@ -221,7 +246,8 @@ export class InstanceTable {
    */
   heartbeat(report: HeartbeatReport, nowMs: number): HeartbeatResult {
     const r = this.records.get(report.name);
-    if (r === undefined) return { outcome: 'unknown_instance', changes: [] };
+    // Engines-file instances take their load from /metrics only.
+    if (r === undefined || r.source !== 'etcd') return { outcome: 'unknown_instance', changes: [] };
     const registered = r.registration.incarnationId;
     if (registered !== null && report.incarnationId !== null && registered !== report.incarnationId) {
       return { outcome: 'stale_incarnation', changes: [] };
@@ -259,7 +285,7 @@ export class InstanceTable {
    */
   legacyLoad(name: string, load: InstanceLoad, nowMs: number): readonly InstanceChange[] {
     const r = this.records.get(name);
-    if (r === undefined || r.lastHeartbeatMs !== null) return [];
+    if (r === undefined || r.source !== 'etcd' || r.lastHeartbeatMs !== null) return [];
     r.load = load;
     r.loadAtMs = nowMs;
     return [{ kind: 'load', instance: view(name, r) }];
@@ -269,6 +295,8 @@ export class InstanceTable {
   tick(nowMs: number): readonly InstanceChange[] {
     const changes: InstanceChange[] = [];
     for (const [name, r] of this.records) {
+      // Engines-file instances leave only when gone from the file (engines.md §4.1).
+      if (r.source !== 'etcd') continue;
       if (r.state === 'LEASE_LOST') {
         const lastSign = Math.max(r.lastHeartbeatMs ?? r.stateSinceMs, r.stateSinceMs);
         if (nowMs - lastSign >= this.timings.leaseLostHeartbeatTimeoutMs) {
@@ -299,13 +327,68 @@ export class InstanceTable {
     return { changes, probes };
   }
 
-  private newRecord(reg: InstanceRegistration, nowMs: number): InstanceRecord {
+  // ---- engines file (engines.md §4) ---------------------------------------------------------
+
+  /**
+   * An engines-file engine that passed its first healthy probe and load scrape (or a later
+   * scrape or reload of it). New → ACTIVE; another identity (`process_start_time_seconds`) → a
+   * replacement (new generation, old streams and index dropped, no credit from them); a changed
+   * entry → an upsert the reconciler diffs. Refused while etcd holds the name.
+   */
+  putEngine(entry: EngineEntry, identity: string | null, nowMs: number): EnginePutResult {
+    const name = entry.name;
+    const reg = engineRegistration(entry, identity);
+    const r = this.records.get(name);
+    if (r !== undefined && r.source === 'etcd') return { changes: [], refused: 'name_held_by_etcd' };
+    if (r === undefined || isReplacement(r.registration, reg)) {
+      const created = this.newRecord(reg, nowMs, entry);
+      this.records.set(name, created);
+      const instance = view(name, created);
+      return { changes: [r === undefined ? { kind: 'upsert', instance } : { kind: 'replace', previous: view(name, r), instance }], refused: null };
+    }
+    if (r.engine !== null && sameEngineEntry(r.engine, entry)) return { changes: [], refused: null };
+    r.engine = entry;
+    r.registration = reg;
+    return { changes: [{ kind: 'upsert', instance: view(name, r) }], refused: null };
+  }
+
+  /** A load scrape of an engines-file instance; null invalidates it (stale: no candidate). */
+  engineLoad(name: string, load: InstanceLoad | null, nowMs: number): readonly InstanceChange[] {
+    const r = this.records.get(name);
+    if (r === undefined || r.source !== 'engines_file') return [];
+    if (load === null && r.load === null) return [];
+    r.load = load;
+    r.loadAtMs = load === null ? null : nowMs;
+    return [{ kind: 'load', instance: view(name, r) }];
+  }
+
+  /** engines.md §4.1: a healthy probe → ACTIVE; the caller's failed-probe count reached → SUSPECT. */
+  engineHealth(name: string, healthy: boolean, nowMs: number): readonly InstanceChange[] {
+    const r = this.records.get(name);
+    if (r === undefined || r.source !== 'engines_file') return [];
+    const to: InstanceState = healthy ? 'ACTIVE' : 'SUSPECT';
+    if (r.state === to) return [];
+    return [this.move(name, r, to, healthy ? 'engine_healthy' : 'engine_probes_failed', nowMs)];
+  }
+
+  /** The entry left the engines file: the instance and its streams go. */
+  removeEngine(name: string): readonly InstanceChange[] {
+    const r = this.records.get(name);
+    if (r === undefined || r.source !== 'engines_file') return [];
+    this.records.delete(name);
+    return [{ kind: 'remove', instance: view(name, r) }];
+  }
+
+  private newRecord(reg: InstanceRegistration, nowMs: number, engine: EngineEntry | null = null): InstanceRecord {
     return {
+      source: engine === null ? 'etcd' : 'engines_file',
+      engine,
       registration: reg,
       generation: this.nextGeneration++,
       state: 'ACTIVE',
       stateSinceMs: nowMs,
-      keyPresent: true,
+      // An engines-file instance has no etcd key, so etcd deletes and listings never touch it.
+      keyPresent: engine === null,
       pendingProbe: null,
       load: null,
       loadAtMs: null,
@@ -335,10 +418,31 @@ export function isReplacement(current: InstanceRegistration, next: InstanceRegis
   return current.registerTsMs !== null && next.registerTsMs !== null && next.registerTsMs > current.registerTsMs;
 }
 
+/**
+ * The registration an engines-file entry stands for: its role as the type, its kind as the
+ * backend, the scraped identity as the incarnation (null without `process_start_time_seconds`:
+ * the generation then changes only when the entry does).
+ */
+function engineRegistration(entry: EngineEntry, identity: string | null): InstanceRegistration {
+  return Object.freeze({
+    name: entry.name,
+    type: entry.role,
+    rpcAddress: entry.url,
+    incarnationId: identity,
+    registerTsMs: null,
+    dpSize: entry.dpSize,
+    ttftProfile: Object.freeze([]),
+    tpotProfile: Object.freeze([]),
+    backendType: entry.kind,
+  });
+}
+
 function view(name: string, r: InstanceRecord): InstanceView {
   const schedulable = r.state === 'ACTIVE' || r.state === 'LEASE_LOST';
   return Object.freeze({
     name,
+    source: r.source,
+    engine: r.engine,
     registration: r.registration,
     generation: r.generation,
     state: r.state,

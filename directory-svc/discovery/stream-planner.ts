@@ -8,6 +8,8 @@
 import type { DiscoveryConfig } from '../../shared/config/kv-events-config.js';
 import { DEFAULT_HASH_SEED } from '../../shared/config/kv-events-config.js';
 import type { SubscriberStreamConfig } from '../directory.js';
+import type { EngineIdentitySource } from '../engines/engine-identity.js';
+import { rankEndpoint, type EngineEntry } from '../engines/engines-file.js';
 import { splitInstanceName } from './instance-json.js';
 import type { InstanceView } from './instance-table.js';
 
@@ -15,9 +17,9 @@ import type { InstanceView } from './instance-table.js';
 export interface PlannedStream extends SubscriberStreamConfig {
   /**
    * Everything that, when changed, needs a fresh subscriber: the instance generation (so a
-   * replacement never inherits the old index), addresses, block size, topic and seed.
+   * replacement never inherits the old index), addresses, block size, topic, seed and kind.
    */
-  readonly identity: string;
+  readonly planKey: string;
   readonly generation: number;
   readonly incarnationId: string | null;
 }
@@ -40,8 +42,13 @@ export interface StreamPlan {
 
 const MAX_PORT = 65535;
 
+/** The engines-file scraper of an instance (engines.md §4.3), passed into its streams' configs. */
+export type EngineIdentityLookup = (name: string) => EngineIdentitySource | undefined;
+
 /** Whether an instance's KV events are subscribed at all (discovery.md: never DECODE, only xllm). */
 export function isSubscribable(inst: InstanceView): boolean {
+  // engines.md §4.1: a SUSPECT engines-file instance keeps its streams; DECODE is never subscribed.
+  if (inst.source === 'engines_file') return inst.registration.type !== 'DECODE';
   if (!inst.schedulable) return false; // SUSPECT: subscriptions removed
   const reg = inst.registration;
   if (reg.backendType !== 'xllm') return false;
@@ -56,15 +63,34 @@ interface Candidate {
 
 /**
  * The wanted streams. `instances` may be in any order; the plan takes them in name order so
- * `max_streams` decisions are stable from one refresh to the next.
+ * `max_streams` decisions are stable from one refresh to the next. Etcd and engines-file
+ * instances share one plan: endpoint conflicts and `max_streams` are checked across both.
  */
-export function planStreams(instances: readonly InstanceView[], cfg: DiscoveryConfig, maxStreams: number): StreamPlan {
+export function planStreams(
+  instances: readonly InstanceView[],
+  discovery: DiscoveryConfig | null,
+  maxStreams: number,
+  engineIdentity?: EngineIdentityLookup,
+): StreamPlan {
   const exclusions: PlanExclusion[] = [];
-  const sorted = [...instances].filter(isSubscribable).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  // Null or disabled: etcd instances get no streams; engines-file instances still do.
+  const cfg = discovery !== null && discovery.enabled ? discovery : null;
+  const sorted = [...instances]
+    .filter((i) => isSubscribable(i) && (i.engine !== null || cfg !== null))
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 
-  // 1. Endpoints per instance; a port above 65535 excludes that instance.
+  // 1. Endpoints per instance; a port above 65535 excludes that instance. Engines-file entries
+  //    give their endpoints (checked when the file was read), etcd ones derive them from the name.
   const candidates: Candidate[] = [];
   for (const inst of sorted) {
+    if (inst.engine !== null) {
+      const identity = engineIdentity?.(inst.name);
+      const streams: PlannedStream[] = [];
+      for (let r = 0; r < inst.engine.dpSize; r++) streams.push(engineStream(inst, inst.engine, r, identity));
+      candidates.push({ inst, streams });
+      continue;
+    }
+    if (cfg === null) continue;
     const addr = splitInstanceName(inst.name);
     if (addr === null) {
       exclusions.push({ class: 'bad_name', instances: [inst.name], detail: `instance ${inst.name} is not host:port` });
@@ -92,6 +118,7 @@ export function planStreams(instances: readonly InstanceView[], cfg: DiscoveryCo
   for (const c of candidates) {
     for (const s of c.streams) {
       for (const ep of [s.endpoint, s.replayEndpoint]) {
+        if (ep === '') continue; // an engine without a replay endpoint (engines.md §3)
         const key = ep.toLowerCase();
         const users = claims.get(key);
         if (users === undefined) claims.set(key, [c.inst.name]);
@@ -140,8 +167,34 @@ function plannedStream(inst: InstanceView, host: string, port: number, rank: num
     replayEndpoint,
     topic: cfg.topic,
     hashSeed,
+    engineKind: 'xllm',
     generation: inst.generation,
     incarnationId: inst.registration.incarnationId,
-    identity: [inst.generation, inst.name, rank, endpoint, replayEndpoint, cfg.blockSize, cfg.topic, hashSeed].join('|'),
+    planKey: [inst.generation, inst.name, rank, endpoint, replayEndpoint, cfg.blockSize, cfg.topic, hashSeed, 'xllm'].join('|'),
+  });
+}
+
+/**
+ * Rank `r` of an engines-file entry: stream dp_rank `dp_rank_offset + r` on the entry's ports
+ * `+ r` (engines.md §4). No replay endpoint is '' (the subscriber then follows §3's rules).
+ */
+function engineStream(inst: InstanceView, engine: EngineEntry, r: number, identity: EngineIdentitySource | undefined): PlannedStream {
+  const endpoint = rankEndpoint(engine.eventEndpoint, r);
+  const replayEndpoint = engine.replayEndpoint === null ? '' : rankEndpoint(engine.replayEndpoint, r);
+  const hashSeed = BigInt(DEFAULT_HASH_SEED);
+  const dpRank = engine.dpRankOffset + r;
+  return Object.freeze({
+    instanceName: inst.name,
+    dpRank,
+    blockSize: engine.blockSize,
+    endpoint,
+    replayEndpoint,
+    topic: engine.topic,
+    hashSeed,
+    engineKind: engine.kind,
+    ...(identity !== undefined ? { identity } : {}),
+    generation: inst.generation,
+    incarnationId: inst.registration.incarnationId,
+    planKey: [inst.generation, inst.name, dpRank, endpoint, replayEndpoint, engine.blockSize, engine.topic, hashSeed, engine.kind].join('|'),
   });
 }

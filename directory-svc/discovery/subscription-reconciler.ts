@@ -9,6 +9,7 @@
  * gets no cache credit until its own snapshot has been applied.
  */
 import type { Logger } from '../../shared/log/logger.js';
+import { JoinedRun } from '../../shared/process/joined-run.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import type { SubscriberStreamConfig } from '../directory.js';
 import type { PlanExclusion, PlannedStream, StreamPlan } from './stream-planner.js';
@@ -40,7 +41,7 @@ export class SubscriptionReconciler {
   private readonly log: Logger;
   private readonly current = new Map<string, PlannedStream>();
   private timer: NodeJS.Timeout | null = null;
-  private running: Promise<ReconcileResult> | null = null;
+  private readonly passes = new JoinedRun(() => this.pass());
   private closed = false;
   private lastExclusionText = '';
   private lastPlanExclusions: readonly PlanExclusion[] = [];
@@ -71,11 +72,7 @@ export class SubscriptionReconciler {
    * must not let two passes add the same stream).
    */
   reconcile(): Promise<ReconcileResult> {
-    if (this.running !== null) return this.running;
-    this.running = this.pass().finally(() => {
-      this.running = null;
-    });
-    return this.running;
+    return this.passes.run();
   }
 
   /** Stops the timer and waits for a running pass. Streams stay: the directory closes them. */
@@ -83,7 +80,7 @@ export class SubscriptionReconciler {
     this.closed = true;
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
-    if (this.running !== null) await this.running.catch(() => undefined);
+    await this.passes.settled();
   }
 
   private async pass(): Promise<ReconcileResult> {
@@ -99,7 +96,7 @@ export class SubscriptionReconciler {
     for (const [key, have] of [...this.current]) {
       if (this.closed) break;
       const want = wanted.get(key);
-      if (want !== undefined && want.identity === have.identity) continue;
+      if (want !== undefined && want.planKey === have.planKey) continue;
       this.current.delete(key);
       try {
         await this.opts.target.removeStream(have.instanceName, have.dpRank);

@@ -12,8 +12,9 @@
  * arm64), as the decoder's BigUint64Array contract does (lo = [2i], hi = [2i+1]).
  *
  * Costs: applying a block is O(1) expected plus one XXH3 for token-bearing in-scope blocks;
- * matchPrefix is O(matched blocks) with ~2 cache misses per block; AllBlocksCleared and
- * sameStateAs are O(records). Memory ≈ 70 B per indexed block at 1M blocks (bench/query).
+ * AllBlocksCleared and sameStateAs are O(records). Prefix matching is not done here: the served
+ * index's residency is mirrored into the shared group index (served-residency.ts,
+ * shared/index/residency-index.ts), which matches every stream of a group in one walk. Memory ≈ 70 B per indexed block at 1M blocks (bench/query).
  *
  * Where the spec is silent: an out-of-scope *tokenless* event counts skipped{out_of_scope} once
  * per hash it ignores (unknown), not for hashes it adds a tier to; a snapshot block's in-scope
@@ -23,7 +24,7 @@ import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
 import { TIER_DEVICE, TIER_HOST } from '../decoder/kv-batch.js';
 import type { BlockStoredEvent, KvEvent, SnapshotBlock } from '../decoder/kv-batch.js';
-import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST, type PrefixHit } from '../../shared/keys/content-key-table.js';
+import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST } from '../../shared/keys/content-key-table.js';
 import { EngineHashTable, UNINDEXED } from './engine-hash-table.js';
 
 /** skipped{reason} counters of §10, incremented in place by the index. */
@@ -173,15 +174,6 @@ export class StreamIndex {
   /** Call once after the last snapshot block. The duplicate check uses the record table itself,
    *  so there is no build-only state to free; kept so callers mark the end of building. */
   finishSnapshot(): void {}
-
-  /**
-   * Walk chained keys (16 B each, from ContentKeyHasher.chain) from block 0; stop at the first key
-   * with empty residency (§8). Writes into `out`. Hot path: O(blockCount), no allocation.
-   */
-  matchPrefix(keys: Uint8Array, blockCount: number, out: PrefixHit): void {
-    // An interned key always has non-empty residency (released at zero), so found = resident.
-    this.keys.matchPrefix(keys, blockCount, out);
-  }
 
   /** Residency (tier bits, 0 = absent) of the 16-byte content key at keys[offset..]. */
   residencyOf(keys: Uint8Array, offset: number): number {

@@ -1,15 +1,16 @@
 /**
  * Multi-stream prefix query (kv-events §8, routing.md `POST /v1/internal/kv-cache/query`): one
- * entry per stream, sorted by instance name then dp rank, each matched against that stream's own
- * index only — prefixes are never assembled across streams or DP ranks (§8, P2).
+ * entry per stream, sorted by instance name then dp rank, each stream's prefix its own — never
+ * assembled across streams or DP ranks (§8, P2).
  *
- * Cost: the §4 key chain is computed once per distinct (block_size, hasher) per query, not once
- * per stream; each stream then walks the shared chain with O(1) lookups per block. Chain buffers
- * are kept between queries, so a steady query load allocates only the result objects.
- * Synchronous and pure: the hashers were created (asynchronously) when the indexes were built.
+ * Cost: each stream's served residency is a slot of its (block_size, hash_seed) group's shared
+ * ResidencyIndex (shared/index), and each group is matched once for all its synchronized streams:
+ * about one key lookup per prompt block, hashing lazily (block i only while some stream still
+ * matches 0..i−1). A steady query load allocates only the result objects.
+ * Synchronous and pure: the hashers were created (asynchronously) when the streams were.
  */
-import { KeyChainCache } from '../../shared/keys/key-chain-cache.js';
-import type { PrefixHit } from '../../shared/keys/content-key-table.js';
+import type { GroupSlot } from '../../shared/index/residency-groups.js';
+import type { ResidencyIndex } from '../../shared/index/residency-index.js';
 import type { StreamIndex } from './stream-index.js';
 import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
@@ -28,7 +29,10 @@ export interface QueryableStream {
   /** `last`, −1n when none (§8: kept as unsigned 64-bit). */
   sequence: bigint;
   error: string;
+  /** The served index (block counts, view-stream export); null unless synchronized. */
   index: StreamIndex | null;
+  /** The served index's residency in its shared group (what is matched); null unless synchronized. */
+  residency: GroupSlot | null;
 }
 
 /** Orders streams by instance name (UTF-16 code units, locale-independent), then dp rank. */
@@ -38,8 +42,8 @@ function byNameThenRank(a: QueryableStream, b: QueryableStream): number {
 }
 
 export class StreamQuery {
-  private readonly chains = new KeyChainCache();
-  private readonly hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
+  /** Groups of the current query (reused). */
+  private readonly groups: ResidencyIndex[] = [];
 
   /**
    * Prefix hits of `tokenIds` (already validated ints in [0, 2^31)) on every stream. A stream
@@ -47,23 +51,29 @@ export class StreamQuery {
    * an empty token list reports state and block counts only.
    */
   query(tokenIds: ArrayLike<number>, streams: readonly QueryableStream[]): QueryResult {
-    this.chains.nextCall();
     const sorted = streams.slice().sort(byNameThenRank);
+    const groups = this.groups;
+    groups.length = 0;
+    for (const s of sorted) {
+      const r = s.synchronized && s.index !== null ? s.residency : null;
+      if (r === null) continue;
+      if (!groups.includes(r.group)) {
+        r.group.clearCandidates();
+        groups.push(r.group);
+      }
+      r.group.addCandidate(r.slot);
+    }
+    for (const g of groups) g.match(tokenIds);
     const matches: StreamMatch[] = new Array<StreamMatch>(sorted.length);
     for (let i = 0; i < sorted.length; i++) {
-      const s = sorted[i];
+      const s = sorted[i]!;
       const index = s.synchronized ? s.index : null;
-      let deviceHitTokens = 0;
-      let hostOnlyHitTokens = 0;
-      if (index !== null && tokenIds.length >= index.blockSize) {
-        // The index's own hasher (not a lookup by the stream's hash_seed): it built the keys matched.
-        const chain = this.chains.chainFor(tokenIds, index.blockSize, index.hasher);
-        index.matchPrefix(chain.keys, chain.blocks, this.hit);
-        deviceHitTokens = this.hit.deviceBlocks * index.blockSize;
-        hostOnlyHitTokens = this.hit.hostOnlyBlocks * index.blockSize;
-      }
+      const r = index !== null ? s.residency : null;
+      const deviceHitTokens = r === null ? 0 : r.group.deviceHitBlocks(r.slot) * s.blockSize;
+      const hostOnlyHitTokens = r === null ? 0 : r.group.hostOnlyHitBlocks(r.slot) * s.blockSize;
       matches[i] = streamMatch(s, s.synchronized, deviceHitTokens, hostOnlyHitTokens, index === null ? 0 : index.deviceBlocks, index === null ? 0 : index.hostBlocks, s.error);
     }
+    groups.length = 0;
     return { input_tokens: tokenIds.length, block_size: commonBlockSize(sorted), matches };
   }
 }

@@ -35,6 +35,8 @@ import { decodeLiveMessage } from '../decoder/live-frame-decoder.js';
 import type { LiveDecoderOptions } from '../decoder/live-frame-decoder.js';
 import { ConnectingError, DisconnectedError, ParseError, isStreamError } from '../errors/stream-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
+import { ResidencyGroups } from '../../shared/index/residency-groups.js';
+import { ServedResidency } from '../index/served-residency.js';
 import { StreamIndex } from '../index/stream-index.js';
 import type { ResidencyObserver, SkipCounters } from '../index/stream-index.js';
 import type { QueryableStream } from '../index/stream-query.js';
@@ -111,6 +113,12 @@ export interface StreamSubscriberDeps {
    * Absent: every exchange starts at once (the §7 behaviour as written).
    */
   recoveryAdmission?: RecoveryAdmission;
+  /**
+   * The directory's residency groups (one shared instance): the stream's served residency is
+   * mirrored into its (block_size, hash_seed) group, which the query view matches. Absent: a
+   * private group of this stream alone.
+   */
+  residencyGroups?: ResidencyGroups;
 }
 
 /** 'batch': one live batch applied in place; 'reset': a new index swapped in (§7.2–§7.5). */
@@ -178,6 +186,8 @@ export class StreamSubscriber extends EventEmitter {
   private readonly nowMs: () => number;
   private readonly residencyObserver: ResidencyObserver | undefined;
   private readonly admission: RecoveryAdmission | undefined;
+  /** The served index's residency in the shared group (the §8 query view). */
+  private readonly served: ServedResidency;
   private readonly decodeOpts: LiveDecoderOptions;
   private readonly backoff = new RecoveryBackoff();
   private readonly buffer: RecoveryBuffer;
@@ -214,6 +224,16 @@ export class StreamSubscriber extends EventEmitter {
     this.nowMs = deps.nowMs ?? Date.now;
     this.residencyObserver = deps.onResidencyChange;
     this.admission = deps.recoveryAdmission;
+    this.served = new ServedResidency(deps.residencyGroups ?? new ResidencyGroups(), cfg.blockSize, hasher);
+    // The group follows the served index as the view stream does: a reset on every swap, empty
+    // outside SYNCHRONIZED. Registered first, so it is current before any other listener runs
+    // (entering SYNCHRONIZED, `live` is already the index about to be announced by 'reset').
+    this.on('state', (state: StreamState) => {
+      this.served.serve(state === 'SYNCHRONIZED' ? this.live : null);
+    });
+    this.on('view', (change: ViewChange) => {
+      if (change === 'reset') this.served.serve(this.live);
+    });
     this.decodeOpts = {
       topic: Buffer.from(cfg.topic, 'utf8'),
       dpRank: cfg.dpRank,
@@ -275,6 +295,7 @@ export class StreamSubscriber extends EventEmitter {
     this.socket?.close();
     this.socket = null;
     this.live = null;
+    this.served.close();
     this.removeAllListeners();
   }
 
@@ -313,6 +334,7 @@ export class StreamSubscriber extends EventEmitter {
       sequence: this.last,
       error: this.lastError,
       index: synchronized ? this.live : null,
+      residency: synchronized ? this.served : null,
     };
   }
 
@@ -767,17 +789,20 @@ export class StreamSubscriber extends EventEmitter {
   // ---- helpers ------------------------------------------------------------------------------
 
   /**
-   * A fresh index. With a residency observer, each index gets one forwarding closure (per index,
-   * not per event) that reports only while that index is the one being served.
+   * A fresh index with one forwarding closure (per index, not per event) that reports to the
+   * shared group and the residency observer only while that index is the one being served.
    */
   private newIndex(): StreamIndex {
     const observer = this.residencyObserver;
-    const opts = { blockSize: this.config.blockSize, hasher: this.hasher, maxEntries: this.limits.maxBlocksPerStream };
-    if (observer === undefined) return new StreamIndex(opts);
+    const served = this.served;
     const index: StreamIndex = new StreamIndex({
-      ...opts,
+      blockSize: this.config.blockSize,
+      hasher: this.hasher,
+      maxEntries: this.limits.maxBlocksPerStream,
       onResidencyChange: (words, offset, oldTiers, newTiers) => {
-        if (this.live === index && this.current === 'SYNCHRONIZED') observer(words, offset, oldTiers, newTiers);
+        if (this.live !== index || this.current !== 'SYNCHRONIZED') return;
+        served.change(index, words, offset, newTiers);
+        observer?.(words, offset, oldTiers, newTiers);
       },
     });
     return index;

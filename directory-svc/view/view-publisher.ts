@@ -40,6 +40,7 @@ import type { StreamState } from '../subscription/stream-state.js';
 import type { ViewChange } from '../subscription/stream-subscriber.js';
 import { ChangeLog } from './change-log.js';
 import { ResidencyBuffer } from './residency-buffer.js';
+import { MAX_VIEW_MESSAGE_BYTES, snapshotMessages, type LazyMessage } from './snapshot-parts.js';
 import { protoViewUpdateEncoder, type ViewUpdateEncoder } from './view-update-encoder.js';
 import { ViewWatcher, type ViewSink } from './view-watcher.js';
 import type { WireListInstancesResponse, WireViewDelta, WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
@@ -93,6 +94,8 @@ export interface ViewPublisherOptions {
   readonly logMaxBytes?: number;
   /** Idle watchers get a heartbeat after this long; must stay ≤ 250 so the gap stays < 500 ms. */
   readonly heartbeatIntervalMs?: number;
+  /** Largest snapshot message (default 4 MiB, architecture.md); larger views go in parts. */
+  readonly maxMessageBytes?: number;
   /** Fixed epoch (tests); default 16 random hex digits. */
   readonly epoch?: string;
   readonly encode?: ViewUpdateEncoder;
@@ -157,6 +160,7 @@ export class ViewPublisher {
   readonly epoch: string;
   private readonly flushIntervalMs: number;
   private readonly maxDeltaKeyChanges: number;
+  private readonly maxMessageBytes: number;
   private readonly heartbeatIntervalMs: number;
   private readonly encode: ViewUpdateEncoder;
   private readonly nowMs: () => number;
@@ -180,7 +184,7 @@ export class ViewPublisher {
   private unsubscribeInflight: (() => void) | null = null;
 
   private readonly watchers = new Set<ViewWatcher>();
-  private snapshotCache: { version: number; bytes: Buffer } | null = null;
+  private snapshotCache: { version: number; messages: LazyMessage[] } | null = null;
   private flushTimer: NodeJS.Timeout | null = null;
   private readonly heartbeatTimer: NodeJS.Timeout;
   private closed = false;
@@ -196,6 +200,7 @@ export class ViewPublisher {
     this.epoch = opts.epoch ?? randomBytes(8).toString('hex');
     this.flushIntervalMs = opts.flushIntervalMs ?? DEFAULTS.flushIntervalMs;
     this.maxDeltaKeyChanges = opts.maxDeltaKeyChanges ?? DEFAULTS.maxDeltaKeyChanges;
+    this.maxMessageBytes = opts.maxMessageBytes ?? MAX_VIEW_MESSAGE_BYTES;
     this.heartbeatIntervalMs = opts.heartbeatIntervalMs ?? DEFAULTS.heartbeatIntervalMs;
     if (!(this.heartbeatIntervalMs > 0 && this.heartbeatIntervalMs <= 250)) {
       throw new RangeError(`heartbeatIntervalMs must be in (0, 250] (a heartbeat at least every 500 ms), got ${this.heartbeatIntervalMs}`);
@@ -551,7 +556,9 @@ export class ViewPublisher {
       this.resumes++;
     } else {
       this.snapshotsSent++;
-      w.send(this.snapshotBytes(now), now);
+      // One message, or parts ≤ 4 MiB sent back to back as the transport takes them (the
+      // router swaps on the last one); deltas after the snapshot follow the last part.
+      w.queueSnapshot(this.snapshotMessages(now));
     }
     this.log.info(
       { router_id: req.routerId, epoch: req.epoch, asked_version: req.version, version: this.currentVersion, start: resumable ? 'resume' : 'snapshot' },
@@ -578,17 +585,17 @@ export class ViewPublisher {
   }
 
   /** The snapshot at the current version, encoded once per version however many routers ask. */
-  private snapshotBytes(now: number): Buffer {
+  private snapshotMessages(now: number): LazyMessage[] {
     const cached = this.snapshotCache;
-    if (cached !== null && cached.version === this.currentVersion) return cached.bytes;
+    if (cached !== null && cached.version === this.currentVersion) return cached.messages;
     const instances: WireViewInstance[] = [];
     const names = [...this.instances.keys()].sort();
     for (const n of names) instances.push(this.wireInstance(this.instances.get(n)!));
     const streams: WireViewStream[] = [];
     for (const e of this.streams.values()) if (e.source !== null) streams.push(this.wireStream(e, true));
-    const bytes = this.encode({ epoch: this.epoch, version: this.currentVersion, sent_at_ms: now, snapshot: { instances, streams } });
-    this.snapshotCache = { version: this.currentVersion, bytes };
-    return bytes;
+    const messages = snapshotMessages({ epoch: this.epoch, version: this.currentVersion, sent_at_ms: now }, instances, streams, this.encode, this.maxMessageBytes);
+    this.snapshotCache = { version: this.currentVersion, messages };
+    return messages;
   }
 
   /** Idle, caught-up watchers get a heartbeat at the current version (one encoding per tick). */

@@ -63,11 +63,25 @@ export class ViewWatcher {
   /** Set by the publisher: resumes pumping after a drain. */
   onDrained: (() => void) | null = null;
 
+  /** Snapshot messages still to send, before any log entry (encoded as they are sent). */
+  private snapshotParts: readonly (() => Buffer)[] = [];
+  private nextPart = 0;
+
+  /** Sends `parts` first, each once the transport has room; log entries wait behind them. */
+  queueSnapshot(parts: readonly (() => Buffer)[]): void {
+    this.snapshotParts = parts;
+    this.nextPart = 0;
+  }
+
   /**
    * Sends every log entry this watcher still needs, until its sink is full. Returns false when
    * it fell out of the log (the caller ends it as lagging).
    */
   pump(log: ChangeLog, nowMs: number): boolean {
+    while (!this.blocked && !this.closed && this.nextPart < this.snapshotParts.length) this.send(this.snapshotParts[this.nextPart++]!(), nowMs);
+    if (this.nextPart < this.snapshotParts.length) return true;
+    this.snapshotParts = [];
+    this.nextPart = 0;
     while (!this.blocked && !this.closed && this.nextVersion <= log.newestVersion) {
       const entry = log.get(this.nextVersion);
       if (entry === null) return false;
@@ -79,7 +93,7 @@ export class ViewWatcher {
 
   /** True when it has been sent every published delta. */
   caughtUp(log: ChangeLog): boolean {
-    return this.nextVersion > log.newestVersion;
+    return this.nextPart >= this.snapshotParts.length && this.nextVersion > log.newestVersion;
   }
 
   end(reason: ViewEndReason, detail: string): void {

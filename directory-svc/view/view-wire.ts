@@ -38,6 +38,7 @@ export function toWireViewInstance(v: InstanceView, diag: InstanceDiagnostics | 
     heartbeat_age_ms: diag === null ? 0 : diag.heartbeatAgeMs,
     excluded_reason: diag === null ? '' : diag.excludedReason,
     backend_type: reg.backendType,
+    url: v.engine?.url ?? '',
   };
   if (inflight !== null && inflight.length > 0) out.inflight = [...inflight];
   if (v.load !== null) {

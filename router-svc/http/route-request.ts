@@ -39,7 +39,7 @@ export function parseRouteRequest(body: unknown): RouteRequest {
   const o = jsonObject(body);
   const hasIds = 'token_ids' in o && o['token_ids'] !== null;
   const hasCount = 'prompt_tokens' in o && o['prompt_tokens'] !== null;
-  if (!hasIds && !hasCount) throw badRequest('token_ids or prompt_tokens is required');
+  if (!hasIds && !hasCount) throw badRequest('token_ids, prompt, messages or prompt_tokens is required');
   const tokenIds = hasIds ? parseTokenIds(o['token_ids'], 'token_ids') : null;
   let promptTokens = tokenIds?.length ?? 0;
   if (hasCount) {

@@ -22,7 +22,10 @@ import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from '../../shared/security
 import { MAX_BODY_BYTES, readJsonBody } from './json-body.js';
 import { queryResultJson } from './query-json.js';
 import type { RouteDecider } from './route-decider.js';
-import { parseKvQueryRequest, parseRouteRequest } from './route-request.js';
+import { parseKvQueryRequest } from './route-request.js';
+import { PromptResolver } from '../proxy/prompt-resolver.js';
+import { routeEndpointInput } from '../proxy/prompt-route-input.js';
+import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
 import { RouterHttpError, isRouterHttpError, unauthorized } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
 
@@ -37,6 +40,10 @@ export interface RouterHttpServerOptions {
   /** The router's view (already holding its first snapshot). */
   readonly view: ViewCache;
   readonly decider: RouteDecider;
+  /** Text and chat prompts → token ids for `/v1/route`; default: no tokenizer (routed by load, counted). */
+  readonly prompts?: PromptResolver;
+  /** `--tokenizer` in use, for `/v1/status`; default null. */
+  readonly tokenizer?: TokenizerInfo | null;
   /** null: no proxy routes (404). */
   readonly proxy: OpenAiProxy | null;
   readonly metrics: RouterMetrics;
@@ -114,6 +121,7 @@ function buildApp(opts: RouterHttpServerOptions): Koa {
   const maxBodyBytes = opts.maxBodyBytes ?? MAX_BODY_BYTES;
   const token = new InternalTokenCheck(opts.internalApiToken);
   const view = opts.view;
+  const prompts = opts.prompts ?? new PromptResolver(null, opts.metrics);
 
   const app = new Koa();
   // Errors are answered and logged below; koa's own handler would print stacks to stderr.
@@ -158,10 +166,21 @@ function buildApp(opts: RouterHttpServerOptions): Koa {
     // JSON.parse of an 8k-token body costs about what a hand-written token scanner does (measured
     // 0.3 ms each for 50 KB), so there is no special path for it.
     const body = await readJsonBody(ctx.req, maxBodyBytes);
-    const decision = opts.decider.decide(parseRouteRequest(body.json), clock());
-    return reply(ctx, 200, decision);
+    const resolved = await prompts.resolve(routeEndpointInput(body.json));
+    const decision = opts.decider.decide(resolved.request, clock());
+    // tokenization.md §2: how many tokens the decision saw and where they came from, and why when estimated.
+    const answer: Record<string, unknown> = { ...decision, input_tokens: resolved.request.promptTokens, token_source: resolved.tokenSource };
+    if (resolved.reason !== null) answer['reason'] = resolved.reason;
+    return reply(ctx, 200, answer);
   });
-  mountStatusRoutes(router, { view, hitRatios: opts.metrics.hitRatios, policyName: opts.decider.policyName, clock });
+  mountStatusRoutes(router, {
+    view,
+    hitRatios: opts.metrics.hitRatios,
+    policyName: opts.decider.policyName,
+    tokenizer: opts.tokenizer ?? null,
+    untokenized: () => opts.metrics.untokenizedCounts(),
+    clock,
+  });
   const proxy = opts.proxy;
   if (proxy !== null) {
     router.post(COMPLETIONS_PATH, (ctx) => proxy.handle(ctx, COMPLETIONS_PATH));

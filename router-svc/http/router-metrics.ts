@@ -5,6 +5,7 @@
  * View gauges are read at scrape time from a callback, so the request path does no gauge work.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { UNTOKENIZED_REASONS, type UntokenizedReason } from '../../shared/tokenize/prompt-tokenizer.js';
 import { HitRatioSeries } from '../status/hit-ratio-series.js';
 
 /** The view's state at scrape time (main wires it to the ViewClient). */
@@ -35,6 +36,9 @@ export class RouterMetrics {
   private readonly hitRatio: Histogram<'policy'>;
   private readonly latency: Histogram<'policy'>;
   private readonly proxied: Counter<'path' | 'outcome'>;
+  private readonly untokenizedTotal: Counter<'reason'>;
+  /** The same counts for the status page (tokenization.md §4), without a registry read. */
+  private readonly untokenizedByReason = new Map<UntokenizedReason, number>();
 
   constructor(viewStatus: () => ViewStatus) {
     const registers = [this.registry];
@@ -65,6 +69,17 @@ export class RouterMetrics {
       labelNames: ['path', 'outcome'],
       registers,
     });
+    this.untokenizedTotal = new Counter({
+      name: 'router_untokenized_requests_total',
+      help: 'Text and chat requests routed without token ids (load only), by reason (tokenization.md §4)',
+      labelNames: ['reason'],
+      registers,
+    });
+    // Every reason is exported from the start, so an alert on a rate sees 0 rather than no series.
+    for (const reason of UNTOKENIZED_REASONS) {
+      this.untokenizedTotal.inc({ reason }, 0);
+      this.untokenizedByReason.set(reason, 0);
+    }
     new Gauge({
       name: 'router_view_version',
       help: 'Version of the last view update applied',
@@ -100,6 +115,17 @@ export class RouterMetrics {
       this.hitRatio.observe({ policy }, hitRatio);
       this.hitRatios.record(hitRatio);
     }
+  }
+
+  /** A text or chat request that got no token ids. */
+  untokenized(reason: UntokenizedReason): void {
+    this.untokenizedTotal.inc({ reason });
+    this.untokenizedByReason.set(reason, (this.untokenizedByReason.get(reason) ?? 0) + 1);
+  }
+
+  /** Untokenized requests so far, by reason (every reason present). */
+  untokenizedCounts(): Record<UntokenizedReason, number> {
+    return Object.fromEntries(this.untokenizedByReason) as Record<UntokenizedReason, number>;
   }
 
   proxyRequest(path: string, outcome: ProxyOutcome): void {

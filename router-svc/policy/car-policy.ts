@@ -15,8 +15,9 @@
  * reported waiting plus the in-flight decisions no load report reflects yet (InflightLoad); the
  * formula is unchanged and the explanation shows both parts.
  *
- * Exact ties rotate (pickMinimumWithRotation). Cost per decision: one key chain per distinct
- * (block_size, seed) plus one O(matched blocks) walk per stream; scratch arrays are reused.
+ * Exact ties rotate (pickMinimumWithRotation). Cost per decision: one walk per (block_size, seed)
+ * group over the shared residency index, hashing a block only while some stream still matches
+ * (shared/index/residency-index.ts); scratch arrays are reused.
  */
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { RouterInstance, RouterStream, StreamHits, ViewCache } from '../viewcache/view-cache.js';

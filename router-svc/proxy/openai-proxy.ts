@@ -1,9 +1,10 @@
 /**
  * The OpenAI-compatible proxy (routing.md "OpenAI-compatible proxy"): `POST /v1/completions` and
  * `POST /v1/chat/completions` choose a prefill instance with the configured policy and forward the
- * request unchanged to `http://<instance name><same path>`. Token-id prompts get CAR credit; text
- * and chat go by queue cost (no tokenizer). No candidate is 503; an engine failure is 502 naming
- * the instance; a client that disconnects cancels the upstream request.
+ * client's original body unchanged to `http://<instance name><same path>` (an engines-file instance:
+ * its `url`). Token-id prompts get CAR credit as they are, text and chat once tokenized
+ * (PromptResolver; without ids they go by queue cost, counted). No candidate is 503; an engine
+ * failure is 502 naming the instance; a client that disconnects cancels the upstream request.
  */
 import type { Context } from 'koa';
 import type { Logger } from '../../shared/log/logger.js';
@@ -12,7 +13,8 @@ import type { RouteDecider, TrackedDecision } from '../http/route-decider.js';
 import type { RouteRequest } from '../http/route-request.js';
 import type { RouterMetrics } from '../http/router-metrics.js';
 import { isRouterHttpError } from '../http/router-http-errors.js';
-import { chatRouteInput, completionRouteInput } from './prompt-route-input.js';
+import type { PromptResolver } from './prompt-resolver.js';
+import { chatRouteInput, completionRouteInput, type PromptInput } from './prompt-route-input.js';
 import type { UpstreamForwarder } from './upstream-forwarder.js';
 
 export const COMPLETIONS_PATH = '/v1/completions';
@@ -20,12 +22,16 @@ export const CHAT_COMPLETIONS_PATH = '/v1/chat/completions';
 
 export interface OpenAiProxyOptions {
   readonly decider: RouteDecider;
+  /** Text and chat → token ids (or the estimate, counted). */
+  readonly prompts: PromptResolver;
   readonly forwarder: UpstreamForwarder;
   readonly metrics: RouterMetrics;
   readonly logger: Logger;
   readonly maxBodyBytes: number;
   /** Wall clock for the view's staleness (Date.now in main). */
   readonly clock: () => number;
+  /** The base URL of a chosen instance ('' = `http://<name>`): engines-file instances carry one in the view. */
+  readonly upstreamUrl?: (instance: string) => string;
 }
 
 export class OpenAiProxy {
@@ -37,16 +43,18 @@ export class OpenAiProxy {
    * the raw response (koa's `respond` is off).
    */
   async handle(ctx: Context, path: typeof COMPLETIONS_PATH | typeof CHAT_COMPLETIONS_PATH): Promise<void> {
-    let input: RouteRequest;
+    let prompt: PromptInput;
     let raw: Buffer;
     try {
       const body = await readJsonBody(ctx.req, this.opts.maxBodyBytes);
       raw = body.raw;
-      input = path === COMPLETIONS_PATH ? completionRouteInput(body.json) : chatRouteInput(body.json);
+      prompt = path === COMPLETIONS_PATH ? completionRouteInput(body.json) : chatRouteInput(body.json);
     } catch (e) {
       if (isRouterHttpError(e)) this.opts.metrics.proxyRequest(path, 'bad_request');
       throw e;
     }
+    // Tokenizing never fails the request: without ids it is routed by load (and counted).
+    const input: RouteRequest = (await this.opts.prompts.resolve(prompt)).request;
     let tracked: TrackedDecision;
     try {
       tracked = this.opts.decider.decideTracked(input, this.opts.clock());
@@ -57,8 +65,11 @@ export class OpenAiProxy {
     const instance = tracked.decision.prefill.name;
 
     ctx.respond = false;
-    // Answered (or failed): the engine no longer holds it, so it leaves the router's own in-flight count.
-    const result = await this.opts.forwarder.forward(instance, ctx.url, ctx.req, ctx.res, raw).finally(tracked.answered);
+    const upstream = this.opts.upstreamUrl?.(instance) ?? '';
+    const result = await this.opts.forwarder
+      .forward(instance, ctx.url, ctx.req, ctx.res, raw, upstream)
+      // Answered (or failed): the engine no longer holds it, so it leaves the router's own in-flight count.
+      .finally(tracked.answered);
     switch (result.kind) {
       case 'ok':
         this.opts.metrics.proxyRequest(path, 'ok');

@@ -1,5 +1,6 @@
 /**
- * Forwards one request, body unchanged, to `http://<instance name><same path>` over a keep-alive
+ * Forwards one request, body unchanged, to `http://<instance name><same path>` (or, for an
+ * engines-file instance, to `<its url><same path>`, engines.md §4) over a keep-alive
  * agent and passes the answer back as it arrives (routing.md "OpenAI-compatible proxy"): status and
  * headers first, then each chunk as the engine writes it, so SSE streams are not buffered. A client
  * that disconnects cancels the upstream request; an engine that fails before answering gives 502
@@ -57,10 +58,11 @@ export class UpstreamForwarder {
    * Sends `body` to `instance` at `pathAndQuery` with the client's end-to-end headers, and pipes
    * the answer into `res`. Resolves once the exchange is over; never rejects.
    */
-  forward(instance: string, pathAndQuery: string, req: IncomingMessage, res: ServerResponse, body: Buffer): Promise<ForwardResult> {
-    const target = hostPort(instance);
+  forward(instance: string, pathAndQuery: string, req: IncomingMessage, res: ServerResponse, body: Buffer, baseUrl = ''): Promise<ForwardResult> {
+    const target = baseUrl === '' ? hostPort(instance) : urlTarget(baseUrl);
     if (target === null) {
-      return Promise.resolve({ kind: 'failed_before_response', error: upstreamFailed(instance, 'instance name is not host:port') });
+      const why = baseUrl === '' ? 'instance name is not host:port' : `url ${JSON.stringify(baseUrl)} is not http://host:port[/path]`;
+      return Promise.resolve({ kind: 'failed_before_response', error: upstreamFailed(instance, why) });
     }
     return new Promise<ForwardResult>((resolve) => {
       let settled = false;
@@ -84,8 +86,8 @@ export class UpstreamForwarder {
           host: target.host,
           port: target.port,
           method: req.method ?? 'POST',
-          path: pathAndQuery,
-          headers: requestHeaders(req.headers, instance, body.length),
+          path: target.pathPrefix + pathAndQuery,
+          headers: requestHeaders(req.headers, target.hostHeader, body.length),
           agent: this.agent,
         });
         upstream = up;
@@ -166,25 +168,46 @@ export class UpstreamForwarder {
   }
 }
 
+interface UpstreamTarget {
+  readonly host: string;
+  readonly port: number;
+  /** The base URL's path ('' or `/prefix`), put before the client's path. */
+  readonly pathPrefix: string;
+  readonly hostHeader: string;
+}
+
 /** `host:port` or `[v6]:port` of an instance name (discovery.md: the name is the business address). */
-function hostPort(name: string): { host: string; port: number } | null {
+function hostPort(name: string): UpstreamTarget | null {
   const colon = name.lastIndexOf(':');
   if (colon <= 0) return null;
   let host = name.slice(0, colon);
   const port = Number(name.slice(colon + 1));
   if (!Number.isInteger(port) || port < 1 || port > 65535) return null;
   if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
-  return { host, port };
+  return { host, port, pathPrefix: '', hostHeader: name };
+}
+
+/** An engines-file base URL (validated by the directory; checked again here, it came over the wire). */
+function urlTarget(baseUrl: string): UpstreamTarget | null {
+  let u: URL;
+  try {
+    u = new URL(baseUrl);
+  } catch {
+    return null;
+  }
+  if (u.protocol !== 'http:' || u.port === '') return null;
+  const host = u.hostname.startsWith('[') ? u.hostname.slice(1, -1) : u.hostname;
+  return { host, port: Number(u.port), pathPrefix: u.pathname.replace(/\/+$/, ''), hostHeader: u.host };
 }
 
 /** End-to-end client headers; Host becomes the engine, the length is the exact forwarded body. */
-function requestHeaders(inHeaders: IncomingHttpHeaders, instance: string, bodyBytes: number): OutgoingHttpHeaders {
+function requestHeaders(inHeaders: IncomingHttpHeaders, hostHeader: string, bodyBytes: number): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(inHeaders)) {
     if (value === undefined || HOP_BY_HOP.has(name) || name === 'host' || name === 'content-length' || name === INTERNAL_TOKEN_HEADER) continue;
     out[name] = value;
   }
-  out['host'] = instance;
+  out['host'] = hostHeader;
   out['content-length'] = bodyBytes;
   return out;
 }

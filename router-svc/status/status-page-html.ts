@@ -207,8 +207,22 @@ function renderChart(s) {
   text(byId('decisions'), s.hit_ratio.decisions);
 }
 
+function renderTokenizer(s) {
+  var t = s.tokenizer;
+  text(byId('tok-path'), t ? t.path : 'none: text and chat requests are routed by load');
+  text(byId('tok-vocab'), t ? t.vocab_size : '-');
+  text(byId('tok-fingerprint'), t ? t.fingerprint : '-');
+  text(byId('tok-template'), t ? (t.chat_template || 'none: chat requests are routed by load') : '-');
+  text(byId('tok-threads'), t ? t.render_threads + (t.segment_cache ? ', segment cache on' : ', segment cache off') : '-');
+  var u = s.untokenized_requests || { total: 0, by_reason: {} };
+  var parts = [];
+  for (var r in u.by_reason) if (u.by_reason[r] > 0) parts.push(r + ' ' + u.by_reason[r]);
+  text(byId('tok-untokenized'), u.total + (parts.length ? ' (' + parts.join(', ') + ')' : ''));
+}
+
 function render(s) {
   renderHeader(s);
+  renderTokenizer(s);
   renderChart(s);
   renderInstances(s);
   renderStreams(s);
@@ -258,6 +272,19 @@ const BODY = `
     <table id="instances">
       <thead><tr><th>Instance</th><th>Type / role</th><th>State</th><th>Routing</th><th class="num">Waiting</th><th class="num">GPU KV usage</th><th class="num">DP size</th><th>Incarnation</th></tr></thead>
       <tbody></tbody>
+    </table>
+  </section>
+  <section>
+    <h2>Tokenizer</h2>
+    <table id="tokenizer">
+      <tbody>
+        <tr><th>Directory</th><td class="mono" id="tok-path">-</td></tr>
+        <tr><th>Vocabulary</th><td class="num" id="tok-vocab">-</td></tr>
+        <tr><th>Fingerprint (sha256 of tokenizer.json + template)</th><td class="mono" id="tok-fingerprint">-</td></tr>
+        <tr><th>Chat template</th><td class="mono" id="tok-template">-</td></tr>
+        <tr><th>Render threads</th><td id="tok-threads">-</td></tr>
+        <tr><th>Routed without token ids</th><td id="tok-untokenized">0</td></tr>
+      </tbody>
     </table>
   </section>
   <section>

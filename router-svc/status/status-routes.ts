@@ -4,6 +4,7 @@
  * without the internal token: the page's browser cannot send a header it does not know.
  */
 import type { RouterInstance } from '@koa/router';
+import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import type { HitRatioSeries } from './hit-ratio-series.js';
 import { STATUS_PAGE_CSP, STATUS_PAGE_HTML } from './status-page-html.js';
@@ -18,6 +19,10 @@ export interface StatusRouteSources {
   readonly hitRatios: HitRatioSeries;
   /** `--load_balance_policy`. */
   readonly policyName: string;
+  /** `--tokenizer` in use; null without one. */
+  readonly tokenizer: TokenizerInfo | null;
+  /** Text requests routed without token ids, by reason. */
+  readonly untokenized: () => Readonly<Record<string, number>>;
   /** Wall clock (Date.now). */
   readonly clock: () => number;
 }

@@ -9,6 +9,7 @@
  * staleness beside them: the query endpoint zeroes a stale view's streams, the page says why.
  */
 import { isCandidate } from '../policy/candidates.js';
+import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import type { HitRatioSeries } from './hit-ratio-series.js';
 
@@ -53,6 +54,9 @@ export interface WireStatus {
     /** Since the last directory message (heartbeats included); null before the first. */
     since_heard_ms: number | null;
   };
+  /** tokenization.md §4: the tokenizer in use (null: text is routed by load) and the requests left without ids. */
+  tokenizer: TokenizerInfo | null;
+  untokenized_requests: { total: number; by_reason: Record<string, number> };
   instances: WireStatusInstance[];
   streams: WireStatusStream[];
   hit_ratio: {
@@ -67,6 +71,9 @@ export interface StatusSources {
   readonly hitRatios: HitRatioSeries;
   /** `--load_balance_policy`. */
   readonly policyName: string;
+  /** Absent: no tokenizer, no untokenized counts (callers that predate tokenization). */
+  readonly tokenizer?: TokenizerInfo | null;
+  readonly untokenized?: () => Readonly<Record<string, number>>;
 }
 
 export function buildStatus(src: StatusSources, nowMs: number): WireStatus {
@@ -104,6 +111,9 @@ export function buildStatus(src: StatusSources, nowMs: number): WireStatus {
     });
   }
   const heard = view.lastHeardMs;
+  const byReason = { ...(src.untokenized?.() ?? {}) };
+  let untokenizedTotal = 0;
+  for (const n of Object.values(byReason)) untokenizedTotal += n;
   return {
     now_ms: nowMs,
     policy: { name: src.policyName },
@@ -114,6 +124,8 @@ export function buildStatus(src: StatusSources, nowMs: number): WireStatus {
       stale_reason: view.staleReason ?? '',
       since_heard_ms: Number.isFinite(heard) ? Math.max(0, nowMs - heard) : null,
     },
+    tokenizer: src.tokenizer ?? null,
+    untokenized_requests: { total: untokenizedTotal, by_reason: byReason },
     instances,
     streams,
     hit_ratio: {

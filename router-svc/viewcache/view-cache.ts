@@ -12,17 +12,18 @@
  * anything else is a gap: never applied, the cache stops claiming freshness until a snapshot
  * replaces it (ViewGapError tells the client to resubscribe fresh).
  *
- * Query cost: the kv-events §4 chain is computed once per distinct (block_size, hasher) per call
- * into buffers kept between calls; each stream then walks it with O(1) lookups per block.
+ * Residency: one shared ResidencyIndex per (block_size, hash_seed) group (shared/index), each
+ * stream a slot in it. Query cost: one walk per group for all its streams, about one key lookup
+ * per prompt block, hashing lazily (a block only while some stream still matches).
  */
 import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
-import { KeyChainCache } from '../../shared/keys/key-chain-cache.js';
 import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 import { HasherPool } from './hasher-pool.js';
-import type { PrefixHit } from '../../shared/keys/content-key-table.js';
-import { StreamResidency } from './stream-residency.js';
+import { ResidencyGroups, residencyGroupKey, type GroupSlot } from '../../shared/index/residency-groups.js';
+import { MAX_SLOTS, type ResidencyIndex } from '../../shared/index/residency-index.js';
 import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
+import { SnapshotAssembly } from './snapshot-assembly.js';
 import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
 
 export type { RouterInstance } from './view-update.js';
@@ -52,7 +53,7 @@ export interface StreamHits {
   readonly credited: Uint8Array;
 }
 
-class CachedStream implements RouterStream {
+class CachedStream implements RouterStream, GroupSlot {
   readonly streamId: StreamId;
   readonly instanceName: string;
   readonly dpRank: number;
@@ -66,8 +67,9 @@ class CachedStream implements RouterStream {
 
   constructor(
     d: DecodedViewStream,
-    readonly residency: StreamResidency,
-    readonly hasher: ContentKeyHasher,
+    /** The stream's (block_size, hash_seed) group and its slot there. */
+    readonly group: ResidencyIndex,
+    readonly slot: number,
   ) {
     this.streamId = d.streamId;
     this.instanceName = d.instanceName;
@@ -82,13 +84,15 @@ class CachedStream implements RouterStream {
   }
 
   get deviceBlocks(): number {
-    return this.residency.deviceBlocks;
+    return this.group.deviceBlocks(this.slot);
   }
 
   get hostBlocks(): number {
-    return this.residency.hostBlocks;
+    return this.group.hostBlocks(this.slot);
   }
 }
+
+
 
 /** Orders streams by instance name (UTF-16 code units, as the directory does), then dp rank. */
 function byNameThenRank(a: CachedStream, b: CachedStream): number {
@@ -100,6 +104,8 @@ function byNameThenRank(a: CachedStream, b: CachedStream): number {
 class ViewState {
   readonly instances = new Map<string, RouterInstance>();
   readonly streams = new Map<number, CachedStream>();
+  /** One residency index per (block_size, hash_seed); dropped once its last stream leaves. */
+  readonly groups = new ResidencyGroups();
   private instanceList: RouterInstance[] | null = null;
   private streamList: CachedStream[] | null = null;
   private byInstance: Map<string, CachedStream[]> | null = null;
@@ -159,11 +165,11 @@ export class ViewCache {
   private awaitingSnapshot = true;
   private staleReasonValue: string | null = 'no snapshot yet';
   private lastHeard = Number.NEGATIVE_INFINITY;
+  /** A multi-message snapshot being received (null: none). */
+  private assembly: SnapshotAssembly | null = null;
   private instancesRev = 0;
   private streamsRev = 0;
   // Scratch of matchStreams, grown as needed and reused between requests.
-  private readonly chains = new KeyChainCache();
-  private readonly hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
   private hits: { -readonly [K in keyof StreamHits]: StreamHits[K] } = {
     stale: true,
     inputTokens: 0,
@@ -225,7 +231,7 @@ export class ViewCache {
     const visit = (streams: readonly DecodedViewStream[]): void => {
       for (const s of streams) if (!this.hashers.has(s.hashSeed) && !out.includes(s.hashSeed)) out.push(s.hashSeed);
     };
-    if (u.kind === 'snapshot') visit(u.streams);
+    if (u.kind === 'snapshot' || u.kind === 'snapshot_chunk') visit(u.streams);
     else if (u.kind === 'delta') {
       visit(u.streamUpserts);
       visit(u.streamResets);
@@ -241,9 +247,33 @@ export class ViewCache {
   applyUpdate(u: DecodedViewUpdate, nowMs: number): void {
     switch (u.kind) {
       case 'snapshot':
+        this.assembly = null;
         this.applySnapshot(u);
         break;
+      case 'snapshot_chunk': {
+        // Parts are assembled beside the live view, which serves unchanged until the last one.
+        let done: boolean;
+        try {
+          if (u.index === 0) {
+            this.assembly = new SnapshotAssembly(u);
+            done = u.last;
+          } else {
+            if (this.assembly === null) throw new ViewProtocolError(`snapshot part ${u.index} of ${u.epoch}/${u.version} without part 0`);
+            done = this.assembly.add(u);
+          }
+        } catch (e) {
+          this.assembly = null;
+          throw e;
+        }
+        if (!done) return;
+        const whole = this.assembly.snapshot(u.sentAtMs);
+        this.assembly = null;
+        this.applySnapshot(whole);
+        break;
+      }
       case 'delta':
+        // A delta ends any snapshot being assembled (the directory sends parts back to back).
+        this.assembly = null;
         this.checkContinuity(u.epoch, u.version, this.versionValue + 1n, 'delta');
         this.applyDelta(u);
         this.versionValue = u.version;
@@ -303,7 +333,7 @@ export class ViewCache {
   /** Tier bits of one key in one stream (tests and diagnostics); 0 when absent. */
   tiersOf(streamId: number, key: Uint8Array, offset = 0): number {
     const s = this.state.streams.get(streamId);
-    return s === undefined ? 0 : s.residency.tiersOf(key, offset);
+    return s === undefined ? 0 : s.group.tiersOf(s.slot, key, offset);
   }
 
   /**
@@ -321,20 +351,18 @@ export class ViewCache {
       h.credited = new Uint8Array(cap);
     }
     const stale = this.isStale(nowMs);
-    this.chains.nextCall();
+    const groups = this.state.groups.all;
+    for (let g = 0; g < groups.length; g++) groups[g]!.clearCandidates();
+    for (let i = 0; i < n; i++) {
+      const s = list[i]!;
+      if (!stale && s.synchronized) s.group.addCandidate(s.slot);
+    }
+    for (let g = 0; g < groups.length; g++) groups[g]!.match(tokenIds);
     for (let i = 0; i < n; i++) {
       const s = list[i]!;
       const credited = !stale && s.synchronized;
-      let device = 0;
-      let hostOnly = 0;
-      if (credited && tokenIds.length >= s.blockSize) {
-        const chain = this.chains.chainFor(tokenIds, s.blockSize, s.hasher);
-        s.residency.matchPrefix(chain.keys, chain.blocks, this.hit);
-        device = this.hit.deviceBlocks * s.blockSize;
-        hostOnly = this.hit.hostOnlyBlocks * s.blockSize;
-      }
-      h.deviceHitTokens[i] = device;
-      h.hostOnlyHitTokens[i] = hostOnly;
+      h.deviceHitTokens[i] = credited ? s.group.deviceHitBlocks(s.slot) * s.blockSize : 0;
+      h.hostOnlyHitTokens[i] = credited ? s.group.hostOnlyHitBlocks(s.slot) * s.blockSize : 0;
       h.credited[i] = credited ? 1 : 0;
     }
     h.stale = stale;
@@ -383,9 +411,9 @@ export class ViewCache {
     for (const inst of u.instances) next.instances.set(inst.name, inst);
     for (const s of u.streams) {
       if (next.streams.has(s.streamId)) throw new ViewProtocolError(`snapshot repeats stream_id ${s.streamId}`);
-      const residency = new StreamResidency();
-      residency.setTiers(s.keys, s.tiers);
-      next.streams.set(s.streamId, new CachedStream(s, residency, this.requireHasher(s.hashSeed)));
+      const { group, slot } = this.joinGroup(next, s);
+      group.setTiers(slot, s.keys, s.tiers);
+      next.streams.set(s.streamId, new CachedStream(s, group, slot));
     }
     this.state = next;
     this.epochValue = u.epoch;
@@ -396,10 +424,18 @@ export class ViewCache {
     this.streamsRev++;
   }
 
+  /** A slot in the stream's group of `state`; a group beyond MAX_SLOTS streams is a protocol error. */
+  private joinGroup(state: ViewState, s: DecodedViewStream): GroupSlot {
+    const hasher = this.requireHasher(s.hashSeed);
+    if (state.groups.isFull(s.blockSize, s.hashSeed)) throw new ViewProtocolError(`more than ${MAX_SLOTS} streams of block_size ${s.blockSize}, hash_seed ${s.hashSeed}`);
+    return state.groups.join(s.blockSize, hasher);
+  }
+
   /** Validates everything that could fail, so the mutation below runs to the end. */
   private validateDelta(u: DecodedDelta): void {
     for (const s of u.streamUpserts) this.requireHasher(s.hashSeed);
     for (const s of u.streamResets) this.requireHasher(s.hashSeed);
+    if (u.streamUpserts.length + u.streamResets.length > 0) this.checkGroupSizes(u);
     if (u.residency.length === 0) return;
     const removed = u.streamRemovals.length > 0 ? new Set<number>(u.streamRemovals) : null;
     let added: Set<number> | null = null;
@@ -414,6 +450,21 @@ export class ViewCache {
     }
   }
 
+  /** Every (block_size, hash_seed) group keeps at most MAX_SLOTS streams after the delta. */
+  private checkGroupSizes(u: DecodedDelta): void {
+    const after = new Map<number, string>();
+    for (const [id, s] of this.state.streams) after.set(id, residencyGroupKey(s.blockSize, s.hashSeed));
+    for (const id of u.streamRemovals) after.delete(id);
+    for (const s of u.streamUpserts) after.set(s.streamId, residencyGroupKey(s.blockSize, s.hashSeed));
+    for (const s of u.streamResets) after.set(s.streamId, residencyGroupKey(s.blockSize, s.hashSeed));
+    const counts = new Map<string, number>();
+    for (const key of after.values()) {
+      const c = (counts.get(key) ?? 0) + 1;
+      if (c > MAX_SLOTS) throw new ViewProtocolError(`delta ${u.version} puts more than ${MAX_SLOTS} streams in group block_size/hash_seed ${key}`);
+      counts.set(key, c);
+    }
+  }
+
   private applyDelta(u: DecodedDelta): void {
     this.validateDelta(u);
     const state = this.state;
@@ -423,22 +474,52 @@ export class ViewCache {
       state.invalidateInstances();
       this.instancesRev++;
     }
-    for (const id of u.streamRemovals) state.streams.delete(id);
+    for (const id of u.streamRemovals) {
+      const prev = state.streams.get(id);
+      if (prev === undefined) continue;
+      state.groups.leave(prev);
+      state.streams.delete(id);
+    }
+    // Streams whose keys change meaning (block size or seed) leave their group first, so the
+    // group sizes checked in validateDelta hold at every step.
+    for (const list of [u.streamUpserts, u.streamResets]) {
+      for (const s of list) {
+        const prev = state.streams.get(s.streamId);
+        if (prev === undefined || (prev.blockSize === s.blockSize && prev.hashSeed === s.hashSeed)) continue;
+        state.groups.leave(prev);
+        state.streams.delete(s.streamId);
+      }
+    }
     for (const s of u.streamUpserts) {
-      // State only, residency kept — unless the keys' meaning changed (block size or seed).
+      // State only, residency kept.
       const prev = state.streams.get(s.streamId);
-      const keep = prev !== undefined && prev.blockSize === s.blockSize && prev.hashSeed === s.hashSeed;
-      state.streams.set(s.streamId, new CachedStream(s, keep ? prev.residency : new StreamResidency(), this.requireHasher(s.hashSeed)));
+      if (prev !== undefined && prev.blockSize === s.blockSize && prev.hashSeed === s.hashSeed) {
+        state.streams.set(s.streamId, new CachedStream(s, prev.group, prev.slot));
+        continue;
+      }
+      const { group, slot } = state.groups.join(s.blockSize, this.requireHasher(s.hashSeed));
+      state.streams.set(s.streamId, new CachedStream(s, group, slot));
     }
     for (const s of u.streamResets) {
-      const residency = new StreamResidency();
-      residency.setTiers(s.keys, s.tiers);
-      state.streams.set(s.streamId, new CachedStream(s, residency, this.requireHasher(s.hashSeed)));
+      const prev = state.streams.get(s.streamId);
+      let joined: GroupSlot;
+      if (prev !== undefined) {
+        // Same group here: a stream with other keys left it above.
+        prev.group.clearStream(prev.slot);
+        joined = { group: prev.group, slot: prev.slot };
+      } else {
+        joined = state.groups.join(s.blockSize, this.requireHasher(s.hashSeed));
+      }
+      joined.group.setTiers(joined.slot, s.keys, s.tiers);
+      state.streams.set(s.streamId, new CachedStream(s, joined.group, joined.slot));
     }
     if (u.streamRemovals.length + u.streamUpserts.length + u.streamResets.length > 0) {
       state.invalidateStreams();
       this.streamsRev++;
     }
-    for (const r of u.residency) state.streams.get(r.streamId)!.residency.setTiers(r.keys, r.tiers);
+    for (const r of u.residency) {
+      const s = state.streams.get(r.streamId)!;
+      s.group.setTiers(s.slot, r.keys, r.tiers);
+    }
   }
 }

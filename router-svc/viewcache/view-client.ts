@@ -261,12 +261,12 @@ export class ViewClient extends EventEmitter {
       // A heartbeat ignored while waiting for a snapshot is no sign of health.
       if (!this.cache.needsSnapshot) this.failures = 0;
       this.staleAnnounced = false;
-      if (u.kind === 'snapshot') {
+      if (u.kind === 'snapshot' || (u.kind === 'snapshot_chunk' && u.last)) {
         this.log.info({ address: this.addrs[this.addrIndex], epoch: u.epoch, version: u.version.toString() }, 'view: snapshot applied');
         this.emit('snapshot', u.epoch);
         this.resolveReady();
       }
-      if (u.kind !== 'heartbeat') this.emit('update', u.version);
+      if (u.kind !== 'heartbeat' && !(u.kind === 'snapshot_chunk' && !u.last)) this.emit('update', u.version);
     } catch (e) {
       const detail = e instanceof Error ? e.message : String(e);
       const gap = e instanceof ViewGapError;

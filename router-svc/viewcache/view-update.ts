@@ -49,6 +49,8 @@ export interface RouterInstance {
   /** [batch_size, total_tokens, tpot_ms] points, as registered. */
   readonly tpotProfile: readonly (readonly number[])[];
   readonly generation: bigint;
+  /** Where the proxy forwards: the engines-file base URL; absent for `http://<name>` (engines.md §4). */
+  readonly url?: string;
   /**
    * In-flight load the directory folded from every router's reports (routing.md "In-flight
    * load"), per reporting router; empty when none.
@@ -119,7 +121,16 @@ export interface DecodedHeartbeat extends UpdateHead {
   readonly kind: 'heartbeat';
 }
 
-export type DecodedViewUpdate = DecodedSnapshot | DecodedDelta | DecodedHeartbeat;
+/** One part of a multi-message snapshot; the cache assembles them (view-cache.ts). */
+export interface DecodedSnapshotChunk extends UpdateHead {
+  readonly kind: 'snapshot_chunk';
+  readonly index: number;
+  readonly last: boolean;
+  readonly instances: readonly RouterInstance[];
+  readonly streams: readonly DecodedViewStream[];
+}
+
+export type DecodedViewUpdate = DecodedSnapshot | DecodedDelta | DecodedHeartbeat | DecodedSnapshotChunk;
 
 const INSTANCE_TYPES: readonly string[] = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'];
 const INSTANCE_STATES: readonly string[] = ['ACTIVE', 'LEASE_LOST', 'SUSPECT'];
@@ -196,6 +207,7 @@ export function decodeInstance(w: WireViewInstance): RouterInstance {
     tpotProfile: decodeProfile(w.tpot_profiling_data),
     generation: bigintField(`instance ${name} generation`, w.generation),
     inflight: decodeInflight(name, w.inflight),
+    ...(w.url !== undefined && w.url !== '' ? { url: w.url } : {}),
   };
 }
 
@@ -242,7 +254,7 @@ function decodeResidency(w: WireResidencyChanges): DecodedResidencyChanges {
 export function decodeViewUpdate(w: WireViewUpdate): DecodedViewUpdate {
   const head = { epoch: w.epoch ?? '', version: bigintField('version', w.version), sentAtMs: numberField('sent_at_ms', w.sent_at_ms) };
   if (head.version < 0n) throw new ViewProtocolError(`negative version ${head.version}`);
-  const body = w.body ?? (w.snapshot ? 'snapshot' : w.delta ? 'delta' : w.heartbeat ? 'heartbeat' : undefined);
+  const body = w.body ?? (w.snapshot ? 'snapshot' : w.delta ? 'delta' : w.heartbeat ? 'heartbeat' : w.snapshot_chunk ? 'snapshot_chunk' : undefined);
   switch (body) {
     case 'snapshot': {
       const s = w.snapshot;
@@ -265,6 +277,12 @@ export function decodeViewUpdate(w: WireViewUpdate): DecodedViewUpdate {
     }
     case 'heartbeat':
       return { ...head, kind: 'heartbeat' };
+    case 'snapshot_chunk': {
+      const c = w.snapshot_chunk;
+      if (!c) throw new ViewProtocolError('body says snapshot_chunk but none is set');
+      const index = numberField('snapshot_chunk.index', c.index);
+      return { ...head, kind: 'snapshot_chunk', index, last: c.last === true, instances: (c.instances ?? []).map(decodeInstance), streams: (c.streams ?? []).map(decodeStream) };
+    }
     default:
       throw new ViewProtocolError(`update without a body (epoch ${JSON.stringify(head.epoch)}, version ${head.version})`);
   }

@@ -91,7 +91,8 @@ const TOP_FIELDS = [
 const STREAM_FIELDS = ['instance_name', 'dp_rank', 'block_size', 'endpoint', 'replay_endpoint', 'topic', 'hash_seed'] as const;
 const DISCOVERY_FIELDS = ['enabled', 'block_size', 'topic', 'event_port_offset', 'replay_port_offset', 'refresh_interval_ms'] as const;
 
-type JsonObject = Record<string, unknown>;
+/** A JSON object being validated (shared with the engines-file parser). */
+export type JsonObject = Record<string, unknown>;
 
 /**
  * Reads and validates the file named by `--kv_events_config_file`. An empty path returns null:
@@ -239,7 +240,7 @@ const TCP_RE = /^tcp:\/\/(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-
 const UNCONNECTABLE_HOSTS = new Set(['*', '0.0.0.0', '[::]', '[0:0:0:0:0:0:0:0]']);
 
 /** §1: a subscriber endpoint is a connectable `tcp://host:port`, never a wildcard bind address. */
-function tcpEndpoint(o: JsonObject, field: string, parent: string): string {
+export function tcpEndpoint(o: JsonObject, field: string, parent: string): string {
   const path = `${parent}.${field}`;
   const v = o[field];
   if (v === undefined) throw new ConfigError(path, 'required');
@@ -267,20 +268,20 @@ function instance(o: JsonObject, parent: string): string {
   return v;
 }
 
-function object(v: unknown, path: string): JsonObject {
+export function object(v: unknown, path: string): JsonObject {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) {
     throw new ConfigError(path, `expected a JSON object, got ${show(v)}`);
   }
   return v as JsonObject;
 }
 
-function unknownFields(o: JsonObject, known: readonly string[], parent: string): void {
+export function unknownFields(o: JsonObject, known: readonly string[], parent: string): void {
   for (const k of Object.keys(o)) {
     if (!known.includes(k)) throw new ConfigError(parent === '' ? k : `${parent}.${k}`, `unknown field (allowed: ${known.join(', ')})`);
   }
 }
 
-function int(o: JsonObject, field: string, parent: string, dflt: number, min: number, max: number): number {
+export function int(o: JsonObject, field: string, parent: string, dflt: number, min: number, max: number): number {
   const v = o[field];
   if (v === undefined) return dflt;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) {
@@ -290,7 +291,7 @@ function int(o: JsonObject, field: string, parent: string, dflt: number, min: nu
   return v;
 }
 
-function str(o: JsonObject, field: string, parent: string, dflt: string): string {
+export function str(o: JsonObject, field: string, parent: string, dflt: string): string {
   const v = o[field];
   if (v === undefined) return dflt;
   if (typeof v !== 'string') throw new ConfigError(`${parent}.${field}`, `expected a string, got ${show(v)}`);
@@ -305,7 +306,7 @@ function bool(o: JsonObject, field: string, parent: string, dflt: boolean): bool
 }
 
 /** A short, one-line rendering of a bad value for the error message. */
-function show(v: unknown): string {
+export function show(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'an array';
   if (typeof v === 'object') return 'an object';

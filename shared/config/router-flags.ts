@@ -43,6 +43,13 @@ export const ROUTER_FLAGS = {
   // Spec gives no default: unset means "no target", every candidate is ranked by prediction alone.
   target_ttft: { type: 'float', key: 'targetTtftMs', default: null, min: 0, max: 3600000, help: 'SLO_AWARE TTFT target in ms' },
   target_tpot: { type: 'float', key: 'targetTpotMs', default: null, min: 0, max: 3600000, help: 'SLO_AWARE TPOT target in ms' },
+  tokenizer: {
+    type: 'string',
+    default: '',
+    placeholder: 'dir',
+    help: 'model directory with tokenizer.json and tokenizer_config.json: text and chat requests get cache credit; empty = routed by load',
+  },
+  chat_template: { type: 'string', default: '', placeholder: 'file', help: "Jinja chat template overriding tokenizer_config.json's (as the engine's --chat-template)" },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'pino log level' },
 } as const;
 

@@ -2,8 +2,7 @@
  * Content keys of one stream interned as small integer ids (kv-events §4, §5), with the per-key
  * Device / Host reference counts whose union is the key's residency.
  *
- * Layout, chosen for the prefix walk (one lookup per block per stream, tables far larger than the
- * CPU cache, so cost = cache misses):
+ * Layout, chosen for lookups in tables far larger than the CPU cache (cost = cache misses):
  * - `cells`: per id, 6 uint32 = the 16 key bytes as 4 words (low64 LE || high64 LE), then the
  *   Device and Host reference counts, so a hit reads one cache line for key and residency;
  * - the slot index: open addressing with linear probing, 2 uint32 per slot = (id + 1, key word 0),
@@ -11,8 +10,8 @@
  *   Content keys are XXH3-128 output, so word 0 is uniformly distributed and is the probe start.
  * Deletion is backward-shift (no tombstones); ids are recycled through a free list, so the cells
  * are bounded by the peak number of live keys, and the slot index halves below 1/8 full.
- * Shared: the directory's stream index (reference counts from records) and the router's view
- * cache (tier bits of the view stream, kept in the same two count words as 0/1) use one layout.
+ * Used by the directory's stream index (reference counts from records; the parent keys it chains
+ * on). Prefix matching uses the shared group index instead (shared/index/residency-index.ts).
  */
 
 /** uint32 per id in `cells`: 4 key words, Device refs, Host refs. */
@@ -22,12 +21,6 @@ export const REF_HOST = 5;
 
 const MIN_SLOTS = 16;
 const MIN_IDS = 16;
-
-/** Result of a prefix walk, in blocks; reusable blocks = deviceBlocks + hostOnlyBlocks (§8). */
-export interface PrefixHit {
-  deviceBlocks: number;
-  hostOnlyBlocks: number;
-}
 
 /** Key word at b[o .. o+4): uint32 little-endian, as the table stores keys (low64 LE || high64 LE). */
 export function keyWordAt(b: Uint8Array, o: number): number {
@@ -86,27 +79,6 @@ export class ContentKeyTable {
   /** Id of the 16-byte key at keys[offset ..] or -1. No allocation. */
   findBytes(keys: Uint8Array, offset: number): number {
     return this.findWords(keyWordAt(keys, offset), keyWordAt(keys, offset + 4), keyWordAt(keys, offset + 8), keyWordAt(keys, offset + 12));
-  }
-
-  /**
-   * kv-events §8 walk over a chain of `blockCount` 16-byte keys (from ContentKeyHasher.chain) from
-   * block 0: stops at the first key not in the table. Both users release a key once its Device and
-   * Host counts are zero, so found = resident; a block with a Device count is a Device hit, else a
-   * Host-only one. Writes into `out`. Hot path: O(matched blocks), no allocation.
-   */
-  matchPrefix(keys: Uint8Array, blockCount: number, out: PrefixHit): void {
-    const cells = this.cells;
-    let device = 0;
-    let hostOnly = 0;
-    const blocks = Math.min(blockCount, keys.length >>> 4);
-    for (let b = 0; b < blocks; b++) {
-      const id = this.findBytes(keys, b << 4);
-      if (id < 0) break;
-      if (cells[id * KEY_STRIDE + REF_DEVICE]! > 0) device++;
-      else hostOnly++;
-    }
-    out.deviceBlocks = device;
-    out.hostOnlyBlocks = hostOnly;
   }
 
   /** True when id's key equals src[off .. off+4). */

@@ -53,6 +53,8 @@ export interface WireViewInstance {
   /** ListInstances only: why the instance has no streams ('' in the view stream). */
   excluded_reason?: string;
   backend_type?: string;
+  /** Engines-file instances: OpenAI base URL; '' or absent = `http://<name>`. */
+  url?: string;
   /** In-flight load per reporting router (routing.md "In-flight load"); absent = none. */
   inflight?: WireInflightShare[];
 }
@@ -97,6 +99,14 @@ export interface WireViewSnapshot {
   streams: WireViewStream[];
 }
 
+/** One part of a snapshot sent in several messages (see the .proto). */
+export interface WireViewSnapshotChunk {
+  index: number;
+  last: boolean;
+  instances: WireViewInstance[];
+  streams: WireViewStream[];
+}
+
 /** Applied in field order (see the .proto): removals, upserts, stream resets, then residency. */
 export interface WireViewDelta {
   instance_removals: string[];
@@ -111,8 +121,9 @@ export interface WireViewUpdate {
   epoch: string;
   version: WireInt64;
   /** The `oneofs: true` discriminator. */
-  body?: 'snapshot' | 'delta' | 'heartbeat';
+  body?: 'snapshot' | 'delta' | 'heartbeat' | 'snapshot_chunk';
   snapshot?: WireViewSnapshot | null;
+  snapshot_chunk?: WireViewSnapshotChunk | null;
   delta?: WireViewDelta | null;
   heartbeat?: Record<string, never> | null;
   sent_at_ms: WireInt64;

@@ -4,6 +4,7 @@
  *
  *   etcd ◀─ lease + key ── engines (chaos-engine.ts: the simulator + a read-only residency route)
  *                           ── ZMQ events/snapshots, heartbeats ──▶ directory-svc ══ WatchView ══▶ router-1, router-2 (CAR)
+ *   vLLM-kind engines (no etcd) ◀── /health, /metrics ── directory-svc --engines_file (engines.md §4)
  *
  * Each part keeps its ports across restarts (engines their address, so a restart is a new
  * incarnation behind the same name; routers their port, so clients keep one URL). Faults:
@@ -26,6 +27,8 @@ export interface ClusterOptions {
   readonly blockSize: number;
   /** One entry per engine: its DP ranks. All engines are DEFAULT (routing.md: P alone). */
   readonly engineDpSizes: readonly number[];
+  /** vLLM-kind engines (DP=1, DEFAULT) listed in an engines file, after the xLLM ones. */
+  readonly vllmEngines?: number;
   readonly deviceCapacityBlocks: number;
   readonly hostCapacityBlocks: number;
   /** kv-events §9, small so a stream can be filled on purpose. */
@@ -37,6 +40,8 @@ export interface ClusterOptions {
 
 export interface EngineHandle {
   readonly index: number;
+  readonly kind: 'xllm' | 'vllm';
+  /** xLLM: `127.0.0.1:<port>`; vLLM-kind: its engines-file name `vllm-<k>`. */
   readonly name: string;
   readonly url: string;
   readonly dpSize: number;
@@ -63,12 +68,21 @@ export class ChaosCluster {
   private grpcPort = 0;
   private httpPort = 0;
   private configFile = '';
+  private enginesFile = '';
   private planned: PlannedEngine[] = [];
 
   constructor(readonly opts: ClusterOptions) {}
 
   get streamCount(): number {
-    return this.opts.engineDpSizes.reduce((a, b) => a + b, 0);
+    return this.opts.engineDpSizes.reduce((a, b) => a + b, 0) + (this.opts.vllmEngines ?? 0);
+  }
+
+  private kindOf(i: number): 'xllm' | 'vllm' {
+    return i < this.opts.engineDpSizes.length ? 'xllm' : 'vllm';
+  }
+
+  private nameOf(i: number): string {
+    return this.kindOf(i) === 'xllm' ? `127.0.0.1:${this.planned[i]!.httpPort}` : `vllm-${i - this.opts.engineDpSizes.length}`;
   }
 
   get directoryHttpUrl(): string {
@@ -88,14 +102,21 @@ export class ChaosCluster {
         max_blocks_per_stream: this.opts.maxBlocksPerStream,
       }),
     );
+    const specs = [...this.opts.engineDpSizes, ...new Array<number>(this.opts.vllmEngines ?? 0).fill(1)].map((dpSize) => ({ type: 'DEFAULT' as const, dpSize }));
+    this.planned = layoutEngines(specs, await findFreeEngineBase(specs, new Set([this.grpcPort, this.httpPort, this.etcdPort, this.etcdPeerPort])));
+    this.enginesFile = join(this.dir, 'engines.json');
+    const listed = this.planned.flatMap((e, i) =>
+      this.kindOf(i) === 'xllm'
+        ? []
+        : [{ name: this.nameOf(i), url: `http://127.0.0.1:${e.httpPort}`, kind: 'vllm', event_endpoint: `tcp://127.0.0.1:${e.httpPort + EVENT_PORT_OFFSET}`,
+            replay_endpoint: `tcp://127.0.0.1:${e.httpPort + REPLAY_PORT_OFFSET}`, block_size: this.opts.blockSize }],
+    );
+    writeFileSync(this.enginesFile, JSON.stringify({ engines: listed }));
     await this.startEtcd();
     await this.startDirectory();
-    const specs = this.opts.engineDpSizes.map((dpSize) => ({ type: 'DEFAULT' as const, dpSize }));
-    this.planned = layoutEngines(specs, await findFreeEngineBase(specs, new Set([this.grpcPort, this.httpPort, this.etcdPort, this.etcdPeerPort])));
     await Promise.all(
       this.planned.map(async (e, i) => {
-        const name = `127.0.0.1:${e.httpPort}`;
-        const h: EngineHandle = { index: i, name, url: `http://${name}`, dpSize: e.dpSize, proc: this.spawnEngine(i), paused: false };
+        const h: EngineHandle = { index: i, kind: this.kindOf(i), name: this.nameOf(i), url: `http://127.0.0.1:${e.httpPort}`, dpSize: e.dpSize, proc: this.spawnEngine(i), paused: false };
         this.engines.push(h);
         await h.proc.waitForHttp(`${h.url}/health`, START_MS);
       }),
@@ -130,7 +151,8 @@ export class ChaosCluster {
       name: 'directory',
       entry: 'directory-svc/main.ts',
       args: [`--etcd_addr=127.0.0.1:${this.etcdPort}`, `--kv_events_config_file=${this.configFile}`, `--grpc_port=${this.grpcPort}`, `--http_port=${this.httpPort}`,
-        '--meta_http_port=0', `--log_level=${this.opts.logLevel ?? 'warn'}`],
+        '--meta_http_port=0', `--log_level=${this.opts.logLevel ?? 'warn'}`,
+        ...((this.opts.vllmEngines ?? 0) > 0 ? [`--engines_file=${this.enginesFile}`, '--engines_refresh_interval_ms=200'] : [])],
     });
     await this.directory.waitForHttp(`${this.directoryHttpUrl}/health`, START_MS);
   }
@@ -142,7 +164,7 @@ export class ChaosCluster {
     return ServiceProcess.spawn({
       name: `engine-${i}`,
       entry: 'test/chaos/chaos-engine.ts',
-      args: [`--name=127.0.0.1:${e.httpPort}`, '--type=DEFAULT', `--dp_size=${e.dpSize}`, `--block_size=${this.opts.blockSize}`,
+      args: [`--engine_kind=${this.kindOf(i)}`, `--name=127.0.0.1:${e.httpPort}`, '--type=DEFAULT', `--dp_size=${e.dpSize}`, `--block_size=${this.opts.blockSize}`,
         `--device_capacity_blocks=${this.opts.deviceCapacityBlocks}`, `--host_capacity_blocks=${this.opts.hostCapacityBlocks}`,
         `--etcd_addr=127.0.0.1:${this.etcdPort}`, `--directory_http=127.0.0.1:${this.httpPort}`, `--log_level=${this.opts.logLevel ?? 'warn'}`],
     });

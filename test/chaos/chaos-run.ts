@@ -6,9 +6,12 @@
  * both routers and a prompt sent to each engine after the heal credited by both, at exactly the
  * tokens the engine holds).
  *
- * Faults, in order (engines: e0 DP=1, e1 DP=1, e2 DP=2; all DEFAULT):
+ * Faults, in order (engines: e0 DP=1, e1 DP=1, e2 DP=2 registered in etcd; v0 DP=1 vLLM-kind,
+ * in an engines file; all DEFAULT). directory_kill9_restart covers both sources:
  *   baseline               no fault (the monitor's own false-positive check)
  *   engine_kill9_restart   SIGKILL e2's group; after hold, a new process (new incarnation) on its address
+ *   vllm_engine_kill9_restart  the same for v0, a vLLM-kind engine from the engines file: its new
+ *                          process_start_time_seconds is the new incarnation (engines.md §4.3)
  *   engine_sigstop         SIGSTOP e0 (publisher, heartbeats, lease keep-alive and HTTP all stop); SIGCONT after hold
  *   directory_kill9_restart SIGKILL the directory; after hold, a new one on the same ports (new epoch)
  *   router_kill9_restart   SIGKILL router-2; after hold, a new one on the same port
@@ -88,6 +91,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const cluster = new ChaosCluster({
     blockSize: BLOCK_SIZE,
     engineDpSizes: [1, 1, 2],
+    vllmEngines: 1,
     deviceCapacityBlocks: 4096,
     hostCapacityBlocks: 0,
     maxBlocksPerStream: MAX_BLOCKS_PER_STREAM,
@@ -212,10 +216,16 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     monitor.watch(workload.prompts);
     monitor.start();
     workload.start();
-    const [e0, e1, e2] = cluster.engines as [EngineHandle, EngineHandle, EngineHandle];
+    const [e0, e1, e2, v0] = cluster.engines as [EngineHandle, EngineHandle, EngineHandle, EngineHandle];
 
     await runFault('baseline', 'no fault', async () => undefined, async () => undefined);
     await runFault('engine_kill9_restart', `SIGKILL ${e2.name} (DP=2), new incarnation on the same address`, () => e2.proc.kill().then(() => undefined), () => cluster.restartEngine(e2));
+    await runFault(
+      'vllm_engine_kill9_restart',
+      `SIGKILL ${v0.name} (vLLM kind, engines file), new process on the same ports`,
+      () => v0.proc.kill().then(() => undefined),
+      () => cluster.restartEngine(v0),
+    );
     await runFault(
       'engine_sigstop',
       `SIGSTOP ${e0.name} (publisher, heartbeats, lease keep-alive, HTTP) for ${opts.pauseMs / 1000} s, then SIGCONT`,

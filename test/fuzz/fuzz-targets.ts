@@ -11,7 +11,8 @@ import { decodeLiveMessage } from '../../directory-svc/decoder/live-frame-decode
 import { SnapshotAssembler, decodeSnapshotChunk, decodeSnapshotMessage } from '../../directory-svc/decoder/snapshot-decoder.js';
 import { isStreamError } from '../../directory-svc/errors/stream-errors.js';
 import { StreamIndex } from '../../directory-svc/index/stream-index.js';
-import type { SkipCounters } from '../../directory-svc/index/stream-index.js';
+import type { ResidencyObserver, SkipCounters } from '../../directory-svc/index/stream-index.js';
+import { ResidencyGroups } from '../../shared/index/residency-groups.js';
 import type { KvEvent } from '../../directory-svc/decoder/kv-batch.js';
 import { isDiscoveryError } from '../../directory-svc/discovery/discovery-errors.js';
 import { parseHeartbeat } from '../../directory-svc/discovery/load-report.js';
@@ -86,9 +87,9 @@ function zeroSkips(): SkipCounters {
 }
 
 /** A small index holding the §3.5 blocks 11 and 12 (so mutated events meet known hashes too). */
-function seededIndex(): StreamIndex {
+function seededIndex(onResidencyChange?: ResidencyObserver): StreamIndex {
   if (hasher === null) throw new Error('prepareTargets() not called');
-  const index = new StreamIndex({ blockSize: BLOCK_SIZE, hasher, maxEntries: 64 });
+  const index = new StreamIndex({ blockSize: BLOCK_SIZE, hasher, maxEntries: 64, ...(onResidencyChange === undefined ? {} : { onResidencyChange }) });
   const batch = decodeLiveMessage([new Uint8Array(0), new Uint8Array(8), LIVE_SEED_FOR_INDEX], LIVE_OPTS);
   if (batch.kind === 'batch') index.applyEvents(batch.batch.events, zeroSkips());
   return index;
@@ -100,6 +101,16 @@ let LIVE_SEED_FOR_INDEX: Uint8Array = new Uint8Array(0);
 function streamOutcome(name: string, e: unknown): Outcome {
   if (isStreamError(e)) return e.class;
   throw new ContractViolation(name, e);
+}
+
+/** The events of a live message, or the outcome of one that did not decode to a batch. */
+function decodedEvents(name: string, frames: Uint8Array[]): readonly KvEvent[] | Outcome {
+  try {
+    const r = decodeLiveMessage(frames, LIVE_OPTS);
+    return r.kind === 'topic_mismatch' ? 'topic_mismatch' : r.batch.events;
+  } catch (e) {
+    return streamOutcome(name, e);
+  }
 }
 
 function liveTarget(name: string, frameMutationRate: number): FuzzTarget<Uint8Array[]> {
@@ -132,14 +143,8 @@ function liveTarget(name: string, frameMutationRate: number): FuzzTarget<Uint8Ar
       return frames;
     },
     run(frames) {
-      let events;
-      try {
-        const r = decodeLiveMessage(frames, LIVE_OPTS);
-        if (r.kind === 'topic_mismatch') return 'topic_mismatch';
-        events = r.batch.events;
-      } catch (e) {
-        return streamOutcome(name, e);
-      }
+      const events = decodedEvents(name, frames);
+      if (typeof events === 'string') return events;
       // A decoded batch must also apply (or fail with a StreamError) on a non-empty index.
       try {
         seededIndex().applyEvents(events, zeroSkips());
@@ -149,6 +154,40 @@ function liveTarget(name: string, frameMutationRate: number): FuzzTarget<Uint8Ar
       }
     },
     show: (frames) => `frames [${frames.map((f) => hex(f)).join(', ')}]`,
+  };
+}
+
+/**
+ * Differential: the shared group index fed by the stream index's residency observer (as the
+ * services feed it) must hold exactly the index's residency after every mutated batch — applied
+ * whole or failed part-way (partial effects are reported too): same keys, tiers and block counts.
+ */
+function residencyMirrorTarget(): FuzzTarget<Uint8Array[]> {
+  const base = liveTarget('residency-mirror', 0);
+  return {
+    ...base,
+    name: 'residency-mirror',
+    run(frames) {
+      if (hasher === null) throw new Error('prepareTargets() not called');
+      const events = decodedEvents('residency-mirror', frames);
+      if (typeof events === 'string') return events;
+      const { group, slot } = new ResidencyGroups().join(BLOCK_SIZE, hasher);
+      const index = seededIndex((w, o, _old, tiers) => group.setKeyTiers(slot, w, o, tiers));
+      let outcome = 'ok';
+      try {
+        index.applyEvents(events, zeroSkips());
+      } catch (e) {
+        outcome = `index_${streamOutcome('residency-mirror', e)}`;
+      }
+      const want = index.exportResidency();
+      const mismatch = (what: string): never => {
+        throw new ContractViolation('residency-mirror', new Error(`group index differs from the stream index: ${what}`));
+      };
+      if (group.keyCount !== want.tiers.length) mismatch(`${group.keyCount} keys, index has ${want.tiers.length}`);
+      if (group.deviceBlocks(slot) !== index.deviceBlocks || group.hostBlocks(slot) !== index.hostBlocks) mismatch('block counts');
+      for (let i = 0; i < want.tiers.length; i++) if (group.tiersOf(slot, want.keys, i * 16) !== want.tiers[i]) mismatch(`tiers of key ${i}`);
+      return outcome;
+    },
   };
 }
 
@@ -521,6 +560,7 @@ export function makeTarget(name: string): FuzzTarget<unknown> {
     'live-batch': () => liveTarget('live-batch', 0) as FuzzTarget<never>,
     'snapshot-reply': () => snapshotTarget() as FuzzTarget<never>,
     'live-diff': () => liveDiffTarget() as FuzzTarget<never>,
+    'residency-mirror': () => residencyMirrorTarget() as FuzzTarget<never>,
     'snapshot-diff': () => snapshotDiffTarget() as FuzzTarget<never>,
     'selftest-hang': () => guardSelfTest('hang') as FuzzTarget<never>,
     'selftest-throw': () => guardSelfTest('throw') as FuzzTarget<never>,

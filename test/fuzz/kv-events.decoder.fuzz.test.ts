@@ -4,7 +4,8 @@
 // another exception and never a hang. `live-diff` is differential: the decoder must decode every
 // payload exactly as an independent reading of §3 over @msgpack/msgpack does (reference-batch.ts),
 // same events or the same error class; `snapshot-diff` does the same for §6 chunks. Seeds are the spec's examples and simulator output
-// (test/fuzz/corpus/live-batch, snapshot-chunk). FUZZ_SEED reproduces a run, FUZZ_ITERATIONS
+// (test/fuzz/corpus/live-batch, snapshot-chunk). `residency-mirror` checks the shared group
+// index (shared/index) fed by the index's residency observer against the index itself. FUZZ_SEED reproduces a run, FUZZ_ITERATIONS
 // lengthens it (default: a short form for npm test).
 import { expect } from 'chai';
 import { MIB, fuzzIterations, fuzzSeed } from '../helpers/fuzz.js';
@@ -21,6 +22,7 @@ describe(`kv-events decoders under a seeded mutation fuzzer (FUZZ_SEED=${SEED})`
     ['snapshot-reply', 2000],
     ['live-diff', 2000],
     ['snapshot-diff', 2000],
+    ['residency-mirror', 2000],
   ] as const) {
     it(`${target}: only StreamErrors are thrown, no input hangs, the heap does not grow`, async () => {
       const r = await runGuardedFuzz({ target, seed: SEED, iterations: fuzzIterations(shortForm) });

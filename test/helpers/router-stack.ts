@@ -21,6 +21,7 @@ import type { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import { EngineControl, type EngineType } from '../../tools/engine-sim/engine-control.js';
 import { EngineSimulator } from '../../tools/engine-sim/engine-simulator.js';
 import { OpenAiEndpoint } from '../../tools/engine-sim/openai-server.js';
+import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { freePort, freePortRange, waitFor } from './ports.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -69,6 +70,19 @@ export class ServiceProcess {
   }
 }
 
+/** Until `url` answers 200; a process that exits first fails with its output. */
+export async function untilAnswering(proc: ServiceProcess, url: string, name: string, timeoutMs: number): Promise<void> {
+  await waitFor(
+    async () => {
+      if (!proc.running) throw new Error(`${name} exited:\n${proc.log}`);
+      const res = await fetch(url).catch(() => null);
+      return res !== null && res.status === 200;
+    },
+    timeoutMs,
+    `${name} ${new URL(url).pathname}`,
+  );
+}
+
 export function spawnTs(script: string, args: readonly string[]): ServiceProcess {
   return new ServiceProcess(spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }));
 }
@@ -101,15 +115,7 @@ export class DirectoryProcess {
     ]);
     const dir = new DirectoryProcess(proc, grpcPort, httpPort, tmp);
     try {
-      await waitFor(
-        async () => {
-          if (!proc.running) throw new Error(`directory-svc exited:\n${proc.log}`);
-          const res = await fetch(`${dir.httpUrl}/health`).catch(() => null);
-          return res !== null && res.status === 200;
-        },
-        20000,
-        'directory-svc /health',
-      );
+      await untilAnswering(proc, `${dir.httpUrl}/health`, 'directory-svc', 20000);
     } catch (e) {
       await dir.close();
       throw e;
@@ -149,6 +155,8 @@ export class SimEngine {
     waiting?: number;
     /** Default 100 ms; a test that needs loads to stay put sets it far out and calls heartbeatNow. */
     heartbeatIntervalMs?: number;
+    /** The model's tokenizer (tokenization.md §3: the same code and files as the router's). */
+    tokenizer?: PromptTokenizer | null;
   }): Promise<SimEngine> {
     const p = await freePortRange(3);
     const name = `127.0.0.1:${p}`;
@@ -159,7 +167,7 @@ export class SimEngine {
       replayPortBase: p + STACK_DISCOVERY.replay_port_offset,
       deviceCapacityBlocks: 4096,
     });
-    const openai = new OpenAiEndpoint({ engine: sim, tokenIntervalMs: opts.tokenIntervalMs ?? 1 });
+    const openai = new OpenAiEndpoint({ engine: sim, tokenizer: opts.tokenizer ?? null, tokenIntervalMs: opts.tokenIntervalMs ?? 1 });
     let control: EngineControl;
     try {
       control = await EngineControl.start({

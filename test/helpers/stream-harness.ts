@@ -14,7 +14,7 @@ import { expect } from 'chai';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import type { ResidencyObserver } from '../../directory-svc/index/stream-index.js';
 import type { RecoveryAdmission } from '../../directory-svc/recovery/recovery-admission.js';
-import type { PrefixHit } from '../../shared/keys/content-key-table.js';
+import { slotHits, type PrefixHit } from './index-prefix.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import type { QueryResult, StreamMatch } from '../../directory-svc/index/stream-query.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
@@ -139,7 +139,6 @@ export class StreamRig {
   /** Set when an event fired with a non-SYNCHRONIZED state and a non-null index. */
   staleViewSeen = false;
   probes: number[][] = [];
-  private readonly hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
   private readonly queries = new StreamQuery();
   /** Encodes fault batches that must not change the publisher's modelled state. */
   private readonly encoder = new WireEncoder();
@@ -214,21 +213,14 @@ export class StreamRig {
 
   /** Reusable-prefix hits in blocks for `tokens` on the current query view (0 when none). */
   hits(tokens: number[]): number {
-    const index = this.sub.index;
-    if (index === null) return 0;
-    const keys = this.hasher.chain(tokens, this.blockSize);
-    index.matchPrefix(keys, keys.length / 16, this.hit);
-    return this.hit.deviceBlocks + this.hit.hostOnlyBlocks;
+    const h = this.tierHits(tokens);
+    return h.deviceBlocks + h.hostOnlyBlocks;
   }
 
-  /** Same, split by tier. */
+  /** Same, split by tier: the subscriber's served residency in its shared group. */
   tierHits(tokens: number[]): PrefixHit {
-    const out = { deviceBlocks: 0, hostOnlyBlocks: 0 };
-    const index = this.sub.index;
-    if (index === null) return out;
-    const keys = this.hasher.chain(tokens, this.blockSize);
-    index.matchPrefix(keys, keys.length / 16, out);
-    return out;
+    const r = this.sub.toQueryable().residency;
+    return r === null ? { deviceBlocks: 0, hostOnlyBlocks: 0 } : slotHits(r, tokens);
   }
 
   /** This stream's routing.md `matches` entry for `tokens`, through StreamQuery. */

@@ -89,7 +89,7 @@ describe('chaos (short form): faults under a steady two-router workload, every r
   });
 
   it('every fault was injected and recovered (all streams synchronized, fresh prompts credited exactly in both routers)', () => {
-    expect(report.rows.map((r) => r.fault)).to.deep.equal(['baseline', 'engine_kill9_restart', 'engine_sigstop', 'directory_kill9_restart', 'router_kill9_restart', 'etcd_kill9_restart', 'stream_fill']);
+    expect(report.rows.map((r) => r.fault)).to.deep.equal(['baseline', 'engine_kill9_restart', 'vllm_engine_kill9_restart', 'engine_sigstop', 'directory_kill9_restart', 'router_kill9_restart', 'etcd_kill9_restart', 'stream_fill']);
     for (const r of report.rows) expect(r.recovery_s, r.fault).to.not.equal(null);
   });
 

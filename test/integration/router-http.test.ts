@@ -145,7 +145,7 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
       { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [1, -1]}', field: /token_ids\[1\]/ },
       { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [2147483648]}', field: /token_ids\[0\]/ },
       { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [1.5]}', field: /token_ids\[0\]/ },
-      { path: '/v1/route', body: '{}', field: /token_ids or prompt_tokens/ },
+      { path: '/v1/route', body: '{}', field: /^token_ids, prompt, messages or prompt_tokens is required$/ },
       { path: '/v1/route', body: '{"token_ids": {"0": 1}}', field: /token_ids/ },
       { path: '/v1/route', body: '{"prompt_tokens": -3}', field: /prompt_tokens/ },
       { path: '/v1/route', body: '{"prompt_tokens": "12"}', field: /prompt_tokens/ },

@@ -78,9 +78,10 @@ describe('local stack (tools/stack.ts, npm start)', function () {
     return stack;
   }
 
-  it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, exits 0 and leaves no process behind', async () => {
+  /** Runs `--demo_only` with `extra` flags and checks the demo's second round found the cache. */
+  async function demoOnly(extra: string[]): Promise<void> {
     const { args, routerPort } = await freePortFlags();
-    const stack = spawnStack(['--demo_only', ...args]);
+    const stack = spawnStack(['--demo_only', ...extra, ...args]);
     const exit = await stack.waitForExit(STACK_RUN_MS);
     const out = stack.tail(200);
 
@@ -95,7 +96,26 @@ describe('local stack (tools/stack.ts, npm start)', function () {
     expect(hits.length, out).to.be.greaterThan(0);
     // The router's credit is what the engine then reused: routing found the cache.
     for (const r of hits) expect(r.cached, out).to.be.greaterThan(0);
+    // tokenization.md §3: a multi-turn chat as text, tokenized by the router and the engines alike.
+    const chat = stack.output.flatMap((l) => {
+      const m = /^\s+chat turn (\d+)\s+-> (\S+)\s+tokens\s+(\d+) \((\w+)\)\s+hit\s+(\d+) \(router view\)\s+cached\s+(\d+) \(engine\)$/.exec(l);
+      return m === null ? [] : [{ turn: Number(m[1]), engine: m[2]!, source: m[4]!, hit: Number(m[5]), cached: Number(m[6]) }];
+    });
+    expect(chat.map((t) => t.source), out).to.deep.equal(['tokenizer', 'tokenizer', 'tokenizer']);
+    for (const t of chat.slice(1)) {
+      expect(t.engine, out).to.equal(chat[t.turn - 2]!.engine);
+      expect(t.hit, out).to.be.greaterThan(0);
+      expect(t.cached, out).to.equal(t.hit);
+    }
     await expectNothingLeft(stack);
+  }
+
+  it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, exits 0 and leaves no process behind', async () => {
+    await demoOnly([]);
+  });
+
+  it('--engine_kind=vllm --demo_only runs the same demo against engines listed in an engines file (engines.md §5)', async () => {
+    await demoOnly(['--engine_kind=vllm', '--engines=DEFAULT,DEFAULT,PREFILL,DECODE']);
   });
 
   it('SIGTERM while running stops every process it started and exits 0', async () => {

@@ -265,6 +265,8 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
           { instance_name: evilName, dp_rank: 0, block_size: 4, synchronized: false, sequence: '-1', error: evilError, device_blocks: 0, host_blocks: 0, incarnation_id: '' },
         ],
         hit_ratio: { interval_ms: 1000, decisions: 0, points: [] },
+        tokenizer: { path: '/models/<b>evil</b>', vocab_size: 7, fingerprint: 'ab', chat_template: '<script>t</script>', segment_cache: true, render_threads: 1 },
+        untokenized_requests: { total: 2, by_reason: { template_error: 2 } },
       };
       server = createServer((req, res) => {
         if (req.url === '/') {
@@ -299,6 +301,10 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
       expect(shown.epoch).to.equal(status.view.epoch);
       expect(shown.banner).to.include('stale').and.include('<u>gone</u>');
       expect(shown.injected, 'elements created from status strings').to.equal(0);
+      expect(await page.evaluate<string>(`document.getElementById('tok-path').textContent`)).to.equal('/models/<b>evil</b>');
+      expect(await page.evaluate<string>(`document.getElementById('tok-untokenized').textContent`)).to.equal('2 (template_error 2)');
+      expect(await page.evaluate<string>(`document.getElementById('tok-threads').textContent`)).to.equal('1, segment cache on');
+      expect(await page.evaluate<number>(`document.querySelectorAll('#tokenizer b, #tokenizer script').length`)).to.equal(0);
       expect(shown.pwned).to.equal(undefined);
       const instanceRow = await page.evaluate<string[]>(`[...document.querySelectorAll('#instances tbody td')].map((td) => td.textContent)`);
       expect(instanceRow.slice(1, 4)).to.deep.equal(['MIX / PREFILL', 'SUSPECT', 'not schedulable']);

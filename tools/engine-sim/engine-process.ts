@@ -16,6 +16,8 @@ import { ServiceShutdown, configOrExit, type Stoppable } from '../../shared/proc
 import { EngineControl, type EngineHttpRoutes } from './engine-control.js';
 import { EngineSimulator } from './engine-simulator.js';
 import { engineSimHelp, parseEngineSimArgs, type EngineSimConfig } from './engine-sim-flags.js';
+import { MetricsRoute, processIdentity } from './metrics-route.js';
+import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { OpenAiEndpoint, OpenAiServer } from './openai-server.js';
 import { RankDispatcher } from './rank-dispatcher.js';
 
@@ -25,7 +27,7 @@ const STOP_DEADLINE_MS = 5000;
 /** What an extra-routes hook gets: the running simulator and the routes it wraps. */
 export interface EngineRoutesContext {
   readonly sim: EngineSimulator;
-  /** The registered incarnation ("" until registered, or without etcd). */
+  /** The registered incarnation ("" until registered, or without etcd); vllm/sglang: the exported process start time. */
   incarnationId(): string;
   /** The OpenAI endpoint: delegate to it for every path the hook does not serve. */
   readonly inner: EngineHttpRoutes;
@@ -36,7 +38,7 @@ export interface EngineProcessOptions {
   readonly wrapRoutes?: (ctx: EngineRoutesContext) => EngineHttpRoutes;
 }
 
-async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], opts: EngineProcessOptions): Promise<void> {
+async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, log: Logger, started: Stoppable[], opts: EngineProcessOptions): Promise<void> {
   const sim = await EngineSimulator.start({
     instanceName: cfg.instanceName,
     dpSize: cfg.dpSize,
@@ -54,12 +56,16 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
   started.push({ name: 'publisher', close: () => sim.close() });
 
   const dispatcher = new RankDispatcher(sim, cfg.deviceCapacityBlocks, cfg.dropEveryNBatches);
-  const endpoint = new OpenAiEndpoint({ engine: dispatcher, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
+  const endpoint = new OpenAiEndpoint({ engine: dispatcher, tokenizer, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
 
   let control: EngineControl | null = null;
+  const kind = cfg.engineKind;
+  const fileIncarnation = kind !== 'xllm' && cfg.processMetrics ? processIdentity() : '';
+  // engines.md §5: vLLM and SGLang engines expose their load as /metrics, and never touch etcd.
+  const served: EngineHttpRoutes = kind === 'xllm' ? endpoint : new MetricsRoute(kind, dispatcher, cfg.processMetrics, endpoint);
   const routes: EngineHttpRoutes =
-    opts.wrapRoutes === undefined ? endpoint : opts.wrapRoutes({ sim, incarnationId: () => control?.incarnationId ?? '', inner: endpoint });
-  if (cfg.etcdHosts.length > 0) {
+    opts.wrapRoutes === undefined ? served : opts.wrapRoutes({ sim, incarnationId: () => control?.incarnationId ?? fileIncarnation, inner: served });
+  if (kind === 'xllm' && cfg.etcdHosts.length > 0) {
     control = await EngineControl.start({
       etcdHosts: cfg.etcdHosts,
       etcdNamespace: cfg.etcdNamespace,
@@ -80,7 +86,7 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
     started.push({ name: 'control', close: () => ctl.close() });
   } else {
     // No etcd: nobody discovers this engine, but its API and event sockets still serve tests.
-    const server = await OpenAiServer.listen({ port: cfg.httpPort, host: cfg.host, endpoint });
+    const server = await OpenAiServer.listen({ port: cfg.httpPort, host: cfg.host, endpoint, routes });
     started.push({ name: 'http', close: () => server.close() });
   }
 
@@ -101,6 +107,7 @@ async function start(cfg: EngineSimConfig, log: Logger, started: Stoppable[], op
   log.info(
     {
       instance: cfg.instanceName,
+      engine_kind: kind,
       type: cfg.type,
       incarnation_id: control?.incarnationId ?? null,
       dp_size: cfg.dpSize,
@@ -122,10 +129,12 @@ export async function runEngineProcess(opts: EngineProcessOptions = {}): Promise
     process.stdout.write(engineSimHelp());
     return;
   }
+  // Loaded before anything starts: a missing or unparsable tokenizer file is one line and exit 2.
+  const tokenizer = configOrExit(() => (cfg.tokenizerDir === '' ? null : PromptTokenizer.load(cfg.tokenizerDir, cfg.chatTemplateFile)));
   const log = createLogger('engine-sim', cfg.logLevel);
   const shutdown = new ServiceShutdown(log, STOP_DEADLINE_MS);
   try {
-    await start(cfg, log, shutdown.started, opts);
+    await start(cfg, tokenizer, log, shutdown.started, opts);
   } catch (e) {
     console.error(`engine-sim ${cfg.instanceName}: start failed: ${e instanceof Error ? e.message : String(e)}`);
     await shutdown.failStart(e, { instance: cfg.instanceName });

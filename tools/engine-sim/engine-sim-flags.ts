@@ -11,12 +11,20 @@ import { flagsHelp, parseFlags, parseHostPortList, type FlagValues, type HostPor
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
 import type { OffloadMode } from './block-pool.js';
 import type { EngineRole, EngineType } from './engine-control.js';
+import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
 
 export const ENGINE_TYPES = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'] as const;
 /** BlockPool implements LRU only; the flag exists so command lines state it and other policies can come. */
 export const EVICTION_POLICIES = ['lru'] as const;
 
 export const ENGINE_SIM_FLAGS = {
+  engine_kind: {
+    type: 'enum',
+    values: ENGINE_KINDS,
+    default: 'xllm',
+    help: 'xllm registers in etcd and heartbeats; vllm/sglang do neither and serve GET /metrics (engines.md §5)',
+  },
+  no_process_metrics: { type: 'bool', default: false, help: 'vllm/sglang: leave process_start_time_seconds out of /metrics (Prometheus multiprocess mode)' },
   name: { type: 'string', default: '127.0.0.1:8000', placeholder: 'host:port', help: 'instance name = the business HTTP address (OpenAI API, /health) the engine listens on' },
   type: { type: 'enum', values: ENGINE_TYPES, default: 'DEFAULT', help: 'instance type registered in etcd (discovery.md "etcd keys")' },
   current_role: { type: 'enum', values: ['PREFILL', 'DECODE'], default: 'PREFILL', help: 'MIX only: the role its heartbeats report' },
@@ -39,12 +47,17 @@ export const ENGINE_SIM_FLAGS = {
   heartbeat_interval_ms: { type: 'int', default: 500, min: 50, max: 60000, help: 'heartbeat period (discovery.md: about 500 ms)' },
   token_interval_ms: { type: 'int', default: 1, min: 0, max: 10000, help: 'delay before each generated token of a completion' },
   drop_every_n_batches: { type: 'int', default: 0, min: 0, max: 1000000, help: 'fault: per rank, every n-th event batch takes its seq but is not sent (a gap); 0 = off' },
+  tokenizer: { type: 'string', default: '', placeholder: 'dir', help: "model directory (tokenizer.json, tokenizer_config.json): text and chat are tokenized as the router does; empty = one token per UTF-8 byte" },
+  chat_template: { type: 'string', default: '', placeholder: 'file', help: "chat template overriding tokenizer_config.json's" },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'pino log level' },
 } as const;
 
 type EngineSimFlags = FlagValues<typeof ENGINE_SIM_FLAGS>;
 
 export interface EngineSimConfig {
+  readonly engineKind: EngineKind;
+  /** vllm/sglang: export `process_start_time_seconds` (the engine identity, engines.md §4.3). */
+  readonly processMetrics: boolean;
   readonly host: string;
   readonly httpPort: number;
   /** `host:port`, the etcd key suffix. */
@@ -71,6 +84,9 @@ export interface EngineSimConfig {
   readonly heartbeatIntervalMs: number;
   readonly tokenIntervalMs: number;
   readonly dropEveryNBatches: number;
+  /** `--tokenizer` directory, '' for none; `--chat_template` file, '' for the directory's. */
+  readonly tokenizerDir: string;
+  readonly chatTemplateFile: string;
   readonly logLevel: LogLevel;
 }
 
@@ -109,6 +125,8 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     etcdHosts = list.map((h) => `${h.host}:${h.port}`);
   }
   return Object.freeze({
+    engineKind: f.engineKind,
+    processMetrics: !f.noProcessMetrics,
     host: name.host,
     httpPort: name.port,
     instanceName: `${name.host}:${name.port}`,
@@ -132,6 +150,8 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     heartbeatIntervalMs: f.heartbeatIntervalMs,
     tokenIntervalMs: f.tokenIntervalMs,
     dropEveryNBatches: f.dropEveryNBatches,
+    tokenizerDir: f.tokenizer,
+    chatTemplateFile: f.chatTemplate,
     logLevel: f.logLevel,
   });
 }

@@ -5,8 +5,12 @@
  *
  * Each request is a prefill first: the prompt's tokens are admitted into one rank's BlockPool
  * (`EngineSimulator.admitPrompt`), so a routed prompt becomes resident and is published as KV
- * events, exactly what CAR later credits. A token-array `prompt` is used as is; text is tokenized
- * trivially, one token per UTF-8 byte (no tokenizer in the simulator). The completion is a few
+ * events, exactly what CAR later credits. A token-array `prompt` is used as is. With a tokenizer
+ * (`--tokenizer`), text and chat are tokenized by the router's own shared code
+ * (shared/tokenize/prompt-tokenizer.ts: completions with special tokens, chats through the chat
+ * template), so a routed chat becomes resident as a real engine's blocks would; a template that
+ * fails is a 400, as vLLM answers. Without one, or for content it cannot tokenize (images), text is
+ * one token per UTF-8 byte. The completion is a few
  * fixed words, one "token" every `tokenIntervalMs`; with `"stream": true` each token is one SSE
  * chunk and the stream ends with `data: [DONE]`. A client that goes away mid-request is noticed
  * (`aborted`, the 'abort' event) and generation stops, which is how tests see a router cancel.
@@ -25,6 +29,8 @@ import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { silentLogger, type Logger } from '../../shared/log/logger.js';
+import { parseChatRequest, PromptShapeError } from '../../shared/tokenize/chat-request.js';
+import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { prefillTimingHeaders, type PrefillQueue } from './prefill-cost-model.js';
 
 /** What the endpoint needs from the engine: a prefill on some rank (EngineSimulator has it). */
@@ -42,6 +48,8 @@ export interface OpenAiEndpointOptions {
   readonly tokenIntervalMs?: number;
   /** FIFO prefill queue with a cost model; absent or null: admitted at once, no delay. */
   readonly prefill?: PrefillQueue | null;
+  /** The model's tokenizer (`--tokenizer`); absent or null: text is one token per UTF-8 byte. */
+  readonly tokenizer?: PromptTokenizer | null;
   /** Largest request body; default 8 MiB (the router's own limit). */
   readonly maxBodyBytes?: number;
   readonly logger?: Logger;
@@ -103,7 +111,7 @@ export class OpenAiEndpoint extends EventEmitter {
     if (body === null) return sendError(res, 413, 'request body too large');
     let request: ParsedRequest;
     try {
-      request = parseRequest(body, path === CHAT_COMPLETIONS_PATH);
+      request = await parseRequest(body, path === CHAT_COMPLETIONS_PATH, this.opts.tokenizer ?? null);
     } catch (e) {
       if (e instanceof BadRequest) return sendError(res, 400, e.message);
       throw e;
@@ -179,9 +187,11 @@ export class OpenAiServer {
     readonly endpoint: OpenAiEndpoint,
   ) {}
 
-  static async listen(opts: { port: number; host?: string; endpoint: OpenAiEndpoint }): Promise<OpenAiServer> {
+  /** `routes` (default: the endpoint itself) answer first; /health and 404 take the rest. */
+  static async listen(opts: { port: number; host?: string; endpoint: OpenAiEndpoint; routes?: { handle(req: IncomingMessage, res: ServerResponse): boolean } }): Promise<OpenAiServer> {
+    const routes = opts.routes ?? opts.endpoint;
     const server = createServer((req, res) => {
-      if (opts.endpoint.handle(req, res)) return;
+      if (routes.handle(req, res)) return;
       if (req.url === '/health' && (req.method === 'GET' || req.method === 'HEAD')) {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
         return;
@@ -224,7 +234,7 @@ interface ParsedRequest {
   readonly model: string | null;
 }
 
-function parseRequest(body: Buffer, chat: boolean): ParsedRequest {
+async function parseRequest(body: Buffer, chat: boolean, tokenizer: PromptTokenizer | null): Promise<ParsedRequest> {
   let json: unknown;
   try {
     json = JSON.parse(body.toString('utf8'));
@@ -233,7 +243,7 @@ function parseRequest(body: Buffer, chat: boolean): ParsedRequest {
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new BadRequest('body must be a JSON object');
   const o = json as Record<string, unknown>;
-  const tokens = chat ? chatTokens(o['messages']) : promptTokens(o['prompt']);
+  const tokens = tokenizer === null ? (chat ? chatTokens(o['messages']) : promptTokens(o['prompt'])) : await modelTokens(o, chat, tokenizer);
   const stream = o['stream'] === true;
   const mt = o['max_tokens'] ?? o['max_completion_tokens'];
   let maxTokens = DEFAULT_MAX_TOKENS;
@@ -243,6 +253,27 @@ function parseRequest(body: Buffer, chat: boolean): ParsedRequest {
   }
   const model = typeof o['model'] === 'string' ? o['model'] : null;
   return { tokens, stream, maxTokens, model };
+}
+
+/** The request's ids as the model's tokenizer gives them (the same code the router runs). */
+async function modelTokens(o: Record<string, unknown>, chat: boolean, tokenizer: PromptTokenizer): Promise<readonly number[]> {
+  if (!chat) {
+    const prompt = Array.isArray(o['prompt']) && typeof o['prompt'][0] === 'string' ? o['prompt'][0] : o['prompt'];
+    if (typeof prompt !== 'string') return promptTokens(prompt);
+    const outcome = await tokenizer.completion(prompt, o['add_special_tokens'] !== false);
+    return outcome.ok ? outcome.tokenIds : promptTokens(prompt);
+  }
+  let request;
+  try {
+    request = parseChatRequest(o);
+  } catch (e) {
+    if (e instanceof PromptShapeError) throw new BadRequest(e.message);
+    throw e;
+  }
+  const outcome = await tokenizer.chat(request);
+  if (outcome.ok) return outcome.tokenIds;
+  if (outcome.reason === 'template_error') throw new BadRequest(outcome.detail);
+  return chatTokens(o['messages']);
 }
 
 /** A token-id array as is; text one token per UTF-8 byte; a batch (array of prompts) by its first. */

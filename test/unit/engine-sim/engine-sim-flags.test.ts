@@ -41,6 +41,13 @@ describe('engine simulator flags (tools/engine-sim/engine-sim-flags.ts)', () => 
     expect(cfg(['--directory_http=http://10.0.0.1:9000/']).directoryUrl).to.equal('http://10.0.0.1:9000');
   });
 
+  it('engines.md §5: --engine_kind defaults to xllm, takes vllm and sglang, and --no_process_metrics drops the identity metric', () => {
+    expect(cfg([])).to.include({ engineKind: 'xllm', processMetrics: true });
+    expect(cfg(['--engine_kind=vllm'])).to.include({ engineKind: 'vllm', processMetrics: true });
+    expect(cfg(['--engine_kind=sglang', '--no_process_metrics'])).to.include({ engineKind: 'sglang', processMetrics: false });
+    expect(error(['--engine_kind=trtllm'])).to.equal('invalid --engine_kind: expected one of xllm, vllm, sglang, got "trtllm"');
+  });
+
   it('a rank port above 65535 names the offset flag', () => {
     expect(error(['--name=127.0.0.1:35535', '--dp_size=2'])).to.equal('invalid --replay_port_offset: 35535 + 30000 + rank 1 = 65536 is above 65535');
   });

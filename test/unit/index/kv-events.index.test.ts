@@ -9,11 +9,13 @@ import { isStreamError } from '../../../directory-svc/errors/stream-errors.js';
 import type { KvEvent } from '../../../directory-svc/decoder/kv-batch.js';
 import { StreamIndex } from '../../../directory-svc/index/stream-index.js';
 import type { StreamIndexOptions } from '../../../directory-svc/index/stream-index.js';
-import type { PrefixHit } from '../../../shared/keys/content-key-table.js';
+import { walkPrefix, type PrefixHit } from '../../helpers/index-prefix.js';
 import { StreamQuery } from '../../../directory-svc/index/stream-query.js';
 import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
 import { ReferenceError, ReferenceIndex } from './reference-index.js';
 import { BOTH, D, H, K0_HEX, K1_HEX, cleared, hexKey, noSkips, range, removed, snapshotBlock, stored } from './index-fixtures.js';
+import { ResidencyGroups } from '../../../shared/index/residency-groups.js';
+import { ServedResidency } from '../../../directory-svc/index/served-residency.js';
 
 let hasher: ContentKeyHasher;
 
@@ -63,6 +65,7 @@ function stream(index: StreamIndex | null, over: Partial<QueryableStream> = {}):
     sequence: 0n,
     error: '',
     index,
+    residency: index === null ? null : ServedResidency.of(index),
     ...over,
   };
 }
@@ -122,7 +125,7 @@ describe('kv-events §12 index scenarios I2–I10', () => {
     const keys = hasher.chain(range(1, 10), 4);
     expect(contentKeyHex(keys, 0)).to.equal(K0_HEX);
     const out: PrefixHit = { deviceBlocks: -1, hostOnlyBlocks: -1 };
-    index.matchPrefix(keys, 2, out);
+    walkPrefix(index, keys, 2, out);
     expect(out).to.deep.equal({ deviceBlocks: 2, hostOnlyBlocks: 0 });
   });
 
@@ -414,35 +417,43 @@ describe('kv-events §8 multi-stream query (StreamQuery)', () => {
     expect(res.matches.map((m) => m.device_hit_tokens)).to.deep.equal([8, 8]);
   });
 
-  it('§8 the key chain is computed once per distinct (block_size, hash_seed) per query, not per stream', async () => {
+  it('§8 each block key is computed once per (block_size, hash_seed) group per query, not per stream, and only while a stream still matches', async () => {
     const seed2048 = await ContentKeyHasher.forSeed(2048);
+    const groups = new ResidencyGroups();
+    const shared = (index: StreamIndex): ServedResidency => {
+      const r = new ServedResidency(groups, index.blockSize, index.hasher);
+      r.serve(index);
+      return r;
+    };
     const streams: QueryableStream[] = [];
     for (let r = 0; r < 4; r++) {
       const index = newIndex();
       apply(index, stored([1, 2], null, range(1, 8), D));
-      streams.push(stream(index, { dpRank: r }));
+      streams.push(stream(index, { dpRank: r, residency: shared(index) }));
     }
     const other = new StreamIndex({ blockSize: 4, hasher: seed2048, maxEntries: 100 });
     apply(other, stored([1], null, range(1, 4), D));
-    streams.push(stream(other, { instanceName: 'z', hashSeed: 2048n }));
+    streams.push(stream(other, { instanceName: 'z', hashSeed: 2048n, residency: shared(other) }));
     let calls = 0;
     const counted = [hasher, seed2048].map((h) => {
-      const original = h.chain;
-      h.chain = function (this: ContentKeyHasher, ...args: Parameters<ContentKeyHasher['chain']>) {
+      const original = h.keyInto;
+      h.keyInto = function (this: ContentKeyHasher, ...args: Parameters<ContentKeyHasher['keyInto']>) {
         calls++;
         return original.apply(this, args);
       };
       return () => {
-        h.chain = original;
+        h.keyInto = original;
       };
     });
     try {
       const q = new StreamQuery();
-      const res = q.query(range(1, 8), streams);
-      expect(calls).to.equal(2);
+      // 3 blocks: seed 1024 hashes blocks 0–2 once for its 4 streams (all match 2), seed 2048
+      // blocks 0–1 (its stream stops after block 0): 5 keys, not 4 × 3 + 3.
+      const res = q.query(range(1, 12), streams);
       expect(res.matches.map((m) => m.device_hit_tokens)).to.deep.equal([8, 8, 8, 8, 4]);
-      q.query(range(1, 8), streams);
-      expect(calls).to.equal(4);
+      expect(calls).to.equal(5);
+      q.query(range(1, 12), streams);
+      expect(calls).to.equal(10);
     } finally {
       for (const restore of counted) restore();
     }
@@ -583,7 +594,7 @@ describe('kv-events §5 index agrees with a reference model (property)', () => {
           for (const k of model.seenKeys) expect(index.residencyOf(hexKey(k), 0), k).to.equal(res.get(k) ?? 0);
           expect(indexSkips).to.deep.equal(modelSkips);
           const hit: PrefixHit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
-          index.matchPrefix(promptKeys, promptHex.length, hit);
+          walkPrefix(index, promptKeys, promptHex.length, hit);
           expect([hit.deviceBlocks, hit.hostOnlyBlocks]).to.deep.equal(model.match(promptHex));
         }
         // An index rebuilt from the applied events holds the same state (§7.5).

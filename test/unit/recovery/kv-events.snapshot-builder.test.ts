@@ -7,6 +7,7 @@ import { isStreamError } from '../../../directory-svc/errors/stream-errors.js';
 import { StreamIndex } from '../../../directory-svc/index/stream-index.js';
 import type { SkipCounters } from '../../../directory-svc/index/stream-index.js';
 import { SnapshotBuilder } from '../../../directory-svc/recovery/snapshot-builder.js';
+import { groupHits } from '../../helpers/index-prefix.js';
 
 function block(hash: number, parent: number | null, tokens: number[], tiers: TierBits): SnapshotBlock {
   return {
@@ -52,9 +53,7 @@ describe('kv-events §6 snapshot building', () => {
     expect(b.accept(chunk(7n, [block(12, 11, [5, 6, 7, 8], 2)]))).to.equal(null);
     expect(b.accept(TERMINATOR)).to.equal(7n);
     expect(index.entryCount).to.equal(3);
-    const hit = { deviceBlocks: 0, hostOnlyBlocks: 0 };
-    index.matchPrefix(hasher.chain([1, 2, 3, 4, 5, 6, 7, 8], 4), 2, hit);
-    expect(hit).to.deep.equal({ deviceBlocks: 1, hostOnlyBlocks: 1 });
+    expect(groupHits(index, [1, 2, 3, 4, 5, 6, 7, 8])).to.deep.equal({ deviceBlocks: 1, hostOnlyBlocks: 1 });
   });
 
   it('R8 an orphan and its descendant are skipped and counted', () => {

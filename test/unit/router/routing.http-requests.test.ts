@@ -6,7 +6,7 @@ import { InternalTokenCheck } from '../../../shared/security/internal-token.js';
 import { queryResultJson } from '../../../router-svc/http/query-json.js';
 import { parseKvQueryRequest, parseRouteRequest } from '../../../router-svc/http/route-request.js';
 import { isRouterHttpError } from '../../../router-svc/http/router-http-errors.js';
-import { chatRouteInput, completionRouteInput } from '../../../router-svc/proxy/prompt-route-input.js';
+import { chatRouteInput, completionRouteInput, routeEndpointInput } from '../../../router-svc/proxy/prompt-route-input.js';
 
 /** The 400 reason `fn` throws (fails when it does not throw a bad_request). */
 function reasonOf(fn: () => unknown): string {
@@ -39,26 +39,37 @@ describe('routing.md HTTP API request checks', () => {
     expect(parseRouteRequest({ token_ids: [5, 6, 7] })).to.deep.equal({ tokenIds: [5, 6, 7], promptTokens: 3, dryRun: false });
     expect(parseRouteRequest({ prompt_tokens: 42 })).to.deep.equal({ tokenIds: null, promptTokens: 42, dryRun: false });
     expect(parseRouteRequest({ token_ids: [1], prompt_tokens: 9, dry_run: true })).to.deep.equal({ tokenIds: [1], promptTokens: 9, dryRun: true });
-    expect(reasonOf(() => parseRouteRequest({}))).to.equal('token_ids or prompt_tokens is required');
+    expect(reasonOf(() => parseRouteRequest({}))).to.equal('token_ids, prompt, messages or prompt_tokens is required');
     expect(reasonOf(() => parseRouteRequest({ prompt_tokens: 1.5 }))).to.match(/^prompt_tokens/);
     expect(reasonOf(() => parseRouteRequest({ prompt_tokens: -1 }))).to.match(/^prompt_tokens/);
   });
 
-  it('proxy: a token-id prompt is used for CAR; text, batches and chat go by queue cost with an estimate', () => {
-    expect(completionRouteInput({ prompt: [3, 4, 5] })).to.deep.equal({ tokenIds: [3, 4, 5], promptTokens: 3 });
-    expect(completionRouteInput({ prompt: 'abcdefgh' })).to.deep.equal({ tokenIds: null, promptTokens: 2 });
-    expect(completionRouteInput({ prompt: ['abcd', [1, 2, 3]] })).to.deep.equal({ tokenIds: null, promptTokens: 4 });
-    expect(completionRouteInput({ prompt: [] })).to.deep.equal({ tokenIds: null, promptTokens: 0 });
+  it('T4 proxy: a token-id prompt is used as it is; text and chat go to the tokenizer with a ceil(chars/4) estimate', () => {
+    expect(completionRouteInput({ prompt: [3, 4, 5] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: [3, 4, 5], promptTokens: 3 } });
+    expect(completionRouteInput({ prompt: 'abcdefgh' })).to.deep.equal({ kind: 'text', text: 'abcdefgh', addSpecialTokens: true, estimate: 2 });
+    expect(completionRouteInput({ prompt: 'abcd', add_special_tokens: false })).to.deep.equal({ kind: 'text', text: 'abcd', addSpecialTokens: false, estimate: 1 });
+    expect(reasonOf(() => completionRouteInput({ prompt: 'abcd', add_special_tokens: 1 }))).to.equal('add_special_tokens must be a boolean');
+    // An array of strings is one request per string, routed by the first (tokenization.md §2).
+    expect(completionRouteInput({ prompt: ['abcd', 'efghijkl'] })).to.deep.equal({ kind: 'text', text: 'abcd', addSpecialTokens: true, estimate: 1 });
+    expect(completionRouteInput({ prompt: [[1, 2], [3, 4, 5]] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: null, promptTokens: 5 } });
+    expect(completionRouteInput({ prompt: [] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: null, promptTokens: 0 } });
     expect(reasonOf(() => completionRouteInput({ prompt: [1, -2] }))).to.match(/^prompt\[1\] must be an integer in \[0, 2\^31\)/);
     expect(reasonOf(() => completionRouteInput({ prompt: ['a', 5] }))).to.match(/^prompt\[1\]/);
     expect(reasonOf(() => completionRouteInput({}))).to.match(/^prompt is required/);
     expect(reasonOf(() => completionRouteInput({ prompt: 7 }))).to.match(/^prompt must be/);
-    expect(chatRouteInput({ messages: [{ role: 'user', content: 'abcd' }, { role: 'user', content: [{ type: 'text', text: 'efgh' }] }] })).to.deep.equal({
-      tokenIds: null,
-      promptTokens: 2,
-    });
-    expect(reasonOf(() => chatRouteInput({ messages: 'hi' }))).to.match(/^messages must be an array/);
+    const chat = chatRouteInput({ messages: [{ role: 'user', content: 'abcd' }, { role: 'user', content: [{ type: 'text', text: 'efgh' }] }] });
+    expect(chat.kind).to.equal('chat');
+    expect(chat.kind === 'chat' && chat.estimate).to.equal(2);
+    expect(reasonOf(() => chatRouteInput({ messages: 'hi' }))).to.match(/^messages must be a non-empty array/);
     expect(reasonOf(() => chatRouteInput({ messages: ['hi'] }))).to.match(/^messages\[0\]/);
+    expect(reasonOf(() => chatRouteInput({ messages: [{ content: 'x' }] }))).to.equal('messages[0].role must be a non-empty string');
+  });
+
+  it('T8 /v1/route: token_ids, prompt or messages, exactly one of them', () => {
+    expect(routeEndpointInput({ token_ids: [1, 2] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: [1, 2], promptTokens: 2 } });
+    expect(routeEndpointInput({ prompt: 'abcd' })).to.deep.equal({ kind: 'text', text: 'abcd', addSpecialTokens: true, estimate: 1 });
+    expect(routeEndpointInput({ messages: [{ role: 'user', content: 'hi' }] }).kind).to.equal('chat');
+    expect(reasonOf(() => routeEndpointInput({ token_ids: [1], prompt: 'x' }))).to.equal('give one of token_ids, prompt or messages');
   });
 
   it('query JSON: the spec field order, and a sequence above 2^53 written exactly', () => {

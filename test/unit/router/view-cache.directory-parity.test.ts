@@ -11,6 +11,7 @@ import { StreamQuery, type QueryableStream } from '../../../directory-svc/index/
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { range, removed, stored } from '../index/index-fixtures.js';
 import { apply, snapshot, wireInstance, wireStream } from './view-fixtures.js';
+import { ServedResidency } from '../../../directory-svc/index/served-residency.js';
 
 describe('routing.md query: router view answers exactly as the directory Query', () => {
   it('same matches for full, partial, misaligned and empty token lists (replicas, host-only, unsynchronized rank)', async () => {
@@ -26,9 +27,9 @@ describe('routing.md query: router view answers exactly as the directory Query',
     other.applyEvents([stored([9], null, range(1, 4), 1)], skips);
 
     const streams: QueryableStream[] = [
-      { instanceName: 'b:1', dpRank: 0, blockSize: 4, hashSeed: 1024n, synchronized: true, sequence: 12n, error: '', index: r0 },
-      { instanceName: 'b:1', dpRank: 1, blockSize: 4, hashSeed: 1024n, synchronized: true, sequence: 3n, error: '', index: r1 },
-      { instanceName: 'a:1', dpRank: 0, blockSize: 4, hashSeed: 1024n, synchronized: false, sequence: -1n, error: 'timeout: replay', index: other },
+      { instanceName: 'b:1', dpRank: 0, blockSize: 4, hashSeed: 1024n, synchronized: true, sequence: 12n, error: '', index: r0, residency: ServedResidency.of(r0) },
+      { instanceName: 'b:1', dpRank: 1, blockSize: 4, hashSeed: 1024n, synchronized: true, sequence: 3n, error: '', index: r1, residency: ServedResidency.of(r1) },
+      { instanceName: 'a:1', dpRank: 0, blockSize: 4, hashSeed: 1024n, synchronized: false, sequence: -1n, error: 'timeout: replay', index: other, residency: null },
     ];
     const view = new ViewCache({ staleAfterMs: 3000 });
     await apply(

@@ -164,6 +164,20 @@ describe('architecture.md view stream: router view cache', () => {
     expect(cache.version).to.equal(10n);
   });
 
+  it('snapshot parts: out of order or of another version are a protocol error that leaves the live view; a stream split over parts is joined', async () => {
+    await baseSnapshot('e1', 10);
+    const part = (index: number, last: boolean, version: number, streams: ReturnType<typeof wireStream>[]) =>
+      decodeViewUpdate({ epoch: 'e2', version: String(version), body: 'snapshot_chunk', snapshot_chunk: { index, last, instances: index === 0 ? [wireInstance('a:1')] : [], streams }, sent_at_ms: '0' });
+    expect(() => cache.applyUpdate(part(1, true, 20, []), 1)).to.throw(ViewProtocolError, /without part 0/);
+    cache.applyUpdate(part(0, false, 20, [wireStream(7, 'a:1', residency([k[0]!], [DEVICE]))]), 1);
+    expect(() => cache.applyUpdate(part(1, true, 21, []), 1)).to.throw(ViewProtocolError, /part 0 of e2\/20 was due|part 1 of e2\/20 was due/);
+    expect([cache.epoch, cache.version, cache.tiersOf(1, k[0]!)]).to.deep.equal(['e1', 10n, DEVICE]);
+    cache.applyUpdate(part(0, false, 20, [wireStream(7, 'a:1', residency([k[0]!], [DEVICE]))]), 1);
+    cache.applyUpdate(part(1, true, 20, [wireStream(7, 'a:1', residency([k[1]!], [BOTH]))]), 1);
+    expect([cache.epoch, cache.version, cache.tiersOf(7, k[0]!), cache.tiersOf(7, k[1]!), cache.tiersOf(1, k[0]!)]).to.deep.equal(['e2', 20n, DEVICE, BOTH, 0]);
+    expect(cache.streams().map((s) => [s.instanceName, s.deviceBlocks, s.hostBlocks])).to.deep.equal([['a:1', 2, 1]]);
+  });
+
   it('decoder: keys that are not 16 bytes per tier byte are a protocol error', () => {
     const w = delta('e1', 11, { residency: [{ stream_id: 1, keys: new Uint8Array(20), tiers: Uint8Array.from([1]) }] });
     expect(() => decodeViewUpdate(w)).to.throw(ViewProtocolError, /16 per tier byte/);

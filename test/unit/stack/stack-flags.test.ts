@@ -25,6 +25,12 @@ describe('local stack flags and port plan (tools/stack)', () => {
     expect(c.engines.map((e) => `${e.type}:${e.dpSize}`)).to.deep.equal(['DEFAULT:1', 'DEFAULT:1', 'PREFILL:1', 'DECODE:1']);
   });
 
+  it('--engine_kind defaults to xllm; vllm and sglang fleets take DEFAULT, PREFILL and DECODE but not MIX', () => {
+    expect(cfg([]).engineKind).to.equal('xllm');
+    expect(cfg(['--engine_kind=vllm']).engineKind).to.equal('vllm');
+    expect(() => cfg(['--engine_kind=sglang', '--engines=DEFAULT,MIX'])).to.throw(ConfigError, 'invalid --engines: MIX engines are xLLM only; --engine_kind=sglang takes DEFAULT|PREFILL|DECODE');
+  });
+
   it('--engines takes TYPE[:dp] entries, case-insensitive, and refuses anything else in one line', () => {
     expect(parseEngines('default:2, mix').map((e) => `${e.type}:${e.dpSize}`)).to.deep.equal(['DEFAULT:2', 'MIX:1']);
     for (const bad of ['', 'GPU', 'DEFAULT:0', 'DEFAULT:17', 'DEFAULT:x']) {

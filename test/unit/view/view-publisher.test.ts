@@ -19,6 +19,9 @@ import { ViewPublisher, type InstanceTableSource, type ViewStreamHandle } from '
 import type { ViewEndReason, ViewSink } from '../../../directory-svc/view/view-watcher.js';
 import { decodeViewUpdate, residencyMap, ViewModel, type DecodedViewUpdate } from '../../helpers/view-model.js';
 import { range, removed, stored } from '../index/index-fixtures.js';
+import { ServedResidency } from '../../../directory-svc/index/served-residency.js';
+import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
+import { decodeViewUpdate as routerDecode } from '../../../router-svc/viewcache/view-update.js';
 
 /** Stands in for a StreamSubscriber: its served index, state and the 'state'/'view' events. */
 class SourceStream extends EventEmitter {
@@ -43,6 +46,7 @@ class SourceStream extends EventEmitter {
       sequence: this.sequence,
       error: this.error,
       index: synchronized ? this.index : null,
+      residency: synchronized && this.index !== null ? ServedResidency.of(this.index) : null,
     };
   }
 }
@@ -422,5 +426,61 @@ describe('architecture.md view stream: publisher', () => {
       ['a:8000', 250, ''],
       ['b:8000', -1, 'port_overflow: instance b:8000 needs ports up to 70000, above 65535'],
     ]);
+  });
+  it('snapshot over 4 MiB: parts of at most 4 MiB each, one per transport drain, assembled by the router beside its live view and swapped on the last; later deltas follow', async () => {
+    const p = open();
+    const small = track(p, 'a-small');
+    const big = track(p, 'b-big');
+    batch(small.src, [stored([1, 2], null, range(1, 8), 1)]);
+    const cache = new ViewCache({ staleAfterMs: 3_600_000 });
+    await cache.hashers.ensure([1024n]);
+    const first = new MemorySink();
+    p.watch({ routerId: 'r1', epoch: '', version: 0 }, first);
+    expect(first.updates().map((u) => u.body)).to.deep.equal(['snapshot']);
+    for (const u of first.updates()) cache.applyUpdate(routerDecode(u), clock);
+    const oldVersion = cache.version;
+    // 260,000 keys × 17 bytes ≈ 4.4 MB of residency: more than one message may hold.
+    const n = 260_000;
+    big.src.index = new StreamIndex({ blockSize: 4, hasher, maxEntries: 1 << 20, onResidencyChange: big.handle.onResidencyChange });
+    const tokens = new Array<number>(4 * n);
+    for (let i = 0; i < tokens.length; i++) tokens[i] = i + 1;
+    batch(big.src, [stored(Array.from({ length: n }, (_, i) => 1000 + i), null, tokens, 1)]);
+    p.flush();
+    // A full transport takes one part at a time: the next is encoded and sent only after a drain.
+    const second = new MemorySink();
+    second.full = true;
+    p.watch({ routerId: 'r2', epoch: '', version: 0 }, second);
+    batch(small.src, [stored([3], 2, range(9, 12), 1)]);
+    p.flush(); // a delta published meanwhile waits behind the snapshot's parts
+    expect(second.sent).to.have.length(1);
+    for (let guard = 0; guard < 10 && second.updates().at(-1)!.body !== 'delta'; guard++) {
+      second.full = true;
+      second.drain();
+    }
+    const all = second.updates();
+    expect(all.at(-1)!.body).to.equal('delta');
+    const parts = all.slice(0, -1);
+    expect(parts.length, 'messages').to.be.greaterThan(1);
+    for (const m of second.sent) expect(m.length, 'message bytes').to.be.at.most(4 * 1024 * 1024);
+    expect(parts.map((u) => [u.body, u.snapshot_chunk?.index, u.snapshot_chunk?.last])).to.deep.equal(parts.map((_, i) => ['snapshot_chunk', i, i === parts.length - 1]));
+    const probe = tokens.slice(0, 8);
+    for (let i = 0; i < parts.length; i++) {
+      cache.applyUpdate(routerDecode(parts[i]!), clock);
+      const q = cache.query(probe, clock);
+      const bigMatch = q.matches.find((m) => m.instance_name === 'b-big');
+      if (i < parts.length - 1) {
+        // Still the old view: version, streams and hits unchanged until the last part.
+        expect(cache.version).to.equal(oldVersion);
+        expect(bigMatch?.device_hit_tokens ?? 0).to.equal(0);
+      } else {
+        expect(cache.version).to.equal(BigInt(p.version - 1));
+        expect(bigMatch?.device_hit_tokens).to.equal(8);
+      }
+    }
+    cache.applyUpdate(routerDecode(all.at(-1)!), clock);
+    expect(cache.version).to.equal(BigInt(p.version));
+    const b = cache.streams().find((s) => s.instanceName === 'b-big')!;
+    expect([b.deviceBlocks, b.hostBlocks]).to.deep.equal([n, 0]);
+    expect(cache.streams().find((s) => s.instanceName === 'a-small')!.deviceBlocks).to.equal(3);
   });
 });

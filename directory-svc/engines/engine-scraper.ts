@@ -1,0 +1,222 @@
+/**
+ * One engines-file engine's scraper (engines.md §4.1–§4.3): every `engines_refresh_interval_ms`
+ * it probes `GET <url>/health` and reads `GET <url>/metrics`, and tells the instance sink what
+ * that means. It is also the engine's `EngineIdentitySource`, which its streams' subscribers ask
+ * on reconnect (§3 rule 4). The decisions live in `EngineHealthState` (pure, clock passed in);
+ * this class only does the HTTP and the timer.
+ */
+import { JoinedRun } from '../../shared/process/joined-run.js';
+import type { InstanceLoad } from '../discovery/load-report.js';
+import type { EngineIdentity, EngineIdentitySource } from './engine-identity.js';
+import { readEngineMetrics, type EngineMetricsReading } from './engine-metrics.js';
+import type { EngineEntry } from './engines-file.js';
+
+export type EngineReport = 'scrape_failed' | 'scrape_ok' | 'refused';
+
+/** What the scraper tells the instance table (DiscoveryService implements it). */
+export interface EngineInstanceSink {
+  /** Admits or refreshes the engine; a new identity replaces it. Returns the refusal, null when accepted. */
+  putEngine(entry: EngineEntry, identity: string | null): string | null;
+  /** A new load, or null when the last one is older than 3 × the refresh interval. */
+  engineLoad(name: string, load: InstanceLoad | null): void;
+  engineHealth(name: string, healthy: boolean): void;
+}
+
+export interface EngineScraperOptions {
+  readonly refreshIntervalMs: number;
+  /** `--instance_delete_probe_attempts`: consecutive failed probes before SUSPECT. */
+  readonly failedProbesToSuspect: number;
+  /** `--instance_delete_probe_timeout_ms`: each GET's time limit. */
+  readonly requestTimeoutMs: number;
+  readonly nowMs: () => number;
+  /** A scrape or put outcome worth one log line (the source de-duplicates); 'scrape_ok' ends a failure episode. */
+  readonly report: (name: string, what: EngineReport, detail: string) => void;
+}
+
+/** What one tick's outcome makes the sink do; pure so the rules are unit-tested without HTTP. */
+export class EngineHealthState {
+  private failedProbes = 0;
+  private healthySeen = false;
+  private load: InstanceLoad | null = null;
+  private loadAtMs: number | null = null;
+  /** The load currently published: the sink is told only about changes. */
+  private publishedLoadAtMs: number | null = null;
+  identity: EngineIdentity = undefined;
+
+  constructor(private readonly failedProbesToSuspect: number, private readonly staleAfterMs: number) {}
+
+  /** A health probe answered (200 → healthy). */
+  probe(healthy: boolean): void {
+    if (healthy) {
+      this.failedProbes = 0;
+      this.healthySeen = true;
+    } else {
+      this.failedProbes++;
+    }
+  }
+
+  /** A successful `/metrics` read; a reading without the waiting metric leaves the previous load (§4.2). */
+  reading(r: EngineMetricsReading, nowMs: number): void {
+    this.identity = r.identity;
+    if (r.load !== null) {
+      this.load = r.load;
+      this.loadAtMs = nowMs;
+    }
+  }
+
+  /** §4.1: ACTIVE needs a first healthy probe and a first load. */
+  get admissible(): boolean {
+    return this.healthySeen && this.loadAtMs !== null;
+  }
+
+  get suspect(): boolean {
+    return this.failedProbes >= this.failedProbesToSuspect;
+  }
+
+  get healthy(): boolean {
+    return this.failedProbes === 0;
+  }
+
+  /** The load to publish now: a new one, null once stale (3 × interval, §4.2), or 'unchanged'. */
+  loadUpdate(nowMs: number): InstanceLoad | null | 'unchanged' {
+    if (this.loadAtMs === null) return 'unchanged';
+    const stale = nowMs - this.loadAtMs > this.staleAfterMs;
+    if (stale) {
+      if (this.publishedLoadAtMs === -1) return 'unchanged';
+      this.publishedLoadAtMs = -1;
+      return null;
+    }
+    if (this.publishedLoadAtMs === this.loadAtMs) return 'unchanged';
+    this.publishedLoadAtMs = this.loadAtMs;
+    return this.load;
+  }
+
+  /** After a replacement the table holds no load: publish the current one again. */
+  forgetPublishedLoad(): void {
+    this.publishedLoadAtMs = null;
+  }
+}
+
+export class EngineScraper implements EngineIdentitySource {
+  private readonly state: EngineHealthState;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly passes = new JoinedRun(() => this.pass());
+  private readonly aborts = new AbortController();
+  private closed = false;
+  /** The identity last put into the table (undefined: not admitted). */
+  private putIdentity: EngineIdentity = undefined;
+
+  constructor(
+    private entry: EngineEntry,
+    private readonly sink: EngineInstanceSink,
+    private readonly opts: EngineScraperOptions,
+  ) {
+    this.state = new EngineHealthState(opts.failedProbesToSuspect, 3 * opts.refreshIntervalMs);
+  }
+
+  get name(): string {
+    return this.entry.name;
+  }
+
+  /** Starts the periodic probe and scrape (the first at once). */
+  start(): void {
+    if (this.timer !== null || this.closed) return;
+    void this.tick();
+    this.timer = setInterval(() => void this.tick(), this.opts.refreshIntervalMs);
+  }
+
+  /** A reloaded file changed this entry: the next tick scrapes the new url and refreshes the instance. */
+  update(entry: EngineEntry): void {
+    this.entry = entry;
+    if (this.putIdentity !== undefined) this.sync();
+  }
+
+  current(): EngineIdentity {
+    return this.state.identity;
+  }
+
+  /** §3 rule 4: a scrape started now; also feeds the table, so a changed identity replaces the instance at once. */
+  async scrapeNow(signal: AbortSignal): Promise<string | null> {
+    const reading = await this.readMetrics(AbortSignal.any([signal, this.aborts.signal]));
+    this.state.reading(reading, this.opts.nowMs());
+    this.sync();
+    return reading.identity;
+  }
+
+  /** One probe and scrape now; joins a running one (ticks never overlap). */
+  tick(): Promise<void> {
+    return this.passes.run();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.aborts.abort();
+    await this.passes.settled();
+  }
+
+  private async pass(): Promise<void> {
+    const signal = this.aborts.signal;
+    const [healthy, reading] = await Promise.all([
+      this.probeHealth(signal),
+      this.readMetrics(signal).catch((e: unknown) => {
+        if (!this.closed) this.opts.report(this.entry.name, 'scrape_failed', e instanceof Error ? e.message : String(e));
+        return null;
+      }),
+    ]);
+    if (this.closed) return;
+    this.state.probe(healthy);
+    if (reading !== null) {
+      this.state.reading(reading, this.opts.nowMs());
+      this.opts.report(this.entry.name, 'scrape_ok', '');
+    }
+    this.sync();
+  }
+
+  /** Tells the sink what the state means now: admission or identity, load, health. */
+  private sync(): void {
+    if (this.closed || !this.state.admissible) return;
+    const identity = this.state.identity ?? null;
+    const refused = this.sink.putEngine(this.entry, identity);
+    if (refused !== null) {
+      this.putIdentity = undefined;
+      this.opts.report(this.entry.name, 'refused', refused);
+      return;
+    }
+    // A first admission or a replacement starts without load in the table.
+    if (this.putIdentity !== identity) this.state.forgetPublishedLoad();
+    this.putIdentity = identity;
+    const load = this.state.loadUpdate(this.opts.nowMs());
+    if (load !== 'unchanged') this.sink.engineLoad(this.entry.name, load);
+    if (this.state.healthy) this.sink.engineHealth(this.entry.name, true);
+    else if (this.state.suspect) this.sink.engineHealth(this.entry.name, false);
+  }
+
+  private async probeHealth(signal: AbortSignal): Promise<boolean> {
+    try {
+      const res = await fetch(`${this.entry.url}/health`, { signal: this.limited(signal), redirect: 'manual' });
+      await res.arrayBuffer().catch(() => undefined);
+      return res.status === 200;
+    } catch {
+      // Refused, reset, timed out or aborted: an unhealthy answer, not an error of ours.
+      return false;
+    }
+  }
+
+  private async readMetrics(signal: AbortSignal): Promise<EngineMetricsReading> {
+    let text: string;
+    try {
+      const res = await fetch(`${this.entry.url}/metrics`, { signal: this.limited(signal), redirect: 'manual' });
+      text = await res.text();
+      if (res.status !== 200) throw new Error(`GET /metrics answered ${res.status}`);
+    } catch (e) {
+      throw new Error(`GET ${this.entry.url}/metrics failed: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    return readEngineMetrics(text, this.entry.kind);
+  }
+
+  private limited(signal: AbortSignal): AbortSignal {
+    return AbortSignal.any([signal, AbortSignal.timeout(this.opts.requestTimeoutMs)]);
+  }
+}

@@ -1,0 +1,203 @@
+/**
+ * The front module of `engines/`: the engines file as a second instance source beside etcd
+ * (engines.md §4). It reads `--engines_file` at start (a bad file is a startup error), re-reads
+ * it every min(engines_refresh_interval_ms, 5 s) and applies the difference: one EngineScraper
+ * per entry, which admits its engine into the shared instance table once healthy with a load,
+ * and keeps its health, load and identity current. The table, the stream planner and the
+ * subscription reconciler are discovery's own; nothing here plans streams.
+ *
+ *   engines file ──poll──▶ parseEnginesFile ──diff──▶ EngineScraper per entry
+ *                            │ bad: last good kept          │ /health, /metrics every interval
+ *                            ▼ one log per content           ▼
+ *                  kv_engines_file_errors_total     EngineInstanceSink (DiscoveryService → InstanceTable)
+ */
+import { readFileSync } from 'node:fs';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { ConfigError, isConfigError } from '../../shared/config/config-error.js';
+import type { Logger } from '../../shared/log/logger.js';
+import { silentLogger } from '../../shared/log/logger.js';
+import type { EngineIdentitySource } from './engine-identity.js';
+import { EngineScraper, type EngineInstanceSink, type EngineReport } from './engine-scraper.js';
+import { parseEnginesFile, sameEngineEntry, type EngineEntry, type EnginesFileContext } from './engines-file.js';
+
+/** engines.md §4: the file is re-read at least this often. */
+const MAX_REREAD_INTERVAL_MS = 5000;
+
+export interface EnginesSourceOptions {
+  readonly path: string;
+  /** `--engines_refresh_interval_ms` */
+  readonly refreshIntervalMs: number;
+  /** `--instance_delete_probe_attempts` */
+  readonly failedProbesToSuspect: number;
+  /** `--instance_delete_probe_timeout_ms` */
+  readonly requestTimeoutMs: number;
+  /** Static streams' instance names: an entry using one is invalid. */
+  readonly reservedNames?: ReadonlySet<string>;
+  readonly nowMs?: () => number;
+}
+
+/** The engines (instance) side of the instance table that the scrapers need, plus removal. */
+export interface EnginesSink extends EngineInstanceSink {
+  removeEngine(name: string): void;
+}
+
+export class EnginesSource {
+  private log: Logger = silentLogger;
+  private readonly nowMs: () => number;
+  private readonly ctx: EnginesFileContext;
+  private readonly scrapers = new Map<string, EngineScraper>();
+  private fileErrors: Counter | null = null;
+  private engineCount: Gauge | null = null;
+  private sink: EnginesSink | null = null;
+  private entries: readonly EngineEntry[];
+  private lastText: string;
+  private lastBadText: string | null = null;
+  /** name → the last refusal/scrape failure logged, so each distinct one is logged once. */
+  private readonly reported = new Map<string, string>();
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  private constructor(private readonly opts: EnginesSourceOptions, text: string, entries: readonly EngineEntry[]) {
+    this.nowMs = opts.nowMs ?? Date.now;
+    this.ctx = opts.reservedNames === undefined ? {} : { reservedNames: opts.reservedNames };
+    this.lastText = text;
+    this.entries = entries;
+  }
+
+  /** Registers the source's metrics (the registry `GET /metrics` serves exists only after the file was validated). */
+  registerMetrics(registry: Registry): void {
+    const registers = [registry];
+    this.fileErrors = new Counter({ name: 'kv_engines_file_errors_total', help: 'distinct engines-file contents rejected on reload (the last good list stays)', registers });
+    this.engineCount = new Gauge({ name: 'kv_engines_file_engines', help: 'engines listed in the engines file in force', registers });
+    this.engineCount.set(this.entries.length);
+  }
+
+  /** Reads and validates the file at start; throws `ConfigError` (`invalid --engines_file: engines[1].url: ...`). */
+  static open(opts: EnginesSourceOptions): EnginesSource {
+    const text = readText(opts.path);
+    const entries = parseEnginesFile(text, opts.reservedNames === undefined ? {} : { reservedNames: opts.reservedNames });
+    return new EnginesSource(opts, text, entries);
+  }
+
+  /** The engines in force (the last good file). */
+  get engines(): readonly EngineEntry[] {
+    return this.entries;
+  }
+
+  /** The identity source of an engine in force (the stream planner passes it into stream configs). */
+  identity(name: string): EngineIdentitySource | undefined {
+    return this.scrapers.get(name);
+  }
+
+  /** Starts the scrapers of the current list and the file poll. */
+  start(sink: EnginesSink, logger?: Logger): void {
+    if (this.sink !== null || this.closed) return;
+    this.sink = sink;
+    if (logger !== undefined) this.log = logger;
+    this.apply(this.entries, []);
+    const every = Math.min(this.opts.refreshIntervalMs, MAX_REREAD_INTERVAL_MS);
+    this.timer = setInterval(() => this.reload(), every);
+  }
+
+  /** Re-reads the file now (the poll calls this; tests call it to skip the wait). Returns whether it changed the list. */
+  reload(): boolean {
+    if (this.closed) return false;
+    let text: string | null = null;
+    let entries: readonly EngineEntry[];
+    try {
+      text = readText(this.opts.path);
+      if (text === this.lastText) return false;
+      entries = parseEnginesFile(text, this.ctx);
+    } catch (e) {
+      if (!isConfigError(e)) throw e;
+      // engines.md §4: one log per distinct bad content (an unreadable file: per distinct reason).
+      const key = text ?? e.message;
+      if (key !== this.lastBadText) {
+        this.lastBadText = key;
+        this.fileErrors?.inc();
+        this.log.error({ path: this.opts.path, err: e.message }, 'engines file rejected on reload; the last good list stays in force');
+      }
+      return false;
+    }
+    this.lastBadText = null;
+    this.lastText = text!;
+    const previous = this.entries;
+    this.entries = entries;
+    this.engineCount?.set(entries.length);
+    this.apply(entries, previous);
+    this.log.info({ path: this.opts.path, engines: entries.length }, 'engines file reloaded');
+    return true;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    const all = [...this.scrapers.values()];
+    this.scrapers.clear();
+    await Promise.all(all.map((s) => s.close()));
+  }
+
+  /** Entries added, removed or changed act like etcd PUT/DELETE would (engines.md §4). */
+  private apply(next: readonly EngineEntry[], previous: readonly EngineEntry[]): void {
+    const sink = this.sink;
+    if (sink === null) return;
+    const wanted = new Map(next.map((e) => [e.name, e]));
+    for (const old of previous) {
+      if (wanted.has(old.name)) continue;
+      const s = this.scrapers.get(old.name);
+      this.scrapers.delete(old.name);
+      this.reported.delete(old.name);
+      void s?.close();
+      sink.removeEngine(old.name);
+      this.log.info({ engine: old.name }, 'engine removed from the engines file');
+    }
+    const before = new Map(previous.map((e) => [e.name, e]));
+    for (const entry of next) {
+      const s = this.scrapers.get(entry.name);
+      if (s === undefined) {
+        const scraper = new EngineScraper(entry, sink, {
+          refreshIntervalMs: this.opts.refreshIntervalMs,
+          failedProbesToSuspect: this.opts.failedProbesToSuspect,
+          requestTimeoutMs: this.opts.requestTimeoutMs,
+          nowMs: this.nowMs,
+          report: (name, what, detail) => this.report(name, what, detail),
+        });
+        this.scrapers.set(entry.name, scraper);
+        scraper.start();
+        this.log.info({ engine: entry.name, url: entry.url, kind: entry.kind, dp_size: entry.dpSize }, 'engine listed; waiting for its first healthy probe and load');
+        continue;
+      }
+      const old = before.get(entry.name);
+      if (old !== undefined && !sameEngineEntry(old, entry)) {
+        s.update(entry);
+        this.log.info({ engine: entry.name }, 'engine entry changed');
+      }
+    }
+  }
+
+  /** One log line per distinct problem of an engine (a scrape failing every second is logged once per episode). */
+  private report(name: string, what: EngineReport, detail: string): void {
+    if (what === 'scrape_ok') {
+      if (this.reported.get(name)?.startsWith('scrape_failed:') === true) {
+        this.reported.delete(name);
+        this.log.info({ engine: name }, 'engine scrape succeeds again');
+      }
+      return;
+    }
+    const key = `${what}:${detail}`;
+    if (this.reported.get(name) === key) return;
+    this.reported.set(name, key);
+    if (what === 'refused') this.log.error({ engine: name, reason: detail }, 'engines-file entry not admitted: etcd registers an instance of the same name (etcd wins)');
+    else this.log.warn({ engine: name, err: detail }, 'engine scrape failed; the previous load stays until it is stale');
+  }
+}
+
+function readText(path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    const code = typeof e === 'object' && e !== null && 'code' in e ? String((e as { code: unknown }).code) : 'error';
+    throw new ConfigError('', `cannot read ${JSON.stringify(path)} (${code})`);
+  }
+}

@@ -1,0 +1,74 @@
+/**
+ * One stream's slot in the directory's shared residency group (shared/index), mirroring the
+ * residency of the stream's SERVED index exactly: the query view (kv-events §8) matches the slot,
+ * never the per-stream index. Fed the way the view stream is: the served index's residency
+ * changes one key at a time, and a reset (`serve`) whenever another index is served or none is
+ * (a swap after recovery, restore or reconciliation; leaving SYNCHRONIZED).
+ *
+ * A change is taken only from the index being mirrored, so changes an index reports before its
+ * reset (buffered batches replayed onto a fresh index) are not applied twice: the reset loads the
+ * index whole. Clearing walks the mirrored index's own keys (O(stream keys), not O(group keys)).
+ */
+import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import { ResidencyGroups, type GroupSlot } from '../../shared/index/residency-groups.js';
+import type { ResidencyIndex } from '../../shared/index/residency-index.js';
+import type { StreamIndex } from './stream-index.js';
+
+export class ServedResidency implements GroupSlot {
+  readonly group: ResidencyIndex;
+  readonly slot: number;
+  private mirrored: StreamIndex | null = null;
+  private closed = false;
+
+  constructor(
+    private readonly groups: ResidencyGroups,
+    blockSize: number,
+    hasher: ContentKeyHasher,
+  ) {
+    const joined = groups.join(blockSize, hasher);
+    this.group = joined.group;
+    this.slot = joined.slot;
+  }
+
+  /** A slot in a private group holding only `index` (tests, benchmarks, single-stream tools). */
+  static of(index: StreamIndex): ServedResidency {
+    const r = new ServedResidency(new ResidencyGroups(), index.blockSize, index.hasher);
+    r.serve(index);
+    return r;
+  }
+
+  /** The index being mirrored (null: the slot is empty). */
+  get servedIndex(): StreamIndex | null {
+    return this.mirrored;
+  }
+
+  /** `index` changed one key's residency (its ResidencyObserver); ignored unless it is mirrored. */
+  change(index: StreamIndex, words: Uint32Array, offset: number, newTiers: number): void {
+    if (index === this.mirrored) this.group.setKeyTiers(this.slot, words, offset, newTiers);
+  }
+
+  /** Mirrors `index` from now on (null: nothing is served). O(keys of the old and new index). */
+  serve(index: StreamIndex | null): void {
+    // The same index again: its changes were all forwarded, the mirror is exact.
+    if (this.closed || index === this.mirrored) return;
+    if (this.mirrored !== null) {
+      const old = this.mirrored.exportResidency();
+      this.group.setTiers(this.slot, old.keys, new Uint8Array(old.tiers.length));
+    }
+    // Defensive: the mirror was exact, so this finds nothing; if it was not, start clean.
+    this.group.clearStream(this.slot);
+    this.mirrored = index;
+    if (index !== null) {
+      const now = index.exportResidency();
+      this.group.setTiers(this.slot, now.keys, now.tiers);
+    }
+  }
+
+  /** The stream is gone: frees the slot. */
+  close(): void {
+    if (this.closed) return;
+    this.serve(null);
+    this.closed = true;
+    this.groups.leave(this);
+  }
+}

@@ -1,0 +1,313 @@
+/**
+ * The residency of every stream of one (block_size, hash_seed) group in one table (kv-events §4,
+ * §8; routing.md CAR): content key → its holder set (which streams hold it on Device, which on
+ * Host; shared/index/holder-sets.ts). The directory's query view and the router's view cache both
+ * keep one per group and feed it per-stream tier changes (the view stream's residency) and stream
+ * resets; the engine-hash records that produce those changes stay per stream (directory-svc/index).
+ *
+ * A prefix match (§8) walks the prompt once for all streams of the group: block i costs one key
+ * lookup; the streams still matching ("alive") are a bitset narrowed by each block's holder set.
+ * Per-stream work happens only where a stream's status changes (it drops out, or moves between
+ * Device and Host) and once at the end for the streams still alive. Content keys are computed lazily (§4 chain): block i is hashed only
+ * while some candidate still matches blocks 0..i−1, so a prompt whose first block is nowhere
+ * hashes one block.
+ *
+ * §8 rules kept exactly: each stream's prefix is its own (never assembled across streams or DP
+ * ranks: membership is per stream slot), continuous from block 0, and a block on both tiers
+ * counts as Device. Which streams may get credit at all (synchronized, view fresh) is the caller's
+ * choice of candidates. Pure: no I/O; the request path allocates nothing.
+ *
+ * Memory: one 20-byte slot per distinct key (4 key words + set id, inline in the hash table, so a
+ * lookup touches one cache line) at 3/8–3/4 load, shared by every holder; 36 B per distinct
+ * holder set.
+ */
+import type { ContentKeyHasher } from '../keys/content-key.js';
+import { keyWordAt } from '../keys/content-key-table.js';
+import { EMPTY_SET, HOST_OFFSET, HolderSets, MAX_SLOTS, SET_STRIDE, SET_WORDS } from './holder-sets.js';
+import { HOLDER_SET, KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
+
+export { MAX_SLOTS } from './holder-sets.js';
+
+const TIER_DEVICE = 1;
+const TIER_HOST = 2;
+
+export class ResidencyIndex {
+  readonly blockSize: number;
+  readonly hasher: ContentKeyHasher;
+  private readonly keys = new KeyHolderTable();
+  private readonly sets = new HolderSets();
+  private readonly deviceCounts = new Int32Array(MAX_SLOTS);
+  private readonly hostCounts = new Int32Array(MAX_SLOTS);
+  private readonly slotUsed = new Uint8Array(MAX_SLOTS);
+  private slotsInUse = 0;
+  private readonly keyScratch = new Uint32Array(4);
+  // Match scratch, reused by every call.
+  private readonly candidates = new Uint32Array(SET_WORDS);
+  private readonly alive = new Uint32Array(SET_WORDS);
+  /** Alive streams whose current status is Device (else Host-only). */
+  private readonly onDevice = new Uint32Array(SET_WORDS);
+  /** Block where each alive stream's current status began. */
+  private readonly since = new Int32Array(MAX_SLOTS);
+  private readonly deviceHits = new Int32Array(MAX_SLOTS);
+  private readonly hostOnlyHits = new Int32Array(MAX_SLOTS);
+  private chain = new Uint8Array(64 * 16);
+  private hashedBlocks = 0;
+
+  constructor(blockSize: number, hasher: ContentKeyHasher) {
+    if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
+    this.blockSize = blockSize;
+    this.hasher = hasher;
+  }
+
+  /** Streams with a slot. */
+  get streamCount(): number {
+    return this.slotsInUse;
+  }
+
+  /** Distinct resident keys over all streams. */
+  get keyCount(): number {
+    return this.keys.size;
+  }
+
+  /** Distinct holder sets in use. */
+  get holderSetCount(): number {
+    return this.sets.liveSets;
+  }
+
+  /** Blocks hashed by the last match (lazy hashing, for tests and benchmarks). */
+  get lastHashedBlocks(): number {
+    return this.hashedBlocks;
+  }
+
+  /** Bytes held by the typed arrays (keys, their hash index, holder sets). */
+  approxBytes(): number {
+    return this.keys.approxBytes() + this.sets.approxBytes();
+  }
+
+  /** A free stream slot (0..MAX_SLOTS−1), empty. Throws RangeError when the group is full. */
+  addStream(): number {
+    for (let s = 0; s < MAX_SLOTS; s++) {
+      if (this.slotUsed[s] === 0) {
+        this.slotUsed[s] = 1;
+        this.slotsInUse++;
+        return s;
+      }
+    }
+    throw new RangeError(`a residency group holds at most ${MAX_SLOTS} streams`);
+  }
+
+  /** Empties the slot's residency and frees it. O(keys). */
+  removeStream(slot: number): void {
+    this.checkSlot(slot);
+    this.clearStream(slot);
+    this.slotUsed[slot] = 0;
+    this.slotsInUse--;
+  }
+
+  /** Keys resident on Device for the stream (§8 device_blocks). */
+  deviceBlocks(slot: number): number {
+    return this.deviceCounts[slot]!;
+  }
+
+  /** Keys resident on Host for the stream; a replica counts here and in deviceBlocks. */
+  hostBlocks(slot: number): number {
+    return this.hostCounts[slot]!;
+  }
+
+  /**
+   * Sets the stream's tier bits (1 Device, 2 Host, 3 both, 0 = not resident) of the 16-byte keys
+   * keys[16i ..] to tiers[i], in order (last write wins). Sizes are the caller's to check.
+   */
+  setTiers(slot: number, keys: Uint8Array, tiers: Uint8Array): void {
+    this.checkSlot(slot);
+    const w = this.keyScratch;
+    for (let i = 0; i < tiers.length; i++) {
+      const o = i << 4;
+      w[0] = keyWordAt(keys, o);
+      w[1] = keyWordAt(keys, o + 4);
+      w[2] = keyWordAt(keys, o + 8);
+      w[3] = keyWordAt(keys, o + 12);
+      this.setKeyTiers(slot, w, 0, tiers[i]!);
+    }
+  }
+
+  /**
+   * Sets the stream's tier bits of the key words[offset .. offset+4) (low64 LE || high64 LE as
+   * uint32 words, the directory index's observer form). O(1) expected.
+   */
+  setKeyTiers(slot: number, words: Uint32Array, offset: number, tiers: number): void {
+    const table = this.keys;
+    const w0 = words[offset]! >>> 0;
+    const w1 = words[offset + 1]! >>> 0;
+    const w2 = words[offset + 2]! >>> 0;
+    const w3 = words[offset + 3]! >>> 0;
+    const at = table.find(w0, w1, w2, w3);
+    if (at < 0 && tiers === 0) return;
+    const oldSet = at < 0 ? EMPTY_SET : table.setAt(at);
+    const sets = this.sets;
+    const before = sets.tiersOf(oldSet, slot);
+    if (before === tiers) return;
+    const newSet = sets.transition(oldSet, slot, tiers);
+    sets.retain(newSet);
+    sets.release(oldSet);
+    this.deviceCounts[slot] += (tiers & TIER_DEVICE) - (before & TIER_DEVICE);
+    this.hostCounts[slot] += ((tiers & TIER_HOST) - (before & TIER_HOST)) >> 1;
+    if (at < 0) table.insert(w0, w1, w2, w3, newSet);
+    else if (newSet === EMPTY_SET) table.deleteAt(at);
+    else table.updateAt(at, newSet);
+  }
+
+  /** Tier bits of one key for one stream (0 = not resident). */
+  tiersOf(slot: number, key: Uint8Array, offset = 0): number {
+    const at = this.keys.findBytes(key, offset);
+    return at < 0 ? 0 : this.sets.tiersOf(this.keys.setAt(at), slot);
+  }
+
+  /**
+   * Takes the stream out of every key's holder set (a reset, or before removal). O(keys), one
+   * set intern per distinct holder set it was in.
+   */
+  clearStream(slot: number): void {
+    this.checkSlot(slot);
+    if (this.deviceCounts[slot] === 0 && this.hostCounts[slot] === 0) return;
+    const sets = this.sets;
+    const memo = new Map<number, number>();
+    const word = slot >>> 5;
+    const keep = ~(1 << (slot & 31));
+    this.keys.remapSets((oldSet) => {
+      if (sets.tiersOf(oldSet, slot) === 0) return oldSet;
+      let newSet = memo.get(oldSet);
+      if (newSet === undefined) {
+        sets.load(oldSet);
+        sets.scratch[word] = sets.scratch[word]! & keep;
+        sets.scratch[word + HOST_OFFSET] = sets.scratch[word + HOST_OFFSET]! & keep;
+        newSet = sets.internScratch();
+        memo.set(oldSet, newSet);
+      }
+      sets.retain(newSet);
+      sets.release(oldSet);
+      return newSet;
+    });
+    this.deviceCounts[slot] = 0;
+    this.hostCounts[slot] = 0;
+  }
+
+  /** Starts choosing the candidates of the next match: none. */
+  clearCandidates(): void {
+    this.candidates.fill(0);
+  }
+
+  /** The stream may get credit in the next match (synchronized, view fresh). */
+  addCandidate(slot: number): void {
+    this.candidates[slot >>> 5] |= 1 << (slot & 31);
+  }
+
+  /**
+   * kv-events §8 prefix match of `tokenIds` (ints in [0, 2^31), validated by the caller) for every
+   * candidate at once; read the results with deviceHitBlocks / hostOnlyHitBlocks (valid for the
+   * candidates until the next match). Keys are hashed lazily. Hot path: O(hashed blocks +
+   * holder-set changes × alive streams), no allocation once the chain buffer fits the prompt.
+   */
+  match(tokenIds: ArrayLike<number>): void {
+    const blocks = Math.floor(tokenIds.length / this.blockSize);
+    if (this.chain.length < blocks * 16) this.chain = new Uint8Array(Math.max(blocks * 16, this.chain.length * 2));
+    this.walk(tokenIds, this.chain, blocks);
+  }
+
+  /** The same match over an already computed §4 chain (`blocks` keys of 16 bytes): benchmarks. */
+  matchChain(keys: Uint8Array, blocks: number): void {
+    this.walk(null, keys, Math.min(blocks, keys.length >>> 4));
+  }
+
+  /**
+   * The walk; with `tokenIds`, block b's key is hashed into `chain` just before it is looked up.
+   * Each alive stream has a status (Device or Host-only) held since block `since[s]`; only a
+   * status change (the stream drops out or changes tier) or the end of the walk credits the blocks
+   * since then, so a block whose holder set differs only in streams no longer alive costs nothing
+   * per stream.
+   */
+  private walk(tokenIds: ArrayLike<number> | null, chain: Uint8Array, blocks: number): void {
+    const bs = this.blockSize;
+    const alive = this.alive;
+    const onDevice = this.onDevice;
+    const since = this.since;
+    const deviceHits = this.deviceHits;
+    const hostOnlyHits = this.hostOnlyHits;
+    let any = 0;
+    for (let k = 0; k < SET_WORDS; k++) {
+      const c = this.candidates[k]!;
+      alive[k] = c;
+      // Everyone starts "on Device since block 0"; block 0's set corrects it at no cost.
+      onDevice[k] = c;
+      any |= c;
+      for (let m = c; m !== 0; m &= m - 1) {
+        const s = (k << 5) | (31 - Math.clz32(m & -m));
+        deviceHits[s] = 0;
+        hostOnlyHits[s] = 0;
+        since[s] = 0;
+      }
+    }
+    this.hashedBlocks = 0;
+    if (any === 0 || blocks === 0) return;
+    const keyWords = this.keys.words;
+    const setWords = this.sets.words;
+    let lastSet = -1;
+    let b = 0;
+    for (; b < blocks; b++) {
+      if (tokenIds !== null) this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
+      const at = this.keys.findBytes(chain, b << 4);
+      const set = at < 0 ? EMPTY_SET : keyWords[at * KEY_HOLDER_STRIDE + HOLDER_SET]!;
+      if (set === lastSet) continue;
+      lastSet = set;
+      const o = set * SET_STRIDE;
+      any = 0;
+      for (let k = 0; k < SET_WORDS; k++) {
+        const a = alive[k]!;
+        if (a === 0) continue;
+        const device = setWords[o + k]!;
+        const nextAlive = a & (device | setWords[o + HOST_OFFSET + k]!);
+        const nextDevice = nextAlive & device;
+        const wasDevice = onDevice[k]!;
+        // Streams leaving, or staying with the other tier: credit the blocks since their status began.
+        const changed = (a & ~nextAlive) | (nextAlive & (wasDevice ^ nextDevice));
+        for (let m = changed; m !== 0; m &= m - 1) {
+          const low = m & -m;
+          const s = (k << 5) | (31 - Math.clz32(low));
+          if (wasDevice & low) deviceHits[s] += b - since[s]!;
+          else hostOnlyHits[s] += b - since[s]!;
+          since[s] = b;
+        }
+        alive[k] = nextAlive;
+        onDevice[k] = nextDevice;
+        any |= nextAlive;
+      }
+      if (any === 0) break;
+    }
+    // Streams alive to the end of the prompt hold every block since their status began.
+    if (any !== 0) {
+      for (let k = 0; k < SET_WORDS; k++) {
+        for (let m = alive[k]!; m !== 0; m &= m - 1) {
+          const low = m & -m;
+          const s = (k << 5) | (31 - Math.clz32(low));
+          if (onDevice[k]! & low) deviceHits[s] += blocks - since[s]!;
+          else hostOnlyHits[s] += blocks - since[s]!;
+        }
+      }
+    }
+    if (tokenIds !== null) this.hashedBlocks = Math.min(b + 1, blocks);
+  }
+
+  /** Blocks of the last match's prefix on Device for a candidate. */
+  deviceHitBlocks(slot: number): number {
+    return this.deviceHits[slot]!;
+  }
+
+  /** Blocks of the last match's prefix on Host only for a candidate. */
+  hostOnlyHitBlocks(slot: number): number {
+    return this.hostOnlyHits[slot]!;
+  }
+
+  private checkSlot(slot: number): void {
+    if (!(slot >= 0 && slot < MAX_SLOTS && this.slotUsed[slot] === 1)) throw new RangeError(`stream slot ${slot} is not in use`);
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * The model's tokenizer (tokenization.md §3): Hugging Face's native `tokenizers` bindings, chosen
+ * by bench/tokenize/tokenizer-libs.bench.ts (README "Tokenization"): as fast as the pure-JS ports
+ * on this machine and it encodes on libuv's thread pool, so an 8k-token chat never holds the
+ * event loop that serves every other request.
+ *
+ * Rendered chats go through `encodeRendered`: the text is cut after each special token (safe cuts,
+ * special-token-segments.ts) and each piece's ids come from a bounded LRU cache or one batch
+ * encode of the misses. Multi-turn chats resend the whole history, so turn n+1 encodes only what
+ * turn n did not have; the ids are exactly those of encoding the whole text (unit-tested).
+ */
+import { Tokenizer } from 'tokenizers';
+import { ConfigError } from '../config/config-error.js';
+import { planSegments, type SegmentPlan } from './special-token-segments.js';
+
+/** Default cache budget: ids (4 B each) plus keys (2 B per UTF-16 unit), about 64 MiB. */
+export const DEFAULT_SEGMENT_CACHE_BYTES = 64 * 1024 * 1024;
+
+export interface SegmentCacheStats {
+  readonly entries: number;
+  readonly bytes: number;
+  readonly hits: number;
+  readonly misses: number;
+}
+
+export class TokenEncoder {
+  private readonly cache = new Map<string, Uint32Array>();
+  private cacheBytes = 0;
+  private hits = 0;
+  private misses = 0;
+
+  private constructor(
+    private readonly tokenizer: Tokenizer,
+    private readonly segments: SegmentPlan | null,
+    private readonly maxCacheBytes: number,
+    /** Vocabulary size with added tokens. */
+    readonly vocabSize: number,
+  ) {}
+
+  /** Parses `tokenizer.json`; a file the library rejects is a ConfigError naming it. */
+  static fromJson(json: string, path: string, maxCacheBytes = DEFAULT_SEGMENT_CACHE_BYTES): TokenEncoder {
+    let tokenizer: Tokenizer;
+    try {
+      tokenizer = Tokenizer.fromString(json);
+    } catch (e) {
+      const reason = `not a loadable tokenizer (${e instanceof Error ? e.message.split('\n', 1)[0] : 'error'})`;
+      throw new ConfigError('--tokenizer', reason, `invalid --tokenizer: ${path}: ${reason}`);
+    }
+    const segments = planSegments(JSON.parse(json) as Record<string, unknown>);
+    return new TokenEncoder(tokenizer, segments, maxCacheBytes, tokenizer.getVocabSize(true));
+  }
+
+  /** True when rendered chats are encoded piecewise through the cache. */
+  get segmented(): boolean {
+    return this.segments !== null;
+  }
+
+  get cacheStats(): SegmentCacheStats {
+    return { entries: this.cache.size, bytes: this.cacheBytes, hits: this.hits, misses: this.misses };
+  }
+
+  /** `encode(text)` as HF does, special tokens added or not (completions prompts add them). */
+  async encode(text: string, addSpecialTokens: boolean): Promise<number[]> {
+    return (await this.tokenizer.encode(text, null, { addSpecialTokens })).getIds();
+  }
+
+  /** A rendered chat, without adding special tokens (the template holds them): cached pieces. */
+  async encodeRendered(text: string): Promise<number[]> {
+    if (this.segments === null || this.maxCacheBytes === 0) return this.encode(text, false);
+    const pieces = this.segments.split(text);
+    const found: (Uint32Array | undefined)[] = new Array<Uint32Array | undefined>(pieces.length);
+    const missing: number[] = [];
+    for (let i = 0; i < pieces.length; i++) {
+      const piece = pieces[i]!;
+      const ids = this.cache.get(piece);
+      if (ids === undefined) {
+        missing.push(i);
+        continue;
+      }
+      // Map order is the LRU order: re-insert on use.
+      this.cache.delete(piece);
+      this.cache.set(piece, ids);
+      found[i] = ids;
+      this.hits++;
+    }
+    if (missing.length > 0) {
+      this.misses += missing.length;
+      const encodings = await this.tokenizer.encodeBatch(
+        missing.map((i) => pieces[i]!),
+        { addSpecialTokens: false },
+      );
+      for (let k = 0; k < missing.length; k++) {
+        const i = missing[k]!;
+        const ids = Uint32Array.from(encodings[k]!.getIds());
+        found[i] = ids;
+        this.remember(pieces[i]!, ids);
+      }
+    }
+    let total = 0;
+    for (const ids of found) total += ids!.length;
+    const out = new Array<number>(total);
+    let at = 0;
+    for (const ids of found) for (let j = 0; j < ids!.length; j++) out[at++] = ids![j]!;
+    return out;
+  }
+
+  private remember(piece: string, ids: Uint32Array): void {
+    const bytes = entryBytes(piece, ids);
+    if (bytes > this.maxCacheBytes || this.cache.has(piece)) return;
+    this.cache.set(piece, ids);
+    this.cacheBytes += bytes;
+    for (const [oldest, oldIds] of this.cache) {
+      if (this.cacheBytes <= this.maxCacheBytes) break;
+      this.cache.delete(oldest);
+      this.cacheBytes -= entryBytes(oldest, oldIds);
+    }
+  }
+}
+
+function entryBytes(piece: string, ids: Uint32Array): number {
+  return piece.length * 2 + ids.byteLength + 64;
+}
