@@ -9,12 +9,14 @@
  * 80 µs × recomputed tokens + 20 µs × Host-hit tokens, hits as the pool reports them at admission;
  * engines heartbeat their in-flight requests as `waiting` every 500 ms (discovery.md; --heartbeat_ms);
  * router-svc replicas (RouterService in this process, each its own WatchView stream and view cache)
- * proxy `POST /v1/completions` to the chosen engine. Block size 16.
+ * proxy `POST /v1/completions` and `/v1/chat/completions` to the chosen engine. Block size 16.
  *
  * Workloads (workloads.ts, seeded, bodies serialized before timing), each user/agent a closed-loop
  * client pacing itself like a real one (next request after the answer plus a think/tool time):
- *   multi_turn  users share 8 system prompts (512 tokens); each turn appends the previous reply and
- *               a new message (32–128 tokens each). Quick: 32 users × 5 turns; full: 96 × 8.
+ *   multi_turn  chats as text messages: users share 8 system prompts (512 tokens); each turn appends
+ *               the previous reply and a new message (32–128 tokens each); routers and engines
+ *               tokenize them with the Qwen3 tokenizer, and the oracle sees the same ids.
+ *               Quick: 32 users × 5 turns; full: 96 × 8.
  *   agentic     tasks with a 1536-token shared context; branches add a 128-token goal, each step
  *               48–160 tokens. Quick: 4 tasks × 8 branches × 5 steps; full: 6 × 16 × 8.
  *

@@ -47,9 +47,14 @@ export function parseRouteRequest(body: unknown): RouteRequest {
     if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badRequest('prompt_tokens must be a non-negative integer');
     promptTokens = n;
   }
+  return { tokenIds, promptTokens, dryRun: parseDryRun(o) };
+}
+
+/** `/v1/route`'s `"dry_run"` whatever the prompt's form (token ids, text or messages); absent = false. */
+export function parseDryRun(o: Readonly<Record<string, unknown>>): boolean {
   const dryRun = o['dry_run'] ?? false;
   if (typeof dryRun !== 'boolean') throw badRequest('dry_run must be a boolean');
-  return { tokenIds, promptTokens, dryRun };
+  return dryRun;
 }
 
 /**

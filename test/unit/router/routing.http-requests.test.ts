@@ -66,7 +66,7 @@ describe('routing.md HTTP API request checks', () => {
   });
 
   it('T8 /v1/route: token_ids, prompt or messages, exactly one of them', () => {
-    expect(routeEndpointInput({ token_ids: [1, 2] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: [1, 2], promptTokens: 2 } });
+    expect(routeEndpointInput({ token_ids: [1, 2] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: [1, 2], promptTokens: 2, dryRun: false } });
     expect(routeEndpointInput({ prompt: 'abcd' })).to.deep.equal({ kind: 'text', text: 'abcd', addSpecialTokens: true, estimate: 1 });
     expect(routeEndpointInput({ messages: [{ role: 'user', content: 'hi' }] }).kind).to.equal('chat');
     expect(reasonOf(() => routeEndpointInput({ token_ids: [1], prompt: 'x' }))).to.equal('give one of token_ids, prompt or messages');

@@ -10,6 +10,7 @@ import { expect } from 'chai';
 import { InflightLoad, INFLIGHT_TTL_MS } from '../../../router-svc/inflight/inflight-load.js';
 import { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { parseRouteRequest } from '../../../router-svc/http/route-request.js';
+import { RouterHttpServer } from '../../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
 import { createPolicy, type CandidateExplanation, type RouteDecision } from '../../../router-svc/policy/policy.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
@@ -161,5 +162,28 @@ describe('routing.md In-flight load (router)', () => {
     expect(parseRouteRequest({ prompt_tokens: 3, dry_run: true }).dryRun).to.equal(true);
     expect(parseRouteRequest({ prompt_tokens: 3 }).dryRun).to.equal(false);
     expect(() => parseRouteRequest({ prompt_tokens: 3, dry_run: 'yes' })).to.throw('dry_run must be a boolean');
+  });
+
+  it('POST /v1/route: dry_run holds for text prompts and messages too (no tokenizer: routed by load, still not counted)', async () => {
+    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+    const server = await RouterHttpServer.start({ port: 0, host: '127.0.0.1', view, decider, proxy: null, metrics, internalApiToken: '', clock: () => 0 });
+    const post = async (body: object): Promise<{ status: number; json: Record<string, unknown> }> => {
+      const res = await fetch(`http://127.0.0.1:${server.port}/v1/route`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    };
+    try {
+      const messages = [{ role: 'user', content: 'hello' }];
+      expect((await post({ messages, dry_run: true })).status).to.equal(200);
+      expect((await post({ prompt: 'hello', dry_run: true })).status).to.equal(200);
+      expect((await post({ token_ids: [1, 2, 3], dry_run: true })).status).to.equal(200);
+      expect(inflight.drainReport()).to.equal(null);
+      const bad = await post({ messages, dry_run: 'yes' });
+      expect(bad.status).to.equal(400);
+      expect(JSON.stringify(bad.json)).to.include('dry_run must be a boolean');
+      expect((await post({ messages })).status).to.equal(200);
+      expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 1, age_ms: 0 }]);
+    } finally {
+      await server.close();
+    }
   });
 });
