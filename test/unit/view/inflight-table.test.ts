@@ -169,5 +169,23 @@ describe('routing.md In-flight load (directory)', () => {
       const s = decodeViewUpdate(snap[0]!);
       expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4 }]);
     });
+
+    it('a view sent as snapshot parts carries the shares in part 0 (a snapshot above the message bound)', () => {
+      const chunked = new ViewPublisher({ flushIntervalMs: 3_600_000, epoch: 'e', nowMs: () => 0, maxMessageBytes: 64 });
+      chunked.attachInstanceTable(instances);
+      chunked.attachInflight(service);
+      try {
+        service.report({ router_id: 'r1', decisions: [{ instance_name: 'b:1', count: 4, age_ms: 0 }] });
+        chunked.flush();
+        const snap: Buffer[] = [];
+        chunked.watch({ routerId: 'w2', epoch: '', version: 0 }, { write: (b) => snap.push(b) > 0, onDrain: () => undefined, end: () => undefined });
+        const part = decodeViewUpdate(snap[0]!);
+        expect(part.body).to.equal('snapshot_chunk');
+        expect(part.snapshot_chunk!.index).to.equal(0);
+        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4 }]);
+      } finally {
+        chunked.close();
+      }
+    });
   });
 });
