@@ -29,6 +29,7 @@ import { readServerTls } from '../shared/security/tls-files.js';
 import { Directory, type DirectoryStreamFactory } from './directory.js';
 import { DirectoryGrpcServer } from './grpc/directory-grpc-server.js';
 import { DiscoveryService } from './discovery/discovery-service.js';
+import { InflightService } from './inflight/inflight-service.js';
 import { DirectoryHttpServer } from './http/directory-http-server.js';
 import { StreamMetrics } from './metrics/stream-metrics.js';
 import { RecoveryAdmission } from './recovery/recovery-admission.js';
@@ -179,12 +180,17 @@ async function run(): Promise<void> {
       started.push({ name: 'engines', close: () => engines.close() });
     }
     viewPublisher.attachInstanceTable(discovery);
+    // routing.md "In-flight load": routers' decisions folded into the view per instance.
+    const inflight = new InflightService(discovery);
+    started.push({ name: 'inflight', close: async () => inflight.close() });
+    viewPublisher.attachInflight(inflight);
     registerViewMetrics(registry, viewPublisher);
 
     const grpcServer = await DirectoryGrpcServer.start({
       port: flags.grpcPort,
       directory,
       view: viewPublisher,
+      inflight,
       internalApiToken: flags.internalApiToken,
       tls: grpcTls,
       logger: log.child({ component: 'grpc' }),

@@ -10,6 +10,8 @@ import { hostname } from 'node:os';
 import type { RouterFlags } from '../shared/config/router-flags.js';
 import type { Logger } from '../shared/log/logger.js';
 import type { GrpcClientTls } from '../shared/security/grpc-tls.js';
+import { InflightLoad } from './inflight/inflight-load.js';
+import { InflightReporter } from './inflight/inflight-reporter.js';
 import { RouteDecider } from './http/route-decider.js';
 import { RouterHttpServer } from './http/router-http-server.js';
 import { RouterMetrics, type ViewStatus } from './http/router-metrics.js';
@@ -45,6 +47,7 @@ export class RouterService {
     private readonly http: RouterHttpServer,
     private readonly forwarder: UpstreamForwarder,
     readonly metrics: RouterMetrics,
+    private readonly reporter: InflightReporter | null,
   ) {}
 
   /**
@@ -53,15 +56,20 @@ export class RouterService {
    */
   static async start(opts: RouterServiceOptions): Promise<RouterService> {
     const { flags, logger: log } = opts;
+    const routerId = opts.routerId ?? `${hostname()}:${process.pid}`;
     const viewClient = ViewClient.start({
       directoryAddrs: flags.directoryAddr,
-      routerId: opts.routerId ?? `${hostname()}:${process.pid}`,
+      routerId,
       staleAfterMs: flags.viewStaleAfterMs,
       internalApiToken: flags.internalApiToken === '' ? undefined : flags.internalApiToken,
       tls: opts.grpcTls ?? null,
       logger: log.child({ component: 'view' }),
     });
     const forwarder = new UpstreamForwarder();
+    // routing.md "In-flight load": counted by every router whatever its policy (a fleet may mix
+    // policies; CAR replicas read the others' counts), used by CAR.
+    const inflight = flags.carInflightLoad ? new InflightLoad({ routerId }) : null;
+    const reporter = inflight === null ? null : new InflightReporter(inflight, viewClient, { logger: log.child({ component: 'inflight' }) });
     const onAbort = (): void => void viewClient.close();
     opts.signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -80,8 +88,8 @@ export class RouterService {
         return { version: Number(view.version), lagMs: sinceHeardMs, staleForMs: view.isStale(now) ? (sinceHeardMs ?? 0) : 0 };
       };
       const metrics = new RouterMetrics(viewStatus);
-      const policy = createPolicy(flags);
-      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy);
+      const policy = createPolicy(flags, inflight);
+      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight);
       const tokenizer = opts.tokenizer ?? null;
       const prompts = new PromptResolver(tokenizer, metrics);
       if (tokenizer === null) log.warn('no --tokenizer: text and chat requests are routed by load only (counted in router_untokenized_requests_total)');
@@ -110,8 +118,9 @@ export class RouterService {
         logger: log.child({ component: 'http' }),
       });
       log.info({ http_port: http.port, policy: flags.loadBalancePolicy, tokenizer: tokenizer?.info.path ?? null, tokenizer_fingerprint: tokenizer?.info.fingerprint ?? null, view_version: Number(view.version), streams: view.streams().length }, 'router-svc ready');
-      return new RouterService(viewClient, http, forwarder, metrics);
+      return new RouterService(viewClient, http, forwarder, metrics, reporter);
     } catch (e) {
+      reporter?.close();
       forwarder.close();
       await viewClient.close();
       throw e;
@@ -134,6 +143,7 @@ export class RouterService {
     if (this.closed) return;
     this.closed = true;
     await this.http.close();
+    this.reporter?.close();
     this.forwarder.close();
     await this.viewClient.close();
   }

@@ -119,6 +119,8 @@ export class ClusterEngine {
 }
 
 export class ClusterStack {
+  private routersStarted = 0;
+
   private constructor(
     private readonly etcd: EtcdServer,
     private readonly directory: ServiceProcess,
@@ -167,11 +169,19 @@ export class ClusterStack {
     return Promise.all(Array.from({ length: count }, () => ClusterEngine.start(this.etcd.address, this.directoryHttpUrl, shape)));
   }
 
-  /** A router replica with `policy` (and CAR's lambda), HTTP on a free port. */
-  async startRouter(policy: 'RR' | 'SLO_AWARE' | 'CAR', lambda = 0.5): Promise<RouterService> {
-    const parsed = parseRouterFlags([`--directory_addr=${this.directoryGrpc}`, `--load_balance_policy=${policy}`, `--car_prefill_lambda=${lambda}`]);
+  /**
+   * A router replica with `policy` (and CAR's lambda), HTTP on a free port. Each gets its own
+   * router id: replicas share this process, and in-flight load tells routers apart by id.
+   */
+  async startRouter(policy: 'RR' | 'SLO_AWARE' | 'CAR', lambda = 0.5, inflightLoad = true): Promise<RouterService> {
+    const parsed = parseRouterFlags([
+      `--directory_addr=${this.directoryGrpc}`,
+      `--load_balance_policy=${policy}`,
+      `--car_prefill_lambda=${lambda}`,
+      `--car_inflight_load=${inflightLoad}`,
+    ]);
     if (parsed.kind !== 'flags') throw new Error('unexpected --help');
-    return RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0 });
+    return RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId: `bench-router-${++this.routersStarted}` });
   }
 
   async close(): Promise<void> {

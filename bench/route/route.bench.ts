@@ -111,6 +111,7 @@ async function buildView(resident: readonly number[][], rand: () => number): Pro
       ttftProfile: [],
       tpotProfile: [],
       generation: 1n,
+      inflight: [],
     });
     for (let r = 0; r < DP_SIZE; r++) {
       // Distinct keys of the rank's prompts (shared family prefixes appear once).

@@ -25,6 +25,7 @@ import {
   type WireQueryRequest,
   type WireQueryResponse,
 } from './kvdirectory-wire.js';
+import { inflightHandlers, type InflightApi } from './inflight-handler.js';
 import { preEncodedWatchView, viewHandlers, viewStatsFields, type ViewApi } from './view-handlers.js';
 
 /** What the gRPC edge reads; `Directory` implements it. */
@@ -42,6 +43,8 @@ export interface DirectoryGrpcServerOptions {
   readonly directory: DirectoryApi;
   /** WatchView and ListInstances (the view publisher); without it they answer UNIMPLEMENTED. */
   readonly view?: ViewApi;
+  /** ReportInflight (routing.md "In-flight load"); without it the RPC answers UNIMPLEMENTED. */
+  readonly inflight?: InflightApi;
   readonly logger?: Logger;
   /** `--internal_api_token`: required as `x-internal-token` metadata on every KvDirectory RPC; '' or absent = open. */
   readonly internalApiToken?: string;
@@ -78,10 +81,11 @@ export class DirectoryGrpcServer {
     const service = serviceDefinition(loaded);
     const server = new grpc.Server();
     const view = opts.view === undefined ? {} : viewHandlers(opts.view, log);
+    const inflight = opts.inflight === undefined ? {} : inflightHandlers(opts.inflight, log);
     const kvDirectory = preEncodedWatchView(service);
     // One guard over the whole service; health and reflection below stay open for probes.
     const token = new InternalTokenCheck(opts.internalApiToken ?? '');
-    server.addService(kvDirectory, requireInternalToken(kvDirectory, { ...handlers(opts.directory, log, opts.view), ...view }, token, log));
+    server.addService(kvDirectory, requireInternalToken(kvDirectory, { ...handlers(opts.directory, log, opts.view), ...view, ...inflight }, token, log));
     const health = new HealthImplementation({ '': 'NOT_SERVING', [KVDIRECTORY_SERVICE_NAME]: 'NOT_SERVING' });
     health.addToServer(server);
     new ReflectionService(pkg).addToServer(server);

@@ -32,6 +32,7 @@ import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { closingAlso, type DirectoryStream } from '../directory.js';
 import type { InstanceChange, InstanceView } from '../discovery/instance-table.js';
+import type { InflightSource } from '../inflight/inflight-service.js';
 import type { PlanExclusion } from '../discovery/stream-planner.js';
 import type { ResidencyObserver } from '../index/stream-index.js';
 import type { QueryableStream } from '../index/stream-query.js';
@@ -179,6 +180,8 @@ export class ViewPublisher {
   private readonly publishedInstances = new Set<string>();
   private instanceSource: InstanceTableSource | null = null;
   private unsubscribeInstances: (() => void) | null = null;
+  private inflight: InflightSource | null = null;
+  private unsubscribeInflight: (() => void) | null = null;
 
   private readonly watchers = new Set<ViewWatcher>();
   private snapshotCache: { version: number; messages: LazyMessage[] } | null = null;
@@ -376,6 +379,26 @@ export class ViewPublisher {
     this.scheduleFlush();
   }
 
+  /**
+   * Hooks in-flight load (routing.md "In-flight load"): a change of an instance's shares becomes
+   * an upsert of that instance, which carries its shares as of the delta (ViewInstance.inflight).
+   */
+  attachInflight(source: InflightSource): void {
+    if (this.inflight !== null) throw new Error('view publisher: an in-flight source is already attached');
+    this.inflight = source;
+    this.unsubscribeInflight = source.onChange((name) => {
+      const v = this.instances.get(name);
+      if (v === undefined) return;
+      this.pendingInstances.set(name, v);
+      this.scheduleFlush();
+    });
+  }
+
+  /** The view's message for one instance row, with its in-flight shares. */
+  private wireInstance(v: InstanceView): WireViewInstance {
+    return toWireViewInstance(v, null, this.inflight?.sharesOf(v.name) ?? null);
+  }
+
   /** `ListInstances`: every instance with heartbeat age and exclusion reason, sorted by name. */
   listInstances(): WireListInstancesResponse {
     const source = this.instanceSource;
@@ -392,7 +415,7 @@ export class ViewPublisher {
         toWireViewInstance(v, {
           heartbeatAgeMs: v.lastHeartbeatMs === null ? -1 : Math.max(0, now - v.lastHeartbeatMs),
           excludedReason: reasons.get(v.name) ?? '',
-        }),
+        }, this.inflight?.sharesOf(v.name) ?? null),
       ),
       etcd_connected: diag?.etcdConnected ?? false,
     };
@@ -431,7 +454,7 @@ export class ViewPublisher {
     this.removedStreamIds = [];
     for (const [name, v] of this.pendingInstances) {
       if (v !== null) {
-        delta.instance_upserts.push(toWireViewInstance(v));
+        delta.instance_upserts.push(this.wireInstance(v));
         this.publishedInstances.add(name);
       } else if (this.publishedInstances.delete(name)) {
         delta.instance_removals.push(name);
@@ -567,7 +590,7 @@ export class ViewPublisher {
     if (cached !== null && cached.version === this.currentVersion) return cached.messages;
     const instances: WireViewInstance[] = [];
     const names = [...this.instances.keys()].sort();
-    for (const n of names) instances.push(toWireViewInstance(this.instances.get(n)!));
+    for (const n of names) instances.push(this.wireInstance(this.instances.get(n)!));
     const streams: WireViewStream[] = [];
     for (const e of this.streams.values()) if (e.source !== null) streams.push(this.wireStream(e, true));
     const messages = snapshotMessages({ epoch: this.epoch, version: this.currentVersion, sent_at_ms: now }, instances, streams, this.encode, this.maxMessageBytes);
@@ -598,6 +621,8 @@ export class ViewPublisher {
     this.watchers.clear();
     this.unsubscribeInstances?.();
     this.unsubscribeInstances = null;
+    this.unsubscribeInflight?.();
+    this.unsubscribeInflight = null;
     for (const e of this.streams.values()) this.detach(e);
     this.snapshotCache = null;
   }

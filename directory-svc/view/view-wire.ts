@@ -3,7 +3,7 @@
  * shared with the router: shared/view/view-wire.ts). Wire names appear only here, in the shared
  * shapes and in the .proto.
  */
-import type { WireViewInstance, WireViewUpdate as AnyWireViewUpdate } from '../../shared/view/view-wire.js';
+import type { WireInflightShare, WireViewInstance, WireViewUpdate as AnyWireViewUpdate } from '../../shared/view/view-wire.js';
 import type { InstanceView } from '../discovery/instance-table.js';
 
 /** A `ViewUpdate` as the directory encodes it: version and sent_at_ms are the numbers it counts in. */
@@ -17,8 +17,11 @@ export interface InstanceDiagnostics {
   readonly excludedReason: string;
 }
 
-/** `ViewInstance` of one instance-table row; diagnostics are 0 / '' in the view stream. */
-export function toWireViewInstance(v: InstanceView, diag: InstanceDiagnostics | null = null): WireViewInstance {
+/**
+ * `ViewInstance` of one instance-table row; diagnostics are 0 / '' in the view stream, which
+ * carries the in-flight shares instead (routing.md "In-flight load").
+ */
+export function toWireViewInstance(v: InstanceView, diag: InstanceDiagnostics | null = null, inflight: readonly WireInflightShare[] | null = null): WireViewInstance {
   const reg = v.registration;
   const out: WireViewInstance = {
     name: v.name,
@@ -37,6 +40,7 @@ export function toWireViewInstance(v: InstanceView, diag: InstanceDiagnostics | 
     backend_type: reg.backendType,
     url: v.engine?.url ?? '',
   };
+  if (inflight !== null && inflight.length > 0) out.inflight = [...inflight];
   if (v.load !== null) {
     out.load = {
       waiting_requests_num: v.load.waitingRequests,

@@ -18,6 +18,11 @@ export interface RouteRequest {
   /** null: no token ids, the policy ranks by load (prompt_tokens only). */
   readonly tokenIds: readonly number[] | null;
   readonly promptTokens: number;
+  /**
+   * `POST /v1/route` `"dry_run": true`: explain without counting the decision as in-flight load
+   * (routing.md "In-flight load"). Absent = false (proxied requests always count).
+   */
+  readonly dryRun?: boolean;
 }
 
 export function parseKvQueryRequest(body: unknown): KvQueryRequest {
@@ -27,7 +32,7 @@ export function parseKvQueryRequest(body: unknown): KvQueryRequest {
 }
 
 /**
- * `{"token_ids":[...]}` or `{"prompt_tokens": n}`. With both, token_ids drive CAR and
+ * `{"token_ids":[...]}` or `{"prompt_tokens": n}`, optionally `"dry_run": true`. With both, token_ids drive CAR and
  * prompt_tokens is taken as given (the caller may count a chat template the ids leave out).
  */
 export function parseRouteRequest(body: unknown): RouteRequest {
@@ -42,7 +47,14 @@ export function parseRouteRequest(body: unknown): RouteRequest {
     if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badRequest('prompt_tokens must be a non-negative integer');
     promptTokens = n;
   }
-  return { tokenIds, promptTokens };
+  return { tokenIds, promptTokens, dryRun: parseDryRun(o) };
+}
+
+/** `/v1/route`'s `"dry_run"` whatever the prompt's form (token ids, text or messages); absent = false. */
+export function parseDryRun(o: Readonly<Record<string, unknown>>): boolean {
+  const dryRun = o['dry_run'] ?? false;
+  if (typeof dryRun !== 'boolean') throw badRequest('dry_run must be a boolean');
+  return dryRun;
 }
 
 /**

@@ -22,7 +22,7 @@ import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from '../../shared/security
 import { MAX_BODY_BYTES, readJsonBody } from './json-body.js';
 import { queryResultJson } from './query-json.js';
 import type { RouteDecider } from './route-decider.js';
-import { parseKvQueryRequest } from './route-request.js';
+import { jsonObject, parseDryRun, parseKvQueryRequest } from './route-request.js';
 import { PromptResolver } from '../proxy/prompt-resolver.js';
 import { routeEndpointInput } from '../proxy/prompt-route-input.js';
 import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
@@ -166,8 +166,12 @@ function buildApp(opts: RouterHttpServerOptions): Koa {
     // JSON.parse of an 8k-token body costs about what a hand-written token scanner does (measured
     // 0.3 ms each for 50 KB), so there is no special path for it.
     const body = await readJsonBody(ctx.req, maxBodyBytes);
-    const resolved = await prompts.resolve(routeEndpointInput(body.json));
-    const decision = opts.decider.decide(resolved.request, clock());
+    const input = routeEndpointInput(body.json);
+    // Checked before tokenizing; text and chat resolve to a request that does not carry it.
+    const dryRun = parseDryRun(jsonObject(body.json));
+    const resolved = await prompts.resolve(input);
+    const request = (resolved.request.dryRun ?? false) === dryRun ? resolved.request : { ...resolved.request, dryRun };
+    const decision = opts.decider.decide(request, clock());
     // tokenization.md §2: how many tokens the decision saw and where they came from, and why when estimated.
     const answer: Record<string, unknown> = { ...decision, input_tokens: resolved.request.promptTokens, token_source: resolved.tokenSource };
     if (resolved.reason !== null) answer['reason'] = resolved.reason;

@@ -55,7 +55,7 @@ async function main(): Promise<void> {
     instances.push({
       name, type: 'DEFAULT', currentRole: '', incarnationId: `inc-${i}`, registerTsMs: 1, dpSize: RANKS, state: 'ACTIVE', schedulable: true,
       load: { waitingRequestsNum: Math.floor(rnd() * 8), gpuCacheUsagePerc: rnd(), recentMaxTtftMs: 0, recentMaxTbtMs: 0, reportedAtMs: 1 },
-      ttftProfile: [], tpotProfile: [], generation: 1n,
+      ttftProfile: [], tpotProfile: [], generation: 1n, inflight: [],
     });
     for (let r = 0; r < RANKS; r++) {
       const keys = new Uint8Array(PROMPTS_PER_STREAM * BLOCKS_PER_PROMPT * 16);

@@ -11,10 +11,15 @@
  *
  *   score_D = gpu_cache_usage_perc + waiting / max(waiting over D)   smallest wins
  *
+ * With in-flight load (routing.md "In-flight load", `--car_inflight_load`) `waiting` is the
+ * reported waiting plus the in-flight decisions no load report reflects yet (InflightLoad); the
+ * formula is unchanged and the explanation shows both parts.
+ *
  * Exact ties rotate (pickMinimumWithRotation). Cost per decision: one walk per (block_size, seed)
  * group over the shared residency index, hashing a block only while some stream still matches
  * (shared/index/residency-index.ts); scratch arrays are reused.
  */
+import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { RouterInstance, RouterStream, StreamHits, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
@@ -26,6 +31,8 @@ export interface CarPolicyOptions {
   readonly prefillLambda: number;
   /** `--car_host_hit_weight` in [0,1]: credit of a host-only hit token against a device one. */
   readonly hostHitWeight: number;
+  /** In-flight load (`--car_inflight_load`); null or absent = reported waiting only. */
+  readonly inflight?: InflightLoad | null;
 }
 
 /** Why an instance got no prefix credit (explanation notes). */
@@ -61,7 +68,12 @@ export class CarPolicy implements RoutingPolicy {
   private readonly candidates = new CandidateCache();
   private readonly prefillCursor = newRotationCursor();
   private readonly decodeCursor = newRotationCursor();
+  private readonly inflight: InflightLoad | null;
   private scores = new Float64Array(16);
+  // Per-decision queue inputs with in-flight load, reused between decisions.
+  private ownInflight = new Float64Array(16);
+  private otherInflight = new Float64Array(16);
+  private queueCosts = new Float64Array(16);
   private readonly scratchHit: InstanceHit = { hit: 0, device: 0, hostOnly: 0, note: null };
 
   constructor(opts: CarPolicyOptions) {
@@ -69,6 +81,36 @@ export class CarPolicy implements RoutingPolicy {
     if (!(opts.hostHitWeight >= 0 && opts.hostHitWeight <= 1)) throw new RangeError(`hostHitWeight must be in [0,1], got ${opts.hostHitWeight}`);
     this.lambda = opts.prefillLambda;
     this.hostWeight = opts.hostHitWeight;
+    this.inflight = opts.inflight ?? null;
+  }
+
+  /**
+   * queue_cost of every P candidate with waiting = reported + own + other routers' in-flight,
+   * into this.queueCosts (and the two in-flight parts into their arrays).
+   */
+  private inflightQueueCosts(p: readonly RouterInstance[], inflight: InflightLoad, view: ViewCache, nowMs: number): Float64Array {
+    if (this.queueCosts.length < p.length) {
+      const n = p.length * 2;
+      this.queueCosts = new Float64Array(n);
+      this.ownInflight = new Float64Array(n);
+      this.otherInflight = new Float64Array(n);
+    }
+    const costs = this.queueCosts;
+    const stale = view.isStale(nowMs);
+    const mono = inflight.now();
+    let max = 0;
+    for (let i = 0; i < p.length; i++) {
+      const inst = p[i]!;
+      const own = inflight.own(inst, mono);
+      const other = inflight.others(inst, stale);
+      this.ownInflight[i] = own;
+      this.otherInflight[i] = other;
+      const w = inst.load!.waitingRequestsNum + own + other;
+      costs[i] = w;
+      if (w > max) max = w;
+    }
+    for (let i = 0; i < p.length; i++) costs[i] = max === 0 ? 0 : costs[i]! / max;
+    return costs;
   }
 
   decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision {
@@ -82,6 +124,8 @@ export class CarPolicy implements RoutingPolicy {
     if (this.scores.length < Math.max(p.length, set.decode.length)) this.scores = new Float64Array(Math.max(p.length, set.decode.length) * 2);
     const scores = this.scores;
     const lambda = this.lambda;
+    const inflight = this.inflight;
+    const queueCosts = inflight === null ? set.prefillQueueCost : this.inflightQueueCosts(p, inflight, view, nowMs);
     let cursor = 0;
     for (let i = 0; i < p.length; i++) {
       const inst = p[i]!;
@@ -93,7 +137,7 @@ export class CarPolicy implements RoutingPolicy {
         h.note = null;
       } else cursor = this.instanceHit(inst, hits, cursor, h);
       const ratio = inputTokens > 0 ? Math.min(1, Math.max(0, h.hit / inputTokens)) : 0;
-      const queueCost = set.prefillQueueCost[i]!;
+      const queueCost = queueCosts[i]!;
       const score = lambda * (1 - ratio) + (1 - lambda) * queueCost;
       scores[i] = score;
       const e: CandidateExplanation = {
@@ -106,6 +150,9 @@ export class CarPolicy implements RoutingPolicy {
         kv_hit_ratio: ratio,
         queue_cost: queueCost,
         score,
+        waiting_reported: inst.load!.waitingRequestsNum,
+        waiting_inflight_own: inflight === null ? 0 : this.ownInflight[i]!,
+        waiting_inflight_other: inflight === null ? 0 : this.otherInflight[i]!,
       };
       if (h.note !== null) e.note = h.note;
       explanations.push(e);

@@ -3,6 +3,7 @@
  * `createPolicy` picks the implementation named by `--load_balance_policy`.
  */
 import type { RouterFlags } from '../../shared/config/router-flags.js';
+import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import { CarPolicy } from './car-policy.js';
 import { RoundRobinPolicy } from './round-robin-policy.js';
@@ -28,6 +29,14 @@ export interface CandidateExplanation {
   kv_hit_ratio: number;
   queue_cost: number;
   score: number;
+  /**
+   * CAR P side: the parts of the `waiting` behind queue_cost (routing.md "In-flight load"): the
+   * engine's last load report, this router's decisions it cannot reflect yet, and the other
+   * routers' (from the view). Both in-flight parts are 0 with `--car_inflight_load=false`.
+   */
+  waiting_reported?: number;
+  waiting_inflight_own?: number;
+  waiting_inflight_other?: number;
   predicted_ms?: number;
   note?: string;
 }
@@ -48,10 +57,11 @@ export interface RoutingPolicy {
 
 export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'>;
 
-export function createPolicy(flags: PolicyFlags): RoutingPolicy {
+/** `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. */
+export function createPolicy(flags: PolicyFlags, inflight: InflightLoad | null = null): RoutingPolicy {
   switch (flags.loadBalancePolicy) {
     case 'CAR':
-      return new CarPolicy({ prefillLambda: flags.carPrefillLambda, hostHitWeight: flags.carHostHitWeight });
+      return new CarPolicy({ prefillLambda: flags.carPrefillLambda, hostHitWeight: flags.carHostHitWeight, inflight });
     case 'RR':
       return new RoundRobinPolicy();
     case 'SLO_AWARE':

@@ -9,7 +9,7 @@
 import type { Context } from 'koa';
 import type { Logger } from '../../shared/log/logger.js';
 import { readJsonBody } from '../http/json-body.js';
-import type { RouteDecider } from '../http/route-decider.js';
+import type { RouteDecider, TrackedDecision } from '../http/route-decider.js';
 import type { RouteRequest } from '../http/route-request.js';
 import type { RouterMetrics } from '../http/router-metrics.js';
 import { isRouterHttpError } from '../http/router-http-errors.js';
@@ -55,16 +55,21 @@ export class OpenAiProxy {
     }
     // Tokenizing never fails the request: without ids it is routed by load (and counted).
     const input: RouteRequest = (await this.opts.prompts.resolve(prompt)).request;
-    let instance: string;
+    let tracked: TrackedDecision;
     try {
-      instance = this.opts.decider.decide(input, this.opts.clock()).prefill.name;
+      tracked = this.opts.decider.decideTracked(input, this.opts.clock());
     } catch (e) {
       if (isRouterHttpError(e)) this.opts.metrics.proxyRequest(path, 'no_candidate');
       throw e;
     }
+    const instance = tracked.decision.prefill.name;
 
     ctx.respond = false;
-    const result = await this.opts.forwarder.forward(instance, ctx.url, ctx.req, ctx.res, raw, this.opts.upstreamUrl?.(instance) ?? '');
+    const upstream = this.opts.upstreamUrl?.(instance) ?? '';
+    const result = await this.opts.forwarder
+      .forward(instance, ctx.url, ctx.req, ctx.res, raw, upstream)
+      // Answered (or failed): the engine no longer holds it, so it leaves the router's own in-flight count.
+      .finally(tracked.answered);
     switch (result.kind) {
       case 'ok':
         this.opts.metrics.proxyRequest(path, 'ok');

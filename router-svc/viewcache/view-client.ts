@@ -20,7 +20,7 @@ import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { channelCredentials, type GrpcClientTls } from '../../shared/security/grpc-tls.js';
 import { kvDirectoryServiceConstructor } from '../../shared/view/kvdirectory-proto.js';
-import type { WireViewUpdate, WireWatchViewRequest } from '../../shared/view/view-wire.js';
+import type { WireInflightReport, WireViewUpdate, WireWatchViewRequest } from '../../shared/view/view-wire.js';
 import { ViewCache } from './view-cache.js';
 import { ViewClientClosedError, ViewGapError, ViewStreamError } from './view-errors.js';
 import { decodeViewUpdate } from './view-update.js';
@@ -52,6 +52,13 @@ export interface ViewClientOptions {
 
 interface KvDirectoryViewClient extends grpc.Client {
   WatchView(req: WireWatchViewRequest, metadata: grpc.Metadata): grpc.ClientReadableStream<WireViewUpdate>;
+  ReportInflight(metadata: grpc.Metadata, callback: (err: grpc.ServiceError | null) => void): grpc.ClientWritableStream<WireInflightReport>;
+}
+
+/** A `ReportInflight` call open to the directory the view is watched from. */
+export interface InflightReportCall {
+  readonly address: string;
+  readonly stream: grpc.ClientWritableStream<WireInflightReport>;
 }
 
 interface Pending {
@@ -151,6 +158,24 @@ export class ViewClient extends EventEmitter {
     this.rejectReady(new ViewClientClosedError());
   }
 
+  /**
+   * Opens `ReportInflight` on the channel of the directory the view is currently watched from
+   * (same credentials and token); null while no watch is open. `onEnd` runs once when the call
+   * ends, with the reason (the caller reopens later).
+   */
+  openInflightReport(onEnd: (reason: string) => void): InflightReportCall | null {
+    if (this.closed || this.call === null) return null;
+    const address = this.addrs[this.addrIndex]!;
+    const stream = this.clientFor(this.addrIndex).ReportInflight(this.metadata(), (err) => onEnd(err === null ? 'ended by the directory' : toViewStreamError(address, err).message));
+    return { address, stream };
+  }
+
+  private metadata(): grpc.Metadata {
+    const md = new grpc.Metadata();
+    if (this.opts.internalApiToken) md.set('x-internal-token', this.opts.internalApiToken);
+    return md;
+  }
+
   private clientFor(i: number): KvDirectoryViewClient {
     let c = this.clients[i] ?? null;
     if (c === null) {
@@ -176,10 +201,8 @@ export class ViewClient extends EventEmitter {
       epoch: fresh ? '' : this.cache.epoch,
       version: fresh ? '0' : this.cache.version.toString(),
     };
-    const md = new grpc.Metadata();
-    if (this.opts.internalApiToken) md.set('x-internal-token', this.opts.internalApiToken);
     const id = ++this.callId;
-    const call = this.clientFor(i).WatchView(req, md);
+    const call = this.clientFor(i).WatchView(req, this.metadata());
     this.call = call;
     this.callActivityMs = this.now();
     this.callHeard = false;

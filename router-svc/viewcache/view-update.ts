@@ -5,6 +5,7 @@
  * a ViewProtocolError, so the cache never applies part of one.
  */
 import type {
+  WireInflightShare,
   WireProfilePoint,
   WireResidencyChanges,
   WireViewInstance,
@@ -50,6 +51,16 @@ export interface RouterInstance {
   readonly generation: bigint;
   /** Where the proxy forwards: the engines-file base URL; absent for `http://<name>` (engines.md §4). */
   readonly url?: string;
+  /**
+   * In-flight load the directory folded from every router's reports (routing.md "In-flight
+   * load"), per reporting router; empty when none.
+   */
+  readonly inflight: readonly InflightShare[];
+}
+
+export interface InflightShare {
+  readonly routerId: string;
+  readonly count: number;
 }
 
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
@@ -195,8 +206,19 @@ export function decodeInstance(w: WireViewInstance): RouterInstance {
     ttftProfile: decodeProfile(w.ttft_profiling_data),
     tpotProfile: decodeProfile(w.tpot_profiling_data),
     generation: bigintField(`instance ${name} generation`, w.generation),
+    inflight: decodeInflight(name, w.inflight),
     ...(w.url !== undefined && w.url !== '' ? { url: w.url } : {}),
   };
+}
+
+const NO_INFLIGHT: readonly InflightShare[] = Object.freeze([]);
+
+function decodeInflight(name: string, shares: readonly WireInflightShare[] | undefined | null): readonly InflightShare[] {
+  if (shares === undefined || shares === null || shares.length === 0) return NO_INFLIGHT;
+  return shares.map((s) => {
+    if (!(Number.isInteger(s.count) && s.count >= 0)) throw new ViewProtocolError(`instance ${name}: inflight count ${String(s.count)} of router ${JSON.stringify(s.router_id)}`);
+    return { routerId: s.router_id ?? '', count: s.count };
+  });
 }
 
 export function decodeStream(w: WireViewStream): DecodedViewStream {

@@ -24,6 +24,11 @@ export const ROUTER_FLAGS = {
     help: 'CAR weight of cache misses against queue cost: 1 compares only misses, 0 only queues',
   },
   car_host_hit_weight: { type: 'float', default: 0.5, min: 0, max: 1, help: 'CAR credit of a host-only hit token relative to a device hit' },
+  car_inflight_load: {
+    type: 'bool',
+    default: true,
+    help: "CAR adds to each instance's reported waiting the requests routed to it (by this router and, through the directory, the others) that no load report reflects yet",
+  },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
   grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },
   grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'client certificate (PEM) for a directory requiring mutual TLS' },

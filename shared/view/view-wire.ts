@@ -55,6 +55,13 @@ export interface WireViewInstance {
   backend_type?: string;
   /** Engines-file instances: OpenAI base URL; '' or absent = `http://<name>`. */
   url?: string;
+  /** In-flight load per reporting router (routing.md "In-flight load"); absent = none. */
+  inflight?: WireInflightShare[];
+}
+
+export interface WireInflightShare {
+  router_id: string;
+  count: number;
 }
 
 export interface WireViewStream {
@@ -125,4 +132,17 @@ export interface WireViewUpdate {
 export interface WireListInstancesResponse {
   instances: WireViewInstance[];
   etcd_connected: boolean;
+}
+
+/** `ReportInflight` client-stream message (routing.md "In-flight load"). */
+export interface WireInflightReport {
+  router_id: string;
+  decisions: WireInflightDecisions[];
+}
+
+export interface WireInflightDecisions {
+  instance_name: string;
+  count: number;
+  /** ms from the newest of these decisions to the send, on the router's monotonic clock. */
+  age_ms: number;
 }

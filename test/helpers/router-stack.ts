@@ -153,6 +153,8 @@ export class SimEngine {
     type?: EngineType;
     tokenIntervalMs?: number;
     waiting?: number;
+    /** Default 100 ms; a test that needs loads to stay put sets it far out and calls heartbeatNow. */
+    heartbeatIntervalMs?: number;
     /** The model's tokenizer (tokenization.md §3: the same code and files as the router's). */
     tokenizer?: PromptTokenizer | null;
   }): Promise<SimEngine> {
@@ -175,7 +177,7 @@ export class SimEngine {
         type: opts.type ?? 'DEFAULT',
         directoryUrl: opts.directoryHttpUrl,
         internalApiToken: opts.internalApiToken,
-        heartbeatIntervalMs: 100,
+        heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 100,
         leaseTtlS: 10,
         httpRoutes: openai,
       });

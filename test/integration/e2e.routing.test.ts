@@ -52,8 +52,9 @@ class Router {
     return (await post(`${this.url}/v1/internal/kv-cache/query`, { token_ids: tokenIds })).json as QueryResult;
   }
 
+  /** A dry run (routing.md "In-flight load"): explained, not counted, so polling it leaves the queues alone. */
   async route(tokenIds: readonly number[]): Promise<RouteAnswer> {
-    return (await post(`${this.url}/v1/route`, { token_ids: tokenIds })).json as RouteAnswer;
+    return (await post(`${this.url}/v1/route`, { token_ids: tokenIds, dry_run: true })).json as RouteAnswer;
   }
 
   /** Through the proxy: the engine that served it and what it reused. */

@@ -155,9 +155,10 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
         20000,
         'the prompt resident in the router view',
       );
-      // Repeats: CAR credits the resident prefix, so the chosen prefill's kv_hit_ratio is > 0.
+      // Repeats: CAR credits the resident prefix, so the chosen prefill's kv_hit_ratio is > 0 (dry
+      // runs: counted decisions would add in-flight load and move the repeats elsewhere).
       for (let i = 0; i < 3; i++) {
-        const r = await postJson<{ candidates: { instance_name: string; kv_hit_ratio: number }[]; prefill: { name: string } }>(`${url}/v1/route`, { token_ids: PROMPT });
+        const r = await postJson<{ candidates: { instance_name: string; kv_hit_ratio: number }[]; prefill: { name: string } }>(`${url}/v1/route`, { token_ids: PROMPT, dry_run: true });
         expect(r.status).to.equal(200);
         const chosen = r.json.candidates.find((c) => c.instance_name === r.json.prefill.name);
         expect(chosen?.kv_hit_ratio, 'the route answer credits the repeat').to.be.greaterThan(0);

@@ -190,7 +190,8 @@ class RouterClient {
   }
 
   async routeBody(body: object): Promise<RouteAnswer> {
-    return (await this.post('/v1/route', body, true)).json as RouteAnswer;
+    // A dry run: nothing is sent to an engine, so it must not count as in-flight load.
+    return (await this.post('/v1/route', { ...body, dry_run: true }, true)).json as RouteAnswer;
   }
 
   async chat(messages: readonly { role: string; content: string }[]): Promise<{ engine: string; cachedTokens: number; text: string }> {

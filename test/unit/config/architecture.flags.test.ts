@@ -250,6 +250,7 @@ describe('architecture.md flags: router-svc table', () => {
       loadBalancePolicy: 'RR',
       carPrefillLambda: 0.5,
       carHostHitWeight: 0.5,
+      carInflightLoad: true,
       internalApiToken: '',
       grpcTlsCa: '',
       grpcTlsCert: '',
@@ -278,6 +279,12 @@ describe('architecture.md flags: router-svc table', () => {
       expect(configError(() => router([`--${flag}=1.5`])).message).to.equal(`invalid --${flag}: expected a number in [0, 1], got "1.5"`);
       configError(() => router([`--${flag}=-0.01`]));
     }
+  });
+
+  it('router: --car_inflight_load is on by default; false, bare, and a bad value', () => {
+    expect(router(['--car_inflight_load=false']).carInflightLoad).to.equal(false);
+    expect(router(['--car_inflight_load']).carInflightLoad).to.equal(true);
+    expect(configError(() => router(['--car_inflight_load=maybe'])).message).to.match(/^invalid --car_inflight_load: /);
   });
 
   it('router: view staleness, SLO targets, directory list', () => {

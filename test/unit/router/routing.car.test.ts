@@ -66,6 +66,8 @@ describe('routing.md CAR', () => {
     expect(d.decode).to.equal(null);
     expect(byName(d, 'a:1')).to.deep.equal({
       instance_name: 'a:1', incarnation_id: 'inc-a:1', role: 'prefill', hit_tokens: 8, device_hit_tokens: 8, host_only_hit_tokens: 0, kv_hit_ratio: 0.5, queue_cost: 0.5, score: 0.5,
+      // routing.md "In-flight load": the waiting behind queue_cost, by part (no in-flight load here).
+      waiting_reported: 2, waiting_inflight_own: 0, waiting_inflight_other: 0,
     });
     expect(byName(d, 'b:1')).to.include({ hit_tokens: 10, device_hit_tokens: 4, host_only_hit_tokens: 12, kv_hit_ratio: 0.625, queue_cost: 1, score: 0.6875 });
     expect(byName(d, 'c:1')).to.include({ hit_tokens: 0, kv_hit_ratio: 0, queue_cost: 0.25, score: 0.625 });

@@ -35,10 +35,10 @@ describe('routing.md HTTP API request checks', () => {
     expect(reasonOf(() => parseKvQueryRequest('x'))).to.equal('body must be a JSON object');
   });
 
-  it('route: token_ids or prompt_tokens; prompt_tokens alone gives no token ids', () => {
-    expect(parseRouteRequest({ token_ids: [5, 6, 7] })).to.deep.equal({ tokenIds: [5, 6, 7], promptTokens: 3 });
-    expect(parseRouteRequest({ prompt_tokens: 42 })).to.deep.equal({ tokenIds: null, promptTokens: 42 });
-    expect(parseRouteRequest({ token_ids: [1], prompt_tokens: 9 })).to.deep.equal({ tokenIds: [1], promptTokens: 9 });
+  it('route: token_ids or prompt_tokens (dry_run false unless given); prompt_tokens alone gives no token ids', () => {
+    expect(parseRouteRequest({ token_ids: [5, 6, 7] })).to.deep.equal({ tokenIds: [5, 6, 7], promptTokens: 3, dryRun: false });
+    expect(parseRouteRequest({ prompt_tokens: 42 })).to.deep.equal({ tokenIds: null, promptTokens: 42, dryRun: false });
+    expect(parseRouteRequest({ token_ids: [1], prompt_tokens: 9, dry_run: true })).to.deep.equal({ tokenIds: [1], promptTokens: 9, dryRun: true });
     expect(reasonOf(() => parseRouteRequest({}))).to.equal('token_ids, prompt, messages or prompt_tokens is required');
     expect(reasonOf(() => parseRouteRequest({ prompt_tokens: 1.5 }))).to.match(/^prompt_tokens/);
     expect(reasonOf(() => parseRouteRequest({ prompt_tokens: -1 }))).to.match(/^prompt_tokens/);
@@ -66,7 +66,7 @@ describe('routing.md HTTP API request checks', () => {
   });
 
   it('T8 /v1/route: token_ids, prompt or messages, exactly one of them', () => {
-    expect(routeEndpointInput({ token_ids: [1, 2] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: [1, 2], promptTokens: 2 } });
+    expect(routeEndpointInput({ token_ids: [1, 2] })).to.deep.equal({ kind: 'token_ids', request: { tokenIds: [1, 2], promptTokens: 2, dryRun: false } });
     expect(routeEndpointInput({ prompt: 'abcd' })).to.deep.equal({ kind: 'text', text: 'abcd', addSpecialTokens: true, estimate: 1 });
     expect(routeEndpointInput({ messages: [{ role: 'user', content: 'hi' }] }).kind).to.equal('chat');
     expect(reasonOf(() => routeEndpointInput({ token_ids: [1], prompt: 'x' }))).to.equal('give one of token_ids, prompt or messages');

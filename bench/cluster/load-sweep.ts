@@ -1,0 +1,49 @@
+/**
+ * The cluster benchmark's load sweep (issue 15): offered load is a session arrival rate. Sessions
+ * (a user's conversation, an agent's branch) start as a Poisson process of `rate` per second and
+ * then run as closed-loop clients (think/tool time between turns), so the offered request rate is
+ * about rate × turns per session. The knee is the rate at which RR's TTFT p90 first exceeds
+ * KNEE_FACTOR × its unloaded value, found by stepping the rate up geometrically and interpolating
+ * linearly between the last step below and the first step above; the sweep then runs every
+ * policy at SWEEP_FRACTIONS of that rate. Pure helpers here; cluster.bench.ts runs them.
+ */
+import { seededRandom } from '../lib/seeded-random.js';
+
+export const KNEE_FACTOR = 5;
+export const SWEEP_FRACTIONS = [0.5, 0.7, 0.9] as const;
+
+/** Start offsets (ms from the run start) of `sessions` sessions arriving at `ratePerS`. */
+export function poissonStarts(sessions: number, ratePerS: number, seed: number): number[] {
+  if (!(ratePerS > 0)) throw new RangeError(`rate must be positive, got ${ratePerS}`);
+  const rand = seededRandom(seed);
+  const out: number[] = [];
+  let t = 0;
+  for (let i = 0; i < sessions; i++) {
+    out.push(t);
+    t += (-Math.log(1 - rand()) / ratePerS) * 1000;
+  }
+  return out;
+}
+
+export interface KneeStep {
+  readonly rate: number;
+  readonly ttftP90Ms: number;
+}
+
+/**
+ * The rate at which the p90 crosses `limitMs`, interpolated between the bracketing steps (sorted
+ * by rate); `base` is the unloaded point the first step is bracketed with. null when no step
+ * reaches the limit.
+ */
+export function kneeRate(base: KneeStep, steps: readonly KneeStep[], limitMs: number): number | null {
+  let below = base;
+  for (const s of steps) {
+    if (s.ttftP90Ms >= limitMs) {
+      if (s.ttftP90Ms === below.ttftP90Ms) return s.rate;
+      const f = Math.min(1, Math.max(0, (limitMs - below.ttftP90Ms) / (s.ttftP90Ms - below.ttftP90Ms)));
+      return below.rate + f * (s.rate - below.rate);
+    }
+    below = s;
+  }
+  return null;
+}

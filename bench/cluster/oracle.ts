@@ -1,0 +1,69 @@
+/**
+ * The cluster benchmark's upper reference: an omniscient router. At decision time it reads every
+ * engine's true BlockPool (the prefix it holds now, per tier: the hit the engine would find if the
+ * request were admitted at once) and its true queue (requests sent to it and not answered yet,
+ * in transit included: counted at the decision, released at the answer), with no propagation lag,
+ * and scores them with CAR's own cost function (routing.md "CAR"):
+ *
+ *   hit = device_hit_tokens + w · host_only_hit_tokens;  kv_hit_ratio = hit / input_tokens
+ *   queue_cost = queue / max(queue over engines);        score = λ(1 − kv_hit_ratio) + (1 − λ)queue_cost
+ *
+ * smallest wins, exact ties rotate (the router's pickMinimumWithRotation). It is what CAR would do
+ * with a perfect, instantaneous view — the bound in-flight load and the view stream approach.
+ */
+import { newRotationCursor, pickMinimumWithRotation } from '../../router-svc/policy/pick-minimum.js';
+import type { ClusterEngine } from './cluster-stack.js';
+
+/** What the bench needs to route one request: where, and what to call when it is answered. */
+export interface OracleChoice {
+  readonly url: string;
+  readonly done: () => void;
+}
+
+export class OmniscientRouter {
+  private readonly byName: ClusterEngine[];
+  private readonly names: string[];
+  private readonly queue: Int32Array;
+  private readonly scores: Float64Array;
+  private readonly cursor = newRotationCursor();
+  private readonly releases: (() => void)[];
+
+  constructor(
+    engines: readonly ClusterEngine[],
+    private readonly lambda: number,
+    private readonly hostHitWeight = 0.5,
+  ) {
+    this.byName = [...engines].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    this.names = this.byName.map((e) => e.name);
+    this.queue = new Int32Array(engines.length);
+    this.scores = new Float64Array(engines.length);
+    this.releases = this.byName.map((_, i) => () => void this.queue[i]!--);
+  }
+
+  choose(tokenIds: readonly number[]): OracleChoice {
+    const engines = this.byName;
+    const blockSize = engines[0]!.sim.rank(0).pool.blockSize;
+    const hashes = engines[0]!.sim.rank(0).pool.hashesOf(tokenIds);
+    let maxQueue = 0;
+    for (let i = 0; i < engines.length; i++) maxQueue = Math.max(maxQueue, this.queue[i]!);
+    for (let i = 0; i < engines.length; i++) {
+      const pool = engines[i]!.sim.rank(0).pool;
+      let device = 0;
+      let hostOnly = 0;
+      // The engine's own walk (BlockPool.admitPrompt): the prefix resident on any tier, a block on both counting as Device.
+      for (const h of hashes) {
+        const t = pool.tiersOf(h);
+        if (t === 0) break;
+        if ((t & 1) !== 0) device++;
+        else hostOnly++;
+      }
+      const hit = (device + this.hostHitWeight * hostOnly) * blockSize;
+      const ratio = tokenIds.length > 0 ? Math.min(1, hit / tokenIds.length) : 0;
+      const queueCost = maxQueue === 0 ? 0 : this.queue[i]! / maxQueue;
+      this.scores[i] = this.lambda * (1 - ratio) + (1 - this.lambda) * queueCost;
+    }
+    const i = pickMinimumWithRotation(this.scores, engines.length, this.names, this.cursor);
+    this.queue[i]!++;
+    return { url: engines[i]!.url, done: this.releases[i]! };
+  }
+}

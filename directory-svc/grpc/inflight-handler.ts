@@ -1,0 +1,66 @@
+/**
+ * The gRPC edge of in-flight load (routing.md "In-flight load"): `ReportInflight`, a client
+ * stream of InflightReport messages. Each message is checked here (one line naming the field);
+ * a malformed one ends the call with INVALID_ARGUMENT and nothing of it is applied, a good one
+ * goes to the InflightService at once. The call is answered when the router ends it.
+ */
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from '../../shared/log/logger.js';
+import type { WireInflightReport } from '../../shared/view/view-wire.js';
+
+/** What the handler feeds; `InflightService` implements it. */
+export interface InflightApi {
+  report(msg: WireInflightReport): void;
+}
+
+/** Bounds of one message: far above any real batch (10 ms of one router's decisions). */
+export const INFLIGHT_LIMITS = Object.freeze({ routerIdChars: 256, instanceNameChars: 1024, decisions: 65536, count: 1_000_000, ageMs: 60_000 });
+
+/** Why `msg` is malformed (one line naming the field), or null. */
+export function checkInflightReport(msg: Partial<WireInflightReport> | undefined): string | null {
+  const L = INFLIGHT_LIMITS;
+  const id = msg?.router_id;
+  if (typeof id !== 'string' || id === '' || id.length > L.routerIdChars) return `router_id: expected 1..${L.routerIdChars} characters`;
+  const ds = msg?.decisions;
+  if (!Array.isArray(ds) || ds.length > L.decisions) return `decisions: expected at most ${L.decisions} entries`;
+  for (let i = 0; i < ds.length; i++) {
+    const d = ds[i]!;
+    if (typeof d.instance_name !== 'string' || d.instance_name === '' || d.instance_name.length > L.instanceNameChars) {
+      return `decisions[${i}].instance_name: expected 1..${L.instanceNameChars} characters`;
+    }
+    if (!Number.isInteger(d.count) || d.count < 1 || d.count > L.count) return `decisions[${i}].count: expected an integer in [1, ${L.count}], got ${String(d.count)}`;
+    if (!Number.isInteger(d.age_ms) || d.age_ms < 0 || d.age_ms > L.ageMs) return `decisions[${i}].age_ms: expected an integer in [0, ${L.ageMs}], got ${String(d.age_ms)}`;
+  }
+  return null;
+}
+
+export function inflightHandlers(api: InflightApi, log: Logger): grpc.UntypedServiceImplementation {
+  const reportInflight: grpc.handleClientStreamingCall<WireInflightReport, Record<string, never>> = (call, callback) => {
+    let done = false;
+    const finish = (err: Partial<grpc.StatusObject> | null): void => {
+      if (done) return;
+      done = true;
+      if (err === null) callback(null, {});
+      else callback(err);
+    };
+    call.on('data', (msg: WireInflightReport) => {
+      if (done) return;
+      const bad = checkInflightReport(msg);
+      if (bad !== null) {
+        log.warn({ rpc: 'ReportInflight', peer: call.getPeer(), err: bad }, 'in-flight report refused');
+        finish({ code: grpc.status.INVALID_ARGUMENT, details: `ReportInflight: ${bad}` });
+        return;
+      }
+      try {
+        api.report(msg);
+      } catch (e) {
+        const detail = e instanceof Error ? e.message : String(e);
+        log.error({ rpc: 'ReportInflight', err: detail }, 'gRPC handler failed');
+        finish({ code: grpc.status.INTERNAL, details: `ReportInflight: ${detail}` });
+      }
+    });
+    call.on('end', () => finish(null));
+    call.on('error', () => finish(null));
+  };
+  return { ReportInflight: reportInflight };
+}

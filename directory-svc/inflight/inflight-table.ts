@@ -1,0 +1,115 @@
+/**
+ * The directory's fold of every router's in-flight reports (routing.md "In-flight load"): per
+ * instance, the decisions routed to it that no load report reflects yet, per reporting router.
+ * The view carries the result as ViewInstance.inflight, so replicas on the same view version see
+ * the same counts.
+ *
+ * An entry is dated on the directory's monotonic clock (arrival minus the age the router gave),
+ * and ends when a load report for its instance is accepted after that date, or INFLIGHT_TTL_MS
+ * after it. Pure: time comes in as arguments; `onChange` names each instance whose shares changed.
+ */
+import type { WireInflightShare } from '../../shared/view/view-wire.js';
+
+export const INFLIGHT_TTL_MS = 2000;
+
+interface Entry {
+  readonly routerId: string;
+  readonly count: number;
+  readonly atMs: number;
+}
+
+const NO_SHARES: readonly WireInflightShare[] = Object.freeze([]);
+
+class InstanceInflight {
+  /** Oldest first (reports arrive in time order; a late one is inserted in place). */
+  entries: Entry[] = [];
+  shares: readonly WireInflightShare[] = NO_SHARES;
+
+  add(e: Entry): void {
+    let i = this.entries.length;
+    while (i > 0 && this.entries[i - 1]!.atMs > e.atMs) i--;
+    this.entries.splice(i, 0, e);
+  }
+
+  /** Drops entries dated before `limitMs` (or at it, when `inclusive`); true when any was dropped. */
+  dropBefore(limitMs: number, inclusive = false): boolean {
+    let n = 0;
+    while (n < this.entries.length && (this.entries[n]!.atMs < limitMs || (inclusive && this.entries[n]!.atMs === limitMs))) n++;
+    if (n === 0) return false;
+    this.entries.splice(0, n);
+    return true;
+  }
+
+  refold(): void {
+    if (this.entries.length === 0) {
+      this.shares = NO_SHARES;
+      return;
+    }
+    const byRouter = new Map<string, number>();
+    for (const e of this.entries) byRouter.set(e.routerId, (byRouter.get(e.routerId) ?? 0) + e.count);
+    this.shares = [...byRouter].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([router_id, count]) => ({ router_id, count }));
+  }
+}
+
+export class InflightTable {
+  private readonly byInstance = new Map<string, InstanceInflight>();
+  private readonly listeners: ((instanceName: string) => void)[] = [];
+
+  constructor(private readonly ttlMs: number = INFLIGHT_TTL_MS) {}
+
+  onChange(listener: (instanceName: string) => void): () => void {
+    this.listeners.push(listener);
+    return () => {
+      const i = this.listeners.indexOf(listener);
+      if (i >= 0) this.listeners.splice(i, 1);
+    };
+  }
+
+  /** The per-router shares of `instanceName`, sorted by router id; empty when none. */
+  sharesOf(instanceName: string): readonly WireInflightShare[] {
+    return this.byInstance.get(instanceName)?.shares ?? NO_SHARES;
+  }
+
+  /** Total in-flight of `instanceName` over every router. */
+  totalOf(instanceName: string): number {
+    let n = 0;
+    for (const s of this.sharesOf(instanceName)) n += s.count;
+    return n;
+  }
+
+  /** `count` decisions of `routerId` for `instanceName`, made at `decidedAtMs` (directory clock). */
+  report(routerId: string, instanceName: string, count: number, decidedAtMs: number, nowMs: number): void {
+    if (count <= 0 || nowMs - decidedAtMs >= this.ttlMs) return;
+    let inst = this.byInstance.get(instanceName);
+    if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
+    inst.add({ routerId, count, atMs: decidedAtMs });
+    this.changed(instanceName, inst);
+  }
+
+  /** A load report for `instanceName` accepted at `atMs` ends every entry dated before it. */
+  loadReported(instanceName: string, atMs: number): void {
+    const inst = this.byInstance.get(instanceName);
+    if (inst !== undefined && inst.dropBefore(atMs)) this.changed(instanceName, inst);
+  }
+
+  /** The instance left the table: its entries go with it (no change is announced, it is gone). */
+  forget(instanceName: string): void {
+    this.byInstance.delete(instanceName);
+  }
+
+  /** Ends entries older than the TTL. */
+  expire(nowMs: number): void {
+    for (const [name, inst] of this.byInstance) if (inst.dropBefore(nowMs - this.ttlMs, true)) this.changed(name, inst);
+  }
+
+  /** True when some entry is alive (the owner's expiry timer can idle otherwise). */
+  get active(): boolean {
+    return this.byInstance.size > 0;
+  }
+
+  private changed(name: string, inst: InstanceInflight): void {
+    inst.refold();
+    if (inst.entries.length === 0) this.byInstance.delete(name);
+    for (const l of this.listeners) l(name);
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * In-flight load (routing.md "In-flight load", `--car_inflight_load`): the requests routed to an
+ * instance that its latest load report cannot reflect yet.
+ *
+ *   waiting(instance) = reported waiting + own in-flight + other routers' in-flight
+ *
+ * - own: this router's decisions, counted at once. One ends when the view delivers a load report
+ *   for the instance after the decision (its `reported_at_ms` differs from the one the decision
+ *   saw), or INFLIGHT_TTL_MS after it on the monotonic clock, or — for a proxied request, whose
+ *   end the router sees — when the engine has answered (`complete`): the engine no longer holds
+ *   it, and a repeat of the prompt must not be pushed off the engine that just cached it. Kept
+ *   locally even when the directory is gone, so a router that loses the directory still spreads
+ *   its own bursts.
+ * - other: the view's per-router shares (ViewInstance.inflight), minus this router's own share —
+ *   its decisions come back through the view, and the local count is the fresher copy of them.
+ *   A stale view gives none: its shares are older than the TTL by then.
+ *
+ * Also the outbox of the reporter: decisions not yet sent, per instance (drainReport).
+ *
+ * Hot path: `record` and `own` are O(1) amortized per instance, no allocation once an instance's
+ * ring has grown to its burst size (entries are FIFO per instance: both end conditions end the
+ * oldest first).
+ */
+import { performance } from 'node:perf_hooks';
+import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
+import type { RouterInstance } from '../viewcache/view-update.js';
+
+/** routing.md: an in-flight entry ends 2 s after the decision at the latest. */
+export const INFLIGHT_TTL_MS = 2000;
+
+/**
+ * One instance's own decisions: a ring of (monotonic time, reported_at_ms seen at decision,
+ * answered), entry `k` from the head having sequence number headSeq + k.
+ */
+class DecisionRing {
+  at = new Float64Array(8);
+  seen = new Float64Array(8);
+  done = new Uint8Array(8);
+  head = 0;
+  size = 0;
+  headSeq = 0;
+  /** Entries in the ring already answered (not counted). */
+  doneCount = 0;
+  /** Decisions not reported to the directory yet, and when the newest of them was made. */
+  unreported = 0;
+  newestUnreportedAt = 0;
+  queued = false;
+
+  constructor(readonly name: string) {}
+
+  /** Appends one decision; returns its sequence number. */
+  push(atMs: number, seenReportMs: number): number {
+    if (this.size === this.at.length) this.grow();
+    const i = (this.head + this.size) & (this.at.length - 1);
+    this.at[i] = atMs;
+    this.seen[i] = seenReportMs;
+    this.done[i] = 0;
+    this.size++;
+    return this.headSeq + this.size - 1;
+  }
+
+  /** Marks decision `seq` answered, if it is still counted. */
+  complete(seq: number): void {
+    const k = seq - this.headSeq;
+    if (k < 0 || k >= this.size) return;
+    const i = (this.head + k) & (this.at.length - 1);
+    if (this.done[i] === 1) return;
+    this.done[i] = 1;
+    this.doneCount++;
+  }
+
+  /** Drops the entries a newer load report, the TTL or an answer ended; returns how many count. */
+  live(currentReportMs: number, nowMs: number, ttlMs: number): number {
+    const mask = this.at.length - 1;
+    while (this.size > 0) {
+      const i = this.head;
+      const answered = this.done[i] === 1;
+      if (!answered && this.seen[i] === currentReportMs && nowMs - this.at[i]! < ttlMs) break;
+      if (answered) this.doneCount--;
+      this.head = (i + 1) & mask;
+      this.size--;
+      this.headSeq++;
+    }
+    return this.size - this.doneCount;
+  }
+
+  private grow(): void {
+    const n = this.at.length * 2;
+    const at = new Float64Array(n);
+    const seen = new Float64Array(n);
+    const done = new Uint8Array(n);
+    const mask = this.at.length - 1;
+    for (let k = 0; k < this.size; k++) {
+      at[k] = this.at[(this.head + k) & mask]!;
+      seen[k] = this.seen[(this.head + k) & mask]!;
+      done[k] = this.done[(this.head + k) & mask]!;
+    }
+    this.at = at;
+    this.seen = seen;
+    this.done = done;
+    this.head = 0;
+  }
+}
+
+/** reported_at_ms of the load a decision saw; −1 without a load report (not a candidate then). */
+function reportStamp(inst: RouterInstance): number {
+  return inst.load === null ? -1 : inst.load.reportedAtMs;
+}
+
+export interface InflightLoadOptions {
+  /** This router's id, as it watches the view and reports (its share in the view is skipped). */
+  readonly routerId: string;
+  /** Default INFLIGHT_TTL_MS. */
+  readonly ttlMs?: number;
+  /** Monotonic clock in ms (default performance.now). */
+  readonly monotonicMs?: () => number;
+}
+
+export class InflightLoad {
+  readonly routerId: string;
+  private readonly ttlMs: number;
+  private readonly clock: () => number;
+  private readonly rings = new Map<string, DecisionRing>();
+  /** Rings with unreported decisions, in first-decision order. */
+  private outbox: DecisionRing[] = [];
+
+  constructor(opts: InflightLoadOptions) {
+    this.routerId = opts.routerId;
+    this.ttlMs = opts.ttlMs ?? INFLIGHT_TTL_MS;
+    this.clock = opts.monotonicMs ?? (() => performance.now());
+  }
+
+  /** The monotonic time `own` and `record` use (one read per decision). */
+  now(): number {
+    return this.clock();
+  }
+
+  /**
+   * One decision for `inst` (the instance as the view carries it), counted at once. Returns its
+   * sequence number for `complete`.
+   */
+  record(inst: RouterInstance, nowMs: number = this.clock()): number {
+    let ring = this.rings.get(inst.name);
+    if (ring === undefined) this.rings.set(inst.name, (ring = new DecisionRing(inst.name)));
+    const seq = ring.push(nowMs, reportStamp(inst));
+    ring.unreported++;
+    ring.newestUnreportedAt = nowMs;
+    if (!ring.queued) {
+      ring.queued = true;
+      this.outbox.push(ring);
+    }
+    return seq;
+  }
+
+  /** The engine answered decision `seq` for `instanceName` (the proxy saw the response end). */
+  complete(instanceName: string, seq: number): void {
+    this.rings.get(instanceName)?.complete(seq);
+  }
+
+  /** This router's decisions for `inst` that no load report reflects yet. */
+  own(inst: RouterInstance, nowMs: number = this.clock()): number {
+    const ring = this.rings.get(inst.name);
+    return ring === undefined ? 0 : ring.live(reportStamp(inst), nowMs, this.ttlMs);
+  }
+
+  /** The other routers' in-flight for `inst` from the view (0 when the view is stale). */
+  others(inst: RouterInstance, viewStale: boolean): number {
+    if (viewStale) return 0;
+    let n = 0;
+    const shares = inst.inflight;
+    for (let i = 0; i < shares.length; i++) {
+      const s = shares[i]!;
+      if (s.routerId !== this.routerId) n += s.count;
+    }
+    return n;
+  }
+
+  /**
+   * The decisions made since the previous drain, per instance, dated by their age at `nowMs`;
+   * null when there are none. Decisions older than the TTL are not worth sending (already ended).
+   */
+  drainReport(nowMs: number = this.clock()): WireInflightDecisions[] | null {
+    if (this.outbox.length === 0) return null;
+    const out: WireInflightDecisions[] = [];
+    for (const ring of this.outbox) {
+      const age = nowMs - ring.newestUnreportedAt;
+      if (age < this.ttlMs) out.push({ instance_name: ring.name, count: ring.unreported, age_ms: Math.max(0, Math.floor(age)) });
+      ring.unreported = 0;
+      ring.queued = false;
+    }
+    this.outbox = [];
+    return out.length === 0 ? null : out;
+  }
+}

@@ -1,0 +1,108 @@
+/**
+ * routing.md "In-flight load" across real processes: two router-svc processes (CAR) watching one
+ * directory-svc process, which discovers four simulated engines through a real etcd.
+ *
+ *   SimEngine ×4 ──etcd/heartbeat/ZMQ──▶ directory-svc ◀──ReportInflight── router 1, router 2
+ *                                              └──────────WatchView──────▶ (both)
+ *
+ * The engines heartbeat once (A waiting 0, B/C/D waiting 2) and then not for the test's length,
+ * so every router sees the same stale queues: without in-flight load every request would go to A.
+ * Waits poll a condition; nothing asserts a duration (entries live 2 s, far beyond propagation).
+ */
+import { expect } from 'chai';
+import { EtcdServer } from '../helpers/etcd-server.js';
+import { freePort, waitFor } from '../helpers/ports.js';
+import { DirectoryProcess, SimEngine, spawnTs, type ServiceProcess } from '../helpers/router-stack.js';
+
+const NAMESPACE = 'router-inflight-test';
+const NO_HEARTBEAT_MS = 3_600_000;
+
+interface Candidate {
+  instance_name: string;
+  role: string;
+  queue_cost: number;
+  waiting_reported: number;
+  waiting_inflight_own: number;
+  waiting_inflight_other: number;
+}
+interface RouteAnswer {
+  prefill: { name: string };
+  candidates: Candidate[];
+}
+
+async function route(url: string, dryRun: boolean): Promise<{ status: number; answer: RouteAnswer }> {
+  const res = await fetch(`${url}/v1/route`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt_tokens: 64, dry_run: dryRun }) });
+  return { status: res.status, answer: (await res.json()) as RouteAnswer };
+}
+
+describe('routing.md In-flight load: two router processes do not herd', function () {
+  this.timeout(90000);
+  let etcd: EtcdServer;
+  let directory: DirectoryProcess;
+  const engines: SimEngine[] = [];
+  const routers: { proc: ServiceProcess; url: string }[] = [];
+
+  before(async () => {
+    etcd = await EtcdServer.start();
+    directory = await DirectoryProcess.start({ etcdAddress: etcd.address, namespace: NAMESPACE });
+    for (let i = 0; i < 4; i++) {
+      engines.push(
+        await SimEngine.start({ etcdAddress: etcd.address, namespace: NAMESPACE, directoryHttpUrl: directory.httpUrl, waiting: i === 0 ? 0 : 2, heartbeatIntervalMs: NO_HEARTBEAT_MS }),
+      );
+    }
+    // One accepted heartbeat each (the first may precede the directory seeing the etcd key).
+    for (const e of engines) await waitFor(async () => (await e.control.heartbeatNow()) === 200, 20000, `${e.name} heartbeat accepted`);
+    for (let i = 0; i < 2; i++) {
+      const port = await freePort();
+      const proc = spawnTs('router-svc/main.ts', [`--directory_addr=${directory.address}`, `--http_port=${port}`, '--load_balance_policy=CAR', '--log_level=warn']);
+      routers.push({ proc, url: `http://127.0.0.1:${port}` });
+    }
+    for (const r of routers) {
+      await waitFor(
+        async () => {
+          if (!r.proc.running) throw new Error(`router exited:\n${r.proc.log}`);
+          const res = await route(r.url, true).catch(() => null);
+          return res !== null && res.status === 200 && res.answer.candidates.length === 4;
+        },
+        30000,
+        'router sees the four engines as candidates',
+      );
+    }
+  });
+
+  after(async () => {
+    for (const r of routers) await r.proc.stop();
+    for (const e of engines) await e.close();
+    await directory?.close();
+    await etcd?.destroy();
+  });
+
+  const a = (): string => engines[0]!.name;
+
+  it("router 2 sees router 1's decisions through the directory, and a burst on both spreads across the candidates", async () => {
+    const [r1, r2] = routers as [(typeof routers)[0], (typeof routers)[0]];
+    // Router 1: A (waiting 0) takes two, its own count makes A = 2 like the others.
+    for (let i = 0; i < 2; i++) expect((await route(r1.url, false)).answer.prefill.name).to.equal(a());
+    const seen = await waitFor(
+      async () => {
+        const { answer } = await route(r2.url, true);
+        const c = answer.candidates.find((x) => x.instance_name === a())!;
+        return c.waiting_inflight_other === 2 ? c : null;
+      },
+      10000,
+      "router 2's view carries router 1's two decisions for A",
+    );
+    expect(seen).to.include({ waiting_reported: 0, waiting_inflight_own: 0, waiting_inflight_other: 2, queue_cost: 1 });
+
+    // The burst: 4 requests on each router at once, identical (same prompt length, no cache).
+    const burst = await Promise.all([r1, r2, r1, r2, r1, r2, r1, r2].map((r) => route(r.url, false)));
+    const perEngine = new Map<string, number>();
+    for (const b of burst) {
+      expect(b.status).to.equal(200);
+      perEngine.set(b.answer.prefill.name, (perEngine.get(b.answer.prefill.name) ?? 0) + 1);
+    }
+    // Without in-flight load all 8 would go to A (queue cost 0 against 1 everywhere else).
+    expect(perEngine.size, JSON.stringify([...perEngine])).to.be.greaterThanOrEqual(3);
+    expect(Math.max(...perEngine.values()), JSON.stringify([...perEngine])).to.be.at.most(4);
+  });
+});

@@ -1,0 +1,189 @@
+/**
+ * routing.md "In-flight load" on the router: CAR's `waiting` = reported waiting + this router's
+ * decisions no load report reflects yet + the other routers' from the view; the formula is
+ * unchanged and the route explanation shows the parts. Time is a hand-moved monotonic clock.
+ *
+ * View: a:1 and b:1, DEFAULT, no streams (prompt_tokens only: every kv_hit_ratio is 0), so with
+ * λ = 0.5 score = .5 + .5 · queue_cost and the smaller waiting wins.
+ */
+import { expect } from 'chai';
+import { InflightLoad, INFLIGHT_TTL_MS } from '../../../router-svc/inflight/inflight-load.js';
+import { RouteDecider } from '../../../router-svc/http/route-decider.js';
+import { parseRouteRequest } from '../../../router-svc/http/route-request.js';
+import { RouterHttpServer } from '../../../router-svc/http/router-http-server.js';
+import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
+import { createPolicy, type CandidateExplanation, type RouteDecision } from '../../../router-svc/policy/policy.js';
+import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
+import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
+import { apply, delta, snapshot, wireInstance, wireLoad } from './view-fixtures.js';
+
+const STALE_AFTER_MS = 3000;
+const ME = 'router-me';
+const FLAGS = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.5, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
+
+function explained(d: RouteDecision, name: string): CandidateExplanation {
+  const c = d.candidates.find((x) => x.instance_name === name && x.role === 'prefill');
+  if (c === undefined) throw new Error(`no candidate ${name}`);
+  return c;
+}
+
+function withReport(name: string, waiting: number, reportedAtMs: number, inflight: WireInflightShare[] = []): WireViewInstance {
+  return wireInstance(name, { load: { ...wireLoad(waiting), reported_at_ms: String(reportedAtMs) }, inflight });
+}
+
+describe('routing.md In-flight load (router)', () => {
+  let mono: number;
+  let view: ViewCache;
+  let inflight: InflightLoad;
+  let decider: RouteDecider;
+  let version: number;
+
+  beforeEach(async () => {
+    mono = 1000;
+    version = 1;
+    view = new ViewCache({ staleAfterMs: STALE_AFTER_MS });
+    inflight = new InflightLoad({ routerId: ME, monotonicMs: () => mono });
+    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+    decider = new RouteDecider(createPolicy(FLAGS, inflight), view, metrics, 'CAR', inflight);
+    await apply(view, snapshot('e1', 1, [withReport('a:1', 0, 10), withReport('b:1', 1, 10)], []), 0);
+  });
+
+  async function upsert(...instances: WireViewInstance[]): Promise<void> {
+    version++;
+    await apply(view, delta('e1', version, { instance_upserts: instances }), 0);
+  }
+
+  const route = (dryRun = false): RouteDecision => decider.decide({ tokenIds: null, promptTokens: 64, dryRun }, 0);
+
+  it('own decisions count at once: a (0 waiting) takes the first; a = 0+1 ties b = 1 (a again, rotation starts there); a = 0+2 > b = 1 → b', () => {
+    const first = route();
+    expect(first.prefill.name).to.equal('a:1');
+    expect(explained(first, 'a:1')).to.include({ waiting_reported: 0, waiting_inflight_own: 0, waiting_inflight_other: 0, queue_cost: 0 });
+    const second = route();
+    expect(explained(second, 'a:1')).to.include({ waiting_reported: 0, waiting_inflight_own: 1, waiting_inflight_other: 0, queue_cost: 1 });
+    expect(explained(second, 'b:1')).to.include({ waiting_reported: 1, waiting_inflight_own: 0, queue_cost: 1 });
+    const third = route();
+    expect([first, second, third].map((d) => d.prefill.name)).to.deep.equal(['a:1', 'a:1', 'b:1']);
+    expect(inflight.own(view.instance('a:1')!)).to.equal(2);
+    expect(inflight.own(view.instance('b:1')!)).to.equal(1);
+  });
+
+  it("other replicas' decisions come through the view: a carries 3 of router-x → waiting 3, b (1) wins", async () => {
+    await upsert(withReport('a:1', 0, 10, [{ router_id: 'router-x', count: 3 }]));
+    const d = route();
+    expect(d.prefill.name).to.equal('b:1');
+    expect(explained(d, 'a:1')).to.include({ waiting_reported: 0, waiting_inflight_own: 0, waiting_inflight_other: 3, queue_cost: 1 });
+    expect(explained(d, 'b:1').queue_cost).to.be.closeTo(1 / 3, 1e-12);
+  });
+
+  it("no double counting: the router's own share coming back through the view is skipped (the local count is kept)", async () => {
+    route(); // → a
+    await upsert(withReport('a:1', 0, 10, [{ router_id: ME, count: 1 }, { router_id: 'router-x', count: 2 }]));
+    const d = route();
+    expect(explained(d, 'a:1')).to.include({ waiting_inflight_own: 1, waiting_inflight_other: 2 });
+  });
+
+  it(`expiry: an own decision ends ${INFLIGHT_TTL_MS} ms after it on the monotonic clock`, () => {
+    route(); // → a
+    const a = view.instance('a:1')!;
+    mono += INFLIGHT_TTL_MS - 1;
+    expect(inflight.own(a)).to.equal(1);
+    mono += 1;
+    expect(inflight.own(a)).to.equal(0);
+  });
+
+  it('a newer load report ends the entries made before it; an upsert with the same report (in-flight shares only) does not', async () => {
+    route(); // → a, saw reported_at 10
+    await upsert(withReport('a:1', 0, 10, [{ router_id: 'router-x', count: 1 }]));
+    expect(inflight.own(view.instance('a:1')!)).to.equal(1);
+    await upsert(withReport('a:1', 1, 11));
+    expect(inflight.own(view.instance('a:1')!)).to.equal(0);
+    // A decision after that report lives until the next one.
+    const d = route();
+    expect(inflight.own(view.instance(d.prefill.name)!)).to.equal(1);
+  });
+
+  it('directory loss: a stale view drops the other routers\' shares (no one expires them) but keeps own counts and routes on', async () => {
+    await upsert(withReport('b:1', 0, 10, [{ router_id: 'router-x', count: 5 }]));
+    const staleAt = STALE_AFTER_MS + 1;
+    const d1 = decider.decide({ tokenIds: null, promptTokens: 64 }, staleAt);
+    expect(explained(d1, 'b:1').waiting_inflight_other).to.equal(0);
+    const d2 = decider.decide({ tokenIds: null, promptTokens: 64 }, staleAt);
+    expect(explained(d2, d1.prefill.name).waiting_inflight_own).to.equal(1);
+    expect(d2.prefill.name).to.not.equal(d1.prefill.name);
+  });
+
+  it('a proxied request the engine answered leaves the own count at once (others stay until a report or the TTL)', () => {
+    const first = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+    const second = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+    expect([first.decision.prefill.name, second.decision.prefill.name]).to.deep.equal(['a:1', 'a:1']);
+    const a = view.instance('a:1')!;
+    expect(inflight.own(a)).to.equal(2);
+    second.answered();
+    second.answered(); // idempotent
+    expect(inflight.own(a)).to.equal(1);
+    first.answered();
+    expect(inflight.own(a)).to.equal(0);
+    // Both were still reported: the other routers learn of them and end them by report or TTL.
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 2, age_ms: 0 }]);
+  });
+
+  it('"dry_run": true explains without counting', () => {
+    route(true);
+    route(true);
+    expect(inflight.own(view.instance('a:1')!)).to.equal(0);
+    expect(inflight.drainReport()).to.equal(null);
+  });
+
+  it('the reporter outbox: decisions per instance since the last drain, dated by the age of the newest', () => {
+    route(); // a at 1000
+    mono += 5;
+    route(); // a (tie with b, rotation) or b
+    mono += 3;
+    const report = inflight.drainReport()!;
+    const total = report.reduce((n, d) => n + d.count, 0);
+    expect(total).to.equal(2);
+    const a = report.find((d) => d.instance_name === 'a:1')!;
+    expect(a.age_ms).to.be.oneOf([3, 8]);
+    expect(inflight.drainReport()).to.equal(null);
+  });
+
+  it('--car_inflight_load=false: reported waiting only, in-flight parts 0', () => {
+    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+    const off = new RouteDecider(createPolicy(FLAGS), view, metrics, 'CAR');
+    for (let i = 0; i < 3; i++) {
+      const d = off.decide({ tokenIds: null, promptTokens: 64 }, 0);
+      expect(d.prefill.name).to.equal('a:1');
+      expect(explained(d, 'a:1')).to.include({ waiting_reported: 0, waiting_inflight_own: 0, waiting_inflight_other: 0 });
+    }
+  });
+
+  it('dry_run must be a boolean (400 naming the field)', () => {
+    expect(parseRouteRequest({ prompt_tokens: 3, dry_run: true }).dryRun).to.equal(true);
+    expect(parseRouteRequest({ prompt_tokens: 3 }).dryRun).to.equal(false);
+    expect(() => parseRouteRequest({ prompt_tokens: 3, dry_run: 'yes' })).to.throw('dry_run must be a boolean');
+  });
+
+  it('POST /v1/route: dry_run holds for text prompts and messages too (no tokenizer: routed by load, still not counted)', async () => {
+    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+    const server = await RouterHttpServer.start({ port: 0, host: '127.0.0.1', view, decider, proxy: null, metrics, internalApiToken: '', clock: () => 0 });
+    const post = async (body: object): Promise<{ status: number; json: Record<string, unknown> }> => {
+      const res = await fetch(`http://127.0.0.1:${server.port}/v1/route`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    };
+    try {
+      const messages = [{ role: 'user', content: 'hello' }];
+      expect((await post({ messages, dry_run: true })).status).to.equal(200);
+      expect((await post({ prompt: 'hello', dry_run: true })).status).to.equal(200);
+      expect((await post({ token_ids: [1, 2, 3], dry_run: true })).status).to.equal(200);
+      expect(inflight.drainReport()).to.equal(null);
+      const bad = await post({ messages, dry_run: 'yes' });
+      expect(bad.status).to.equal(400);
+      expect(JSON.stringify(bad.json)).to.include('dry_run must be a boolean');
+      expect((await post({ messages })).status).to.equal(200);
+      expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 1, age_ms: 0 }]);
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -1,0 +1,191 @@
+/**
+ * routing.md "In-flight load" on the directory: routers' reports folded per instance and router
+ * (InflightTable), ended by a load report accepted after the decision or by the 2 s TTL, and
+ * published in the view as ViewInstance.inflight on instance upserts (and in snapshots), in the
+ * same delta as the load report that ends them. Clocks are hand-moved; deltas are cut by flush().
+ */
+import { expect } from 'chai';
+import type { InstanceRegistration } from '../../../directory-svc/discovery/instance-json.js';
+import { InstanceTable, type InstanceChange } from '../../../directory-svc/discovery/instance-table.js';
+import { checkInflightReport } from '../../../directory-svc/grpc/inflight-handler.js';
+import { InflightService } from '../../../directory-svc/inflight/inflight-service.js';
+import { INFLIGHT_TTL_MS, InflightTable } from '../../../directory-svc/inflight/inflight-table.js';
+import { ViewPublisher } from '../../../directory-svc/view/view-publisher.js';
+import type { ViewSink } from '../../../directory-svc/view/view-watcher.js';
+import { decodeViewUpdate, type DecodedViewUpdate } from '../../helpers/view-model.js';
+
+function registration(name: string): InstanceRegistration {
+  return { name, type: 'DEFAULT', rpcAddress: name, incarnationId: 'inc-1', registerTsMs: 1000, dpSize: 1, ttftProfile: [], tpotProfile: [], backendType: 'xllm' };
+}
+
+/** A real InstanceTable with any number of change listeners (as DiscoveryService has). */
+class Instances {
+  readonly table = new InstanceTable({ leaseLostHeartbeatTimeoutMs: 3000, detectDisconnectedIntervalMs: 15000 });
+  private readonly listeners: ((c: InstanceChange) => void)[] = [];
+  instances() {
+    return this.table.instances();
+  }
+  onChange(l: (c: InstanceChange) => void): () => void {
+    this.listeners.push(l);
+    return () => undefined;
+  }
+  emit(changes: readonly InstanceChange[]): void {
+    for (const c of changes) for (const l of this.listeners) l(c);
+  }
+  heartbeat(name: string, waiting: number): void {
+    this.emit(this.table.heartbeat({ name, incarnationId: 'inc-1', currentRole: null, load: { waitingRequests: waiting, gpuCacheUsage: 0, recentMaxTtftMs: null, recentMaxTbtMs: null } }, 0).changes);
+  }
+}
+
+describe('routing.md In-flight load (directory)', () => {
+  describe('InflightTable', () => {
+    it('folds reports per instance and router, sorted by router id', () => {
+      const t = new InflightTable();
+      t.report('r2', 'a', 2, 100, 100);
+      t.report('r1', 'a', 1, 101, 101);
+      t.report('r2', 'a', 3, 102, 102);
+      t.report('r1', 'b', 4, 102, 102);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1 }, { router_id: 'r2', count: 5 }]);
+      expect(t.totalOf('b')).to.equal(4);
+      expect(t.sharesOf('c')).to.deep.equal([]);
+    });
+
+    it('a load report accepted after a decision ends it; decisions after the report stay', () => {
+      const t = new InflightTable();
+      const changed: string[] = [];
+      t.onChange((n) => changed.push(n));
+      t.report('r1', 'a', 2, 100, 100);
+      t.report('r2', 'a', 1, 150, 150);
+      t.loadReported('a', 120);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1 }]);
+      t.loadReported('a', 140); // nothing older left: no change announced
+      expect(changed).to.deep.equal(['a', 'a', 'a']);
+      t.loadReported('a', 151);
+      expect(t.sharesOf('a')).to.deep.equal([]);
+      expect(t.active).to.equal(false);
+    });
+
+    it(`expiry: an entry ends ${INFLIGHT_TTL_MS} ms after its decision; one already that old is never added`, () => {
+      const t = new InflightTable();
+      t.report('r1', 'a', 1, 1000, 1000);
+      t.report('r1', 'a', 1, 1500, 1500);
+      t.expire(1000 + INFLIGHT_TTL_MS - 1);
+      expect(t.totalOf('a')).to.equal(2);
+      t.expire(1000 + INFLIGHT_TTL_MS);
+      expect(t.totalOf('a')).to.equal(1);
+      t.report('r1', 'b', 1, 0, INFLIGHT_TTL_MS);
+      expect(t.totalOf('b')).to.equal(0);
+    });
+
+    it('a report dated earlier than the newest entry (a slower router) is placed by its date', () => {
+      const t = new InflightTable();
+      t.report('r1', 'a', 1, 200, 200);
+      t.report('r2', 'a', 1, 100, 201);
+      t.loadReported('a', 150);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1 }]);
+    });
+  });
+
+  describe('ReportInflight messages', () => {
+    it('every field is checked with one line naming it', () => {
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a:1', count: 1, age_ms: 0 }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: '', decisions: [] })).to.match(/^router_id: /);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: '', count: 1, age_ms: 0 }] })).to.match(/^decisions\[0\]\.instance_name: /);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0 }] })).to.match(/^decisions\[0\]\.count: .*got 0$/);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 1e9 }] })).to.match(/^decisions\[0\]\.age_ms: /);
+    });
+  });
+
+  describe('InflightService into the view', () => {
+    let mono: number;
+    let publisher: ViewPublisher;
+    let service: InflightService;
+    let instances: Instances;
+    let sent: Buffer[];
+
+    beforeEach(() => {
+      mono = 10_000;
+      instances = new Instances();
+      instances.table.put(registration('a:1'), 0);
+      instances.table.put(registration('b:1'), 0);
+      publisher = new ViewPublisher({ flushIntervalMs: 3_600_000, epoch: 'e', nowMs: () => 0 });
+      publisher.attachInstanceTable(instances);
+      service = new InflightService(instances, { monotonicMs: () => mono, expiryIntervalMs: 3_600_000 });
+      publisher.attachInflight(service);
+      instances.heartbeat('a:1', 0);
+      instances.heartbeat('b:1', 0);
+      sent = [];
+      const sink: ViewSink = { write: (b) => sent.push(b) > 0, onDrain: () => undefined, end: () => undefined };
+      publisher.watch({ routerId: 'w', epoch: '', version: 0 }, sink);
+      publisher.flush();
+    });
+
+    afterEach(() => {
+      service.close();
+      publisher.close();
+    });
+
+    const last = (): DecodedViewUpdate => decodeViewUpdate(sent.at(-1)!);
+    const upsertOf = (u: DecodedViewUpdate, name: string) => u.delta!.instance_upserts.find((i) => i.name === name);
+
+    it('a report becomes an upsert of the instance carrying every router\'s share; unknown instances are dropped', () => {
+      service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 2, age_ms: 0 }, { instance_name: 'ghost:1', count: 9, age_ms: 0 }] });
+      service.report({ router_id: 'r2', decisions: [{ instance_name: 'a:1', count: 1, age_ms: 5 }] });
+      publisher.flush();
+      const u = last();
+      expect(u.delta!.instance_upserts.map((i) => i.name)).to.deep.equal(['a:1']);
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2 }, { router_id: 'r2', count: 1 }]);
+      expect(service.sharesOf('ghost:1')).to.deep.equal([]);
+    });
+
+    it('a newer heartbeat ends the entries in the same delta that carries its load', () => {
+      service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 3, age_ms: 0 }] });
+      publisher.flush();
+      mono += 100;
+      instances.heartbeat('a:1', 3);
+      publisher.flush();
+      const a = upsertOf(last(), 'a:1')!;
+      expect(a.load!.waiting_requests_num).to.equal('3');
+      expect(a.inflight).to.deep.equal([]);
+    });
+
+    it(`the TTL: ${INFLIGHT_TTL_MS} ms after the decision (dated by the router's age) the share leaves the view`, () => {
+      service.report({ router_id: 'r1', decisions: [{ instance_name: 'b:1', count: 1, age_ms: 500 }] });
+      publisher.flush();
+      mono += INFLIGHT_TTL_MS - 501;
+      service.table.expire(mono);
+      expect(service.sharesOf('b:1')).to.have.length(1);
+      mono += 1;
+      service.table.expire(mono);
+      publisher.flush();
+      expect(upsertOf(last(), 'b:1')!.inflight).to.deep.equal([]);
+    });
+
+    it('a fresh watch gets the shares in its snapshot', () => {
+      service.report({ router_id: 'r1', decisions: [{ instance_name: 'b:1', count: 4, age_ms: 0 }] });
+      publisher.flush();
+      const snap: Buffer[] = [];
+      publisher.watch({ routerId: 'w2', epoch: '', version: 0 }, { write: (b) => snap.push(b) > 0, onDrain: () => undefined, end: () => undefined });
+      const s = decodeViewUpdate(snap[0]!);
+      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4 }]);
+    });
+
+    it('a view sent as snapshot parts carries the shares in part 0 (a snapshot above the message bound)', () => {
+      const chunked = new ViewPublisher({ flushIntervalMs: 3_600_000, epoch: 'e', nowMs: () => 0, maxMessageBytes: 64 });
+      chunked.attachInstanceTable(instances);
+      chunked.attachInflight(service);
+      try {
+        service.report({ router_id: 'r1', decisions: [{ instance_name: 'b:1', count: 4, age_ms: 0 }] });
+        chunked.flush();
+        const snap: Buffer[] = [];
+        chunked.watch({ routerId: 'w2', epoch: '', version: 0 }, { write: (b) => snap.push(b) > 0, onDrain: () => undefined, end: () => undefined });
+        const part = decodeViewUpdate(snap[0]!);
+        expect(part.body).to.equal('snapshot_chunk');
+        expect(part.snapshot_chunk!.index).to.equal(0);
+        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4 }]);
+      } finally {
+        chunked.close();
+      }
+    });
+  });
+});
