@@ -29,6 +29,27 @@ describe('engines.md §4 the engines file (real processes)', function () {
     return m.length > 0 && m.every((x) => x.synchronized) ? Math.min(...m.map((x) => x.device_hit_tokens)) : -1;
   }
 
+  /**
+   * Credits TOKENS on `a` and pushes seq 0 out of a four-batch history ring. Warm-up batches go out
+   * (300 ms apart, well inside the ring) until one reaches the subscriber, since a PUB drops what it
+   * sends before the SUB has joined; afterwards only a resume from last + 1 can bring credit back.
+   */
+  async function creditPastRing(a: SimProcess): Promise<void> {
+    let warm = 1000;
+    let nextWarmAt = 0;
+    await waitFor(async () => {
+      if (Date.now() >= nextWarmAt) {
+        nextWarmAt = Date.now() + 300;
+        await a.complete(Array.from({ length: 8 }, () => warm++));
+      }
+      const m = await dir!.matches(TOKENS, a.name);
+      return m.length > 0 && m.every((x) => x.synchronized && BigInt(x.sequence) >= 0n);
+    }, 20000, 'a batch reached the subscriber');
+    await a.complete(TOKENS);
+    for (let i = 0; i < 4; i++) await a.complete(Array.from({ length: 8 }, () => warm++));
+    await waitFor(async () => (await hits(a.name)) === 8, 20000, 'credited');
+  }
+
   it('E11 entries added, changed and removed on reload update instances and streams; an invalid reload keeps the last good list', async () => {
     const a = await SimProcess.start('vllm-a');
     const b = await SimProcess.start('vllm-b');
@@ -103,16 +124,17 @@ describe('engines.md §4 the engines file (real processes)', function () {
     expect(await hits('vllm-a')).to.equal(0);
   });
 
-  it('E7 disconnect + reconnect with the same identity: zero hits while cut, then the same instance generation is credited again', async () => {
-    const a = await SimProcess.start('vllm-a');
+  it('E7 disconnect + reconnect with the same identity: zero hits while cut, then resumed from last + 1 (not rebuilt) with the same generation', async () => {
+    // A four-batch history ring: once seq 0 has rotated out, a stream that was discarded could only
+    // come back as history_lost; being credited again proves it resumed from last + 1.
+    const a = await SimProcess.start('vllm-a', { args: ['--replay_buffer_steps=4'] });
     // The events socket goes through a TCP proxy the test can cut; /metrics stays reachable.
     const proxy = new TcpProxy(await freePort(), a.port + 1);
     await proxy.up();
     try {
       dir = await FleetDirectory.start([a.entry({ event_endpoint: `tcp://${proxy.address}` })]);
       await waitFor(async () => (await hits('vllm-a')) === 0, 30000, 'synchronized');
-      await a.complete(TOKENS);
-      await waitFor(async () => (await hits('vllm-a')) === 8, 20000, 'credited');
+      await creditPastRing(a);
       const before = (await dir.instance('vllm-a'))!;
 
       await proxy.down();
@@ -121,6 +143,29 @@ describe('engines.md §4 the engines file (real processes)', function () {
       await waitFor(async () => (await hits('vllm-a')) === 8, 30000, 'credited again after reconnect');
       const after = (await dir.instance('vllm-a'))!;
       expect([after.generation, after.incarnation_id]).to.deep.equal([before.generation, before.incarnation_id]);
+    } finally {
+      await proxy.down();
+    }
+  });
+
+  it('E7 disconnect + reconnect without an identity source (no process_start_time_seconds): the index is discarded, never resumed', async () => {
+    const a = await SimProcess.start('vllm-a', { args: ['--replay_buffer_steps=4', '--no_process_metrics'] });
+    const proxy = new TcpProxy(await freePort(), a.port + 1);
+    await proxy.up();
+    try {
+      dir = await FleetDirectory.start([a.entry({ event_endpoint: `tcp://${proxy.address}` })]);
+      await waitFor(async () => (await hits('vllm-a')) === 0, 30000, 'synchronized');
+      await creditPastRing(a);
+
+      await proxy.down();
+      await waitFor(async () => (await hits('vllm-a')) === -1, 20000, 'index hidden on disconnect');
+      await proxy.up();
+      // Rebuilt from seq 0, which the four-batch ring no longer holds: history_lost, zero credit.
+      await waitFor(async () => {
+        const m = await dir!.matches(TOKENS, 'vllm-a');
+        return m.length > 0 && m.every((x) => x.error.startsWith('history_lost'));
+      }, 30000, 'history_lost after the discard');
+      expect(await hits('vllm-a')).to.equal(-1);
     } finally {
       await proxy.down();
     }
