@@ -11,6 +11,7 @@ import { FleetDirectory, SimProcess } from '../helpers/engines-fleet.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { ServiceProcess, stopAllProcesses } from '../helpers/process-harness.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
+import type { WireViewInstance } from '../../shared/view/view-wire.js';
 
 const TOKENS = [1, 2, 3, 4, 5, 6, 7, 8];
 
@@ -18,7 +19,10 @@ describe('engines.md §4 the engines file (real processes)', function () {
   this.timeout(120000);
   let dir: FleetDirectory | null = null;
 
+  const cleanups: (() => Promise<void>)[] = [];
+
   afterEach(async () => {
+    for (const c of cleanups.splice(0)) await c();
     await dir?.close();
     dir = null;
     await stopAllProcesses();
@@ -124,51 +128,41 @@ describe('engines.md §4 the engines file (real processes)', function () {
     expect(await hits('vllm-a')).to.equal(0);
   });
 
-  it('E7 disconnect + reconnect with the same identity: zero hits while cut, then resumed from last + 1 (not rebuilt) with the same generation', async () => {
-    // A four-batch history ring: once seq 0 has rotated out, a stream that was discarded could only
-    // come back as history_lost; being credited again proves it resumed from last + 1.
-    const a = await SimProcess.start('vllm-a', { args: ['--replay_buffer_steps=4'] });
-    // The events socket goes through a TCP proxy the test can cut; /metrics stays reachable.
+  /**
+   * vllm-a behind a TCP proxy on its events socket (/metrics stays reachable), credited past a
+   * four-batch history ring, then cut until its index is hidden and restored. Once seq 0 has
+   * rotated out, a discarded stream can only come back as history_lost, so what follows the
+   * restore tells a resume from last + 1 from a rebuild.
+   */
+  async function cutAndRestore(args: readonly string[]): Promise<{ before: WireViewInstance }> {
+    const a = await SimProcess.start('vllm-a', { args: ['--replay_buffer_steps=4', ...args] });
     const proxy = new TcpProxy(await freePort(), a.port + 1);
     await proxy.up();
-    try {
-      dir = await FleetDirectory.start([a.entry({ event_endpoint: `tcp://${proxy.address}` })]);
-      await waitFor(async () => (await hits('vllm-a')) === 0, 30000, 'synchronized');
-      await creditPastRing(a);
-      const before = (await dir.instance('vllm-a'))!;
+    cleanups.push(() => proxy.down());
+    dir = await FleetDirectory.start([a.entry({ event_endpoint: `tcp://${proxy.address}` })]);
+    await waitFor(async () => (await hits('vllm-a')) === 0, 30000, 'synchronized');
+    await creditPastRing(a);
+    const before = (await dir.instance('vllm-a'))!;
+    await proxy.down();
+    await waitFor(async () => (await hits('vllm-a')) === -1, 20000, 'index hidden on disconnect');
+    await proxy.up();
+    return { before };
+  }
 
-      await proxy.down();
-      await waitFor(async () => (await hits('vllm-a')) === -1, 20000, 'index hidden on disconnect');
-      await proxy.up();
-      await waitFor(async () => (await hits('vllm-a')) === 8, 30000, 'credited again after reconnect');
-      const after = (await dir.instance('vllm-a'))!;
-      expect([after.generation, after.incarnation_id]).to.deep.equal([before.generation, before.incarnation_id]);
-    } finally {
-      await proxy.down();
-    }
+  it('E7 disconnect + reconnect with the same identity: zero hits while cut, then resumed from last + 1 (not rebuilt) with the same generation', async () => {
+    const { before } = await cutAndRestore([]);
+    await waitFor(async () => (await hits('vllm-a')) === 8, 30000, 'credited again after reconnect');
+    const after = (await dir!.instance('vllm-a'))!;
+    expect([after.generation, after.incarnation_id]).to.deep.equal([before.generation, before.incarnation_id]);
   });
 
   it('E7 disconnect + reconnect without an identity source (no process_start_time_seconds): the index is discarded, never resumed', async () => {
-    const a = await SimProcess.start('vllm-a', { args: ['--replay_buffer_steps=4', '--no_process_metrics'] });
-    const proxy = new TcpProxy(await freePort(), a.port + 1);
-    await proxy.up();
-    try {
-      dir = await FleetDirectory.start([a.entry({ event_endpoint: `tcp://${proxy.address}` })]);
-      await waitFor(async () => (await hits('vllm-a')) === 0, 30000, 'synchronized');
-      await creditPastRing(a);
-
-      await proxy.down();
-      await waitFor(async () => (await hits('vllm-a')) === -1, 20000, 'index hidden on disconnect');
-      await proxy.up();
-      // Rebuilt from seq 0, which the four-batch ring no longer holds: history_lost, zero credit.
-      await waitFor(async () => {
-        const m = await dir!.matches(TOKENS, 'vllm-a');
-        return m.length > 0 && m.every((x) => x.error.startsWith('history_lost'));
-      }, 30000, 'history_lost after the discard');
-      expect(await hits('vllm-a')).to.equal(-1);
-    } finally {
-      await proxy.down();
-    }
+    await cutAndRestore(['--no_process_metrics']);
+    await waitFor(async () => {
+      const m = await dir!.matches(TOKENS, 'vllm-a');
+      return m.length > 0 && m.every((x) => x.error.startsWith('history_lost'));
+    }, 30000, 'history_lost after the discard');
+    expect(await hits('vllm-a')).to.equal(-1);
   });
 
   it('E12 an engine without process_start_time_seconds is admitted with an empty incarnation (no identity source)', async () => {
