@@ -100,28 +100,6 @@ export class KeyHolderTable {
     if (this.capacity > MIN_SLOTS && this.live * 8 < this.capacity) this.resize(this.capacity / 2);
   }
 
-  /**
-   * Rewrites every key's holder set through `next(set)` (0 deletes the key), then re-establishes
-   * the probing invariant and right-sizes the table. O(capacity): a stream reset or removal.
-   */
-  remapSets(next: (set: number) => number): void {
-    const w = this.words;
-    let live = 0;
-    for (let o = HOLDER_SET; o < w.length; o += KEY_HOLDER_STRIDE) {
-      const set = w[o]!;
-      if (set === 0) continue;
-      const n = next(set);
-      w[o] = n;
-      if (n !== 0) live++;
-    }
-    const emptied = this.live - live;
-    this.live = live;
-    if (emptied === 0) return;
-    let cap = MIN_SLOTS;
-    while (live * 4 > cap * 3 || cap < live * 2) cap *= 2;
-    this.resize(cap);
-  }
-
   private place(w0: number, w1: number, w2: number, w3: number, set: number): void {
     const mask = this.mask;
     const w = this.words;

@@ -30,6 +30,8 @@ export { MAX_SLOTS } from './holder-sets.js';
 
 const TIER_DEVICE = 1;
 const TIER_HOST = 2;
+/** Key-table slots the orphan sweep looks at per key update (see sweepOrphans). */
+const ORPHAN_SWEEP_STEP = 4;
 
 export class ResidencyIndex {
   readonly blockSize: number;
@@ -52,6 +54,12 @@ export class ResidencyIndex {
   private readonly hostOnlyHits = new Int32Array(MAX_SLOTS);
   private chain = new Uint8Array(64 * 16);
   private hashedBlocks = 0;
+  /** Keys in the table with no holder left (a zombie set, after clearStream), not yet deleted. */
+  private orphanedKeys = 0;
+  /** Next key-table slot the orphan sweep looks at. */
+  private sweepCursor = 0;
+  /** Holder set ids the last clearStream visited (its cost; tests and benchmarks). */
+  private clearWork = 0;
 
   constructor(blockSize: number, hasher: ContentKeyHasher) {
     if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
@@ -66,7 +74,17 @@ export class ResidencyIndex {
 
   /** Distinct resident keys over all streams. */
   get keyCount(): number {
-    return this.keys.size;
+    return this.keys.size - this.orphanedKeys;
+  }
+
+  /** Keys left with no holder by clearStream and not yet swept (memory only: never matched). */
+  get unsweptKeys(): number {
+    return this.orphanedKeys;
+  }
+
+  /** Holder set ids the last clearStream visited: its cost, independent of the key count. */
+  get lastClearWork(): number {
+    return this.clearWork;
   }
 
   /** Distinct holder sets in use. */
@@ -96,7 +114,7 @@ export class ResidencyIndex {
     throw new RangeError(`a residency group holds at most ${MAX_SLOTS} streams`);
   }
 
-  /** Empties the slot's residency and frees it. O(keys). */
+  /** Empties the slot's residency and frees it. O(holder sets) (clearStream). */
   removeStream(slot: number): void {
     this.checkSlot(slot);
     this.clearStream(slot);
@@ -136,6 +154,7 @@ export class ResidencyIndex {
    * uint32 words, the directory index's observer form). O(1) expected.
    */
   setKeyTiers(slot: number, words: Uint32Array, offset: number, tiers: number): void {
+    if (this.orphanedKeys !== 0) this.sweepOrphans(ORPHAN_SWEEP_STEP);
     const table = this.keys;
     const w0 = words[offset]! >>> 0;
     const w1 = words[offset + 1]! >>> 0;
@@ -147,6 +166,8 @@ export class ResidencyIndex {
     const sets = this.sets;
     const before = sets.tiersOf(oldSet, slot);
     if (before === tiers) return;
+    // A key left with no holder by clearStream is resident again.
+    if (before === 0 && oldSet !== EMPTY_SET && sets.isZombie(oldSet)) this.orphanedKeys--;
     const newSet = sets.transition(oldSet, slot, tiers);
     sets.retain(newSet);
     sets.release(oldSet);
@@ -164,32 +185,45 @@ export class ResidencyIndex {
   }
 
   /**
-   * Takes the stream out of every key's holder set (a reset, or before removal). O(keys), one
-   * set intern per distinct holder set it was in.
+   * Takes the stream out of every key's holder set (a reset, or before removal). O(holder set
+   * ids), whatever the number of keys: the sets are rewritten in place (holder-sets.ts). Keys that
+   * are left with no holder stop counting at once and are deleted by the incremental sweep.
    */
   clearStream(slot: number): void {
     this.checkSlot(slot);
+    this.clearWork = 0;
     if (this.deviceCounts[slot] === 0 && this.hostCounts[slot] === 0) return;
-    const sets = this.sets;
-    const memo = new Map<number, number>();
-    const word = slot >>> 5;
-    const keep = ~(1 << (slot & 31));
-    this.keys.remapSets((oldSet) => {
-      if (sets.tiersOf(oldSet, slot) === 0) return oldSet;
-      let newSet = memo.get(oldSet);
-      if (newSet === undefined) {
-        sets.load(oldSet);
-        sets.scratch[word] = sets.scratch[word]! & keep;
-        sets.scratch[word + HOST_OFFSET] = sets.scratch[word + HOST_OFFSET]! & keep;
-        newSet = sets.internScratch();
-        memo.set(oldSet, newSet);
-      }
-      sets.retain(newSet);
-      sets.release(oldSet);
-      return newSet;
-    });
+    this.clearWork = this.sets.setIdCount;
+    this.orphanedKeys += this.sets.clearSlot(slot);
     this.deviceCounts[slot] = 0;
     this.hostCounts[slot] = 0;
+  }
+
+  /**
+   * Deletes up to `budget` slots' worth of keys left with no holder by clearStream, from where
+   * the last step stopped. Called by every update (ORPHAN_SWEEP_STEP per key), so the table
+   * returns to its live size within about capacity / ORPHAN_SWEEP_STEP updates; callers with idle
+   * time may call it too. O(budget).
+   */
+  sweepOrphans(budget: number): void {
+    const table = this.keys;
+    const sets = this.sets;
+    let at = this.sweepCursor;
+    for (let n = 0; n < budget && this.orphanedKeys > 0; n++) {
+      if (at >= table.capacity) at = 0;
+      const set = table.setAt(at);
+      if (set === EMPTY_SET || !sets.isZombie(set)) {
+        at++;
+        continue;
+      }
+      const capacity = table.capacity;
+      // Backward shift may move a later key into `at`: look at it again.
+      table.deleteAt(at);
+      sets.release(set);
+      this.orphanedKeys--;
+      if (table.capacity !== capacity) at = 0;
+    }
+    this.sweepCursor = at;
   }
 
   /** Starts choosing the candidates of the next match: none. */

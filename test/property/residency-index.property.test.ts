@@ -68,8 +68,9 @@ describe('shared residency index vs a Map-based reference model (kv-events §8, 
           }
           return s;
         };
-        // Fill some slots with idle streams so the live ones reach every bitset word.
-        for (let i = 0; i < 3 * 32; i++) slot(1000 + i);
+        // Fill some slots with idle streams so the live ones reach the upper bitset words; idle +
+        // STREAMS = MAX_SLOTS exactly, so every stream of the run gets a slot.
+        for (let i = 0; i < MAX_SLOTS - STREAMS; i++) slot(1000 + i);
         for (const step of steps) {
           if (step.kind === 'set') {
             const keys = chains[step.doc]!;
