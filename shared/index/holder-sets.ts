@@ -270,7 +270,8 @@ export class HolderSets {
   }
 
   private rebuildSlots(slotCount: number, dropDead: boolean): void {
-    this.slots = new Uint32Array(slotCount);
+    if (slotCount === this.slots.length) this.slots.fill(0);
+    else this.slots = new Uint32Array(slotCount);
     this.slotMask = slotCount - 1;
     this.indexed = 1;
     this.placeSlot(EMPTY_SET);

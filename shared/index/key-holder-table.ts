@@ -56,6 +56,27 @@ export class KeyHolderTable {
     }
   }
 
+  /**
+   * Holder set of the key whose words are kw[o .. o+4), 0 when absent: the prefix walk's lookup.
+   * Its loads depend only on the key, so a loop of them over several blocks keeps several cache
+   * misses in flight at once (residency-index.ts). No allocation.
+   */
+  setOfWords(kw: Uint32Array, o: number): number {
+    const w0 = kw[o]!;
+    const w1 = kw[o + 1]!;
+    const w2 = kw[o + 2]!;
+    const w3 = kw[o + 3]!;
+    const mask = this.mask;
+    const w = this.words;
+    let i = w0 & mask;
+    for (;;) {
+      const at = i * KEY_HOLDER_STRIDE;
+      const set = w[at + HOLDER_SET]!;
+      if (set === 0 || (w[at] === w0 && w[at + 1] === w1 && w[at + 2] === w2 && w[at + 3] === w3)) return set;
+      i = (i + 1) & mask;
+    }
+  }
+
   /** Slot of the 16-byte key at keys[offset ..] or -1. */
   findBytes(keys: Uint8Array, offset: number): number {
     return this.find(keyWordAt(keys, offset), keyWordAt(keys, offset + 4), keyWordAt(keys, offset + 8), keyWordAt(keys, offset + 12));

@@ -30,6 +30,8 @@ export { MAX_SLOTS } from './holder-sets.js';
 
 const TIER_DEVICE = 1;
 const TIER_HOST = 2;
+/** Blocks looked up ahead of the narrowing in matchChain (misses in flight at once). */
+const WINDOW = 8;
 /** Key-table slots the orphan sweep looks at per key update (see sweepOrphans). */
 const ORPHAN_SWEEP_STEP = 4;
 
@@ -53,6 +55,12 @@ export class ResidencyIndex {
   private readonly deviceHits = new Int32Array(MAX_SLOTS);
   private readonly hostOnlyHits = new Int32Array(MAX_SLOTS);
   private chain = new Uint8Array(64 * 16);
+  /** Word view of `chain`: the lookups read key words, not bytes. */
+  private chainWords = new Uint32Array(this.chain.buffer);
+  /** Holder sets of the blocks of one lookup window (matchChain). */
+  private readonly window = new Uint32Array(WINDOW);
+  /** Holder set of the last block narrowed (a run of equal sets narrows once). */
+  private lastSet = -1;
   private hashedBlocks = 0;
   /** Keys in the table with no holder left (a zombie set, after clearStream), not yet deleted. */
   private orphanedKeys = 0;
@@ -244,24 +252,53 @@ export class ResidencyIndex {
    */
   match(tokenIds: ArrayLike<number>): void {
     const blocks = Math.floor(tokenIds.length / this.blockSize);
-    if (this.chain.length < blocks * 16) this.chain = new Uint8Array(Math.max(blocks * 16, this.chain.length * 2));
-    this.walk(tokenIds, this.chain, blocks);
-  }
-
-  /** The same match over an already computed §4 chain (`blocks` keys of 16 bytes): benchmarks. */
-  matchChain(keys: Uint8Array, blocks: number): void {
-    this.walk(null, keys, Math.min(blocks, keys.length >>> 4));
+    if (this.chain.length < blocks * 16) {
+      this.chain = new Uint8Array(Math.max(blocks * 16, this.chain.length * 2));
+      this.chainWords = new Uint32Array(this.chain.buffer);
+    }
+    this.hashedBlocks = 0;
+    if (!this.startWalk() || blocks === 0) return;
+    const bs = this.blockSize;
+    const chain = this.chain;
+    const keys = this.keys;
+    let b = 0;
+    for (; b < blocks; b++) {
+      this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
+      if (!this.narrow(keys.setOfWords(this.chainWords, b << 2), b)) break;
+    }
+    this.finishWalk(b, blocks);
+    this.hashedBlocks = Math.min(b + 1, blocks);
   }
 
   /**
-   * The walk; with `tokenIds`, block b's key is hashed into `chain` just before it is looked up.
-   * Each alive stream has a status (Device or Host-only) held since block `since[s]`; only a
-   * status change (the stream drops out or changes tier) or the end of the walk credits the blocks
-   * since then, so a block whose holder set differs only in streams no longer alive costs nothing
-   * per stream.
+   * The same match over an already computed §4 chain (`blocks` keys of 16 bytes). Without hashing
+   * between them, the lookups run WINDOW blocks ahead of the narrowing, so their cache misses
+   * overlap instead of following one another (the table is far larger than the CPU cache).
    */
-  private walk(tokenIds: ArrayLike<number> | null, chain: Uint8Array, blocks: number): void {
-    const bs = this.blockSize;
+  matchChain(keys: Uint8Array, blocks: number): void {
+    const n = Math.min(blocks, keys.length >>> 4);
+    this.hashedBlocks = 0;
+    if (!this.startWalk() || n === 0) return;
+    if (this.chain.length < n * 16) {
+      this.chain = new Uint8Array(n * 16);
+      this.chainWords = new Uint32Array(this.chain.buffer);
+    }
+    this.chain.set(keys.subarray(0, n << 4));
+    const kw = this.chainWords;
+    const table = this.keys;
+    const win = this.window;
+    let b = 0;
+    walk: while (b < n) {
+      const start = b;
+      const end = Math.min(n, start + WINDOW);
+      for (let j = start; j < end; j++) win[j - start] = table.setOfWords(kw, j << 2);
+      for (; b < end; b++) if (!this.narrow(win[b - start]!, b)) break walk;
+    }
+    this.finishWalk(b, n);
+  }
+
+  /** Loads the candidates as the alive streams, all "on Device since block 0"; false when none. */
+  private startWalk(): boolean {
     const alive = this.alive;
     const onDevice = this.onDevice;
     const since = this.since;
@@ -271,7 +308,7 @@ export class ResidencyIndex {
     for (let k = 0; k < SET_WORDS; k++) {
       const c = this.candidates[k]!;
       alive[k] = c;
-      // Everyone starts "on Device since block 0"; block 0's set corrects it at no cost.
+      // Block 0's set corrects "on Device" at no cost.
       onDevice[k] = c;
       any |= c;
       for (let m = c; m !== 0; m &= m - 1) {
@@ -281,54 +318,61 @@ export class ResidencyIndex {
         since[s] = 0;
       }
     }
-    this.hashedBlocks = 0;
-    if (any === 0 || blocks === 0) return;
-    const keyWords = this.keys.words;
+    this.lastSet = -1;
+    return any !== 0;
+  }
+
+  /**
+   * Block b's holder set narrows the alive streams; false when none is left. Each alive stream has
+   * a status (Device or Host-only) held since block `since[s]`; only a status change (the stream
+   * drops out or changes tier) credits the blocks since then, so a block whose holder set differs
+   * only in streams no longer alive costs nothing per stream.
+   */
+  private narrow(set: number, b: number): boolean {
+    if (set === this.lastSet) return true;
+    this.lastSet = set;
+    const alive = this.alive;
+    const onDevice = this.onDevice;
+    const since = this.since;
     const setWords = this.sets.words;
-    let lastSet = -1;
-    let b = 0;
-    for (; b < blocks; b++) {
-      if (tokenIds !== null) this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
-      const at = this.keys.findBytes(chain, b << 4);
-      const set = at < 0 ? EMPTY_SET : keyWords[at * KEY_HOLDER_STRIDE + HOLDER_SET]!;
-      if (set === lastSet) continue;
-      lastSet = set;
-      const o = set * SET_STRIDE;
-      any = 0;
-      for (let k = 0; k < SET_WORDS; k++) {
-        const a = alive[k]!;
-        if (a === 0) continue;
-        const device = setWords[o + k]!;
-        const nextAlive = a & (device | setWords[o + HOST_OFFSET + k]!);
-        const nextDevice = nextAlive & device;
-        const wasDevice = onDevice[k]!;
-        // Streams leaving, or staying with the other tier: credit the blocks since their status began.
-        const changed = (a & ~nextAlive) | (nextAlive & (wasDevice ^ nextDevice));
-        for (let m = changed; m !== 0; m &= m - 1) {
-          const low = m & -m;
-          const s = (k << 5) | (31 - Math.clz32(low));
-          if (wasDevice & low) deviceHits[s] += b - since[s]!;
-          else hostOnlyHits[s] += b - since[s]!;
-          since[s] = b;
-        }
-        alive[k] = nextAlive;
-        onDevice[k] = nextDevice;
-        any |= nextAlive;
+    const o = set * SET_STRIDE;
+    let any = 0;
+    for (let k = 0; k < SET_WORDS; k++) {
+      const a = alive[k]!;
+      if (a === 0) continue;
+      const device = setWords[o + k]!;
+      const nextAlive = a & (device | setWords[o + HOST_OFFSET + k]!);
+      const nextDevice = nextAlive & device;
+      const wasDevice = onDevice[k]!;
+      // Streams leaving, or staying with the other tier: credit the blocks since their status began.
+      const changed = (a & ~nextAlive) | (nextAlive & (wasDevice ^ nextDevice));
+      for (let m = changed; m !== 0; m &= m - 1) {
+        const low = m & -m;
+        const s = (k << 5) | (31 - Math.clz32(low));
+        if (wasDevice & low) this.deviceHits[s] += b - since[s]!;
+        else this.hostOnlyHits[s] += b - since[s]!;
+        since[s] = b;
       }
-      if (any === 0) break;
+      alive[k] = nextAlive;
+      onDevice[k] = nextDevice;
+      any |= nextAlive;
     }
-    // Streams alive to the end of the prompt hold every block since their status began.
-    if (any !== 0) {
-      for (let k = 0; k < SET_WORDS; k++) {
-        for (let m = alive[k]!; m !== 0; m &= m - 1) {
-          const low = m & -m;
-          const s = (k << 5) | (31 - Math.clz32(low));
-          if (onDevice[k]! & low) deviceHits[s] += blocks - since[s]!;
-          else hostOnlyHits[s] += blocks - since[s]!;
-        }
+    return any !== 0;
+  }
+
+  /** Streams alive at the end (block `stop` of `blocks`) hold every block since their status began. */
+  private finishWalk(stop: number, blocks: number): void {
+    if (stop < blocks) return;
+    const alive = this.alive;
+    const since = this.since;
+    for (let k = 0; k < SET_WORDS; k++) {
+      for (let m = alive[k]!; m !== 0; m &= m - 1) {
+        const low = m & -m;
+        const s = (k << 5) | (31 - Math.clz32(low));
+        if (this.onDevice[k]! & low) this.deviceHits[s] += blocks - since[s]!;
+        else this.hostOnlyHits[s] += blocks - since[s]!;
       }
     }
-    if (tokenIds !== null) this.hashedBlocks = Math.min(b + 1, blocks);
   }
 
   /** Blocks of the last match's prefix on Device for a candidate. */

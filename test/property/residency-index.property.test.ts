@@ -100,9 +100,12 @@ describe('shared residency index vs a Map-based reference model (kv-events §8, 
             const chain = hasher.chain(tokens, BS);
             index.clearCandidates();
             for (const c of step.candidates) index.addCandidate(slot(c));
+            // The chain form (windowed lookups) must answer exactly as the lazy one.
+            index.matchChain(chain, blocks);
+            const fromChain = step.candidates.map((c) => [index.deviceHitBlocks(slot(c)), index.hostOnlyHitBlocks(slot(c))]);
             index.match(tokens);
             let longest = -1;
-            for (const c of step.candidates) {
+            for (const [i, c] of step.candidates.entries()) {
               const m = model.get(c)!;
               let device = 0;
               let hostOnly = 0;
@@ -115,6 +118,7 @@ describe('shared residency index vs a Map-based reference model (kv-events §8, 
               longest = Math.max(longest, device + hostOnly);
               const s = slot(c);
               expect([index.deviceHitBlocks(s), index.hostOnlyHitBlocks(s)], `stream ${c}`).to.deep.equal([device, hostOnly]);
+              expect(fromChain[i], `stream ${c}, chain form`).to.deep.equal([device, hostOnly]);
             }
             expect(index.lastHashedBlocks, 'blocks hashed').to.equal(longest < 0 ? 0 : Math.min(blocks, longest + 1));
           }

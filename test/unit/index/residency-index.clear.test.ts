@@ -45,10 +45,15 @@ describe('ResidencyIndex.clearStream (stream reset and removal)', () => {
     for (const doc of [6, 7]) {
       index.clearCandidates();
       for (let s = 0; s < MAX_SLOTS; s++) index.addCandidate(s);
-      index.match([...tokens(0, 64), ...tokens(doc, 512)]);
-      for (let s = 0; s < MAX_SLOTS; s++) {
-        const want = s === 5 ? 0 : s === doc - 1 ? 576 : 64;
-        expect(index.deviceHitBlocks(s) + index.hostOnlyHitBlocks(s), `slot ${s} on doc ${doc}`).to.equal(want);
+      const prompt = [...tokens(0, 64), ...tokens(doc, 512)];
+      // Both forms: lazy hashing, and the precomputed chain (lookups in windows, many windows here).
+      for (const form of ['lazy', 'chain']) {
+        if (form === 'lazy') index.match(prompt);
+        else index.matchChain(hasher.chain(prompt, BS), 576);
+        for (let s = 0; s < MAX_SLOTS; s++) {
+          const want = s === 5 ? 0 : s === doc - 1 ? 576 : 64;
+          expect(index.deviceHitBlocks(s) + index.hostOnlyHitBlocks(s), `slot ${s} on doc ${doc}, ${form}`).to.equal(want);
+        }
       }
     }
     expect(index.deviceBlocks(6)).to.equal(576);
