@@ -59,6 +59,19 @@ export class ResidencyIndex {
   private chainWords = new Uint32Array(this.chain.buffer);
   /** Holder sets of the blocks of one lookup window (matchChain). */
   private readonly window = new Uint32Array(WINDOW);
+  /** keepMinimumOnly's host weight for the next match; −1: exact hits for every stream. */
+  private minimumWeight = -1;
+  /** Some candidate has a rank group (the group columns need clearing). */
+  private grouped = false;
+  /** Rank group (its leader slot) of each candidate, −1 for none. */
+  private readonly rankLeader = new Int32Array(MAX_SLOTS).fill(-1);
+  /** Per leader slot, its group's member slots (SET_WORDS words). */
+  private readonly groupMask = new Uint32Array(MAX_SLOTS * SET_WORDS);
+  /** Per leader, the minimum value over its dropped ranks during a walk. */
+  private readonly groupMin = new Float64Array(MAX_SLOTS);
+  /** Leaders with a dropped rank and, maybe, ranks still matching. */
+  private readonly pending = new Uint32Array(SET_WORDS);
+  private pendingAny = false;
   /** Holder set of the last block narrowed (a run of equal sets narrows once). */
   private lastSet = -1;
   private hashedBlocks = 0;
@@ -234,14 +247,40 @@ export class ResidencyIndex {
     this.sweepCursor = at;
   }
 
-  /** Starts choosing the candidates of the next match: none. */
+  /** Starts choosing the candidates of the next match: none, in no rank group, exact hits. */
   clearCandidates(): void {
     this.candidates.fill(0);
+    if (this.minimumWeight >= 0 || this.grouped) {
+      this.rankLeader.fill(-1);
+      this.groupMask.fill(0);
+      this.minimumWeight = -1;
+      this.grouped = false;
+    }
   }
 
-  /** The stream may get credit in the next match (synchronized, view fresh). */
-  addCandidate(slot: number): void {
+  /**
+   * The stream may get credit in the next match (synchronized, view fresh). `leader` (optional)
+   * puts it in a rank group: the DP ranks of one instance, named by the slot of one of them (the
+   * same for all); used only by keepMinimumOnly.
+   */
+  addCandidate(slot: number, leader = -1): void {
     this.candidates[slot >>> 5] |= 1 << (slot & 31);
+    if (leader < 0) return;
+    this.rankLeader[slot] = leader;
+    this.groupMask[leader * SET_WORDS + (slot >>> 5)] |= 1 << (slot & 31);
+    this.grouped = true;
+  }
+
+  /**
+   * For the next match only: the caller needs, per rank group, just the minimum over its ranks of
+   * device + hostWeight · host_only blocks (routing.md CAR) and that rank's own counts. Once a rank
+   * has dropped out below every still-matching rank of its group, those ranks stop walking, so the
+   * walk (and lazy hashing) can end before the longest prefix. Their hits are then lower bounds
+   * that stay strictly above the group's minimum; the minimum rank's counts, and every stream
+   * outside a group, are exact.
+   */
+  keepMinimumOnly(hostWeight: number): void {
+    this.minimumWeight = hostWeight;
   }
 
   /**
@@ -299,6 +338,11 @@ export class ResidencyIndex {
 
   /** Loads the candidates as the alive streams, all "on Device since block 0"; false when none. */
   private startWalk(): boolean {
+    if (this.minimumWeight >= 0) {
+      this.groupMin.fill(Number.POSITIVE_INFINITY);
+      this.pending.fill(0);
+    }
+    this.pendingAny = false;
     const alive = this.alive;
     const onDevice = this.onDevice;
     const since = this.since;
@@ -352,12 +396,84 @@ export class ResidencyIndex {
         if (wasDevice & low) this.deviceHits[s] += b - since[s]!;
         else this.hostOnlyHits[s] += b - since[s]!;
         since[s] = b;
+        if (this.minimumWeight >= 0 && (nextAlive & low) === 0) this.rankDropped(s);
       }
       alive[k] = nextAlive;
       onDevice[k] = nextDevice;
       any |= nextAlive;
     }
+    if (this.pendingAny) any = this.settle(b);
     return any !== 0;
+  }
+
+  /** Stream s dropped out (keepMinimumOnly): its value may be its group's new minimum. */
+  private rankDropped(s: number): void {
+    const leader = this.rankLeader[s]!;
+    if (leader < 0) return;
+    const v = this.deviceHits[s]! + this.minimumWeight * this.hostOnlyHits[s]!;
+    if (v < this.groupMin[leader]!) this.groupMin[leader] = v;
+    this.pending[leader >>> 5] |= 1 << (leader & 31);
+    this.pendingAny = true;
+  }
+
+  /**
+   * After block b: a group whose still-matching ranks all exceed its minimum already can no longer
+   * change its minimum; those ranks stop (credited through block b). Returns the alive words' OR.
+   */
+  private settle(b: number): number {
+    const alive = this.alive;
+    const onDevice = this.onDevice;
+    const since = this.since;
+    const w = this.minimumWeight;
+    let stillPending = false;
+    for (let pk = 0; pk < SET_WORDS; pk++) {
+      for (let pm = this.pending[pk]!; pm !== 0; pm &= pm - 1) {
+        const pLow = pm & -pm;
+        const leader = (pk << 5) | (31 - Math.clz32(pLow));
+        const min = this.groupMin[leader]!;
+        const g = leader * SET_WORDS;
+        let open = false;
+        let settled = true;
+        for (let k = 0; k < SET_WORDS && settled; k++) {
+          for (let m = this.groupMask[g + k]! & alive[k]!; m !== 0; m &= m - 1) {
+            const low = m & -m;
+            const r = (k << 5) | (31 - Math.clz32(low));
+            open = true;
+            const span = b + 1 - since[r]!;
+            const partial = this.deviceHits[r]! + w * this.hostOnlyHits[r]! + (onDevice[k]! & low ? span : w * span);
+            if (partial <= min) {
+              settled = false;
+              break;
+            }
+          }
+        }
+        if (!open) {
+          this.pending[pk] = this.pending[pk]! & ~pLow;
+          continue;
+        }
+        if (!settled) {
+          stillPending = true;
+          continue;
+        }
+        // Every open rank is above the minimum for good: credit what it holds and let it go.
+        for (let k = 0; k < SET_WORDS; k++) {
+          const m0 = this.groupMask[g + k]! & alive[k]!;
+          for (let m = m0; m !== 0; m &= m - 1) {
+            const low = m & -m;
+            const r = (k << 5) | (31 - Math.clz32(low));
+            if (onDevice[k]! & low) this.deviceHits[r] += b + 1 - since[r]!;
+            else this.hostOnlyHits[r] += b + 1 - since[r]!;
+          }
+          alive[k] = alive[k]! & ~m0;
+          onDevice[k] = onDevice[k]! & ~m0;
+        }
+        this.pending[pk] = this.pending[pk]! & ~pLow;
+      }
+    }
+    this.pendingAny = stillPending;
+    let any = 0;
+    for (let k = 0; k < SET_WORDS; k++) any |= alive[k]!;
+    return any;
   }
 
   /** Streams alive at the end (block `stop` of `blocks`) hold every block since their status began. */

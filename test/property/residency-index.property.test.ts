@@ -121,6 +121,31 @@ describe('shared residency index vs a Map-based reference model (kv-events §8, 
               expect(fromChain[i], `stream ${c}, chain form`).to.deep.equal([device, hostOnly]);
             }
             expect(index.lastHashedBlocks, 'blocks hashed').to.equal(longest < 0 ? 0 : Math.min(blocks, longest + 1));
+            // keepMinimumOnly (CAR): per rank group (candidates grouped by c % 5), the first rank
+            // with the minimum device + w·host_only keeps its exact counts and stays the minimum.
+            const w = [0, 0.25, 1][step.doc % 3]!;
+            const exact = new Map(step.candidates.map((c) => [c, [index.deviceHitBlocks(slot(c)), index.hostOnlyHitBlocks(slot(c))] as const]));
+            const leaderOf = new Map<number, number>();
+            index.clearCandidates();
+            for (const c of step.candidates) {
+              if (!leaderOf.has(c % 5)) leaderOf.set(c % 5, slot(c));
+              index.addCandidate(slot(c), leaderOf.get(c % 5));
+            }
+            index.keepMinimumOnly(w);
+            index.match(tokens);
+            const firstMin = (hits: (c: number) => readonly [number, number], g: number): [number, number, number] => {
+              let best: [number, number, number] = [Infinity, 0, 0];
+              for (const c of step.candidates) {
+                if (c % 5 !== g) continue;
+                const [d, h] = hits(c);
+                if (d + w * h < best[0]) best = [d + w * h, d, h];
+              }
+              return best;
+            };
+            for (const g of leaderOf.keys()) {
+              expect(firstMin((c) => [index.deviceHitBlocks(slot(c)), index.hostOnlyHitBlocks(slot(c))], g), `rank group ${g}, w ${w}`).to.deep.equal(firstMin((c) => exact.get(c)!, g));
+            }
+            expect(index.lastHashedBlocks, 'blocks hashed, minimum only').to.be.at.most(longest < 0 ? 0 : Math.min(blocks, longest + 1));
           }
           for (const [stream, m] of model) {
             let device = 0;
