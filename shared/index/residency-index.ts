@@ -272,7 +272,7 @@ export class ResidencyIndex {
   }
 
   /**
-   * For the next match only: the caller needs, per rank group, just the minimum over its ranks of
+   * Until clearCandidates: the caller needs, per rank group, just the minimum over its ranks of
    * device + hostWeight · host_only blocks (routing.md CAR) and that rank's own counts. Once a rank
    * has dropped out below every still-matching rank of its group, those ranks stop walking, so the
    * walk (and lazy hashing) can end before the longest prefix. Their hits are then lower bounds
