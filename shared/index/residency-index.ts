@@ -10,7 +10,11 @@
  * Per-stream work happens only where a stream's status changes (it drops out, or moves between
  * Device and Host) and once at the end for the streams still alive. Content keys are computed lazily (§4 chain): block i is hashed only
  * while some candidate still matches blocks 0..i−1, so a prompt whose first block is nowhere
- * hashes one block.
+ * hashes one block. For CAR (keepMinimumOnly), ranks of an instance that can no longer be its
+ * DP minimum stop early, so the walk can end before the longest prefix of any stream.
+ *
+ * A stream reset or removal (clearStream) costs O(holder sets), not O(keys): the sets are
+ * rewritten in place; keys left with no holder are deleted by an incremental sweep.
  *
  * §8 rules kept exactly: each stream's prefix is its own (never assembled across streams or DP
  * ranks: membership is per stream slot), continuous from block 0, and a block on both tiers
