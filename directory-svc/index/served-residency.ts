@@ -7,7 +7,7 @@
  *
  * A change is taken only from the index being mirrored, so changes an index reports before its
  * reset (buffered batches replayed onto a fresh index) are not applied twice: the reset loads the
- * index whole. Clearing walks the mirrored index's own keys (O(stream keys), not O(group keys)).
+ * index whole. Clearing the slot costs O(holder sets) (ResidencyIndex.clearStream), not O(keys).
  */
 import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { ResidencyGroups, type GroupSlot } from '../../shared/index/residency-groups.js';
@@ -47,15 +47,10 @@ export class ServedResidency implements GroupSlot {
     if (index === this.mirrored) this.group.setKeyTiers(this.slot, words, offset, newTiers);
   }
 
-  /** Mirrors `index` from now on (null: nothing is served). O(keys of the old and new index). */
+  /** Mirrors `index` from now on (null: nothing is served). O(holder sets + keys of the new index). */
   serve(index: StreamIndex | null): void {
     // The same index again: its changes were all forwarded, the mirror is exact.
     if (this.closed || index === this.mirrored) return;
-    if (this.mirrored !== null) {
-      const old = this.mirrored.exportResidency();
-      this.group.setTiers(this.slot, old.keys, new Uint8Array(old.tiers.length));
-    }
-    // Defensive: the mirror was exact, so this finds nothing; if it was not, start clean.
     this.group.clearStream(this.slot);
     this.mirrored = index;
     if (index !== null) {

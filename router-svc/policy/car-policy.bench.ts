@@ -9,7 +9,8 @@
  * Requests: 8192-token prompts, half of them a cached prompt's prefix plus a fresh suffix, half
  * new. Seed fixed; view and requests built before timing; 2 warm-up rounds dropped; 5 timed
  * rounds; per-decision latency p50/p99 over the timed rounds (and the best round's p99), hashing included (the view hashes
- * lazily), next to hashing the whole chain alone. One JSON line on stdout. Target (issue 13):
+ * lazily), next to hashing the whole chain alone; and the blocks hashed per decision by CAR's
+ * DP-minimum walk against the exact walk. One JSON line on stdout. Target (issue 13):
  * decide_p99_us ≤ 100 at 128 streams.
  *
  * Run: node --import tsx router-svc/policy/car-policy.bench.ts [--quick]
@@ -105,6 +106,16 @@ async function main(): Promise<void> {
       if (timedRound !== null) decideNs[timedRound * REQUESTS + q] = Number(t1 - t0);
     }
   });
+  // Work, not time: blocks hashed per decision by the DP-minimum walk CAR uses, against the
+  // exact walk (every stream to its own prefix end) that the query endpoint uses.
+  let hashedMinimum = 0;
+  let hashedExact = 0;
+  for (const req of requests) {
+    view.matchStreams(req, 1, 0.5);
+    hashedMinimum += view.lastHashedBlocks;
+    view.matchStreams(req, 1);
+    hashedExact += view.lastHashedBlocks;
+  }
   // Per-round p99, best round reported beside the pooled one: on a shared machine the worst
   // rounds are the neighbours' (load average ≥ 8 here), not the decision's.
   let bestRoundP99 = Number.POSITIVE_INFINITY;
@@ -129,6 +140,8 @@ async function main(): Promise<void> {
     rounds: TIMED_ROUNDS,
     baseline_chain_p50_us: percentile(chainNs, 0.5) / 1000,
     baseline_chain_p99_us: percentile(chainNs, 0.99) / 1000,
+    mean_blocks_hashed: Math.round((hashedMinimum / requests.length) * 10) / 10,
+    mean_blocks_hashed_exact_walk: Math.round((hashedExact / requests.length) * 10) / 10,
     sink: sink % 7,
   });
 }

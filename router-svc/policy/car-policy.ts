@@ -119,7 +119,8 @@ export class CarPolicy implements RoutingPolicy {
     const tokenIds = req.tokenIds;
     const inputTokens = tokenIds !== null ? tokenIds.length : req.promptTokens;
     // Without token ids there is nothing to match: hit ratios are 0, queue cost decides.
-    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs) : null;
+    // Only each instance's DP minimum is read, so ranks above it may stop walking early.
+    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs, this.hostWeight) : null;
     const explanations: CandidateExplanation[] = [];
     if (this.scores.length < Math.max(p.length, set.decode.length)) this.scores = new Float64Array(Math.max(p.length, set.decode.length) * 2);
     const scores = this.scores;

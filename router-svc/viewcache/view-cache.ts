@@ -169,6 +169,7 @@ export class ViewCache {
   private assembly: SnapshotAssembly | null = null;
   private instancesRev = 0;
   private streamsRev = 0;
+  private hashedBlocks = 0;
   // Scratch of matchStreams, grown as needed and reused between requests.
   private hits: { -readonly [K in keyof StreamHits]: StreamHits[K] } = {
     stale: true,
@@ -330,6 +331,11 @@ export class ViewCache {
     return this.state.streamsOf(instanceName);
   }
 
+  /** Blocks the last matchStreams hashed over all groups (lazy hashing; benchmarks, tests). */
+  get lastHashedBlocks(): number {
+    return this.hashedBlocks;
+  }
+
   /** Tier bits of one key in one stream (tests and diagnostics); 0 when absent. */
   tiersOf(streamId: number, key: Uint8Array, offset = 0): number {
     const s = this.state.streams.get(streamId);
@@ -339,8 +345,13 @@ export class ViewCache {
   /**
    * Prefix hits of `tokenIds` (ints in [0, 2^31), validated by the caller) on every stream, into
    * buffers reused by the next call. A stale view or an unsynchronized stream gets no credit.
+   *
+   * With `dpMinimumHostWeight` (CAR, routing.md): the caller reads, per instance, only the minimum
+   * over its DP ranks (0..dp_size−1, first stream per rank) of device + w · host_only hit tokens.
+   * That rank's counts are exact; another rank may stop walking once it is above the minimum for
+   * good, so its counts are then a lower bound still above the minimum (the walk ends sooner).
    */
-  matchStreams(tokenIds: ArrayLike<number>, nowMs: number): StreamHits {
+  matchStreams(tokenIds: ArrayLike<number>, nowMs: number, dpMinimumHostWeight?: number): StreamHits {
     const list = this.state.sortedStreams();
     const n = list.length;
     const h = this.hits;
@@ -353,11 +364,21 @@ export class ViewCache {
     const stale = this.isStale(nowMs);
     const groups = this.state.groups.all;
     for (let g = 0; g < groups.length; g++) groups[g]!.clearCandidates();
-    for (let i = 0; i < n; i++) {
-      const s = list[i]!;
-      if (!stale && s.synchronized) s.group.addCandidate(s.slot);
+    if (dpMinimumHostWeight === undefined) {
+      for (let i = 0; i < n; i++) {
+        const s = list[i]!;
+        if (!stale && s.synchronized) s.group.addCandidate(s.slot);
+      }
+    } else {
+      this.addRankGroups(list, stale);
+      for (let g = 0; g < groups.length; g++) groups[g]!.keepMinimumOnly(dpMinimumHostWeight);
     }
-    for (let g = 0; g < groups.length; g++) groups[g]!.match(tokenIds);
+    let hashed = 0;
+    for (let g = 0; g < groups.length; g++) {
+      groups[g]!.match(tokenIds);
+      hashed += groups[g]!.lastHashedBlocks;
+    }
+    this.hashedBlocks = hashed;
     for (let i = 0; i < n; i++) {
       const s = list[i]!;
       const credited = !stale && s.synchronized;
@@ -370,6 +391,35 @@ export class ViewCache {
     h.count = n;
     h.streams = list;
     return h;
+  }
+
+  /**
+   * Candidates of a DP-minimum match: the ranks CAR counts (0..dp_size−1 of a registered instance,
+   * the first stream of each rank) of one instance and one group form a rank group, led by the
+   * first of them; other streams are candidates on their own (exact hits).
+   */
+  private addRankGroups(list: readonly CachedStream[], stale: boolean): void {
+    let runStart = 0;
+    for (let i = 0; i < list.length; i++) {
+      const s = list[i]!;
+      if (i === 0 || list[i - 1]!.instanceName !== s.instanceName) runStart = i;
+      if (stale || !s.synchronized) continue;
+      const inst = this.state.instances.get(s.instanceName);
+      const counted = inst !== undefined && s.dpRank < inst.dpSize && (i === runStart || list[i - 1]!.dpRank !== s.dpRank);
+      if (!counted) {
+        s.group.addCandidate(s.slot);
+        continue;
+      }
+      let leader = s.slot;
+      for (let j = runStart; j < i; j++) {
+        const o = list[j]!;
+        if (o.group === s.group && o.synchronized && o.dpRank < inst.dpSize && (j === runStart || list[j - 1]!.dpRank !== o.dpRank)) {
+          leader = o.slot;
+          break;
+        }
+      }
+      s.group.addCandidate(s.slot, leader);
+    }
   }
 
   /**

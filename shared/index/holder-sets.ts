@@ -11,6 +11,13 @@
  * Sets whose use count falls to zero stay findable ("dead") until dead sets outnumber live ones;
  * then the hash index is rebuilt from the live sets and the dead ids are recycled. So an update
  * never deletes from the hash index, and a set that comes back is found again at no cost.
+ *
+ * Clearing a stream (a reset or a removal) rewrites the sets in place (`clearSlot`): every set
+ * holding the stream loses its bits, so every key using it is updated at once, and the cost is
+ * O(set ids), not O(keys). Two ids may then hold equal bits (harmless: a match reads bits, and
+ * intern returns either). A set left with no bits is a "zombie": its keys are no longer resident
+ * and are deleted by the index's incremental sweep (residency-index.ts); a zombie is never in the
+ * hash index, so an update never returns it, and its id is recycled once its keys are gone.
  * Pure: no I/O; allocation only on growth.
  */
 
@@ -57,8 +64,12 @@ export class HolderSets {
   private freeCount = 0;
   /** Ids in the hash index (live or dead), the empty set included. */
   private indexed = 1;
-  /** Ids with a use count > 0, the empty set excluded. */
+  /** Ids with a use count > 0, the empty set excluded (zombies included). */
   private live = 0;
+  /** 1 for a zombie id (no bits left after clearSlot, not in the hash index). */
+  private zombie: Uint8Array;
+  /** Zombie ids with a use count > 0. */
+  private liveZombies = 0;
   /** Scratch of one set under construction (bits only). */
   readonly scratch = new Uint32Array(SET_STRIDE);
   /**
@@ -73,17 +84,61 @@ export class HolderSets {
     this.words = new Uint32Array(MIN_SETS * SET_STRIDE);
     this.slots = new Uint32Array(MIN_SETS * 2);
     this.slotMask = MIN_SETS * 2 - 1;
+    this.zombie = new Uint8Array(MIN_SETS);
     this.insertSlot(EMPTY_SET);
   }
 
-  /** Sets with at least one key (the empty set aside). */
+  /** Sets with at least one key (the empty set and zombies aside). */
   get liveSets(): number {
-    return this.live;
+    return this.live - this.liveZombies;
   }
 
   /** Bytes held by the columns. */
   approxBytes(): number {
-    return this.words.byteLength + this.slots.byteLength + this.freeIds.byteLength;
+    return this.words.byteLength + this.slots.byteLength + this.freeIds.byteLength + this.zombie.byteLength;
+  }
+
+  /** Set ids allocated so far (what clearSlot visits). */
+  get setIdCount(): number {
+    return this.highWater;
+  }
+
+  /** True when set `id` lost all its bits in clearSlot (its keys are not resident). */
+  isZombie(id: number): boolean {
+    return this.zombie[id] === 1;
+  }
+
+  /**
+   * Takes stream `slot` out of every set, in place (see the header): O(set ids), whatever the
+   * number of keys. Returns how many keys were left with no holder (the keys of new zombies).
+   */
+  clearSlot(slot: number): number {
+    const w = this.words;
+    const word = slot >>> 5;
+    const keep = ~(1 << (slot & 31));
+    let orphanedKeys = 0;
+    for (let id = 1; id < this.highWater; id++) {
+      const o = id * SET_STRIDE;
+      const uses = w[o + USES]!;
+      if (uses === FREE || this.zombie[id] === 1) continue;
+      const d = w[o + word]!;
+      const h = w[o + HOST_OFFSET + word]!;
+      if (((d | h) & ~keep) === 0) continue;
+      w[o + word] = d & keep;
+      w[o + HOST_OFFSET + word] = h & keep;
+      let bits = 0;
+      for (let k = 0; k < 2 * SET_WORDS; k++) bits |= w[o + k]!;
+      if (bits !== 0) continue;
+      this.zombie[id] = 1;
+      if (uses > 0) {
+        this.liveZombies++;
+        orphanedKeys += uses;
+      }
+    }
+    // Cached transitions name the old bits, and the hash index places sets by them.
+    this.transitions.fill(0);
+    this.rebuildSlots(this.slotMask + 1, false);
+    return orphanedKeys;
   }
 
   /** Copies set `id`'s bits into `scratch`. */
@@ -151,7 +206,10 @@ export class HolderSets {
     const o = id * SET_STRIDE + USES;
     if (--this.words[o] === 0) {
       this.live--;
-      if (this.indexed - 1 - this.live > this.live + DEAD_SLACK) this.sweep();
+      if (this.zombie[id] === 1) this.liveZombies--;
+      // Dead = allocated, not free, unused (findable or zombie).
+      const dead = this.highWater - 1 - this.freeCount - this.live;
+      if (dead > this.live + DEAD_SLACK) this.sweep();
     }
   }
 
@@ -179,6 +237,9 @@ export class HolderSets {
         const grown = new Uint32Array(this.capacity * 2 * SET_STRIDE);
         grown.set(this.words);
         this.words = grown;
+        const zombie = new Uint8Array(this.capacity * 2);
+        zombie.set(this.zombie);
+        this.zombie = zombie;
         this.capacity *= 2;
       }
     }
@@ -209,7 +270,8 @@ export class HolderSets {
   }
 
   private rebuildSlots(slotCount: number, dropDead: boolean): void {
-    this.slots = new Uint32Array(slotCount);
+    if (slotCount === this.slots.length) this.slots.fill(0);
+    else this.slots = new Uint32Array(slotCount);
     this.slotMask = slotCount - 1;
     this.indexed = 1;
     this.placeSlot(EMPTY_SET);
@@ -222,6 +284,8 @@ export class HolderSets {
         if (dropDead) this.pushFree(id);
         continue;
       }
+      // A zombie's (empty) bits must not be found: an update to "no holder" is the empty set.
+      if (this.zombie[id] === 1) continue;
       this.placeSlot(id);
       this.indexed++;
     }
@@ -235,5 +299,6 @@ export class HolderSets {
     }
     this.freeIds[this.freeCount++] = id;
     this.words[id * SET_STRIDE + USES] = FREE;
+    this.zombie[id] = 0;
   }
 }

@@ -56,6 +56,27 @@ export class KeyHolderTable {
     }
   }
 
+  /**
+   * Holder set of the key whose words are kw[o .. o+4), 0 when absent: the prefix walk's lookup.
+   * Its loads depend only on the key, so a loop of them over several blocks keeps several cache
+   * misses in flight at once (residency-index.ts). No allocation.
+   */
+  setOfWords(kw: Uint32Array, o: number): number {
+    const w0 = kw[o]!;
+    const w1 = kw[o + 1]!;
+    const w2 = kw[o + 2]!;
+    const w3 = kw[o + 3]!;
+    const mask = this.mask;
+    const w = this.words;
+    let i = w0 & mask;
+    for (;;) {
+      const at = i * KEY_HOLDER_STRIDE;
+      const set = w[at + HOLDER_SET]!;
+      if (set === 0 || (w[at] === w0 && w[at + 1] === w1 && w[at + 2] === w2 && w[at + 3] === w3)) return set;
+      i = (i + 1) & mask;
+    }
+  }
+
   /** Slot of the 16-byte key at keys[offset ..] or -1. */
   findBytes(keys: Uint8Array, offset: number): number {
     return this.find(keyWordAt(keys, offset), keyWordAt(keys, offset + 4), keyWordAt(keys, offset + 8), keyWordAt(keys, offset + 12));
@@ -98,28 +119,6 @@ export class KeyHolderTable {
     w[hole * KEY_HOLDER_STRIDE + HOLDER_SET] = 0;
     this.live--;
     if (this.capacity > MIN_SLOTS && this.live * 8 < this.capacity) this.resize(this.capacity / 2);
-  }
-
-  /**
-   * Rewrites every key's holder set through `next(set)` (0 deletes the key), then re-establishes
-   * the probing invariant and right-sizes the table. O(capacity): a stream reset or removal.
-   */
-  remapSets(next: (set: number) => number): void {
-    const w = this.words;
-    let live = 0;
-    for (let o = HOLDER_SET; o < w.length; o += KEY_HOLDER_STRIDE) {
-      const set = w[o]!;
-      if (set === 0) continue;
-      const n = next(set);
-      w[o] = n;
-      if (n !== 0) live++;
-    }
-    const emptied = this.live - live;
-    this.live = live;
-    if (emptied === 0) return;
-    let cap = MIN_SLOTS;
-    while (live * 4 > cap * 3 || cap < live * 2) cap *= 2;
-    this.resize(cap);
   }
 
   private place(w0: number, w1: number, w2: number, w3: number, set: number): void {

@@ -10,7 +10,11 @@
  * Per-stream work happens only where a stream's status changes (it drops out, or moves between
  * Device and Host) and once at the end for the streams still alive. Content keys are computed lazily (§4 chain): block i is hashed only
  * while some candidate still matches blocks 0..i−1, so a prompt whose first block is nowhere
- * hashes one block.
+ * hashes one block. For CAR (keepMinimumOnly), ranks of an instance that can no longer be its
+ * DP minimum stop early, so the walk can end before the longest prefix of any stream.
+ *
+ * A stream reset or removal (clearStream) costs O(holder sets), not O(keys): the sets are
+ * rewritten in place; keys left with no holder are deleted by an incremental sweep.
  *
  * §8 rules kept exactly: each stream's prefix is its own (never assembled across streams or DP
  * ranks: membership is per stream slot), continuous from block 0, and a block on both tiers
@@ -30,6 +34,10 @@ export { MAX_SLOTS } from './holder-sets.js';
 
 const TIER_DEVICE = 1;
 const TIER_HOST = 2;
+/** Blocks looked up ahead of the narrowing in matchChain (misses in flight at once). */
+const WINDOW = 8;
+/** Key-table slots the orphan sweep looks at per key update (see sweepOrphans). */
+const ORPHAN_SWEEP_STEP = 4;
 
 export class ResidencyIndex {
   readonly blockSize: number;
@@ -51,7 +59,32 @@ export class ResidencyIndex {
   private readonly deviceHits = new Int32Array(MAX_SLOTS);
   private readonly hostOnlyHits = new Int32Array(MAX_SLOTS);
   private chain = new Uint8Array(64 * 16);
+  /** Word view of `chain`: the lookups read key words, not bytes. */
+  private chainWords = new Uint32Array(this.chain.buffer);
+  /** Holder sets of the blocks of one lookup window (matchChain). */
+  private readonly window = new Uint32Array(WINDOW);
+  /** keepMinimumOnly's host weight for the next match; −1: exact hits for every stream. */
+  private minimumWeight = -1;
+  /** Some candidate has a rank group (the group columns need clearing). */
+  private grouped = false;
+  /** Rank group (its leader slot) of each candidate, −1 for none. */
+  private readonly rankLeader = new Int32Array(MAX_SLOTS).fill(-1);
+  /** Per leader slot, its group's member slots (SET_WORDS words). */
+  private readonly groupMask = new Uint32Array(MAX_SLOTS * SET_WORDS);
+  /** Per leader, the minimum value over its dropped ranks during a walk. */
+  private readonly groupMin = new Float64Array(MAX_SLOTS);
+  /** Leaders with a dropped rank and, maybe, ranks still matching. */
+  private readonly pending = new Uint32Array(SET_WORDS);
+  private pendingAny = false;
+  /** Holder set of the last block narrowed (a run of equal sets narrows once). */
+  private lastSet = -1;
   private hashedBlocks = 0;
+  /** Keys in the table with no holder left (a zombie set, after clearStream), not yet deleted. */
+  private orphanedKeys = 0;
+  /** Next key-table slot the orphan sweep looks at. */
+  private sweepCursor = 0;
+  /** Holder set ids the last clearStream visited (its cost; tests and benchmarks). */
+  private clearWork = 0;
 
   constructor(blockSize: number, hasher: ContentKeyHasher) {
     if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
@@ -66,7 +99,17 @@ export class ResidencyIndex {
 
   /** Distinct resident keys over all streams. */
   get keyCount(): number {
-    return this.keys.size;
+    return this.keys.size - this.orphanedKeys;
+  }
+
+  /** Keys left with no holder by clearStream and not yet swept (memory only: never matched). */
+  get unsweptKeys(): number {
+    return this.orphanedKeys;
+  }
+
+  /** Holder set ids the last clearStream visited: its cost, independent of the key count. */
+  get lastClearWork(): number {
+    return this.clearWork;
   }
 
   /** Distinct holder sets in use. */
@@ -96,7 +139,7 @@ export class ResidencyIndex {
     throw new RangeError(`a residency group holds at most ${MAX_SLOTS} streams`);
   }
 
-  /** Empties the slot's residency and frees it. O(keys). */
+  /** Empties the slot's residency and frees it. O(holder sets) (clearStream). */
   removeStream(slot: number): void {
     this.checkSlot(slot);
     this.clearStream(slot);
@@ -136,6 +179,7 @@ export class ResidencyIndex {
    * uint32 words, the directory index's observer form). O(1) expected.
    */
   setKeyTiers(slot: number, words: Uint32Array, offset: number, tiers: number): void {
+    if (this.orphanedKeys !== 0) this.sweepOrphans(ORPHAN_SWEEP_STEP);
     const table = this.keys;
     const w0 = words[offset]! >>> 0;
     const w1 = words[offset + 1]! >>> 0;
@@ -147,6 +191,8 @@ export class ResidencyIndex {
     const sets = this.sets;
     const before = sets.tiersOf(oldSet, slot);
     if (before === tiers) return;
+    // A key left with no holder by clearStream is resident again.
+    if (before === 0 && oldSet !== EMPTY_SET && sets.isZombie(oldSet)) this.orphanedKeys--;
     const newSet = sets.transition(oldSet, slot, tiers);
     sets.retain(newSet);
     sets.release(oldSet);
@@ -164,42 +210,81 @@ export class ResidencyIndex {
   }
 
   /**
-   * Takes the stream out of every key's holder set (a reset, or before removal). O(keys), one
-   * set intern per distinct holder set it was in.
+   * Takes the stream out of every key's holder set (a reset, or before removal). O(holder set
+   * ids), whatever the number of keys: the sets are rewritten in place (holder-sets.ts). Keys that
+   * are left with no holder stop counting at once and are deleted by the incremental sweep.
    */
   clearStream(slot: number): void {
     this.checkSlot(slot);
+    this.clearWork = 0;
     if (this.deviceCounts[slot] === 0 && this.hostCounts[slot] === 0) return;
-    const sets = this.sets;
-    const memo = new Map<number, number>();
-    const word = slot >>> 5;
-    const keep = ~(1 << (slot & 31));
-    this.keys.remapSets((oldSet) => {
-      if (sets.tiersOf(oldSet, slot) === 0) return oldSet;
-      let newSet = memo.get(oldSet);
-      if (newSet === undefined) {
-        sets.load(oldSet);
-        sets.scratch[word] = sets.scratch[word]! & keep;
-        sets.scratch[word + HOST_OFFSET] = sets.scratch[word + HOST_OFFSET]! & keep;
-        newSet = sets.internScratch();
-        memo.set(oldSet, newSet);
-      }
-      sets.retain(newSet);
-      sets.release(oldSet);
-      return newSet;
-    });
+    this.clearWork = this.sets.setIdCount;
+    this.orphanedKeys += this.sets.clearSlot(slot);
     this.deviceCounts[slot] = 0;
     this.hostCounts[slot] = 0;
   }
 
-  /** Starts choosing the candidates of the next match: none. */
-  clearCandidates(): void {
-    this.candidates.fill(0);
+  /**
+   * Deletes up to `budget` slots' worth of keys left with no holder by clearStream, from where
+   * the last step stopped. Called by every update (ORPHAN_SWEEP_STEP per key), so the table
+   * returns to its live size within about capacity / ORPHAN_SWEEP_STEP updates; callers with idle
+   * time may call it too. O(budget).
+   */
+  sweepOrphans(budget: number): void {
+    const table = this.keys;
+    const sets = this.sets;
+    let at = this.sweepCursor;
+    for (let n = 0; n < budget && this.orphanedKeys > 0; n++) {
+      if (at >= table.capacity) at = 0;
+      const set = table.setAt(at);
+      if (set === EMPTY_SET || !sets.isZombie(set)) {
+        at++;
+        continue;
+      }
+      const capacity = table.capacity;
+      // Backward shift may move a later key into `at`: look at it again.
+      table.deleteAt(at);
+      sets.release(set);
+      this.orphanedKeys--;
+      if (table.capacity !== capacity) at = 0;
+    }
+    this.sweepCursor = at;
   }
 
-  /** The stream may get credit in the next match (synchronized, view fresh). */
-  addCandidate(slot: number): void {
+  /** Starts choosing the candidates of the next match: none, in no rank group, exact hits. */
+  clearCandidates(): void {
+    this.candidates.fill(0);
+    if (this.minimumWeight >= 0 || this.grouped) {
+      this.rankLeader.fill(-1);
+      this.groupMask.fill(0);
+      this.minimumWeight = -1;
+      this.grouped = false;
+    }
+  }
+
+  /**
+   * The stream may get credit in the next match (synchronized, view fresh). `leader` (optional)
+   * puts it in a rank group: the DP ranks of one instance, named by the slot of one of them (the
+   * same for all); used only by keepMinimumOnly.
+   */
+  addCandidate(slot: number, leader = -1): void {
     this.candidates[slot >>> 5] |= 1 << (slot & 31);
+    if (leader < 0) return;
+    this.rankLeader[slot] = leader;
+    this.groupMask[leader * SET_WORDS + (slot >>> 5)] |= 1 << (slot & 31);
+    this.grouped = true;
+  }
+
+  /**
+   * Until clearCandidates: the caller needs, per rank group, just the minimum over its ranks of
+   * device + hostWeight · host_only blocks (routing.md CAR) and that rank's own counts. Once a rank
+   * has dropped out below every still-matching rank of its group, those ranks stop walking, so the
+   * walk (and lazy hashing) can end before the longest prefix. Their hits are then lower bounds
+   * that stay strictly above the group's minimum; the minimum rank's counts, and every stream
+   * outside a group, are exact.
+   */
+  keepMinimumOnly(hostWeight: number): void {
+    this.minimumWeight = hostWeight;
   }
 
   /**
@@ -210,24 +295,58 @@ export class ResidencyIndex {
    */
   match(tokenIds: ArrayLike<number>): void {
     const blocks = Math.floor(tokenIds.length / this.blockSize);
-    if (this.chain.length < blocks * 16) this.chain = new Uint8Array(Math.max(blocks * 16, this.chain.length * 2));
-    this.walk(tokenIds, this.chain, blocks);
-  }
-
-  /** The same match over an already computed §4 chain (`blocks` keys of 16 bytes): benchmarks. */
-  matchChain(keys: Uint8Array, blocks: number): void {
-    this.walk(null, keys, Math.min(blocks, keys.length >>> 4));
+    if (this.chain.length < blocks * 16) {
+      this.chain = new Uint8Array(Math.max(blocks * 16, this.chain.length * 2));
+      this.chainWords = new Uint32Array(this.chain.buffer);
+    }
+    this.hashedBlocks = 0;
+    if (!this.startWalk() || blocks === 0) return;
+    const bs = this.blockSize;
+    const chain = this.chain;
+    const keys = this.keys;
+    let b = 0;
+    for (; b < blocks; b++) {
+      this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
+      if (!this.narrow(keys.setOfWords(this.chainWords, b << 2), b)) break;
+    }
+    this.finishWalk(b, blocks);
+    this.hashedBlocks = Math.min(b + 1, blocks);
   }
 
   /**
-   * The walk; with `tokenIds`, block b's key is hashed into `chain` just before it is looked up.
-   * Each alive stream has a status (Device or Host-only) held since block `since[s]`; only a
-   * status change (the stream drops out or changes tier) or the end of the walk credits the blocks
-   * since then, so a block whose holder set differs only in streams no longer alive costs nothing
-   * per stream.
+   * The same match over an already computed §4 chain (`blocks` keys of 16 bytes). Without hashing
+   * between them, the lookups run WINDOW blocks ahead of the narrowing, so their cache misses
+   * overlap instead of following one another (the table is far larger than the CPU cache).
    */
-  private walk(tokenIds: ArrayLike<number> | null, chain: Uint8Array, blocks: number): void {
-    const bs = this.blockSize;
+  matchChain(keys: Uint8Array, blocks: number): void {
+    const n = Math.min(blocks, keys.length >>> 4);
+    this.hashedBlocks = 0;
+    if (!this.startWalk() || n === 0) return;
+    if (this.chain.length < n * 16) {
+      this.chain = new Uint8Array(n * 16);
+      this.chainWords = new Uint32Array(this.chain.buffer);
+    }
+    this.chain.set(keys.subarray(0, n << 4));
+    const kw = this.chainWords;
+    const table = this.keys;
+    const win = this.window;
+    let b = 0;
+    walk: while (b < n) {
+      const start = b;
+      const end = Math.min(n, start + WINDOW);
+      for (let j = start; j < end; j++) win[j - start] = table.setOfWords(kw, j << 2);
+      for (; b < end; b++) if (!this.narrow(win[b - start]!, b)) break walk;
+    }
+    this.finishWalk(b, n);
+  }
+
+  /** Loads the candidates as the alive streams, all "on Device since block 0"; false when none. */
+  private startWalk(): boolean {
+    if (this.minimumWeight >= 0) {
+      this.groupMin.fill(Number.POSITIVE_INFINITY);
+      this.pending.fill(0);
+    }
+    this.pendingAny = false;
     const alive = this.alive;
     const onDevice = this.onDevice;
     const since = this.since;
@@ -237,7 +356,7 @@ export class ResidencyIndex {
     for (let k = 0; k < SET_WORDS; k++) {
       const c = this.candidates[k]!;
       alive[k] = c;
-      // Everyone starts "on Device since block 0"; block 0's set corrects it at no cost.
+      // Block 0's set corrects "on Device" at no cost.
       onDevice[k] = c;
       any |= c;
       for (let m = c; m !== 0; m &= m - 1) {
@@ -247,54 +366,133 @@ export class ResidencyIndex {
         since[s] = 0;
       }
     }
-    this.hashedBlocks = 0;
-    if (any === 0 || blocks === 0) return;
-    const keyWords = this.keys.words;
+    this.lastSet = -1;
+    return any !== 0;
+  }
+
+  /**
+   * Block b's holder set narrows the alive streams; false when none is left. Each alive stream has
+   * a status (Device or Host-only) held since block `since[s]`; only a status change (the stream
+   * drops out or changes tier) credits the blocks since then, so a block whose holder set differs
+   * only in streams no longer alive costs nothing per stream.
+   */
+  private narrow(set: number, b: number): boolean {
+    if (set === this.lastSet) return true;
+    this.lastSet = set;
+    const alive = this.alive;
+    const onDevice = this.onDevice;
+    const since = this.since;
     const setWords = this.sets.words;
-    let lastSet = -1;
-    let b = 0;
-    for (; b < blocks; b++) {
-      if (tokenIds !== null) this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
-      const at = this.keys.findBytes(chain, b << 4);
-      const set = at < 0 ? EMPTY_SET : keyWords[at * KEY_HOLDER_STRIDE + HOLDER_SET]!;
-      if (set === lastSet) continue;
-      lastSet = set;
-      const o = set * SET_STRIDE;
-      any = 0;
-      for (let k = 0; k < SET_WORDS; k++) {
-        const a = alive[k]!;
-        if (a === 0) continue;
-        const device = setWords[o + k]!;
-        const nextAlive = a & (device | setWords[o + HOST_OFFSET + k]!);
-        const nextDevice = nextAlive & device;
-        const wasDevice = onDevice[k]!;
-        // Streams leaving, or staying with the other tier: credit the blocks since their status began.
-        const changed = (a & ~nextAlive) | (nextAlive & (wasDevice ^ nextDevice));
-        for (let m = changed; m !== 0; m &= m - 1) {
-          const low = m & -m;
-          const s = (k << 5) | (31 - Math.clz32(low));
-          if (wasDevice & low) deviceHits[s] += b - since[s]!;
-          else hostOnlyHits[s] += b - since[s]!;
-          since[s] = b;
-        }
-        alive[k] = nextAlive;
-        onDevice[k] = nextDevice;
-        any |= nextAlive;
+    const o = set * SET_STRIDE;
+    let any = 0;
+    for (let k = 0; k < SET_WORDS; k++) {
+      const a = alive[k]!;
+      if (a === 0) continue;
+      const device = setWords[o + k]!;
+      const nextAlive = a & (device | setWords[o + HOST_OFFSET + k]!);
+      const nextDevice = nextAlive & device;
+      const wasDevice = onDevice[k]!;
+      // Streams leaving, or staying with the other tier: credit the blocks since their status began.
+      const changed = (a & ~nextAlive) | (nextAlive & (wasDevice ^ nextDevice));
+      for (let m = changed; m !== 0; m &= m - 1) {
+        const low = m & -m;
+        const s = (k << 5) | (31 - Math.clz32(low));
+        if (wasDevice & low) this.deviceHits[s] += b - since[s]!;
+        else this.hostOnlyHits[s] += b - since[s]!;
+        since[s] = b;
+        if (this.minimumWeight >= 0 && (nextAlive & low) === 0) this.rankDropped(s);
       }
-      if (any === 0) break;
+      alive[k] = nextAlive;
+      onDevice[k] = nextDevice;
+      any |= nextAlive;
     }
-    // Streams alive to the end of the prompt hold every block since their status began.
-    if (any !== 0) {
-      for (let k = 0; k < SET_WORDS; k++) {
-        for (let m = alive[k]!; m !== 0; m &= m - 1) {
-          const low = m & -m;
-          const s = (k << 5) | (31 - Math.clz32(low));
-          if (onDevice[k]! & low) deviceHits[s] += blocks - since[s]!;
-          else hostOnlyHits[s] += blocks - since[s]!;
+    if (this.pendingAny) any = this.settle(b);
+    return any !== 0;
+  }
+
+  /** Stream s dropped out (keepMinimumOnly): its value may be its group's new minimum. */
+  private rankDropped(s: number): void {
+    const leader = this.rankLeader[s]!;
+    if (leader < 0) return;
+    const v = this.deviceHits[s]! + this.minimumWeight * this.hostOnlyHits[s]!;
+    if (v < this.groupMin[leader]!) this.groupMin[leader] = v;
+    this.pending[leader >>> 5] |= 1 << (leader & 31);
+    this.pendingAny = true;
+  }
+
+  /**
+   * After block b: a group whose still-matching ranks all exceed its minimum already can no longer
+   * change its minimum; those ranks stop (credited through block b). Returns the alive words' OR.
+   */
+  private settle(b: number): number {
+    const alive = this.alive;
+    const onDevice = this.onDevice;
+    const since = this.since;
+    const w = this.minimumWeight;
+    let stillPending = false;
+    for (let pk = 0; pk < SET_WORDS; pk++) {
+      for (let pm = this.pending[pk]!; pm !== 0; pm &= pm - 1) {
+        const pLow = pm & -pm;
+        const leader = (pk << 5) | (31 - Math.clz32(pLow));
+        const min = this.groupMin[leader]!;
+        const g = leader * SET_WORDS;
+        let open = false;
+        let settled = true;
+        for (let k = 0; k < SET_WORDS && settled; k++) {
+          for (let m = this.groupMask[g + k]! & alive[k]!; m !== 0; m &= m - 1) {
+            const low = m & -m;
+            const r = (k << 5) | (31 - Math.clz32(low));
+            open = true;
+            const span = b + 1 - since[r]!;
+            const partial = this.deviceHits[r]! + w * this.hostOnlyHits[r]! + (onDevice[k]! & low ? span : w * span);
+            if (partial <= min) {
+              settled = false;
+              break;
+            }
+          }
         }
+        if (!open) {
+          this.pending[pk] = this.pending[pk]! & ~pLow;
+          continue;
+        }
+        if (!settled) {
+          stillPending = true;
+          continue;
+        }
+        // Every open rank is above the minimum for good: credit what it holds and let it go.
+        for (let k = 0; k < SET_WORDS; k++) {
+          const m0 = this.groupMask[g + k]! & alive[k]!;
+          for (let m = m0; m !== 0; m &= m - 1) {
+            const low = m & -m;
+            const r = (k << 5) | (31 - Math.clz32(low));
+            if (onDevice[k]! & low) this.deviceHits[r] += b + 1 - since[r]!;
+            else this.hostOnlyHits[r] += b + 1 - since[r]!;
+          }
+          alive[k] = alive[k]! & ~m0;
+          onDevice[k] = onDevice[k]! & ~m0;
+        }
+        this.pending[pk] = this.pending[pk]! & ~pLow;
       }
     }
-    if (tokenIds !== null) this.hashedBlocks = Math.min(b + 1, blocks);
+    this.pendingAny = stillPending;
+    let any = 0;
+    for (let k = 0; k < SET_WORDS; k++) any |= alive[k]!;
+    return any;
+  }
+
+  /** Streams alive at the end (block `stop` of `blocks`) hold every block since their status began. */
+  private finishWalk(stop: number, blocks: number): void {
+    if (stop < blocks) return;
+    const alive = this.alive;
+    const since = this.since;
+    for (let k = 0; k < SET_WORDS; k++) {
+      for (let m = alive[k]!; m !== 0; m &= m - 1) {
+        const low = m & -m;
+        const s = (k << 5) | (31 - Math.clz32(low));
+        if (this.onDevice[k]! & low) this.deviceHits[s] += blocks - since[s]!;
+        else this.hostOnlyHits[s] += blocks - since[s]!;
+      }
+    }
   }
 
   /** Blocks of the last match's prefix on Device for a candidate. */

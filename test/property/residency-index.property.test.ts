@@ -68,8 +68,9 @@ describe('shared residency index vs a Map-based reference model (kv-events §8, 
           }
           return s;
         };
-        // Fill some slots with idle streams so the live ones reach every bitset word.
-        for (let i = 0; i < 3 * 32; i++) slot(1000 + i);
+        // Fill some slots with idle streams so the live ones reach the upper bitset words; idle +
+        // STREAMS = MAX_SLOTS exactly, so every stream of the run gets a slot.
+        for (let i = 0; i < MAX_SLOTS - STREAMS; i++) slot(1000 + i);
         for (const step of steps) {
           if (step.kind === 'set') {
             const keys = chains[step.doc]!;
@@ -99,9 +100,12 @@ describe('shared residency index vs a Map-based reference model (kv-events §8, 
             const chain = hasher.chain(tokens, BS);
             index.clearCandidates();
             for (const c of step.candidates) index.addCandidate(slot(c));
+            // The chain form (windowed lookups) must answer exactly as the lazy one.
+            index.matchChain(chain, blocks);
+            const fromChain = step.candidates.map((c) => [index.deviceHitBlocks(slot(c)), index.hostOnlyHitBlocks(slot(c))]);
             index.match(tokens);
             let longest = -1;
-            for (const c of step.candidates) {
+            for (const [i, c] of step.candidates.entries()) {
               const m = model.get(c)!;
               let device = 0;
               let hostOnly = 0;
@@ -114,8 +118,34 @@ describe('shared residency index vs a Map-based reference model (kv-events §8, 
               longest = Math.max(longest, device + hostOnly);
               const s = slot(c);
               expect([index.deviceHitBlocks(s), index.hostOnlyHitBlocks(s)], `stream ${c}`).to.deep.equal([device, hostOnly]);
+              expect(fromChain[i], `stream ${c}, chain form`).to.deep.equal([device, hostOnly]);
             }
             expect(index.lastHashedBlocks, 'blocks hashed').to.equal(longest < 0 ? 0 : Math.min(blocks, longest + 1));
+            // keepMinimumOnly (CAR): per rank group (candidates grouped by c % 5), the first rank
+            // with the minimum device + w·host_only keeps its exact counts and stays the minimum.
+            const w = [0, 0.25, 1][step.doc % 3]!;
+            const exact = new Map(step.candidates.map((c) => [c, [index.deviceHitBlocks(slot(c)), index.hostOnlyHitBlocks(slot(c))] as const]));
+            const leaderOf = new Map<number, number>();
+            index.clearCandidates();
+            for (const c of step.candidates) {
+              if (!leaderOf.has(c % 5)) leaderOf.set(c % 5, slot(c));
+              index.addCandidate(slot(c), leaderOf.get(c % 5));
+            }
+            index.keepMinimumOnly(w);
+            index.match(tokens);
+            const firstMin = (hits: (c: number) => readonly [number, number], g: number): [number, number, number] => {
+              let best: [number, number, number] = [Infinity, 0, 0];
+              for (const c of step.candidates) {
+                if (c % 5 !== g) continue;
+                const [d, h] = hits(c);
+                if (d + w * h < best[0]) best = [d + w * h, d, h];
+              }
+              return best;
+            };
+            for (const g of leaderOf.keys()) {
+              expect(firstMin((c) => [index.deviceHitBlocks(slot(c)), index.hostOnlyHitBlocks(slot(c))], g), `rank group ${g}, w ${w}`).to.deep.equal(firstMin((c) => exact.get(c)!, g));
+            }
+            expect(index.lastHashedBlocks, 'blocks hashed, minimum only').to.be.at.most(longest < 0 ? 0 : Math.min(blocks, longest + 1));
           }
           for (const [stream, m] of model) {
             let device = 0;

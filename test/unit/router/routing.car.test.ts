@@ -123,6 +123,24 @@ describe('routing.md CAR', () => {
     expect(d.prefill.name).to.equal('n:1');
   });
 
+  it('DP minimum: the walk stops once every instance’s minimum is fixed, with the same decision and counts', async () => {
+    // 16 blocks; m:1 rank0 holds all 16, rank1 k0 k1 → min 2 blocks (8 tokens). Rank 0 is above
+    // that for good after block 2, so the walk ends there instead of after block 16.
+    const t64 = tokens(64);
+    const k16 = await blockKeys(t64);
+    await load([wireInstance('m:1', { dp_size: 2 })], [
+      wireStream(1, 'm:1', { ...residency(k16, k16.map(() => DEVICE)), dp_rank: 0 }),
+      wireStream(2, 'm:1', { ...residency([k16[0]!, k16[1]!], [DEVICE, HOST]), dp_rank: 1 }),
+    ]);
+    const d = car(1, 0.5).decide({ tokenIds: t64, promptTokens: 0 }, view, 1);
+    expect(byName(d, 'm:1')).to.include({ hit_tokens: 6, device_hit_tokens: 4, host_only_hit_tokens: 4 });
+    expect(view.lastHashedBlocks, 'DP-minimum walk').to.equal(3);
+    // The query endpoint's exact walk still gives rank 0 its whole prefix.
+    const exact = view.query(t64, 1);
+    expect(exact.matches.map((m) => m.device_hit_tokens + m.host_only_hit_tokens)).to.deep.equal([64, 8]);
+    expect(view.lastHashedBlocks, 'exact walk').to.equal(16);
+  });
+
   it('an unsynchronized rank, or a missing rank, makes the hit 0; the instance stays a candidate by queue cost', async () => {
     // u:1 rank1 unsynchronized; v:1 dp_size 2 with only rank 0; w:1 no hits, waiting 4.
     await load(
