@@ -25,9 +25,9 @@ import { createServer, request, Agent } from 'node:http';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import { startMetaService } from '../../directory-svc/meta/meta-service.js';
-import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import { startMetaService } from '../../meta-svc/meta-service.js';
+import { SqliteMetaStore } from '../../meta-svc/store/sqlite-meta-store.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { seededRandom } from '../lib/seeded-random.js';
 

@@ -130,7 +130,7 @@ export class ChaosCluster {
       name: 'directory',
       entry: 'directory-svc/main.ts',
       args: [`--etcd_addr=127.0.0.1:${this.etcdPort}`, `--kv_events_config_file=${this.configFile}`, `--grpc_port=${this.grpcPort}`, `--http_port=${this.httpPort}`,
-        '--meta_http_port=0', `--log_level=${this.opts.logLevel ?? 'warn'}`],
+        `--log_level=${this.opts.logLevel ?? 'warn'}`],
     });
     await this.directory.waitForHttp(`${this.directoryHttpUrl}/health`, START_MS);
   }

@@ -7,7 +7,7 @@ import { encode } from '@msgpack/msgpack';
 import { BlockPool } from '../../tools/engine-sim/block-pool.js';
 import { WireEncoder, encodeSnapshotChunks } from '../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent, WireSnapshotBlock } from '../../tools/engine-sim/wire-types.js';
-import { DEFAULT_META_CONFIG_JSON } from '../../directory-svc/meta/config/default-meta-config.js';
+import { DEFAULT_META_CONFIG_JSON } from '../../meta-svc/config/default-meta-config.js';
 import { CORPUS_ROOT } from '../helpers/fuzz.js';
 
 const enc = new WireEncoder();

@@ -8,12 +8,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import type { MetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import { startMetaService } from '../../directory-svc/meta/meta-service.js';
-import type { MetaServiceHandle } from '../../directory-svc/meta/meta-service.js';
-import type { MetaStore } from '../../directory-svc/meta/store/meta-store.js';
-import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import type { MetaConfig } from '../../meta-svc/config/meta-config.js';
+import { startMetaService } from '../../meta-svc/meta-service.js';
+import type { MetaServiceHandle } from '../../meta-svc/meta-service.js';
+import type { MetaStore } from '../../meta-svc/store/meta-store.js';
+import { SqliteMetaStore } from '../../meta-svc/store/sqlite-meta-store.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { freePort } from './ports.js';
 

@@ -10,11 +10,11 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import type { MetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import { startMetaService } from '../../directory-svc/meta/meta-service.js';
-import type { MetaServiceHandle } from '../../directory-svc/meta/meta-service.js';
-import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import type { MetaConfig } from '../../meta-svc/config/meta-config.js';
+import { startMetaService } from '../../meta-svc/meta-service.js';
+import type { MetaServiceHandle } from '../../meta-svc/meta-service.js';
+import { SqliteMetaStore } from '../../meta-svc/store/sqlite-meta-store.js';
 import { freePort } from './ports.js';
 
 export interface MetaHarnessOptions {

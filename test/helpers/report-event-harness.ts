@@ -6,13 +6,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MetaHttpServer } from '../../directory-svc/meta/http/meta-http-server.js';
-import { createMetaMetrics, type MetaMetrics } from '../../directory-svc/meta/http/meta-metrics.js';
-import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
-import type { StoredLocation } from '../../directory-svc/meta/store/meta-store.js';
-import { createEventReporting, type EventReporting } from '../../directory-svc/meta/report/event-reporting.js';
-import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../../directory-svc/meta/report/reporter-registry.js';
-import { registerReportEventHandler, type ReportInstance } from '../../directory-svc/meta/rpc/report-event.js';
+import { MetaHttpServer } from '../../meta-svc/http/meta-http-server.js';
+import { createMetaMetrics, type MetaMetrics } from '../../meta-svc/http/meta-metrics.js';
+import { SqliteMetaStore } from '../../meta-svc/store/sqlite-meta-store.js';
+import type { StoredLocation } from '../../meta-svc/store/meta-store.js';
+import { createEventReporting, type EventReporting } from '../../meta-svc/report/event-reporting.js';
+import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../../meta-svc/report/reporter-registry.js';
+import { registerReportEventHandler, type ReportInstance } from '../../meta-svc/rpc/report-event.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { FaultyMetaStore } from './faulty-meta-store.js';
 

@@ -1,10 +1,10 @@
 /**
  * kvcm-meta §10.1 E2E-01 and E2E-02: the published KVCM MetaService curl bodies, as written
- * (snake_case, trace ids included), against a fresh directory-svc process with the built-in
+ * (snake_case, trace ids included), against a fresh meta-svc process with the built-in
  * default config (§8) and a fresh data directory. Only `write_session_id` is replaced by the
  * value step 3 returned.
  *
- *   test ──curl bodies──▶ directory-svc (MetaService, default config) ──▶ <tmp>/kvcm.db
+ *   test ──curl bodies──▶ meta-svc (default config) ──▶ <tmp>/kvcm.db
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -2,8 +2,8 @@
 // real MetaService (HTTP on a free port, SQLite in a temp dir), conformance rows I-01..I-04, Q-11.
 import { rmSync } from 'node:fs';
 import { expect } from 'chai';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import { clusterInfo } from '../../directory-svc/meta/rpc/instances.js';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import { clusterInfo } from '../../meta-svc/rpc/instances.js';
 import { MetaHarness, registration } from '../helpers/meta-service-harness.js';
 import type { AnyJson } from '../helpers/meta-service-harness.js';
 

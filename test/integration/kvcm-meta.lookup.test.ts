@@ -8,7 +8,7 @@
  *   test ──getCacheLocation(Len) / getCacheMeta(Detail) / getHostCacheState──▶ (asserts)
  */
 import { expect } from 'chai';
-import { CLS_WRITING } from '../../directory-svc/meta/store/meta-store.js';
+import { CLS_WRITING } from '../../meta-svc/store/meta-store.js';
 import { FaultyMetaStore } from '../helpers/faulty-meta-store.js';
 import { MetaHarness, code } from '../helpers/meta-data-path-harness.js';
 import type { Json } from '../helpers/meta-data-path-harness.js';

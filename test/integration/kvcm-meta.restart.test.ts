@@ -1,8 +1,8 @@
 /**
- * kvcm-meta §9.1 restart behaviour (P-01, P-02) with real directory-svc processes over one
+ * kvcm-meta §9.1 restart behaviour (P-01, P-02) with real meta-svc processes over one
  * SQLite file in a temp dir: graceful SIGTERM restarts and `kill -9` right after an OK.
  *
- *   test ──HTTP──▶ directory-svc #1 ──▶ kvcm.db ◀── directory-svc #2 (after SIGTERM / kill -9)
+ *   test ──HTTP──▶ meta-svc #1 ──▶ kvcm.db ◀── meta-svc #2 (after SIGTERM / kill -9)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

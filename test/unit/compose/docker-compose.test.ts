@@ -1,5 +1,5 @@
 // docker-compose.yml and Dockerfile, checked without a Docker engine: every service's command line
-// goes through that service's OWN flag parser (directory-svc, router-svc, the engine simulator;
+// goes through that service's OWN flag parser (directory-svc, meta-svc, router-svc, the engine simulator;
 // etcd against an allow-list), every config file it names exists in the repo and validates, and
 // the addresses agree with the ports they point at:
 //
@@ -12,8 +12,9 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
-import { loadMetaConfig } from '../../../directory-svc/meta/config/load-meta-config.js';
+import { loadMetaConfig } from '../../../meta-svc/config/load-meta-config.js';
 import { parseDirectoryFlags, type DirectoryFlags } from '../../../shared/config/directory-flags.js';
+import { parseMetaFlags, type MetaFlags } from '../../../shared/config/meta-flags.js';
 import { parseKvEventsConfig, type KvEventsConfig } from '../../../shared/config/kv-events-config.js';
 import { parseRouterFlags, type RouterFlags } from '../../../shared/config/router-flags.js';
 import { parseEngineSimArgs, type EngineSimConfig } from '../../../tools/engine-sim/engine-sim-flags.js';
@@ -63,6 +64,12 @@ function repoPathOf(containerPath: string): string {
 function directoryFlags(): DirectoryFlags {
   const parsed = parseDirectoryFlags(argsOf('directory-svc'));
   if (parsed.kind === 'help') throw new Error('directory-svc command is --help');
+  return parsed.flags;
+}
+
+function metaFlags(): MetaFlags {
+  const parsed = parseMetaFlags(argsOf('meta-svc'));
+  if (parsed.kind === 'help') throw new Error('meta-svc command is --help');
   return parsed.flags;
 }
 
@@ -166,7 +173,7 @@ describe('docker-compose.yml and Dockerfile', () => {
     const build = JSON.parse(readFileSync(join(ROOT, 'tsconfig.build.json'), 'utf8')) as { include: string[]; exclude: string[] };
     expect(build.exclude).to.include('**/*.bench.ts');
     const sourceDirs = build.include.map((g) => g.split('/')[0]!);
-    expect(sourceDirs).to.have.members(['shared', 'directory-svc', 'router-svc', 'tools']);
+    expect(sourceDirs).to.have.members(['shared', 'directory-svc', 'meta-svc', 'router-svc', 'tools']);
     for (const d of sourceDirs) expect(copied.has(d), `Dockerfile copies ${d}/`).to.equal(true);
     const walk = (dir: string): string[] =>
       readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith('.ts') && !e.name.endsWith('.bench.ts') ? [join(dir, e.name)] : []));
@@ -205,13 +212,24 @@ describe('docker-compose.yml and Dockerfile', () => {
     expect(dockerfile).to.match(/^COPY deploy \.\/deploy$/m);
   });
 
-  it('directory-svc: flags parse, its kv-events and meta config files exist in deploy/ and validate', () => {
+  it('directory-svc: flags parse, its kv-events config file exists in deploy/ and validates', () => {
     const flags = directoryFlags();
     expect(flags.kvEventsConfigFile, 'a kv-events config is named').to.not.equal('');
     const kv = kvEventsConfig();
     expect(kv.discovery?.enabled, 'discovery enabled').to.equal(true);
-    const meta = loadMetaConfig({ configFile: repoPathOf(flags.metaConfigFile) });
+  });
+
+  it('meta-svc: flags parse, its config file exists in deploy/ and validates, its store is on a declared volume, it publishes and health-checks its --http_port', () => {
+    const flags = metaFlags();
+    expect(servicesRunning('meta-svc/main')).to.deep.equal(['meta-svc']);
+    const meta = loadMetaConfig({ configFile: repoPathOf(flags.metaConfigFile), httpPortOverride: flags.httpPort });
     expect(meta.ok, meta.ok ? '' : meta.errors.join('; ')).to.equal(true);
+    if (flags.store.kind === 'sqlite') {
+      const mounts = (services['meta-svc']!.volumes ?? []).map((v) => v.split(':')[1]!);
+      expect(mounts.some((m) => flags.store.kind === 'sqlite' && flags.store.path.startsWith(`${m}/`)), `${flags.store.path} is on a volume`).to.equal(true);
+    }
+    expect(portMappings('meta-svc').map((p) => p.container)).to.deep.equal([flags.httpPort]);
+    expect(healthcheckPort('meta-svc')).to.equal(flags.httpPort);
   });
 
   it('etcd: only known flags, a one-member cluster naming itself, clients on the advertised port', () => {
@@ -268,7 +286,7 @@ describe('docker-compose.yml and Dockerfile', () => {
   it('published ports: the directory\'s match its flags, the router publishes a range so --scale cannot collide, no host port is used twice', () => {
     const dir = directoryFlags();
     const dirPorts = portMappings('directory-svc');
-    expect(dirPorts.map((p) => p.container).sort()).to.deep.equal([dir.grpcPort, dir.httpPort, dir.metaHttpPort].sort());
+    expect(dirPorts.map((p) => p.container).sort()).to.deep.equal([dir.grpcPort, dir.httpPort].sort());
     for (const p of dirPorts) expect(p.hostFrom === p.hostTo, `directory host port ${p.hostFrom} is one port`).to.equal(true);
     expect(healthcheckPort('directory-svc')).to.equal(dir.httpPort);
 

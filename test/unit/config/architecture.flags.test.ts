@@ -162,9 +162,6 @@ describe('architecture.md flags: directory-svc table', () => {
       kvEventsConfigFile: '',
       grpcPort: 50051,
       httpPort: 8889,
-      metaHttpPort: 6382,
-      metaConfigFile: '',
-      metaDb: './data/kvcm.db',
       internalApiToken: '',
       grpcTlsCert: '',
       grpcTlsKey: '',
@@ -182,21 +179,24 @@ describe('architecture.md flags: directory-svc table', () => {
     expect(e.message).to.equal('invalid --grpc_port: expected an integer in 1..65535, got "abc"');
   });
 
-  it('directory: port bounds; --meta_http_port=0 disables the MetaService (kvcm-meta §8)', () => {
+  it('directory: port bounds', () => {
     for (const flag of ['grpc_port', 'http_port']) {
       configError(() => dir([`--${flag}=0`]));
       configError(() => dir([`--${flag}=65536`]));
     }
-    expect(dir(['--meta_http_port=0']).metaHttpPort).to.equal(0);
-    configError(() => dir(['--meta_http_port=65536']));
     expect(dir(['--grpc_port=1', '--http_port=65535']).grpcPort).to.equal(1);
   });
 
   it('directory: the listening ports must differ', () => {
     expect(configError(() => dir(['--grpc_port=9000', '--http_port=9000'])).message).to.equal('invalid --http_port: 9000 is also --grpc_port');
-    expect(configError(() => dir(['--meta_http_port=50051'])).message).to.equal('invalid --meta_http_port: 50051 is also --grpc_port');
-    expect(configError(() => dir(['--meta_http_port=8889'])).path).to.equal('--meta_http_port');
-    expect(dir(['--meta_http_port=0', '--grpc_port=7000', '--http_port=7001']).metaHttpPort).to.equal(0);
+  });
+
+  it('directory: the former --meta_* flags name meta-svc and the flag that replaced each', () => {
+    expect(configError(() => dir(['--meta_http_port=0'])).message).to.equal('--meta_http_port moved to meta-svc: run node dist/meta-svc/main.js --http_port=0');
+    expect(configError(() => dir(['--meta_db', 'x.db'])).message).to.equal('--meta_db moved to meta-svc: run node dist/meta-svc/main.js --meta_store=sqlite:x.db');
+    expect(configError(() => dir(['--meta_config_file=/x.json'])).path).to.equal('--meta_config_file');
+    // The env fallback belongs to meta-svc now; the directory ignores it.
+    expect(() => dir([], { KVCM_META_CONFIG_FILE: '/etc/kvcm.json' })).to.not.throw();
   });
 
   it('directory: lifecycle flag bounds', () => {
@@ -214,7 +214,7 @@ describe('architecture.md flags: directory-svc table', () => {
     }
   });
 
-  it('directory: --etcd_addr list, --log_level enum, --meta_config_file from KVCM_META_CONFIG_FILE', () => {
+  it('directory: --etcd_addr list, --log_level enum', () => {
     expect(dir(['--etcd_addr=a:1,b:2']).etcdAddr).to.deep.equal([
       { host: 'a', port: 1 },
       { host: 'b', port: 2 },
@@ -222,8 +222,6 @@ describe('architecture.md flags: directory-svc table', () => {
     configError(() => dir(['--etcd_addr=a']));
     expect(dir(['--log_level=debug']).logLevel).to.equal('debug');
     expect(configError(() => dir(['--log_level=loud'])).message).to.equal('invalid --log_level: expected one of fatal, error, warn, info, debug, trace, silent, got "loud"');
-    expect(dir([], { KVCM_META_CONFIG_FILE: '/etc/kvcm.json' }).metaConfigFile).to.equal('/etc/kvcm.json');
-    expect(dir(['--meta_config_file=/x.json'], { KVCM_META_CONFIG_FILE: '/etc/kvcm.json' }).metaConfigFile).to.equal('/x.json');
   });
 
   it('directory: --help text names every flag', () => {

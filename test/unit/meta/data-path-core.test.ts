@@ -3,17 +3,17 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
-import { MetaError } from '../../../directory-svc/meta/meta-errors.js';
-import { BLOCK_KEY_HASH_SEED, resolveBlockKeys } from '../../../directory-svc/meta/keys/block-key-resolver.js';
-import { blockMaskToWire, checkBlockMask, isMasked } from '../../../directory-svc/meta/keys/block-mask.js';
-import { normalizeRootPath, percentEncodeSegment, specUri, uriPrefix } from '../../../directory-svc/meta/keys/location-uri.js';
-import { newLocationId, newWriteSessionId } from '../../../directory-svc/meta/keys/random-ids.js';
-import { effectiveQueryType, reverseRollWindowEnd } from '../../../directory-svc/meta/lookup/query-lookup.js';
-import { selectLocation } from '../../../directory-svc/meta/lookup/location-selection.js';
-import type { SelectionContext } from '../../../directory-svc/meta/lookup/location-selection.js';
-import type { DataPathInstance } from '../../../directory-svc/meta/lookup/data-path-instance.js';
-import { CLS_SERVING, CLS_WRITING } from '../../../directory-svc/meta/store/meta-store.js';
-import type { StoredLocation } from '../../../directory-svc/meta/store/meta-store.js';
+import { MetaError } from '../../../meta-svc/meta-errors.js';
+import { BLOCK_KEY_HASH_SEED, resolveBlockKeys } from '../../../meta-svc/keys/block-key-resolver.js';
+import { blockMaskToWire, checkBlockMask, isMasked } from '../../../meta-svc/keys/block-mask.js';
+import { normalizeRootPath, percentEncodeSegment, specUri, uriPrefix } from '../../../meta-svc/keys/location-uri.js';
+import { newLocationId, newWriteSessionId } from '../../../meta-svc/keys/random-ids.js';
+import { effectiveQueryType, reverseRollWindowEnd } from '../../../meta-svc/lookup/query-lookup.js';
+import { selectLocation } from '../../../meta-svc/lookup/location-selection.js';
+import type { SelectionContext } from '../../../meta-svc/lookup/location-selection.js';
+import type { DataPathInstance } from '../../../meta-svc/lookup/data-path-instance.js';
+import { CLS_SERVING, CLS_WRITING } from '../../../meta-svc/store/meta-store.js';
+import type { StoredLocation } from '../../../meta-svc/store/meta-store.js';
 
 function metaCode(fn: () => unknown): string {
   try {

@@ -1,11 +1,11 @@
 // kvcm-meta §4.1 registration rules and identity, as pure functions (the HTTP-level I-01..I-04
 // run in test/integration/kvcm-meta.instances.test.ts).
 import { expect } from 'chai';
-import { mutableFieldsDiffer, sameIdentity, withMutableFieldsOf } from '../../../directory-svc/meta/instances/instance-identity.js';
-import { isValidInstanceId, parseRegistration } from '../../../directory-svc/meta/instances/registration.js';
-import type { InstanceRecord } from '../../../directory-svc/meta/store/meta-store.js';
-import { parseJson } from '../../../directory-svc/meta/wire/json-parse.js';
-import { RequestReader } from '../../../directory-svc/meta/wire/request-reader.js';
+import { mutableFieldsDiffer, sameIdentity, withMutableFieldsOf } from '../../../meta-svc/instances/instance-identity.js';
+import { isValidInstanceId, parseRegistration } from '../../../meta-svc/instances/registration.js';
+import type { InstanceRecord } from '../../../meta-svc/store/meta-store.js';
+import { parseJson } from '../../../meta-svc/wire/json-parse.js';
+import { RequestReader } from '../../../meta-svc/wire/request-reader.js';
 
 const base: InstanceRecord = {
   instanceId: 'i',

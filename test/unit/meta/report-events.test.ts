@@ -1,6 +1,6 @@
 /** kvcm-meta §7.3 request shapes and §7.4 item validation (V-03 and S-02 at unit level). */
 import { expect } from 'chai';
-import { isAllowedShape, normalizeMedium, parseReportBlockKey, validateEvent, type DecodedEvent } from '../../../directory-svc/meta/report/report-events.js';
+import { isAllowedShape, normalizeMedium, parseReportBlockKey, validateEvent, type DecodedEvent } from '../../../meta-svc/report/report-events.js';
 
 const SPECS = new Set(['tp0', 'tp1']);
 const addEv = (blockKey: string, specs = [{ name: 'tp0', uri: 'x://h/p' }], medium = 'gpu'): DecodedEvent => ({ eventType: 2, memberOk: true, blockKey, medium, specs });

@@ -14,10 +14,10 @@ import {
   type InstanceRecord,
   type MetaStore,
   type StoredLocation,
-} from '../../../directory-svc/meta/store/meta-store.js';
-import { SqliteMetaStore } from '../../../directory-svc/meta/store/sqlite-meta-store.js';
-import { SCHEMA_VERSION } from '../../../directory-svc/meta/store/sqlite-schema.js';
-import { InstrumentedMetaStore } from '../../../directory-svc/meta/store/instrumented-meta-store.js';
+} from '../../../meta-svc/store/meta-store.js';
+import { SqliteMetaStore } from '../../../meta-svc/store/sqlite-meta-store.js';
+import { SCHEMA_VERSION } from '../../../meta-svc/store/sqlite-schema.js';
+import { InstrumentedMetaStore } from '../../../meta-svc/store/instrumented-meta-store.js';
 
 /** Creates a fresh, empty store; `reopen` (when the backend persists) reopens the same data. */
 export interface MetaStoreFactory {

@@ -4,8 +4,8 @@
  * `createDataPath` builds them; `startDataPath` runs the §9.1 startup cleanup before serving.
  * The RPC modules (rpc/write-cache.ts, rpc/lookup.ts, …) receive this object.
  */
-import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
-import type { Logger } from '../../../shared/log/logger.js';
+import { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import type { Logger } from '../../shared/log/logger.js';
 import type { MetaMetrics } from '../http/meta-metrics.js';
 import { BLOCK_KEY_HASH_SEED } from '../keys/block-key-resolver.js';
 import type { DataPathInstances } from '../lookup/data-path-instance.js';

@@ -2,7 +2,7 @@
  * Reads `block_keys` / `token_ids` of a keyed request and resolves them (kvcm-meta §4.3) with
  * the instance's block size and the request limit. Reading happens before any side effect.
  */
-import type { ContentKeyHasher } from '../../../shared/keys/content-key.js';
+import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import type { InstanceRecord } from '../store/meta-store.js';
 import type { RequestReader } from '../wire/request-reader.js';
 import { resolveBlockKeys } from './block-key-resolver.js';

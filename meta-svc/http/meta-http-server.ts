@@ -11,9 +11,10 @@ import type { Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import Koa from 'koa';
 import type { Context } from 'koa';
-import { readBoundedBody } from '../../../shared/http/bounded-body.js';
-import type { Logger } from '../../../shared/log/logger.js';
-import { answerClientErrors, limitedServerOptions, META_HTTP_LIMITS, type HttpLimits } from '../../../shared/security/http-limits.js';
+import { readBoundedBody } from '../../shared/http/bounded-body.js';
+import type { Logger } from '../../shared/log/logger.js';
+import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from '../../shared/security/internal-token.js';
+import { answerClientErrors, limitedServerOptions, META_HTTP_LIMITS, type HttpLimits } from '../../shared/security/http-limits.js';
 import type { ErrorCodeName } from '../meta-enums.js';
 import { isBadRequestError, isMetaError } from '../meta-errors.js';
 import { JsonParseError, parseJson } from '../wire/json-parse.js';
@@ -61,6 +62,8 @@ export interface MetaHttpServerOptions {
   readonly drainTimeoutMs?: number;
   /** Header size and request deadlines (default `META_HTTP_LIMITS`; tests shorten them). */
   readonly limits?: HttpLimits;
+  /** meta-svc `--internal_api_token`: required as X-Internal-Token on /api/* when non-empty (401 `{}`). */
+  readonly internalApiToken?: string;
 }
 
 const EMPTY_BODY = '{}';
@@ -80,9 +83,11 @@ export class MetaHttpServer {
   private inFlightZero: (() => void) | null = null;
   private closing: Promise<void> | null = null;
   private readonly log: Logger;
+  private readonly token: InternalTokenCheck;
 
   constructor(private readonly opts: MetaHttpServerOptions) {
     this.log = opts.logger;
+    this.token = new InternalTokenCheck(opts.internalApiToken ?? '');
     this.app.silent = true;
     this.app.use(async (ctx) => {
       try {
@@ -192,6 +197,8 @@ export class MetaHttpServer {
         ctx.set('Allow', 'POST');
         return this.httpError(ctx, name, 405, 0, `method ${ctx.method} on ${path}`);
       }
+      // Checked before the body is read: an unauthenticated caller learns nothing. The body stays `{}` (§1.2).
+      if (!this.token.accepts(ctx.req.headers[INTERNAL_TOKEN_HEADER])) return this.httpError(ctx, name, 401, 0, 'invalid internal token');
       return this.rpc(ctx, name);
     }
     if (path === '/health' || path === '/metrics') {
@@ -309,7 +316,7 @@ export class MetaHttpServer {
   }
 
   /** §1.2: every 4xx/5xx has body exactly `{}`, a WARN line and a counter. */
-  private httpError(ctx: Context, api: string, status: 400 | 404 | 405 | 413 | 500, byteCount: number, reason: string): void {
+  private httpError(ctx: Context, api: string, status: 400 | 401 | 404 | 405 | 413 | 500, byteCount: number, reason: string): void {
     this.log.warn({ route: ctx.path, method: ctx.method, status, bytes: byteCount, reason }, 'meta http error');
     this.opts.metrics.httpRequestsTotal.inc({ api, code: `http_${status}` });
     ctx.status = status;

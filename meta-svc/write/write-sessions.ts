@@ -9,7 +9,7 @@
  * overrun by interleaved requests. Finishing consumes the session before any await, so a double
  * finish has exactly one winner.
  */
-import type { Logger } from '../../../shared/log/logger.js';
+import type { Logger } from '../../shared/log/logger.js';
 import { MetaError } from '../meta-errors.js';
 import { isEventReportLocation } from '../report/event-report-visibility.js';
 import { CLS_SERVING, CLS_WRITING } from '../store/meta-store.js';

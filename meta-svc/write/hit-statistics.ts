@@ -3,7 +3,7 @@
  * every 5 s (unflushed updates may be lost in a crash). The flush runs under the group lock and
  * only touches blocks that still have a location, so it never resurrects a removed block.
  */
-import type { Logger } from '../../../shared/log/logger.js';
+import type { Logger } from '../../shared/log/logger.js';
 import type { MetaStore, StoreMutation } from '../store/meta-store.js';
 import type { GroupLock } from './group-lock.js';
 

@@ -4,7 +4,7 @@
  * content key (seed 1024), one key per complete block, trailing tokens ignored.
  * Pure apart from the shared hasher (synchronous once created); errors are MetaErrors.
  */
-import { ContentKeyHasher, blockKeyOf } from '../../../shared/keys/content-key.js';
+import { ContentKeyHasher, blockKeyOf } from '../../shared/keys/content-key.js';
 import { MetaError, missingFields } from '../meta-errors.js';
 
 /** §4.3 uses seed 1024 for block keys regardless of any kv-events hash seed. */

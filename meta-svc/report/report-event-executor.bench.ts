@@ -5,14 +5,14 @@
  * store work the same requests need (getBlocks + one apply of the same mutations), so the
  * executor's own overhead reads as the difference.
  *
- * Run: `node --import tsx directory-svc/meta/report/report-event-executor.bench.ts [--quick]`
+ * Run: `node --import tsx meta-svc/report/report-event-executor.bench.ts [--quick]`
  * Inputs are deterministic (sequential keys), built before timing; the first 5 requests of each
  * series are warm-up and dropped. One JSON line per series.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { silentLogger } from '../../../shared/log/logger.js';
+import { silentLogger } from '../../shared/log/logger.js';
 import { SqliteMetaStore } from '../store/sqlite-meta-store.js';
 import type { StoreMutation } from '../store/meta-store.js';
 import { createEventReporting } from './event-reporting.js';

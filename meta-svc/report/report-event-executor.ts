@@ -4,7 +4,7 @@
  * registry; block metadata goes through the MetaStore, one transaction per ADD/DELETE run and
  * one per snapshot. Store failures are StoreErrors and map to INTERNAL_ERROR here.
  */
-import type { Logger } from '../../../shared/log/logger.js';
+import type { Logger } from '../../shared/log/logger.js';
 import type { ErrorCodeName } from '../meta-enums.js';
 import { CLS_SERVING, StoreError, type MetaStore, type StoreMutation, type StoredLocation, type StoredSpec } from '../store/meta-store.js';
 import type { ReportCleanup } from './report-cleanup.js';

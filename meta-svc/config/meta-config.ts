@@ -1,7 +1,8 @@
 /**
  * The MetaService configuration (kvcm-meta §8): the file named by `--meta_config_file` (or
  * KVCM_META_CONFIG_FILE) replaces the built-in default — no merge — and omitted keys take the §8
- * defaults; `--meta_http_port` / `--meta_db` override `http.port` / `store.path`. Validation
+ * defaults; meta-svc's `--http_port` / `--meta_store=sqlite:<path>` / `--node_id` override
+ * `http.port` / `store.path` / `node_id`. Validation
  * collects every problem as one `config error at <json.path>: <reason>` line (the caller prints
  * each to stderr and exits 2). `parseMetaConfig` is pure: host facts arrive as arguments.
  */
@@ -88,10 +89,12 @@ export interface MetaConfig {
 export interface MetaConfigInput {
   /** Config file text; null = use the built-in default. */
   readonly fileText: string | null;
-  /** `--meta_http_port` when given (0 is handled by the caller: the MetaService is disabled). */
+  /** meta-svc `--http_port` when given. */
   readonly httpPortOverride?: number;
-  /** `--meta_db` when given. */
+  /** The path of meta-svc `--meta_store=sqlite:<path>` when given. */
   readonly dbPathOverride?: string;
+  /** meta-svc `--node_id` when given. */
+  readonly nodeIdOverride?: string;
   /** os.hostname(), for the default `node_id`. */
   readonly hostname: string;
   /** First non-internal IPv4 address, for the default `http.advertise_host`. */
@@ -165,7 +168,8 @@ export function parseMetaConfig(input: MetaConfigInput): MetaConfigResult {
   const write = readPositivePair(top, 'write', ['default_timeout_seconds', 'max_timeout_seconds'], [30, 3600], issues);
   const limits = readPositivePair(top, 'limits', ['max_keys_per_request', 'max_events_per_request'], [100000, 100000], issues);
   const bootstrapInstances = readBootstrap(top, issues, new Set(instanceGroups.map((g) => g.name)));
-  const nodeId = top.str('node_id', `${input.hostname}:${http.port}`);
+  const fileNodeId = top.str('node_id', `${input.hostname}:${http.port}`);
+  const nodeId = input.nodeIdOverride ?? fileNodeId;
 
   if (issues.lines.length > 0) return { ok: false, errors: issues.lines };
   const config: MetaConfig = {

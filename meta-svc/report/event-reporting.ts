@@ -4,7 +4,7 @@
  * checker. `startMetaService` creates one, hands `visibility` to the lookups and registers the
  * RPC with `registerReportEventRpc`.
  */
-import type { Logger } from '../../../shared/log/logger.js';
+import type { Logger } from '../../shared/log/logger.js';
 import type { MetaMetrics } from '../http/meta-metrics.js';
 import { StorageType, enumName } from '../meta-enums.js';
 import type { MetaStore } from '../store/meta-store.js';

@@ -4,7 +4,7 @@
  * startup cleanup (CLS_WRITING locations deleted) before the service reports ready, registers
  * the write and lookup RPCs, and flushes statistics / drops sessions on close (§9.3).
  */
-import type { Logger } from '../../../shared/log/logger.js';
+import type { Logger } from '../../shared/log/logger.js';
 import type { MetaConfig } from '../config/meta-config.js';
 import type { MetaMetrics } from '../http/meta-metrics.js';
 import type { InstanceRegistry } from '../instances/instance-registry.js';

@@ -6,7 +6,7 @@
  * finish, the parts' close hooks run (flush statistics, stop timers), then the store closes.
  */
 import { existsSync } from 'node:fs';
-import type { Logger } from '../../shared/log/logger.js';
+import type { Logger } from '../shared/log/logger.js';
 import type { MetaConfig } from './config/meta-config.js';
 import { checkStorageAvailability } from './config/storage-availability.js';
 import { MetaHttpServer } from './http/meta-http-server.js';
@@ -41,6 +41,8 @@ export interface MetaServiceOptions {
   readonly store: MetaStore;
   readonly logger: Logger;
   readonly nowMs?: () => number;
+  /** meta-svc `--internal_api_token` ('' or absent: /api/* open, as KVCM clients expect). */
+  readonly internalApiToken?: string;
 }
 
 export interface MetaServiceHandle {
@@ -80,6 +82,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
     maxBodyBytes: config.http.maxBodyBytes,
     logger: log.child({ component: 'meta-http' }),
     metrics,
+    internalApiToken: opts.internalApiToken,
   });
 
   let closing: Promise<void> | null = null;

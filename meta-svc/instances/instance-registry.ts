@@ -5,7 +5,7 @@
  * `resolveRequestInstance`: an unknown id, or a persisted instance whose group is no longer
  * configured, answers INSTANCE_NOT_EXIST (§1.4, §8; the data is kept).
  */
-import type { Logger } from '../../../shared/log/logger.js';
+import type { Logger } from '../../shared/log/logger.js';
 import type { InstanceGroupConfig, MetaConfig, StorageConfig } from '../config/meta-config.js';
 import { MetaError, missingFields } from '../meta-errors.js';
 import type { InstanceRecord, MetaStore } from '../store/meta-store.js';

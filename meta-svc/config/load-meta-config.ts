@@ -13,6 +13,7 @@ export interface LoadMetaConfigOptions {
   readonly configFile?: string;
   readonly httpPortOverride?: number;
   readonly dbPathOverride?: string;
+  readonly nodeIdOverride?: string;
 }
 
 export function loadMetaConfig(opts: LoadMetaConfigOptions): MetaConfigResult {
@@ -29,6 +30,7 @@ export function loadMetaConfig(opts: LoadMetaConfigOptions): MetaConfigResult {
     fileText,
     httpPortOverride: opts.httpPortOverride,
     dbPathOverride: opts.dbPathOverride,
+    nodeIdOverride: opts.nodeIdOverride,
     hostname: hostname(),
     firstIpv4: firstExternalIpv4(),
   });

@@ -4,7 +4,7 @@
  * by the scan and on the trigger's condition re-checked right before the write. Metadata only:
  * it never contacts a stored URI.
  */
-import type { Logger } from '../../../shared/log/logger.js';
+import type { Logger } from '../../shared/log/logger.js';
 import type { MetaStore, ScannedLocation, StoreMutation } from '../store/meta-store.js';
 import { parseReportLocationId, reportLocationIdPrefix, storedSVersion } from './report-location-id.js';
 import type { Reporter, ReporterRegistry } from './reporter-registry.js';
