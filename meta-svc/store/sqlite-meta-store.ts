@@ -587,14 +587,14 @@ function decodeBatchLocation(r: BatchLocationRow): StoredLocation {
 }
 
 /** Instance records as JSON; the only 64-bit field (spec size) is written as a decimal string. */
-function encodeInstance(rec: InstanceRecord): string {
+export function encodeInstance(rec: InstanceRecord): string {
   return JSON.stringify({
     ...rec,
     locationSpecInfos: rec.locationSpecInfos.map((s) => ({ name: s.name, size: s.size.toString() })),
   });
 }
 
-function decodeInstance(text: string): InstanceRecord {
+export function decodeInstance(text: string): InstanceRecord {
   const raw = JSON.parse(text) as Omit<InstanceRecord, 'locationSpecInfos'> & {
     locationSpecInfos: { name: string; size: string }[];
   };

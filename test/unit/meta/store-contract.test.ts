@@ -1,6 +1,6 @@
-// MetaStore contract (kvcm-meta §9.2), one behaviour suite run against every implementation:
-// SQLite now, any later backend by calling describeMetaStoreContract with its own factory.
-// SQLite-only behaviour (schema versions, reopen) is tested after the shared contract.
+// MetaStore contract (kvcm-meta §9.2, §9.4), one behaviour suite run unchanged against every
+// implementation: SQLite, and Redis on a real redis-server this file starts (free loopback port,
+// persistence off). SQLite-only behaviour (schema versions) is tested after the shared contract.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +18,8 @@ import {
 import { SqliteMetaStore } from '../../../meta-svc/store/sqlite-meta-store.js';
 import { SCHEMA_VERSION } from '../../../meta-svc/store/sqlite-schema.js';
 import { InstrumentedMetaStore } from '../../../meta-svc/store/instrumented-meta-store.js';
+import { RedisMetaStore } from '../../../meta-svc/store/redis-meta-store.js';
+import { RedisServer } from '../../helpers/redis-server.js';
 
 /** Creates a fresh, empty store; `reopen` (when the backend persists) reopens the same data. */
 export interface MetaStoreFactory {
@@ -397,6 +399,32 @@ function sqliteFactory(): MetaStoreFactory {
 }
 
 describeMetaStoreContract('SqliteMetaStore', sqliteFactory());
+
+/** One redis-server for the file; every store gets its own key namespace, so tests never share data. */
+function redisFactory(): MetaStoreFactory {
+  let server: RedisServer | null = null;
+  let namespace = '';
+  let seq = 0;
+  before(async () => {
+    server = await RedisServer.start();
+  });
+  after(async () => {
+    await server?.destroy();
+  });
+  const open = (): Promise<MetaStore> => RedisMetaStore.open({ host: '127.0.0.1', port: server!.port, db: 0, namespace });
+  return {
+    async create() {
+      namespace = `contract-${process.pid}-${++seq}`;
+      return open();
+    },
+    reopen: open,
+    async cleanup() {},
+  };
+}
+
+describe('Redis', () => {
+  describeMetaStoreContract('RedisMetaStore', redisFactory());
+});
 
 // §9.3: the timing wrapper must keep the contract; every call observes its op.
 const observedOps = new Set<string>();
