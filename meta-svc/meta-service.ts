@@ -18,6 +18,8 @@ import { registerReportEventRpc } from './rpc/report-event.js';
 import { registerDataPathRpcs } from './rpc/data-path-rpcs.js';
 import type { MetaStore } from './store/meta-store.js';
 import { InstrumentedMetaStore } from './store/instrumented-meta-store.js';
+import { RedisMetaStore } from './store/redis-meta-store.js';
+import { createRedisCluster, type MetaCluster } from './cluster/redis-cluster.js';
 
 /** What each MetaService part receives from the wiring. */
 export interface MetaServiceDeps {
@@ -26,6 +28,8 @@ export interface MetaServiceDeps {
   readonly logger: Logger;
   readonly metrics: MetaMetrics;
   readonly instances: InstanceRegistry;
+  /** State shared with other replicas on the Redis store (§9.4); null on SQLite. */
+  readonly cluster: MetaCluster | null;
   /** Clock in ms since epoch; tests inject it. */
   readonly nowMs: () => number;
   /**
@@ -43,6 +47,10 @@ export interface MetaServiceOptions {
   readonly nowMs?: () => number;
   /** meta-svc `--internal_api_token` ('' or absent: /api/* open, as KVCM clients expect). */
   readonly internalApiToken?: string;
+  /** A shared store's reachability (§9.4); absent = always reachable. */
+  readonly storeAvailable?: () => boolean;
+  /** Background lease TTL on the Redis store (tests shorten it; default 3 s). */
+  readonly leaseTtlMs?: number;
 }
 
 export interface MetaServiceHandle {
@@ -65,12 +73,17 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
   // §9.3 kvcm_store_tx_duration_seconds{op}: every part reaches the store through this wrapper.
   const store = new InstrumentedMetaStore(opts.store, metrics.storeTxDurationSeconds);
   const instances = new InstanceRegistry(store, config, log.child({ component: 'meta-instances' }));
+  const redisStore = opts.store instanceof RedisMetaStore ? opts.store : null;
+  const cluster = redisStore ? createRedisCluster(redisStore, config.nodeId, log, opts.leaseTtlMs) : null;
+  // Bound once reportEvent is registered: every RPC first catches up with the other replicas.
+  let catchUp: () => Promise<void> = () => Promise.resolve();
   const deps: MetaServiceDeps = {
     config,
     store,
     logger: log,
     metrics,
     instances,
+    cluster,
     nowMs: opts.nowMs ?? Date.now,
     onClose: (hook) => {
       closeHooks.push(hook);
@@ -83,12 +96,15 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
     logger: log.child({ component: 'meta-http' }),
     metrics,
     internalApiToken: opts.internalApiToken,
+    storeAvailable: opts.storeAvailable ?? (redisStore ? () => redisStore.available : undefined),
+    beforeRpc: cluster ? () => catchUp() : undefined,
   });
 
   let closing: Promise<void> | null = null;
   const close = (): Promise<void> => {
     closing ??= (async () => {
       await server.close();
+      await cluster?.close().catch((err: unknown) => log.warn({ err }, 'background lease release failed'));
       for (const hook of closeHooks) {
         try {
           await hook();
@@ -112,6 +128,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
     // belongs inside it). Drain work goes to server.onDrain, flushes to deps.onClose. ----
     // reportEvent first: its `visibility` (§7.10) is what the lookups filter event-report locations with.
     const reporting = registerReportEventRpc(server, deps);
+    catchUp = () => reporting.sync.catchUp();
     // Data path (§5.2–§5.5, §6): deletes CLS_WRITING locations before serving (§9.1).
     await registerDataPathRpcs(server, deps, reporting.visibility);
     // ---- end of MetaService parts ----

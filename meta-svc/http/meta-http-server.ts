@@ -64,9 +64,18 @@ export interface MetaHttpServerOptions {
   readonly limits?: HttpLimits;
   /** meta-svc `--internal_api_token`: required as X-Internal-Token on /api/* when non-empty (401 `{}`). */
   readonly internalApiToken?: string;
+  /**
+   * False while a shared store is unreachable (kvcm-meta §9.4): /health 503
+   * `{"status":"store_unavailable"}`, /api/* SERVICE_NOT_READY (retryable) instead of
+   * INTERNAL_ERROR. Absent = always available (SQLite).
+   */
+  readonly storeAvailable?: () => boolean;
+  /** Runs before every dispatched RPC (§9.4: catch up with the other replicas' reporter state). */
+  readonly beforeRpc?: () => Promise<void>;
 }
 
 const EMPTY_BODY = '{}';
+const STORE_UNAVAILABLE: RpcResult = Object.freeze({ code: 'SERVICE_NOT_READY', message: 'store unreachable', fields: Object.freeze({}) });
 const JSON_TYPE = 'application/json';
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
@@ -98,6 +107,10 @@ export class MetaHttpServer {
         this.httpError(ctx, 'unknown', 500, 0, e instanceof Error ? e.message : String(e));
       }
     });
+  }
+
+  private storeAvailable(): boolean {
+    return this.opts.storeAvailable?.() ?? true;
   }
 
   get state(): ServiceState {
@@ -212,7 +225,7 @@ export class MetaHttpServer {
   }
 
   private health(ctx: Context): void {
-    const s = this.stateValue;
+    const s = this.stateValue === 'serving' && !this.storeAvailable() ? 'store_unavailable' : this.stateValue;
     ctx.status = s === 'serving' ? 200 : 503;
     ctx.body = s === 'serving' ? '{"status":"ok"}' : `{"status":"${s}"}`;
     ctx.set('Content-Type', JSON_TYPE);
@@ -264,12 +277,15 @@ export class MetaHttpServer {
     let result: RpcResult;
     if (this.stateValue !== 'serving') {
       result = { code: 'SERVICE_NOT_READY', message: `service ${this.stateValue}`, fields: {} };
+    } else if (!this.storeAvailable()) {
+      result = STORE_UNAVAILABLE;
     } else {
       const handler = this.handlers.get(rpc);
       if (!handler) {
         result = { code: 'UNSUPPORTED', message: `${rpc} is not supported`, fields: {} };
       } else {
         try {
+          if (this.opts.beforeRpc) await this.opts.beforeRpc();
           result = await handler(req, { rpc, requestId, traceId, log });
         } catch (e) {
           if (isBadRequestError(e)) return this.httpError(ctx, rpc, 400, byteCount, e.message);
@@ -280,6 +296,8 @@ export class MetaHttpServer {
             result = { code: 'INTERNAL_ERROR', message: 'internal error', fields: {} };
           }
         }
+        // The store went away during the call: retryable, and the Lua batch was all or nothing.
+        if (result.code === 'INTERNAL_ERROR' && !this.storeAvailable()) result = STORE_UNAVAILABLE;
       }
     }
 

@@ -14,6 +14,7 @@ import { ReportEventExecutor } from './report-event-executor.js';
 import { ReportLifecycle } from './report-lifecycle.js';
 import { DEFAULT_EVENT_REPORT_TIMINGS, ReporterRegistry, type EventReportTimings } from './reporter-registry.js';
 import { realTimers, type GateTimers } from './write-gate.js';
+import { LOCAL_REPORTER_SYNC, type ReporterSync } from './reporter-sync.js';
 
 export interface EventReportingOptions {
   readonly store: MetaStore;
@@ -26,10 +27,13 @@ export interface EventReportingOptions {
   readonly maxEventsPerRequest?: number;
   readonly metrics?: MetaMetrics;
   readonly timers?: GateTimers;
+  /** Shares the registry with other replicas (§9.4); default: this process only. */
+  readonly sync?: (registry: ReporterRegistry) => ReporterSync;
 }
 
 export interface EventReporting {
   readonly registry: ReporterRegistry;
+  readonly sync: ReporterSync;
   readonly visibility: EventReportVisibility;
   readonly executor: ReportEventExecutor;
   readonly cleanup: ReportCleanup;
@@ -45,6 +49,7 @@ export function createEventReporting(opts: EventReportingOptions): EventReportin
   const all = opts.allTimings && opts.allTimings.length > 0 ? opts.allTimings : [DEFAULT_EVENT_REPORT_TIMINGS];
   const registry = new ReporterRegistry(timingsFor, opts.timers ?? realTimers);
   const metrics = opts.metrics;
+  const sync = opts.sync?.(registry) ?? LOCAL_REPORTER_SYNC;
   const cleanup = new ReportCleanup({
     store: opts.store,
     registry,
@@ -58,12 +63,15 @@ export function createEventReporting(opts: EventReportingOptions): EventReportin
     nowMs: opts.nowMs,
     maxEventsPerRequest: opts.maxEventsPerRequest ?? 100000,
     logger: opts.logger,
+    sync,
     onSnapshot: metrics ? (result) => metrics.snapshotTotal.inc({ result }) : undefined,
   });
   const lifecycle = new ReportLifecycle({
     registry,
     cleanup,
     nowMs: opts.nowMs,
+    // §9.4: expiry and orphan cleanup run on the replica holding the background lease only.
+    isBackgroundHolder: sync.backgroundHolder,
     checkIntervalMs: Math.min(...all.map((t) => t.livenessCheckIntervalMs)),
     orphanAfterMs: Math.max(...all.map((t) => t.heartbeatTimeoutMs + t.cleanupGraceMs)),
     onCounts: metrics
@@ -78,6 +86,7 @@ export function createEventReporting(opts: EventReportingOptions): EventReportin
   lifecycle.start();
   return {
     registry,
+    sync,
     visibility: new ReporterVisibility(registry),
     executor,
     cleanup,

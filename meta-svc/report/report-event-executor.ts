@@ -11,6 +11,7 @@ import type { ReportCleanup } from './report-cleanup.js';
 import { isAllowedShape, validateEvent, type DecodedEvent, type ValidBlock, type ValidEvent } from './report-events.js';
 import { appendSVersion, formatReportLocationId } from './report-location-id.js';
 import { newVersionToken, type Reporter, type ReporterIdentity, type ReporterRegistry } from './reporter-registry.js';
+import { LOCAL_REPORTER_SYNC, type ReporterSync } from './reporter-sync.js';
 
 export interface ReportEventOutcome {
   readonly code: ErrorCodeName;
@@ -35,6 +36,8 @@ export interface ReportEventExecutorDeps {
   readonly nowMs: () => number;
   readonly maxEventsPerRequest: number;
   readonly logger: Logger;
+  /** Reporter state shared with other replicas (§9.4); default: this process only. */
+  readonly sync?: ReporterSync;
   /** Snapshot outcomes for kvcm_snapshot_total{result}. */
   readonly onSnapshot?: (result: 'ok' | 'in_progress' | 'rate_limited' | 'failed' | 'snapshot_required' | 'not_registered') => void;
 }
@@ -52,17 +55,33 @@ export class ReportEventExecutor {
   /** Per-reporter serialization of delta runs: each run reads, folds and writes its locations. */
   private readonly deltaTails = new WeakMap<Reporter, Promise<void>>();
 
-  constructor(private readonly deps: ReportEventExecutorDeps) {}
+  private readonly sync: ReporterSync;
+
+  constructor(private readonly deps: ReportEventExecutorDeps) {
+    this.sync = deps.sync ?? LOCAL_REPORTER_SYNC;
+  }
 
   async execute(target: ReportTarget, events: readonly DecodedEvent[]): Promise<ReportEventOutcome> {
-    const { registry, nowMs } = this.deps;
     // §7.2 step 3: shape, whole request, no side effects.
     if (!isAllowedShape(events, this.deps.maxEventsPerRequest)) return wholeRequestError('INVALID_ARGUMENT', 'invalid reportEvent request shape');
 
     // §7.2 step 4: every item validated before any executes.
     const results: ErrorCodeName[] = new Array<ErrorCodeName>(events.length).fill('OK');
     const units = this.plan(events, target.specNames, results);
+    if (units.length === 0) return this.executeUnits(target, units, results);
+    // §9.4: the request runs holding its reporter's cluster-wide lock, the §7.7 gate across
+    // replicas: it waits for another replica's snapshot or delta at most the drain timeout.
+    const kind = units.some((u) => u.kind === 'snapshot') ? 'snapshot' : 'delta';
+    const waitMs = this.deps.registry.timingsOf(target.storageName).snapshotDeltaDrainTimeoutMs;
+    const outcome = await this.sync.withReporter(target, kind, waitMs, () => this.executeUnits(target, units, results));
+    if (outcome !== 'timeout' && outcome !== 'snapshot_busy') return outcome;
+    if (kind === 'snapshot') this.deps.onSnapshot?.('in_progress');
+    for (const u of units) setAll(results, u.indexes, 'SNAPSHOT_IN_PROGRESS');
+    return { code: 'SNAPSHOT_IN_PROGRESS', message: 'ReportEvent partially failed', itemResults: results, committedSnapshotVersion: '', retryAfterMs: 0n, snapshotRequired: false };
+  }
 
+  private async executeUnits(target: ReportTarget, units: readonly Unit[], results: ErrorCodeName[]): Promise<ReportEventOutcome> {
+    const { registry, nowMs } = this.deps;
     // §7.6: snapshot_required is judged against the generation at admission.
     const admitted = registry.get(target.instanceId, target.storageType, target.hostIpPort);
     const hadGeneration = admitted !== undefined && registry.liveness(admitted, nowMs()) !== 'TOMBSTONED' && admitted.generation !== '';
@@ -272,6 +291,8 @@ export class ReportEventExecutor {
     const candidate = newVersionToken();
     reporter.candidate = candidate;
     try {
+      // Other replicas' cleanup must see the candidate before its rows exist (§7.11).
+      await this.sync.saveNow(reporter);
       const code = await this.writeSnapshot(target, reporter, epoch, candidate, blocks);
       if (code === 'OK') {
         // Commit: the candidate becomes generation and fence together (strict mode).

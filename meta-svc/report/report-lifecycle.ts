@@ -18,6 +18,8 @@ export interface ReportLifecycleOptions {
   readonly orphanAfterMs: number;
   /** Per tick: reporter counts by storage type and state (kvcm_event_reporters). */
   readonly onCounts?: (counts: ReadonlyMap<string, number>) => void;
+  /** §9.4: false on a replica that does not hold the background lease (its ticks only count). */
+  readonly isBackgroundHolder?: () => boolean;
 }
 
 export class ReportLifecycle {
@@ -42,9 +44,10 @@ export class ReportLifecycle {
 
   tick(): void {
     const now = this.opts.nowMs();
-    this.opts.registry.expire(now);
+    const holder = this.opts.isBackgroundHolder?.() ?? true;
+    if (holder) this.opts.registry.expire(now);
     this.opts.cleanup.retryFailed();
-    if (!this.orphansQueued && now - this.startedAtMs > this.opts.orphanAfterMs) {
+    if (holder && !this.orphansQueued && now - this.startedAtMs > this.opts.orphanAfterMs) {
       this.orphansQueued = true;
       this.opts.cleanup.orphans();
     }

@@ -58,12 +58,35 @@ export interface Reporter extends ReporterIdentity {
   readonly gate: WriteGate;
 }
 
+/**
+ * A reporter's shared state (§9.4: the registry, generations, rate limit and liveness are shared
+ * between replicas). The gate is not in it: across replicas the reporter's lock is the gate.
+ */
+export interface ReporterRecord {
+  readonly storageName: string;
+  readonly lastSeenMs: number;
+  readonly tombstoned: boolean;
+  readonly media: readonly string[];
+  readonly generation: string;
+  readonly fence: string;
+  readonly candidate: string;
+  readonly epoch: number;
+  readonly rateLimitDeadlineMs: number;
+}
+
 /** Called once per tombstoning (HOST_DOWN, grace expiry) with the epoch the cleanup must still see (§7.11). */
 export type TombstoneListener = (reporter: Reporter, epoch: number) => void;
 
 export function reporterKey(instanceId: string, storageType: number, hostIpPort: string): string {
   // instance ids have no control characters (§4.1), so NUL cannot collide.
   return `${instanceId}\u0000${storageType}\u0000${hostIpPort}`;
+}
+
+/** The identity parts of a `reporterKey`; null for any other text. */
+export function parseReporterKey(key: string): { instanceId: string; storageType: number; hostIpPort: string } | null {
+  const parts = key.split('\u0000');
+  if (parts.length !== 3 || !/^\d+$/.test(parts[1]!)) return null;
+  return { instanceId: parts[0]!, storageType: Number(parts[1]), hostIpPort: parts[2]! };
 }
 
 /** 32 lowercase hex from a CSPRNG (§7.6). */
@@ -79,6 +102,11 @@ export class ReporterRegistry {
     private readonly timingsFor: (storageName: string) => EventReportTimings = () => DEFAULT_EVENT_REPORT_TIMINGS,
     private readonly timers: GateTimers = realTimers,
   ) {}
+
+  /** The timings of one event-report storage (per-storage overrides applied, §8). */
+  timingsOf(storageName: string): EventReportTimings {
+    return this.timingsFor(storageName);
+  }
 
   onTombstone(listener: TombstoneListener): void {
     this.listeners.push(listener);
@@ -168,6 +196,41 @@ export class ReporterRegistry {
   /** The checker's pass (§7.9): tombstone every reporter past timeout + grace. */
   expire(nowMs: number): void {
     for (const r of this.reporters.values()) this.settle(r, nowMs);
+  }
+
+  /** The shared part of a reporter's state (§9.4). */
+  toRecord(r: Reporter): ReporterRecord {
+    return {
+      storageName: r.storageName,
+      lastSeenMs: r.lastSeenMs,
+      tombstoned: r.tombstoned,
+      media: [...r.media],
+      generation: r.generation,
+      fence: r.fence,
+      candidate: r.candidate,
+      epoch: r.epoch,
+      rateLimitDeadlineMs: r.rateLimitDeadlineMs,
+    };
+  }
+
+  /**
+   * Another replica's committed state of a reporter (§9.4), applied in place: the Reporter
+   * object (and its local gate) stays the same, so readers' cached references stay valid.
+   */
+  applyRecord(id: { readonly instanceId: string; readonly storageType: number; readonly hostIpPort: string }, rec: ReporterRecord): Reporter {
+    let r = this.reporters.get(reporterKey(id.instanceId, id.storageType, id.hostIpPort));
+    // Records are only ever saved for event-report storage types (§7.2 step 2 admitted them).
+    r ??= this.create({ ...id, storageType: id.storageType as EventReportStorageType, storageName: rec.storageName }, rec.lastSeenMs);
+    r.lastSeenMs = rec.lastSeenMs;
+    r.tombstoned = rec.tombstoned;
+    r.media.clear();
+    for (const m of rec.media) r.media.add(m);
+    r.generation = rec.generation;
+    r.fence = rec.fence;
+    r.candidate = rec.candidate;
+    r.epoch = rec.epoch;
+    r.rateLimitDeadlineMs = rec.rateLimitDeadlineMs;
+    return r;
   }
 
   /** Shutdown (§9.3): gate waiters get SNAPSHOT_REQUIRED; in-flight runs fail their epoch check. */

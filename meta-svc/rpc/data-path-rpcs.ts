@@ -5,6 +5,7 @@
  * the write and lookup RPCs, and flushes statistics / drops sessions on close (§9.3).
  */
 import type { Logger } from '../../shared/log/logger.js';
+import type { MetaCluster } from '../cluster/redis-cluster.js';
 import type { MetaConfig } from '../config/meta-config.js';
 import type { MetaMetrics } from '../http/meta-metrics.js';
 import type { InstanceRegistry } from '../instances/instance-registry.js';
@@ -32,6 +33,8 @@ export interface DataPathServiceDeps {
   readonly metrics: MetaMetrics;
   readonly instances: InstanceRegistry;
   readonly nowMs: () => number;
+  /** The Redis store's shared state (§9.4); null/absent on SQLite. */
+  readonly cluster?: MetaCluster | null;
   onClose(hook: () => void | Promise<void>): void;
 }
 
@@ -54,6 +57,7 @@ export async function registerDataPathRpcs(
       maxWriteTimeoutSeconds: deps.config.write.maxTimeoutSeconds,
     },
     timers: timers ?? { ...systemSessionTimers, nowMs: deps.nowMs },
+    shared: deps.cluster ? { book: deps.cluster.sessionBook, backgroundHolder: () => deps.cluster?.lease.held ?? false } : undefined,
   });
   await startDataPath(dp);
   registerWriteRpcs(server, dp);

@@ -53,6 +53,7 @@ const MEMBER_OF_TYPE: ReadonlyMap<number, (typeof MEMBERS)[number]> = new Map([
  */
 export function registerReportEventRpc(server: MetaHttpServer, deps: MetaServiceDeps): EventReporting {
   const eventStorages = deps.config.storages.filter((s) => s.eventReport);
+  const cluster = deps.cluster;
   const reporting = createEventReporting({
     store: deps.store,
     logger: deps.logger.child({ component: 'meta-report-event' }),
@@ -61,6 +62,7 @@ export function registerReportEventRpc(server: MetaHttpServer, deps: MetaService
     allTimings: eventStorages.length > 0 ? eventStorages.map((s) => s.eventReportTimings) : [deps.config.eventReport],
     maxEventsPerRequest: deps.config.limits.maxEventsPerRequest,
     metrics: deps.metrics,
+    sync: cluster ? (registry) => cluster.reporterSync(registry) : undefined,
   });
   registerReportEventHandler(server, { reporting, metrics: deps.metrics, resolveInstance: (id) => resolveReportInstance(deps, id) });
   server.onDrain(() => reporting.drain());

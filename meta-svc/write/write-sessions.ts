@@ -22,6 +22,7 @@ import type { DataPathInstance, DataPathInstances, WritableStorage } from '../lo
 import type { GroupLock } from './group-lock.js';
 import type { SessionTimers } from './session-timers.js';
 import { groupUsageBytes } from './group-quota.js';
+import type { SessionBook, SessionRecord } from './session-book.js';
 
 /** §6 step 5: a session without new keys lives 10 s. */
 export const EMPTY_SESSION_LIFETIME_MS = 10_000;
@@ -38,6 +39,8 @@ export interface WriteSessionsDeps {
   readonly timers: SessionTimers;
   readonly log: Logger;
   readonly metrics?: WriteSessionMetrics;
+  /** Sessions shared with other replicas (§9.4); absent = this process only. */
+  readonly book?: SessionBook;
 }
 
 export interface StartWriteInput {
@@ -192,6 +195,8 @@ export class WriteSessions {
       deadlineMs: this.deps.timers.nowMs() + lifetimeMs,
       timer: undefined,
     };
+    // Shared before it is answered, so any replica can finish it (§9.4).
+    await this.deps.book?.put(recordOf(session));
     session.timer = this.deps.timers.setTimeout(() => void this.expire(id), lifetimeMs);
     this.sessions.set(id, session);
     this.deps.metrics?.writeSessionsActive.set(this.sessions.size);
@@ -208,15 +213,21 @@ export class WriteSessions {
    * unknown/expired/finished session or an invalid mask (the session then stays usable).
    */
   async finish(sessionId: string, successBlocks: BlockMask | null): Promise<{ sessionInstanceId: string }> {
-    const session = this.sessions.get(sessionId);
+    const local = this.sessions.get(sessionId);
+    // Opened on another replica: its shared record (§9.4).
+    const session = local ?? (await this.shared(sessionId));
     if (session === undefined || this.deps.timers.nowMs() >= session.deadlineMs) {
       // A session past its deadline whose timer has not fired yet expires now, before answering.
-      if (session !== undefined) await this.expire(session.id);
+      if (session !== undefined) await this.expire(session.id, session);
       throw new MetaError('INVALID_ARGUMENT', 'write session not found or expired');
     }
     const m = session.newKeys.length;
     if (successBlocks !== null) checkBlockMask(successBlocks, m, 'success_blocks', true);
-    this.take(session);
+    if (local !== undefined) this.take(local);
+    // The cluster-wide claim: a finish or expiry elsewhere may have won meanwhile.
+    if (this.deps.book && (await this.deps.book.take(sessionId)) === null) {
+      throw new MetaError('INVALID_ARGUMENT', 'write session not found or expired');
+    }
     const ok = new Array<boolean>(m);
     for (let i = 0; i < m; i++) ok[i] = successBlocks !== null && isMasked(successBlocks, i);
     await this.complete(session, ok);
@@ -231,7 +242,30 @@ export class WriteSessions {
       this.take(s);
       n++;
     }
+    this.deps.book?.cancelInstance(instanceId).catch((err: unknown) => this.deps.log.warn({ err, instance_id: instanceId }, 'shared write sessions not cancelled'));
     return n;
+  }
+
+  /**
+   * The background-lease holder's sweep (§9.4): sessions past their deadline whose replica did
+   * not expire them (it died) are finished with every block failed, here.
+   */
+  async sweepExpired(limit = 100): Promise<number> {
+    const book = this.deps.book;
+    if (!book) return 0;
+    const expired = await book.takeExpired(this.deps.timers.nowMs(), limit);
+    for (const rec of expired) {
+      const local = this.sessions.get(rec.id);
+      if (local !== undefined) this.take(local);
+      this.deps.metrics?.writeSessionsExpiredTotal.inc();
+      await this.complete(rec, new Array<boolean>(rec.newKeys.length).fill(false));
+    }
+    return expired.length;
+  }
+
+  private async shared(id: string): Promise<WriteSession | undefined> {
+    const rec = await this.deps.book?.peek(id);
+    return rec ? { ...rec, timer: undefined } : undefined;
   }
 
   /** Stop every timer (shutdown); sessions are process-local and die with the process (§6 step 8). */
@@ -247,15 +281,18 @@ export class WriteSessions {
     this.deps.metrics?.writeSessionsActive.set(this.sessions.size);
   }
 
-  /** §6 step 6: on expiry the session is finished with every block failed. */
-  private expire(id: string): Promise<void> {
-    const session = this.sessions.get(id);
-    if (session === undefined) return Promise.resolve();
-    this.take(session);
-    this.deps.metrics?.writeSessionsExpiredTotal.inc();
-    return this.complete(session, new Array<boolean>(session.newKeys.length).fill(false)).catch((err: unknown) => {
+  /** §6 step 6: on expiry the session is finished with every block failed (by one replica only, §9.4). */
+  private async expire(id: string, shared?: WriteSession): Promise<void> {
+    const session = this.sessions.get(id) ?? shared;
+    if (session === undefined) return;
+    if (this.sessions.get(id) === session) this.take(session);
+    try {
+      if (this.deps.book && (await this.deps.book.take(id)) === null) return;
+      this.deps.metrics?.writeSessionsExpiredTotal.inc();
+      await this.complete(session, new Array<boolean>(session.newKeys.length).fill(false));
+    } catch (err) {
       this.deps.log.warn({ err, write_session_id: id }, 'expired write session cleanup failed; startup cleanup will retry (§9.1)');
-    });
+    }
   }
 
   /**
@@ -263,7 +300,7 @@ export class WriteSessions {
    * keys: locations deleted, and a block left without any location is removed with its
    * properties (its BP#prev_key was written by this session). One transaction for the session.
    */
-  private async complete(session: WriteSession, ok: readonly boolean[]): Promise<void> {
+  private async complete(session: SessionRecord, ok: readonly boolean[]): Promise<void> {
     if (session.newKeys.length === 0) return;
     const { store } = this.deps;
     await this.deps.lock.run(session.groupName, async () => {
@@ -288,6 +325,10 @@ export class WriteSessions {
       if (empties.length > 0) await store.apply(empties);
     });
   }
+}
+
+function recordOf(s: WriteSession): SessionRecord {
+  return { id: s.id, instanceId: s.instanceId, groupName: s.groupName, newKeys: s.newKeys, deadlineMs: s.deadlineMs };
 }
 
 function specSizes(instance: DataPathInstance): Map<string, bigint> {
