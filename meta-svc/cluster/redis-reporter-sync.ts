@@ -5,7 +5,9 @@
  *   <ns>rep              hash  reporter key → ReporterRecord JSON
  *   <ns>rep:changes      zset  reporter key, scored by the version of its last save
  *   <ns>rep:ver          int   version counter, incremented by every save (one Lua script with the two above)
- *   <ns>rep:lock:<key>   str   the reporter's lock `<kind>:<holder>`, SET NX PX, renewed while held
+ *   <ns>rep:lock:<key>   str   the reporter's state lock, held for one transition (SET NX PX)
+ *   <ns>rep:snap:<key>   str   the §7.7 gate's snapshot marker across replicas (SET NX PX, renewed)
+ *   <ns>rep:leases:<key> zset  delta leases across replicas, scored by expiry (Redis TIME), renewed
  *
  * `catchUp` (before every RPC) reads the counter and, when it moved, only the records saved since
  * the version this replica last saw: one GET per RPC when nothing changed. A counter below that
@@ -16,21 +18,32 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../shared/log/logger.js';
 import { parseReporterKey, reporterKey, type Reporter, type ReporterIdentity, type ReporterRecord, type ReporterRegistry } from '../report/reporter-registry.js';
-import type { ReporterLockKind, ReporterLockRefusal, ReporterSync } from '../report/reporter-sync.js';
+import type { ClusterGateHold, ReporterSync } from '../report/reporter-sync.js';
+import { StoreError } from '../store/meta-store.js';
 
 const SAVE_SCRIPT = `
 local v = redis.call('INCR', KEYS[3])
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('ZADD', KEYS[2], v, ARGV[1])
 return v`;
-const TRY_LOCK_SCRIPT = `
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return '' end
-return redis.call('GET', KEYS[1]) or '-'`;
 const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+/** Redis's own clock for lease expiry: replicas' clocks need not agree. */
+const NOW = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
+/** A delta's cluster lease: refused while a snapshot marker exists. */
+const DELTA_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+${NOW}
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
+return 1`;
+const RENEW_DELTA_SCRIPT = `${NOW} return redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])`;
+/** Live delta leases (expired ones, of dead replicas, dropped first). */
+const LEASES_SCRIPT = `${NOW} redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) return redis.call('ZCARD', KEYS[1])`;
 
-/** A dead holder's reporter lock expires after this; a live holder renews it every third of it. */
+/** A dead holder's lock, lease or marker expires after this; a live holder renews every third of it. */
 export const REPORTER_LOCK_TTL_MS = 3000;
+/** A state transition holds the lock for a few round trips; waiting longer means Redis trouble. */
+const TRANSITION_WAIT_MS = 5000;
 const MAX_POLL_MS = 20;
 
 export interface RedisReporterSyncOptions {
@@ -68,37 +81,95 @@ export class RedisReporterSync implements ReporterSync {
     return this.catching;
   }
 
-  async withReporter<T>(id: ReporterIdentity, kind: ReporterLockKind, waitMs: number, fn: () => Promise<T>): Promise<T | ReporterLockRefusal> {
+  async transition<T>(id: ReporterIdentity, fn: () => T): Promise<T> {
     const key = reporterKey(id.instanceId, id.storageType, id.hostIpPort);
     const lockKey = `${this.opts.prefix}rep:lock:${key}`;
-    const token = `${kind}:${this.opts.holder}:${randomBytes(6).toString('hex')}`;
-    const refusal = await this.acquire(lockKey, token, kind, waitMs);
-    if (refusal !== null) return refusal;
+    const token = this.token();
+    const redis = this.opts.redis;
+    if (!(await this.poll(TRANSITION_WAIT_MS, async () => (await redis.set(lockKey, token, 'PX', REPORTER_LOCK_TTL_MS, 'NX')) === 'OK'))) {
+      throw new StoreError(`reporter ${id.hostIpPort}: state lock not acquired within ${TRANSITION_WAIT_MS} ms`);
+    }
     this.held.set(key, (this.held.get(key) ?? 0) + 1);
-    const renew = setInterval(() => {
-      void this.opts.redis.eval(RENEW_SCRIPT, 1, lockKey, token, String(REPORTER_LOCK_TTL_MS)).catch(() => undefined);
-    }, Math.floor(REPORTER_LOCK_TTL_MS / 3));
-    renew.unref();
     try {
-      const text = await this.opts.redis.hget(this.recordsKey, key);
+      const text = await redis.hget(this.recordsKey, key);
       if (text !== null) this.opts.registry.applyRecord(id, JSON.parse(text) as ReporterRecord);
-      return await fn();
+      const out = fn();
+      const r = this.opts.registry.get(id.instanceId, id.storageType, id.hostIpPort);
+      if (r) await this.save(r);
+      return out;
     } finally {
-      clearInterval(renew);
-      try {
-        const r = this.opts.registry.get(id.instanceId, id.storageType, id.hostIpPort);
-        if (r) await this.save(r);
-      } finally {
-        const n = (this.held.get(key) ?? 1) - 1;
-        if (n <= 0) this.held.delete(key);
-        else this.held.set(key, n);
-        await this.opts.redis.eval(RELEASE_SCRIPT, 1, lockKey, token).catch(() => undefined);
-      }
+      const n = (this.held.get(key) ?? 1) - 1;
+      if (n <= 0) this.held.delete(key);
+      else this.held.set(key, n);
+      await redis.eval(RELEASE_SCRIPT, 1, lockKey, token).catch(() => undefined);
     }
   }
 
-  async saveNow(reporter: Reporter): Promise<void> {
-    await this.save(reporter);
+  async acquireDelta(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress'> {
+    const { marker, leases } = this.gateKeys(id);
+    const token = this.token();
+    const redis = this.opts.redis;
+    const ttl = String(REPORTER_LOCK_TTL_MS);
+    const granted = await this.poll(waitMs, async () => Number(await redis.eval(DELTA_SCRIPT, 2, marker, leases, token, ttl)) === 1);
+    if (!granted) return 'in_progress';
+    const renew = this.renewing(() => redis.eval(RENEW_DELTA_SCRIPT, 1, leases, token, ttl));
+    return {
+      release: async () => {
+        clearInterval(renew);
+        await redis.zrem(leases, token).catch(() => undefined);
+      },
+    };
+  }
+
+  async acquireSnapshot(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress'> {
+    const { marker, leases } = this.gateKeys(id);
+    const token = this.token();
+    const redis = this.opts.redis;
+    const ttl = String(REPORTER_LOCK_TTL_MS);
+    // §7.7: another snapshot holding the gate refuses this one at once, never queued.
+    if ((await redis.set(marker, token, 'PX', REPORTER_LOCK_TTL_MS, 'NX')) !== 'OK') return 'in_progress';
+    const renew = this.renewing(() => redis.eval(RENEW_SCRIPT, 1, marker, token, ttl));
+    const release = async (): Promise<void> => {
+      clearInterval(renew);
+      await redis.eval(RELEASE_SCRIPT, 1, marker, token).catch(() => undefined);
+    };
+    // Deltas leased on other replicas drain first (a snapshot never overtakes a leased delta).
+    const drained = await this.poll(waitMs, async () => Number(await redis.eval(LEASES_SCRIPT, 1, leases)) === 0).catch(async (err: unknown) => {
+      await release();
+      throw err;
+    });
+    if (!drained) {
+      await release();
+      return 'in_progress';
+    }
+    return { release };
+  }
+
+  private gateKeys(id: ReporterIdentity): { marker: string; leases: string } {
+    const key = reporterKey(id.instanceId, id.storageType, id.hostIpPort);
+    return { marker: `${this.opts.prefix}rep:snap:${key}`, leases: `${this.opts.prefix}rep:leases:${key}` };
+  }
+
+  private token(): string {
+    return `${this.opts.holder}:${randomBytes(6).toString('hex')}`;
+  }
+
+  private renewing(renew: () => Promise<unknown>): ReturnType<typeof setInterval> {
+    const t = setInterval(() => void renew().catch(() => undefined), Math.floor(REPORTER_LOCK_TTL_MS / 3));
+    t.unref();
+    return t;
+  }
+
+  /** Retries `attempt` (1 ms, doubling to 20 ms) until it succeeds (true) or `waitMs` passed (false). */
+  private async poll(waitMs: number, attempt: () => Promise<boolean>): Promise<boolean> {
+    const deadline = Date.now() + waitMs;
+    let pollMs = 1;
+    for (;;) {
+      if (await attempt()) return true;
+      if (Date.now() >= deadline) return false;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(pollMs, Math.max(1, deadline - Date.now()))));
+      pollMs = Math.min(pollMs * 2, MAX_POLL_MS);
+    }
   }
 
   private async save(r: Reporter): Promise<void> {
@@ -106,20 +177,6 @@ export class RedisReporterSync implements ReporterSync {
     const v = Number(await this.opts.redis.eval(SAVE_SCRIPT, 3, this.recordsKey, this.changesKey, this.versionKey, r.key, record));
     // Our own save needs no re-read; never skip someone else's (a gap means they saved in between).
     if (v === this.seen + 1) this.seen = v;
-  }
-
-  private async acquire(lockKey: string, token: string, kind: ReporterLockKind, waitMs: number): Promise<ReporterLockRefusal | null> {
-    const deadline = Date.now() + waitMs;
-    let pollMs = 1;
-    for (;;) {
-      const holder = String(await this.opts.redis.eval(TRY_LOCK_SCRIPT, 1, lockKey, token, String(REPORTER_LOCK_TTL_MS)));
-      if (holder === '') return null;
-      // §7.7: a snapshot meeting a snapshot is refused at once, never queued.
-      if (kind === 'snapshot' && holder.startsWith('snapshot:')) return 'snapshot_busy';
-      if (Date.now() >= deadline) return 'timeout';
-      await new Promise((resolve) => setTimeout(resolve, Math.min(pollMs, Math.max(1, deadline - Date.now()))));
-      pollMs = Math.min(pollMs * 2, MAX_POLL_MS);
-    }
   }
 
   private async readChanges(): Promise<void> {

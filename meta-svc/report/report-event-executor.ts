@@ -36,7 +36,7 @@ export interface ReportEventExecutorDeps {
   readonly nowMs: () => number;
   readonly maxEventsPerRequest: number;
   readonly logger: Logger;
-  /** Reporter state shared with other replicas (§9.4); default: this process only. */
+  /** Reporter state and gate shared with other replicas (§9.4); default: this process only. */
   readonly sync?: ReporterSync;
   /** Snapshot outcomes for kvcm_snapshot_total{result}. */
   readonly onSnapshot?: (result: 'ok' | 'in_progress' | 'rate_limited' | 'failed' | 'snapshot_required' | 'not_registered') => void;
@@ -68,16 +68,7 @@ export class ReportEventExecutor {
     // §7.2 step 4: every item validated before any executes.
     const results: ErrorCodeName[] = new Array<ErrorCodeName>(events.length).fill('OK');
     const units = this.plan(events, target.specNames, results);
-    if (units.length === 0) return this.executeUnits(target, units, results);
-    // §9.4: the request runs holding its reporter's cluster-wide lock, the §7.7 gate across
-    // replicas: it waits for another replica's snapshot or delta at most the drain timeout.
-    const kind = units.some((u) => u.kind === 'snapshot') ? 'snapshot' : 'delta';
-    const waitMs = this.deps.registry.timingsOf(target.storageName).snapshotDeltaDrainTimeoutMs;
-    const outcome = await this.sync.withReporter(target, kind, waitMs, () => this.executeUnits(target, units, results));
-    if (outcome !== 'timeout' && outcome !== 'snapshot_busy') return outcome;
-    if (kind === 'snapshot') this.deps.onSnapshot?.('in_progress');
-    for (const u of units) setAll(results, u.indexes, 'SNAPSHOT_IN_PROGRESS');
-    return { code: 'SNAPSHOT_IN_PROGRESS', message: 'ReportEvent partially failed', itemResults: results, committedSnapshotVersion: '', retryAfterMs: 0n, snapshotRequired: false };
+    return this.executeUnits(target, units, results);
   }
 
   private async executeUnits(target: ReportTarget, units: readonly Unit[], results: ErrorCodeName[]): Promise<ReportEventOutcome> {
@@ -91,13 +82,13 @@ export class ReportEventExecutor {
     for (const unit of units) {
       switch (unit.kind) {
         case 'register':
-          registry.register(target, unit.mediums, nowMs());
+          await this.sync.transition(target, () => registry.register(target, unit.mediums, nowMs()));
           break;
         case 'heartbeat':
-          if (registry.heartbeat(target, nowMs()) === null) setAll(results, unit.indexes, 'NODE_NOT_REGISTERED');
+          if ((await this.sync.transition(target, () => registry.heartbeat(target, nowMs()))) === null) setAll(results, unit.indexes, 'NODE_NOT_REGISTERED');
           break;
         case 'host_down':
-          registry.hostDown(target, nowMs());
+          await this.sync.transition(target, () => registry.hostDown(target, nowMs()));
           break;
         case 'delta':
           setAll(results, unit.indexes, await this.runDelta(target, unit.events));
@@ -174,12 +165,26 @@ export class ReportEventExecutor {
   /** One ADD/DELETE run (§7.5): admission, gate lease, epoch check, one folded transaction. */
   private async runDelta(target: ReportTarget, events: ReadonlyArray<Extract<ValidEvent, { kind: 'add' | 'delete' }>>): Promise<ErrorCodeName> {
     const { registry, nowMs } = this.deps;
-    const reporter = registry.admit(target, nowMs());
+    const reporter = await this.sync.transition(target, () => registry.admit(target, nowMs()));
     if (!reporter) return 'NODE_NOT_REGISTERED';
     const epoch = reporter.epoch;
-    const gate = await reporter.gate.acquireDelta(reporter.timings.snapshotDeltaDrainTimeoutMs);
+    const drainMs = reporter.timings.snapshotDeltaDrainTimeoutMs;
+    const waitStart = Date.now();
+    const gate = await reporter.gate.acquireDelta(drainMs);
     if (gate === 'in_progress') return 'SNAPSHOT_IN_PROGRESS';
     if (gate === 'snapshot_required') return 'SNAPSHOT_REQUIRED';
+    // §9.4: the same gate across replicas, within what is left of the one bounded wait.
+    let cluster;
+    try {
+      cluster = await this.sync.acquireDelta(target, Math.max(0, drainMs - (Date.now() - waitStart)));
+    } catch (err) {
+      reporter.gate.releaseDelta();
+      throw err;
+    }
+    if (cluster === 'in_progress') {
+      reporter.gate.releaseDelta();
+      return 'SNAPSHOT_IN_PROGRESS';
+    }
     const prev = this.deltaTails.get(reporter) ?? Promise.resolve();
     let done!: () => void;
     const tail = new Promise<void>((resolve) => (done = resolve));
@@ -188,12 +193,14 @@ export class ReportEventExecutor {
       await prev;
       if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
       // The generation is created under the lease, even if nothing ends up written (§7.5 DELETE).
-      const generation = registry.ensureGeneration(reporter);
+      const generation = await this.sync.transition(target, () => registry.ensureGeneration(reporter));
+      if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
       return await this.writeDelta(target, reporter, epoch, generation, events);
     } finally {
       done();
       if (this.deltaTails.get(reporter) === tail) this.deltaTails.delete(reporter);
       reporter.gate.releaseDelta();
+      await cluster.release();
     }
   }
 
@@ -272,7 +279,7 @@ export class ReportEventExecutor {
   /** §7.5 SNAPSHOT: admission → rate limit → gate → in-place replace in one transaction → commit. */
   private async runSnapshot(target: ReportTarget, blocks: readonly ValidBlock[]): Promise<{ code: ErrorCodeName; retryAfterMs: bigint }> {
     const { registry, nowMs, onSnapshot } = this.deps;
-    const reporter = registry.admit(target, nowMs());
+    const reporter = await this.sync.transition(target, () => registry.admit(target, nowMs()));
     if (!reporter) {
       onSnapshot?.('not_registered');
       return { code: 'NODE_NOT_REGISTERED', retryAfterMs: 0n };
@@ -283,27 +290,43 @@ export class ReportEventExecutor {
       return { code: 'SNAPSHOT_RATE_LIMITED', retryAfterMs: BigInt(Math.max(1, reporter.rateLimitDeadlineMs - now)) };
     }
     const epoch = reporter.epoch;
-    const gate = await reporter.gate.acquireSnapshot(reporter.timings.snapshotDeltaDrainTimeoutMs);
+    const drainMs = reporter.timings.snapshotDeltaDrainTimeoutMs;
+    const waitStart = Date.now();
+    const gate = await reporter.gate.acquireSnapshot(drainMs);
     if (gate !== 'granted') {
       onSnapshot?.(gate);
       return { code: gate === 'in_progress' ? 'SNAPSHOT_IN_PROGRESS' : 'SNAPSHOT_REQUIRED', retryAfterMs: 0n };
     }
-    const candidate = newVersionToken();
-    reporter.candidate = candidate;
+    // §9.4: another replica's snapshot refuses this one at once; its deltas drain first.
+    let cluster;
     try {
-      // Other replicas' cleanup must see the candidate before its rows exist (§7.11).
-      await this.sync.saveNow(reporter);
+      cluster = await this.sync.acquireSnapshot(target, Math.max(0, drainMs - (Date.now() - waitStart)));
+    } catch (err) {
+      if (reporter.gate.isSnapshotHeld) reporter.gate.releaseSnapshot();
+      throw err;
+    }
+    if (cluster === 'in_progress') {
+      if (reporter.gate.isSnapshotHeld) reporter.gate.releaseSnapshot();
+      onSnapshot?.('in_progress');
+      return { code: 'SNAPSHOT_IN_PROGRESS', retryAfterMs: 0n };
+    }
+    const candidate = newVersionToken();
+    try {
+      // Shared before its rows exist: cleanup on another replica must spare them (§7.11).
+      await this.sync.transition(target, () => (reporter.candidate = candidate));
       const code = await this.writeSnapshot(target, reporter, epoch, candidate, blocks);
       if (code === 'OK') {
         // Commit: the candidate becomes generation and fence together (strict mode).
-        reporter.generation = candidate;
-        reporter.fence = candidate;
-        reporter.rateLimitDeadlineMs = nowMs() + reporter.timings.snapshotMinIntervalMs;
-        reporter.candidate = '';
+        await this.sync.transition(target, () => {
+          reporter.generation = candidate;
+          reporter.fence = candidate;
+          reporter.rateLimitDeadlineMs = nowMs() + reporter.timings.snapshotMinIntervalMs;
+          reporter.candidate = '';
+        });
         this.deps.cleanup.afterSnapshot(reporter);
       } else if (code === 'INTERNAL_ERROR') {
         // Admitted failure: soft mode, generation unchanged (§7.5).
-        reporter.fence = '';
+        await this.sync.transition(target, () => (reporter.fence = ''));
       }
       onSnapshot?.(code === 'OK' ? 'ok' : code === 'INTERNAL_ERROR' ? 'failed' : 'snapshot_required');
       return { code, retryAfterMs: 0n };
@@ -313,9 +336,10 @@ export class ReportEventExecutor {
       onSnapshot?.('failed');
       throw err;
     } finally {
-      reporter.candidate = '';
+      if (reporter.candidate !== '') await this.sync.transition(target, () => (reporter.candidate = '')).catch(() => (reporter.candidate = ''));
       // A tombstone may have woken the gate already only while draining; a granted snapshot still holds it.
       if (reporter.gate.isSnapshotHeld) reporter.gate.releaseSnapshot();
+      await cluster.release();
     }
   }
 

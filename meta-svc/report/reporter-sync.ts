@@ -1,36 +1,42 @@
 /**
  * How reporter state (kvcm-meta §7.5–§7.9) is shared between meta-svc replicas (§9.4). With the
  * embedded store there is one process and the registry is the truth (`LOCAL_REPORTER_SYNC`:
- * nothing to do). With Redis the registry is a mirror of shared records: every RPC first catches
- * up with the other replicas' changes, and a reportEvent request runs holding its reporter's
- * cluster-wide lock, which is also the §7.7 gate across replicas (a snapshot holding it keeps the
- * same reporter's deltas waiting on every replica, with the same bounded wait).
+ * nothing to do). With Redis the registry is a mirror of shared records:
+ *
+ * - every RPC first catches up with the other replicas' saved changes (`catchUp`);
+ * - every change of a reporter's state is a `transition`: under the reporter's cluster-wide
+ *   lock, its shared record is reloaded, the change applied, the record saved (short: no store
+ *   I/O inside), so creating a reporter and its first generation stays atomic (§7.5, D-04);
+ * - the §7.7 gate spans replicas: after the local gate granted, a delta registers a cluster
+ *   lease and a snapshot a cluster marker, each waiting for the other kind on other replicas
+ *   with the same bounded wait (`acquireDelta` / `acquireSnapshot`).
  */
-import type { Reporter, ReporterIdentity } from './reporter-registry.js';
+import type { ReporterIdentity } from './reporter-registry.js';
 
-/** What holds a reporter's lock: a snapshot refuses a second snapshot at once (§7.7). */
-export type ReporterLockKind = 'snapshot' | 'delta';
-
-/** `timeout`: not acquired within the wait; `snapshot_busy`: a snapshot holds it and we are one too. */
-export type ReporterLockRefusal = 'timeout' | 'snapshot_busy';
+/** A granted cluster-wide gate hold; released when the run ends. */
+export interface ClusterGateHold {
+  release(): Promise<void>;
+}
 
 export interface ReporterSync {
-  /** Brings the local registry up to date with every other replica's committed changes. */
+  /** Brings the local registry up to date with every other replica's saved changes. */
   catchUp(): Promise<void>;
-  /**
-   * Runs `fn` holding the reporter's lock, after reloading its shared record into the registry;
-   * saves the record after `fn` (also when it throws). Local: runs `fn` at once.
-   */
-  withReporter<T>(id: ReporterIdentity, kind: ReporterLockKind, waitMs: number, fn: () => Promise<T>): Promise<T | ReporterLockRefusal>;
-  /** Saves a reporter now, inside `withReporter` (a snapshot's candidate must be seen by cleanup elsewhere). */
-  saveNow(reporter: Reporter): Promise<void>;
+  /** Runs the synchronous state change `fn` on the freshest shared state and saves the result. */
+  transition<T>(id: ReporterIdentity, fn: () => T): Promise<T>;
+  /** §7.7 across replicas: a delta waits (≤ `waitMs`) while another replica's snapshot holds the gate. */
+  acquireDelta(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress'>;
+  /** §7.7 across replicas: refused at once when another replica's snapshot holds it; drains their deltas ≤ `waitMs`. */
+  acquireSnapshot(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress'>;
   /** True when the lease of background work is this replica's (local: always). */
   readonly backgroundHolder: () => boolean;
 }
 
+const NO_HOLD: ClusterGateHold = Object.freeze({ release: () => Promise.resolve() });
+
 export const LOCAL_REPORTER_SYNC: ReporterSync = {
   catchUp: () => Promise.resolve(),
-  withReporter: (_id, _kind, _waitMs, fn) => fn(),
-  saveNow: () => Promise.resolve(),
+  transition: (_id, fn) => Promise.resolve(fn()),
+  acquireDelta: () => Promise.resolve(NO_HOLD),
+  acquireSnapshot: () => Promise.resolve(NO_HOLD),
   backgroundHolder: () => true,
 };
