@@ -72,9 +72,9 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
   const closeHooks: Array<() => void | Promise<void>> = [];
   // §9.3 kvcm_store_tx_duration_seconds{op}: every part reaches the store through this wrapper.
   const store = new InstrumentedMetaStore(opts.store, metrics.storeTxDurationSeconds);
-  const instances = new InstanceRegistry(store, config, log.child({ component: 'meta-instances' }));
   const redisStore = opts.store instanceof RedisMetaStore ? opts.store : null;
-  const cluster = redisStore ? createRedisCluster(redisStore, config.nodeId, log, opts.leaseTtlMs) : null;
+  const instances = new InstanceRegistry(store, config, log.child({ component: 'meta-instances' }), redisStore === null);
+  const cluster = redisStore ? createRedisCluster(redisStore, config.nodeId, log, metrics.registry, opts.leaseTtlMs) : null;
   // Bound once reportEvent is registered: every RPC first catches up with the other replicas.
   let catchUp: () => Promise<void> = () => Promise.resolve();
   const deps: MetaServiceDeps = {

@@ -4,6 +4,7 @@
  * store is a RedisMetaStore; `null` everywhere else (one process, nothing to share).
  */
 import { randomBytes } from 'node:crypto';
+import { Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../../shared/log/logger.js';
 import type { ReporterRegistry } from '../report/reporter-registry.js';
 import type { ReporterSync } from '../report/reporter-sync.js';
@@ -24,7 +25,7 @@ export interface MetaCluster {
   close(): Promise<void>;
 }
 
-export function createRedisCluster(store: RedisMetaStore, nodeId: string, log: Logger, leaseTtlMs = BACKGROUND_LEASE_TTL_MS): MetaCluster {
+export function createRedisCluster(store: RedisMetaStore, nodeId: string, log: Logger, registry: Registry, leaseTtlMs = BACKGROUND_LEASE_TTL_MS): MetaCluster {
   // Unique per process even when two replicas were given the same node_id.
   const holder = `${nodeId}/${randomBytes(4).toString('hex')}`;
   const lease = new BackgroundLease({
@@ -35,6 +36,23 @@ export function createRedisCluster(store: RedisMetaStore, nodeId: string, log: L
     onChange: (held) => log.info({ holder, held }, held ? 'background lease taken' : 'background lease lost'),
   });
   lease.start();
+  // Which replica does the background work, and whether this one reaches Redis (operators, R4/R5).
+  new Gauge({
+    name: 'kvcm_background_lease_held',
+    help: '1 while this replica holds the background-work lease (kvcm-meta §9.4)',
+    registers: [registry],
+    collect() {
+      this.set(lease.held ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'kvcm_store_available',
+    help: '1 while the shared store (Redis) is reachable (kvcm-meta §9.4)',
+    registers: [registry],
+    collect() {
+      this.set(store.available ? 1 : 0);
+    },
+  });
   return {
     holder,
     lease,

@@ -40,8 +40,15 @@ const RENEW_DELTA_SCRIPT = `${NOW} return redis.call('ZADD', KEYS[1], 'XX', now 
 /** Live delta leases (expired ones, of dead replicas, dropped first). */
 const LEASES_SCRIPT = `${NOW} redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) return redis.call('ZCARD', KEYS[1])`;
 
-/** A dead holder's lock, lease or marker expires after this; a live holder renews every third of it. */
-export const REPORTER_LOCK_TTL_MS = 3000;
+/**
+ * A dead holder's lock, lease or marker expires after this; a live holder renews it every
+ * second. Long, because a replica busy building a 100k-block snapshot may not run its renewal
+ * timer for seconds, and an expired marker would let another replica's delta overtake the
+ * snapshot (§7.7). It matches §7.7's "drain timeout + 5 s": a dead replica's gate holds others
+ * back no longer than a live one's could (they answer SNAPSHOT_IN_PROGRESS and retry).
+ */
+export const REPORTER_LOCK_TTL_MS = 15000;
+const RENEW_EVERY_MS = 1000;
 /** A state transition holds the lock for a few round trips; waiting longer means Redis trouble. */
 const TRANSITION_WAIT_MS = 5000;
 const MAX_POLL_MS = 20;
@@ -155,7 +162,7 @@ export class RedisReporterSync implements ReporterSync {
   }
 
   private renewing(renew: () => Promise<unknown>): ReturnType<typeof setInterval> {
-    const t = setInterval(() => void renew().catch(() => undefined), Math.floor(REPORTER_LOCK_TTL_MS / 3));
+    const t = setInterval(() => void renew().catch(() => undefined), RENEW_EVERY_MS);
     t.unref();
     return t;
   }

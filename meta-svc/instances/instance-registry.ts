@@ -31,6 +31,8 @@ export class InstanceRegistry {
     private readonly store: MetaStore,
     config: MetaConfig,
     private readonly log: Logger,
+    /** False on a shared store (§9.4): another replica may update a registration at any time. */
+    private readonly cacheRecords = true,
   ) {
     this.groups = new Map(config.instanceGroups.map((g) => [g.name, g]));
     this.storages = new Map(config.storages.map((s) => [s.globalUniqueName, s]));
@@ -135,7 +137,7 @@ export class InstanceRegistry {
   }
 
   private async lookup(instanceId: string): Promise<InstanceRecord | null> {
-    const cached = this.cache.get(instanceId);
+    const cached = this.cacheRecords ? this.cache.get(instanceId) : undefined;
     if (cached) return cached;
     const rec = await this.store.getInstance(instanceId);
     if (rec) this.cache.set(instanceId, rec);

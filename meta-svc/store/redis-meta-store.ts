@@ -59,7 +59,8 @@ export function isStoreUnavailable(e: unknown): e is StoreUnavailableError {
 /** Members read per ZRANGEBYLEX while a filtered scan looks for `limit` matches. */
 const SCAN_CHUNK = 512;
 
-type ApplyCommand = (...args: string[]) => Promise<number[]>;
+// ioredis flattens an array argument: no spread, which overflows the stack at ~100k arguments.
+type ApplyCommand = (args: string[]) => Promise<number[]>;
 
 export class RedisMetaStore implements MetaStore {
   private closed = false;
@@ -158,7 +159,7 @@ export class RedisMetaStore implements MetaStore {
   async apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]> {
     if (mutations.length === 0) return [];
     const args = encodeMutations(this.ns, mutations);
-    const codes = await this.run('apply', () => (this.redis as unknown as { kvcmApply: ApplyCommand }).kvcmApply(...args));
+    const codes = await this.run('apply', () => (this.redis as unknown as { kvcmApply: ApplyCommand }).kvcmApply(args));
     const results: MutationResult[] = new Array<MutationResult>(mutations.length);
     for (let i = 0; i < mutations.length; i++) {
       const c = Number(codes[i]);
