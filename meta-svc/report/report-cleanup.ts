@@ -18,6 +18,13 @@ type CleanupJob =
 
 /** §7.11: ≤ 256 locations per transaction. */
 export const CLEANUP_BATCH = 256;
+/**
+ * Work per tick: after this many pages (2048 rows) the job sleeps CLEANUP_PAUSE_MS, and it
+ * yields to the event loop after every page, so 200k rows of cleanup never hold the service
+ * (SQLite calls are synchronous) — lookups and deltas run between the pages (issue 16).
+ */
+export const CLEANUP_PAGES_PER_TICK = 8;
+export const CLEANUP_PAUSE_MS = 5;
 
 export interface ReportCleanupDeps {
   readonly store: MetaStore;
@@ -25,6 +32,9 @@ export interface ReportCleanupDeps {
   readonly logger: Logger;
   /** Called with the number of locations deleted per batch (kvcm_cleanup_deleted_locations_total). */
   readonly onDeleted?: (reason: CleanupReason, count: number) => void;
+  /** Defaults CLEANUP_PAGES_PER_TICK / CLEANUP_PAUSE_MS (benchmarks vary them). */
+  readonly pagesPerTick?: number;
+  readonly pauseMs?: number;
 }
 
 export class ReportCleanup {
@@ -94,8 +104,13 @@ export class ReportCleanup {
     const instanceId = job.reason === 'orphan' ? null : job.reporter.instanceId;
     const prefix = job.reason === 'orphan' ? 'kvs#' : reportLocationIdPrefix(job.reporter.storageType);
     let cursor: string | null = null;
+    const pagesPerTick = this.deps.pagesPerTick ?? CLEANUP_PAGES_PER_TICK;
+    let pages = 0;
     do {
       if (this.stopped) return;
+      // Keyset paging (each page starts after the last row seen), bounded work per tick.
+      if (pages > 0) await (pages % pagesPerTick === 0 ? sleep(this.deps.pauseMs ?? CLEANUP_PAUSE_MS) : yieldToLoop());
+      pages++;
       const page = await store.scanLocations(instanceId, { locationIdPrefix: prefix }, cursor, CLEANUP_BATCH);
       cursor = page.cursor;
       // Condition re-checked here, with no await before the write (§7.11 "at deletion time").
@@ -139,4 +154,12 @@ export class ReportCleanup {
     }
     return true;
   }
+}
+
+function yieldToLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -325,8 +325,16 @@ export class SqliteMetaStore implements MetaStore {
       }
       if (cursor !== null) {
         const [ci, ck, cl] = decodeCursor(cursor);
-        where.push('(instance_id, block_key, location_id) > (?, ?, ?)');
-        params.push(ci, ck, cl);
+        if (instanceId !== null && ci === instanceId) {
+          // Keyset within the instance: with `instance_id = ?` SQLite seeks the primary key only
+          // for `(block_key, location_id) > (?, ?)`; the three-column form made every page
+          // re-read the instance from its first row (a quadratic cleanup, issue 16).
+          where.push('(block_key, location_id) > (?, ?)');
+          params.push(ck, cl);
+        } else {
+          where.push('(instance_id, block_key, location_id) > (?, ?, ?)');
+          params.push(ci, ck, cl);
+        }
       }
       const sql =
         `SELECT instance_id, block_key, ${LOCATION_COLUMNS} FROM locations` +
