@@ -5,6 +5,7 @@ import { ConfigError } from '../../../shared/config/config-error.js';
 import { parseFlags, flagsHelp, parseHostPortList, type FlagTable } from '../../../shared/config/flags.js';
 import { parseDirectoryFlags, directoryHelp, DIRECTORY_FLAGS, type DirectoryFlags } from '../../../shared/config/directory-flags.js';
 import { parseRouterFlags, routerHelp, ROUTER_FLAGS, type RouterFlags } from '../../../shared/config/router-flags.js';
+import { META_FLAGS, metaHelp, parseMetaFlags, type MetaFlags } from '../../../shared/config/meta-flags.js';
 
 function dir(argv: string[], env: Record<string, string> = {}): DirectoryFlags {
   const p = parseDirectoryFlags(argv, env);
@@ -279,5 +280,40 @@ describe('architecture.md flags: router-svc table', () => {
   it('router: --help text names every flag', () => {
     const text = routerHelp();
     for (const name of Object.keys(ROUTER_FLAGS)) expect(text).to.include(`--${name}=`);
+  });
+});
+
+describe('architecture.md flags: meta-svc table', () => {
+  const meta = (argv: string[], env: Record<string, string> = {}): MetaFlags => {
+    const p = parseMetaFlags(argv, env);
+    if (p.kind !== 'flags') throw new Error('help');
+    return p.flags;
+  };
+
+  it('meta: every default; --meta_store parses into the store it names', () => {
+    expect(meta([])).to.deep.equal({
+      httpPort: 6382,
+      metaConfigFile: '',
+      metaStore: 'sqlite:./data/kvcm.db',
+      nodeId: '',
+      internalApiToken: '',
+      logLevel: 'info',
+      store: { kind: 'sqlite', path: './data/kvcm.db' },
+    });
+    expect(meta(['--meta_store=redis://10.0.0.5:6379/3']).store).to.deep.equal({ kind: 'redis', host: '10.0.0.5', port: 6379, db: 3, url: 'redis://10.0.0.5:6379/3' });
+    expect(meta(['--meta_store=redis://[::1]:6379']).store).to.include({ host: '::1', db: 0 });
+    expect(meta([], { KVCM_META_CONFIG_FILE: '/etc/kvcm.json' }).metaConfigFile).to.equal('/etc/kvcm.json');
+  });
+
+  it('meta: a store URL of another form is one error line naming --meta_store', () => {
+    for (const v of ['redis://h', 'redis://h:70000', 'redis://h:1/16', 'redis://user:pw@h:1', 'sqlite:', 'file:/x']) {
+      expect(configError(() => meta([`--meta_store=${v}`])).path, v).to.equal('--meta_store');
+    }
+  });
+
+  it('meta: --help text names every flag', () => {
+    const text = metaHelp();
+    expect(text).to.match(/^Usage: node dist\/meta-svc\/main\.js/);
+    for (const name of Object.keys(META_FLAGS)) expect(text).to.include(`--${name}=`);
   });
 });
