@@ -4,25 +4,25 @@
  * nothing outlives it; `stop()` + `start()` on the same port is the "Redis restarted" of R5 (an
  * empty Redis, since nothing was persisted — which is what a restart without persistence means).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, waitFor } from './ports.js';
+import { ChildServer, outputTail, waitUntilReady } from './child-server.js';
+import { freePort } from './ports.js';
 
 const REDIS_BIN = process.env['REDIS_SERVER_BIN'] ?? 'redis-server';
 const START_TIMEOUT_MS = 10000;
-const STOP_TIMEOUT_MS = 5000;
 
-export class RedisServer {
-  private proc: ChildProcess | null = null;
-  private output = '';
+export class RedisServer extends ChildServer {
 
   private constructor(
     readonly port: number,
-    private readonly dir: string,
-  ) {}
+    dir: string,
+  ) {
+    super(dir);
+  }
 
   /** Starts redis-server on a fresh free loopback port and waits until it answers PING. */
   static async start(): Promise<RedisServer> {
@@ -41,60 +41,16 @@ export class RedisServer {
     return `redis://127.0.0.1:${this.port}/${db}`;
   }
 
-  get running(): boolean {
-    return this.proc !== null;
-  }
-
-  /** SIGTERM (SIGKILL after 5 s); idempotent. */
-  async stop(): Promise<void> {
-    const proc = this.proc;
-    if (proc === null) return;
-    this.proc = null;
-    if (proc.exitCode !== null || proc.signalCode !== null) return;
-    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-    proc.kill('SIGTERM');
-    const timer = setTimeout(() => proc.kill('SIGKILL'), STOP_TIMEOUT_MS);
-    await exited;
-    clearTimeout(timer);
-  }
-
-  /** Starts again on the same port (after `stop()`). */
-  async restart(): Promise<void> {
-    await this.stop();
-    await this.launch();
-  }
-
-  async destroy(): Promise<void> {
-    await this.stop();
-    rmSync(this.dir, { recursive: true, force: true });
-  }
-
-  private async launch(): Promise<void> {
+  protected async launch(): Promise<void> {
     const proc = spawn(
       REDIS_BIN,
-      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--loglevel', 'warning', '--daemonize', 'no'],
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dataDir, '--loglevel', 'warning', '--daemonize', 'no'],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     this.proc = proc;
-    this.output = '';
-    const keep = (chunk: Buffer): void => {
-      this.output = (this.output + chunk.toString('utf8')).slice(-2000);
-    };
-    proc.stdout?.on('data', keep);
-    proc.stderr?.on('data', keep);
-    let exitedEarly = false;
-    proc.once('exit', () => {
-      exitedEarly = true;
-    });
+    const tail = outputTail(proc);
     try {
-      await waitFor(
-        async () => {
-          if (exitedEarly) throw new Error(`redis-server exited during start: ${this.output}`);
-          return answersPing(this.port);
-        },
-        START_TIMEOUT_MS,
-        `redis-server on 127.0.0.1:${this.port}`,
-      );
+      await waitUntilReady(proc, () => answersPing(this.port), START_TIMEOUT_MS, `redis-server on 127.0.0.1:${this.port}`, tail);
     } catch (e) {
       await this.stop();
       throw e;

@@ -56,24 +56,18 @@ describe('kvcm-meta §9.4 two replicas on one Redis (R1–R5)', function () {
     (await p.call('getCacheLocation', { instance_id: I, block_keys: keys, query_type: 'QT_BATCH_GET' })).locations.filter((l: Json) => l.type !== 'ST_UNSPECIFIED');
 
   it('R1 a write on A is read on B: registration, a write session finished on B, reportEvent deltas', async () => {
-    const reg = await a!.call('registerInstance', {
-      instance_group: 'test_group',
-      instance_id: 'r1',
-      block_size: 8,
-      location_spec_infos: [{ name: 'tp0', size: 16 }],
-      model_deployment: { model_name: 'm', user_data: 'v1' },
-    });
-    expect(code(reg)).to.equal('OK');
+    const registerR1 = (p: MetaProcess, userData: string): Promise<Json> =>
+      p.call('registerInstance', {
+        instance_group: 'test_group',
+        instance_id: 'r1',
+        block_size: 8,
+        location_spec_infos: [{ name: 'tp0', size: 16 }],
+        model_deployment: { model_name: 'm', user_data: userData },
+      });
+    expect(code(await registerR1(a!, 'v1'))).to.equal('OK');
     expect((await b!.call('getInstanceInfo', { instance_id: 'r1' })).instance_info.model_deployment.user_data).to.equal('v1');
     // A mutable field changed on B is seen on A (no stale registration cache).
-    const again = await b!.call('registerInstance', {
-      instance_group: 'test_group',
-      instance_id: 'r1',
-      block_size: 8,
-      location_spec_infos: [{ name: 'tp0', size: 16 }],
-      model_deployment: { model_name: 'm', user_data: 'v2' },
-    });
-    expect(code(again)).to.equal('OK');
+    expect(code(await registerR1(b!, 'v2'))).to.equal('OK');
     expect((await a!.call('getInstanceInfo', { instance_id: 'r1' })).instance_info.model_deployment.user_data).to.equal('v2');
 
     const open = await a!.call('startWriteCache', { instance_id: I, block_keys: [1, 2] });
