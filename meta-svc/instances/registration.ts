@@ -2,9 +2,11 @@
  * A registerInstance body (kvcm-meta §5.1) read and checked against §4.1, shared by the RPC and
  * by the config's `bootstrap_instances` (§8). Pure. Wrong JSON types throw BadRequestError from
  * the reader; rule violations are returned as the list of invalid top-level fields, in field
- * number order, for the §1.4 `missing or invalid fields` message.
+ * number order, for the §1.4 `missing or invalid fields` message: a missing (or empty) field by
+ * its name, a present but invalid one as `<field>=<value>` (KVCM parity).
  */
 import { QueryType } from '../meta-enums.js';
+import { invalidFieldEntry } from '../meta-errors.js';
 import type { RequestReader } from '../wire/request-reader.js';
 import type {
   InstanceRecord,
@@ -35,13 +37,16 @@ export function parseRegistration(req: RequestReader, isConfiguredGroup: (name: 
   const invalid: string[] = [];
 
   const instanceGroup = req.str('instance_group');
-  if (instanceGroup === '' || !isConfiguredGroup(instanceGroup)) invalid.push('instance_group');
+  if (instanceGroup === '') invalid.push('instance_group');
+  else if (!isConfiguredGroup(instanceGroup)) invalid.push(invalidFieldEntry('instance_group', instanceGroup));
 
   const instanceId = req.str('instance_id');
-  if (!isValidInstanceId(instanceId)) invalid.push('instance_id');
+  if (instanceId === '') invalid.push('instance_id');
+  else if (!isValidInstanceId(instanceId)) invalid.push(invalidFieldEntry('instance_id', instanceId));
 
   const blockSize = req.int32('block_size');
-  if (blockSize <= 0) invalid.push('block_size');
+  if (!req.has('block_size')) invalid.push('block_size');
+  else if (blockSize <= 0) invalid.push(invalidFieldEntry('block_size', blockSize));
 
   const specInfos: LocationSpecInfoRecord[] = req.messages('location_spec_infos').map((m) => ({ name: m.str('name'), size: m.int64('size') }));
   const specNames = new Set<string>();
@@ -50,7 +55,8 @@ export function parseRegistration(req: RequestReader, isConfiguredGroup: (name: 
     if (s.name === '' || specNames.has(s.name) || s.size <= 0n) specsOk = false;
     specNames.add(s.name);
   }
-  if (!specsOk) invalid.push('location_spec_infos');
+  if (specInfos.length === 0) invalid.push('location_spec_infos');
+  else if (!specsOk) invalid.push(invalidFieldEntry('location_spec_infos', specInfos));
 
   const modelDeployment = readModelDeployment(req.message('model_deployment'));
 
@@ -64,7 +70,7 @@ export function parseRegistration(req: RequestReader, isConfiguredGroup: (name: 
     for (const n of g.specNames) if (!specNames.has(n)) groupsOk = false;
     groupNames.add(g.name);
   }
-  if (!groupsOk) invalid.push('location_spec_groups');
+  if (!groupsOk) invalid.push(invalidFieldEntry('location_spec_groups', specGroups.map((g) => ({ name: g.name, spec_names: g.specNames }))));
 
   const defaultQueryType = req.enumOf('default_query_type', QueryType);
 

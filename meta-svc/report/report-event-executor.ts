@@ -23,10 +23,7 @@ export interface ReportEventOutcome {
 }
 
 /** The resolved target of a request (§7.2 step 2 done by the caller). */
-export interface ReportTarget extends ReporterIdentity {
-  /** Registered spec names of the instance (§7.4). */
-  readonly specNames: ReadonlySet<string>;
-}
+export type ReportTarget = ReporterIdentity;
 
 export interface ReportEventExecutorDeps {
   readonly store: MetaStore;
@@ -61,9 +58,9 @@ export class ReportEventExecutor {
 
     // §7.2 step 4: every item validated before any executes.
     const results: ErrorCodeName[] = new Array<ErrorCodeName>(events.length).fill('OK');
-    const units = this.plan(events, target.specNames, results);
+    const units = this.plan(events, results);
 
-    // §7.6: snapshot_required is judged against the generation at admission.
+    // §7.6: a generation that exists at admission and survives the request means no snapshot is required.
     const admitted = registry.get(target.instanceId, target.storageType, target.hostIpPort);
     const hadGeneration = admitted !== undefined && registry.liveness(admitted, nowMs()) !== 'TOMBSTONED' && admitted.generation !== '';
     let committedSnapshot = false;
@@ -102,7 +99,9 @@ export class ReportEventExecutor {
       itemResults: firstFailure ? results : [],
       committedSnapshotVersion,
       retryAfterMs,
-      snapshotRequired: !hadGeneration && !committedSnapshot,
+      // §7.6: no generation after processing (HOST_DOWN, NODE_NOT_REGISTERED of a tombstoned
+      // reporter included, KVCM parity), or a delta of this request created the first one.
+      snapshotRequired: committedSnapshotVersion === '' || (!hadGeneration && !committedSnapshot),
     };
   }
 
@@ -111,12 +110,12 @@ export class ReportEventExecutor {
    * the first REGISTER's position; each maximal run of consecutive valid ADD/DELETE is one unit.
    * Invalid items are skipped and do not break a run (they execute nothing).
    */
-  private plan(events: readonly DecodedEvent[], specNames: ReadonlySet<string>, results: ErrorCodeName[]): Unit[] {
+  private plan(events: readonly DecodedEvent[], results: ErrorCodeName[]): Unit[] {
     const units: Unit[] = [];
     let register: Extract<Unit, { kind: 'register' }> | null = null;
     let delta: Extract<Unit, { kind: 'delta' }> | null = null;
     for (let i = 0; i < events.length; i++) {
-      const v = validateEvent(events[i] as DecodedEvent, specNames);
+      const v = validateEvent(events[i] as DecodedEvent);
       if (v === null) {
         results[i] = 'INVALID_ARGUMENT';
         continue;
