@@ -120,7 +120,7 @@ describe('kvcm-meta §10.1 E2E (published KVCM curl bodies, real process, defaul
 
     const s6 = await p.call('getCacheMeta', published.getCacheMeta);
     expect(code(s6)).to.equal('OK');
-    expect(s6.locations).to.deep.equal([{ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [] }]);
+    expect(s6.locations).to.deep.equal([{ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [], id: '', status: 'CLS_NOT_FOUND' }]);
     expect(s6.metas).to.deep.equal(['']);
 
     const s7 = await p.call('getCacheMetaDetail', published.getCacheMetaDetail);
@@ -172,6 +172,7 @@ describe('kvcm-meta §10.1 E2E (published KVCM curl bodies, real process, defaul
 
     const s5 = await p.call('getCacheLocation', published.getCacheLocation);
     expect(code(s5)).to.equal('OK');
+    expect(s5.locations[0].id).to.match(/^[A-Za-z0-9]{8}_merged$/);
     expect(s5.locations).to.deep.equal([
       {
         type: 'ST_NFS',
@@ -183,6 +184,8 @@ describe('kvcm-meta §10.1 E2E (published KVCM curl bodies, real process, defaul
             uri: 'file://local_file/data/kvcm/test_instance/123_full_attention:group=0:tp=0?offset=0&size=4096',
           },
         ],
+        id: s5.locations[0].id,
+        status: 'CLS_SERVING',
       },
     ]);
 
