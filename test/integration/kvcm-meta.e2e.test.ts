@@ -210,6 +210,6 @@ describe('kvcm-meta §10.1 E2E (published KVCM curl bodies, real process, defaul
     expect(code(s10)).to.equal('OK');
     const hosts = await p.call('getHostCacheState', { instance_id: 'test_instance', block_cache_keys: [123] });
     expect(code(hosts)).to.equal('OK');
-    expect(hosts.hosts).to.deep.equal([{ host_ip_port: '192.168.2.1:8080', prefix_match_blocks: '1' }]);
+    expect(hosts.hosts).to.deep.equal([{ host_ip_port: '192.168.2.1:8080', local: '1', global: '1', prefix_match_blocks: '1' }]);
   });
 });

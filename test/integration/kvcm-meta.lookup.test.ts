@@ -216,13 +216,13 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     const a = await state({ query_type: 'QT_PREFIX_MATCH', block_cache_keys: [1, 2, 3] });
     expect(code(a)).to.equal('OK');
     expect(a.hosts).to.deep.equal([
-      { host_ip_port: 'h3:1', prefix_match_blocks: '3' },
-      { host_ip_port: 'h1:1', prefix_match_blocks: '1' },
+      { host_ip_port: 'h3:1', local: '3', global: '3', prefix_match_blocks: '3' },
+      { host_ip_port: 'h1:1', local: '1', global: '1', prefix_match_blocks: '1' },
     ]);
     const b = await state({ block_cache_keys: [1, 2, 3], medium: ['GPU'] });
     expect(b.hosts).to.deep.equal([
-      { host_ip_port: 'h3:1', prefix_match_blocks: '2' },
-      { host_ip_port: 'h1:1', prefix_match_blocks: '1' },
+      { host_ip_port: 'h3:1', local: '2', global: '2', prefix_match_blocks: '2' },
+      { host_ip_port: 'h1:1', local: '1', global: '1', prefix_match_blocks: '1' },
     ]);
     const c = await state({ block_cache_keys: [] });
     expect(code(c)).to.equal('OK');
