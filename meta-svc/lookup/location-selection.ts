@@ -44,7 +44,8 @@ export function isLookupVisible(loc: StoredLocation, ctx: SelectionContext): boo
   return true;
 }
 
-function filteredSpecs(loc: StoredLocation, filter: ReadonlySet<string> | null): readonly StoredSpec[] {
+/** The specs of `loc` the §5.3 spec filter keeps (the same array when it keeps all). */
+export function filteredSpecs(loc: StoredLocation, filter: ReadonlySet<string> | null): readonly StoredSpec[] {
   if (filter === null) return loc.specs;
   let all = true;
   for (const s of loc.specs) {

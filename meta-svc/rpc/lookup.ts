@@ -18,15 +18,20 @@ import { checkSwSize, effectiveQueryType, reverseRollWindowEnd } from '../lookup
 import type { DataPath } from '../write/data-path.js';
 import { registerCacheMetaRpcs } from './cache-meta.js';
 import { registerHostCacheStateRpc } from './host-cache-state.js';
+import { registerLocationsByBackendRpc } from './locations-by-backend.js';
 import { countLookup, selectionContext } from './lookup-context.js';
 import type { RpcRegistrar } from './rpc-registrar.js';
 
 /** Keys fetched per store round trip while prefix matching, so a long miss-free tail is cheap. */
 const PREFIX_CHUNK = 512;
 
-/** Registers getCacheLocation, getCacheLocationLen, getCacheMeta, getCacheMetaDetail, getHostCacheState. */
+/**
+ * Registers getCacheLocation, getCacheLocationsByBackend, getCacheLocationLen, getCacheMeta,
+ * getCacheMetaDetail, getHostCacheState.
+ */
 export function registerLookupRpcs(server: RpcRegistrar, dp: DataPath): void {
   server.registerRpc('getCacheLocation', (req) => getCacheLocation(dp, req));
+  registerLocationsByBackendRpc(server, dp);
   server.registerRpc('getCacheLocationLen', (req) => getCacheLocationLen(dp, req));
   registerCacheMetaRpcs(server, dp);
   registerHostCacheStateRpc(server, dp);
