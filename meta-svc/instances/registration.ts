@@ -20,9 +20,19 @@ const MAX_INSTANCE_ID_BYTES = 256;
 // C0, DEL and C1 controls (§4.1 "no control characters").
 const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
 
+/** One §1.4 offending field: its name (a config path segment) and its message entry. */
+export interface InvalidField {
+  readonly field: string;
+  /** `<field>` when missing or empty, `<field>=<value>` when present but invalid (KVCM parity). */
+  readonly entry: string;
+}
+
 export type RegistrationParse =
   | { readonly ok: true; readonly record: InstanceRecord }
-  | { readonly ok: false; readonly invalidFields: readonly string[] };
+  | { readonly ok: false; readonly invalidFields: readonly InvalidField[] };
+
+const missing = (field: string): InvalidField => ({ field, entry: field });
+const invalid = (field: string, value: unknown): InvalidField => ({ field, entry: invalidFieldEntry(field, value) });
 
 /** §4.1 instance_id rule, also used wherever an id is accepted. */
 export function isValidInstanceId(id: string): boolean {
@@ -34,19 +44,19 @@ export function isValidInstanceId(id: string): boolean {
  * @param isConfiguredGroup whether a group name is in the current config (§4.1)
  */
 export function parseRegistration(req: RequestReader, isConfiguredGroup: (name: string) => boolean): RegistrationParse {
-  const invalid: string[] = [];
+  const bad: InvalidField[] = [];
 
   const instanceGroup = req.str('instance_group');
-  if (instanceGroup === '') invalid.push('instance_group');
-  else if (!isConfiguredGroup(instanceGroup)) invalid.push(invalidFieldEntry('instance_group', instanceGroup));
+  if (instanceGroup === '') bad.push(missing('instance_group'));
+  else if (!isConfiguredGroup(instanceGroup)) bad.push(invalid('instance_group', instanceGroup));
 
   const instanceId = req.str('instance_id');
-  if (instanceId === '') invalid.push('instance_id');
-  else if (!isValidInstanceId(instanceId)) invalid.push(invalidFieldEntry('instance_id', instanceId));
+  if (instanceId === '') bad.push(missing('instance_id'));
+  else if (!isValidInstanceId(instanceId)) bad.push(invalid('instance_id', instanceId));
 
   const blockSize = req.int32('block_size');
-  if (!req.has('block_size')) invalid.push('block_size');
-  else if (blockSize <= 0) invalid.push(invalidFieldEntry('block_size', blockSize));
+  if (!req.has('block_size')) bad.push(missing('block_size'));
+  else if (blockSize <= 0) bad.push(invalid('block_size', blockSize));
 
   const specInfos: LocationSpecInfoRecord[] = req.messages('location_spec_infos').map((m) => ({ name: m.str('name'), size: m.int64('size') }));
   const specNames = new Set<string>();
@@ -55,8 +65,8 @@ export function parseRegistration(req: RequestReader, isConfiguredGroup: (name: 
     if (s.name === '' || specNames.has(s.name) || s.size <= 0n) specsOk = false;
     specNames.add(s.name);
   }
-  if (specInfos.length === 0) invalid.push('location_spec_infos');
-  else if (!specsOk) invalid.push(invalidFieldEntry('location_spec_infos', specInfos));
+  if (specInfos.length === 0) bad.push(missing('location_spec_infos'));
+  else if (!specsOk) bad.push(invalid('location_spec_infos', specInfos));
 
   const modelDeployment = readModelDeployment(req.message('model_deployment'));
 
@@ -70,11 +80,11 @@ export function parseRegistration(req: RequestReader, isConfiguredGroup: (name: 
     for (const n of g.specNames) if (!specNames.has(n)) groupsOk = false;
     groupNames.add(g.name);
   }
-  if (!groupsOk) invalid.push(invalidFieldEntry('location_spec_groups', specGroups.map((g) => ({ name: g.name, spec_names: g.specNames }))));
+  if (!groupsOk) bad.push(invalid('location_spec_groups', specGroups.map((g) => ({ name: g.name, spec_names: g.specNames }))));
 
   const defaultQueryType = req.enumOf('default_query_type', QueryType);
 
-  if (invalid.length > 0) return { ok: false, invalidFields: invalid };
+  if (bad.length > 0) return { ok: false, invalidFields: bad };
   return {
     ok: true,
     record: {

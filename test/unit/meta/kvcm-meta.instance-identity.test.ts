@@ -20,8 +20,11 @@ const base: InstanceRecord = {
   defaultQueryType: 0,
 };
 
-const parse = (body: unknown) =>
-  parseRegistration(RequestReader.ofBody(parseJson(JSON.stringify(body))), (g) => g === 'g');
+/** The §1.4 entries of the invalid fields, or the record. */
+const parse = (body: unknown) => {
+  const r = parseRegistration(RequestReader.ofBody(parseJson(JSON.stringify(body))), (g) => g === 'g');
+  return r.ok ? r : { ok: false, invalidFields: r.invalidFields.map((f) => f.entry) };
+};
 
 describe('kvcm-meta §4.1 identity', () => {
   it('I-02 ignores the order of specs, spec groups and group members; user_data and default_query_type are mutable', () => {
