@@ -3,6 +3,7 @@
  * values as bigint (printed as JSON strings), every field present.
  */
 import { CacheLocationStatus, StorageType, enumName } from '../meta-enums.js';
+import type { CacheLocationStatusName } from '../meta-enums.js';
 import type { StoredLocation, StoredSpec } from '../store/meta-store.js';
 
 export interface WireLocationSpec {
@@ -33,11 +34,11 @@ export function emptyCacheLocation(): WireCacheLocation {
   return { type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [], id: '', status: 'CLS_NOT_FOUND' };
 }
 
-/** A CacheLocation of `specs` with the §3 `id` and `status` (a CacheLocationStatus number). */
-export function cacheLocationOf(type: number, specs: readonly StoredSpec[], id: string, status: number): WireCacheLocation {
+/** A CacheLocation of `specs` with the §3 `id` and `status`. Hot path: once per returned key. */
+export function cacheLocationOf(type: number, specs: readonly StoredSpec[], id: string, status: CacheLocationStatusName): WireCacheLocation {
   const out: WireLocationSpec[] = new Array<WireLocationSpec>(specs.length);
   for (let i = 0; i < specs.length; i++) out[i] = { name: (specs[i] as StoredSpec).name, uri: (specs[i] as StoredSpec).uri };
-  return { type: enumName(StorageType, type), spec_size: out.length, location_specs: out, id, status: enumName(CacheLocationStatus, status) };
+  return { type: enumName(StorageType, type), spec_size: out.length, location_specs: out, id, status };
 }
 
 /**
@@ -45,12 +46,12 @@ export function cacheLocationOf(type: number, specs: readonly StoredSpec[], id: 
  * aggregated view, not a stored entity), `status` CLS_SERVING.
  */
 export function lookupEntryOf(entry: { readonly location: StoredLocation; readonly specs: readonly StoredSpec[] }): WireCacheLocation {
-  return cacheLocationOf(entry.location.type, entry.specs, `${entry.location.locationId}_merged`, CacheLocationStatus.CLS_SERVING);
+  return cacheLocationOf(entry.location.type, entry.specs, `${entry.location.locationId}_merged`, 'CLS_SERVING');
 }
 
 /** §5.6 V6D peer entry: the stored location unchanged, `id` = its location_id, CLS_SERVING. */
 export function peerEntryOf(location: StoredLocation, specs: readonly StoredSpec[]): WireCacheLocation {
-  return cacheLocationOf(location.type, specs, location.locationId, CacheLocationStatus.CLS_SERVING);
+  return cacheLocationOf(location.type, specs, location.locationId, 'CLS_SERVING');
 }
 
 /** §5.3 miss entry: the filtered registered spec names with uri "", `id` "", CLS_NOT_FOUND. */

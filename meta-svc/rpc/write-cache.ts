@@ -3,7 +3,6 @@
  * write-side RPC of the data path (removeCache and trimCache live in remove-trim.ts).
  * Every request field is read and validated before the first side effect.
  */
-import { CacheLocationStatus } from '../meta-enums.js';
 import { MetaError, missingFields } from '../meta-errors.js';
 import type { RpcContext, RpcResult } from '../http/meta-http-server.js';
 import type { RequestReader } from '../wire/request-reader.js';
@@ -66,7 +65,7 @@ async function startWriteCache(dp: DataPath, req: RequestReader): Promise<RpcRes
       write_session_id: out.sessionId,
       block_mask: blockMaskToWire(out.exists),
       // §6 step 4: each new location with its own id, CLS_WRITING (KVCM parity).
-      locations: out.locations.map((l) => cacheLocationOf(l.storageType, l.specs, l.locationId, CacheLocationStatus.CLS_WRITING)),
+      locations: out.locations.map((l) => cacheLocationOf(l.storageType, l.specs, l.locationId, 'CLS_WRITING')),
     },
   };
 }
