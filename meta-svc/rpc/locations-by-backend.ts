@@ -87,28 +87,19 @@ async function getCacheLocationsByBackend(dp: DataPath, req: RequestReader): Pro
   for (let i = 0; i < n; i++) if (!isMasked(mask, i)) unmasked.push(i);
   const blocks = await dp.store.getBlocks(instanceId, unmasked.map((i) => keys[i] as bigint));
   const base = selectionContext(dp, instance, null);
-  // One context per (selector, spec name): keys asking for the same name share it.
-  const filters = new Map<string, ReadonlySet<string>>();
-  const contextOf = (backendType: number, i: number): SelectionContext => {
-    if (specNames.length === 0) return { ...base, storageType: backendType };
-    const name = specNames[i] as string;
-    let f = filters.get(name);
-    if (f === undefined) filters.set(name, (f = new Set([name])));
-    return { ...base, specFilter: f, storageType: backendType };
-  };
-
   const keyLocations: WireCacheLocation[][] = new Array<WireCacheLocation[]>(n);
   for (let i = 0; i < n; i++) keyLocations[i] = [];
   const blockAt = (i: number): StoredBlock | undefined => blocks.get(keys[i] as bigint);
   for (const sel of selectors) {
+    const contextOf = selectorContexts(base, sel.backendType, specNames);
     if (sel.strategy === LocationSelectStrategy.LSS_WEIGHTED_RANDOM) {
       for (const i of unmasked) {
-        const entry = selectLocation(blockAt(i), contextOf(sel.backendType, i));
+        const entry = selectLocation(blockAt(i), contextOf(i));
         if (entry !== null) (keyLocations[i] as WireCacheLocation[]).push(lookupEntryOf(entry));
       }
       continue;
     }
-    const keyPeers: KeyPeers[] = unmasked.map((i) => peersOf(blockAt(i), contextOf(sel.backendType, i)));
+    const keyPeers: KeyPeers[] = unmasked.map((i) => peersOf(blockAt(i), contextOf(i)));
     if (sel.strategy === LocationSelectStrategy.LSS_V6D_PREFIX) {
       const chosen = choosePrefixPeer(keyPeers);
       for (let j = 0; chosen !== null && j < chosen.count; j++) addPeerEntry(keyLocations, unmasked[j] as number, keyPeers[j] as KeyPeers, chosen.host);
@@ -127,6 +118,22 @@ async function getCacheLocationsByBackend(dp: DataPath, req: RequestReader): Pro
   }
   countLookup(dp, API, hits, unmasked.length - hits, n - unmasked.length);
   return { fields: { key_locations: keyLocations.map((locations) => ({ locations })) } };
+}
+
+/**
+ * The selection context of key `i` for one selector: candidates of `backendType` holding the
+ * key's spec name (any spec when no names are given). Keys asking for the same name share one.
+ */
+function selectorContexts(base: SelectionContext, backendType: number, specNames: readonly string[]): (i: number) => SelectionContext {
+  const all: SelectionContext = { ...base, storageType: backendType };
+  if (specNames.length === 0) return () => all;
+  const byName = new Map<string, SelectionContext>();
+  return (i) => {
+    const name = specNames[i] as string;
+    let ctx = byName.get(name);
+    if (ctx === undefined) byName.set(name, (ctx = { ...all, specFilter: new Set([name]) }));
+    return ctx;
+  };
 }
 
 /** The chosen peer's entry for key `i`, when the peer holds it. */
