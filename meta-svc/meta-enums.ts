@@ -54,6 +54,15 @@ export const QueryType = {
 } as const;
 export type QueryTypeName = EnumName<typeof QueryType>;
 
+/** §2 LocationSelectStrategy of getCacheLocationsByBackend (§5.6; KVCM parity). */
+export const LocationSelectStrategy = {
+  LSS_UNSPECIFIED: 0,
+  LSS_V6D_PREFIX: 1,
+  LSS_V6D_COVERAGE: 2,
+  LSS_WEIGHTED_RANDOM: 3,
+} as const;
+export type LocationSelectStrategyName = EnumName<typeof LocationSelectStrategy>;
+
 /** §2 TrimStrategy. */
 export const TrimStrategy = {
   TS_UNSPECIFIED: 0,

@@ -5,7 +5,7 @@
  *   <ns>rep              hash  reporter key → ReporterRecord JSON
  *   <ns>rep:changes      zset  reporter key, scored by the version of its last save
  *   <ns>rep:ver          int   version counter, incremented by every save (one Lua script with the two above)
- *   <ns>rep:lock:<key>   str   the reporter's state lock, held for one transition (SET NX PX)
+ *   <ns>rep:lock:<key>   str   the reporter's state lock, held for one transition (SET NX PX 3 s)
  *   <ns>rep:snap:<key>   str   the §7.7 gate's snapshot marker across replicas (SET NX PX, renewed)
  *   <ns>rep:leases:<key> zset  delta leases across replicas, scored by expiry (Redis TIME), renewed
  *
@@ -49,7 +49,12 @@ const LEASES_SCRIPT = `${NOW} redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', no
  */
 export const REPORTER_LOCK_TTL_MS = 15000;
 const RENEW_EVERY_MS = 1000;
-/** A state transition holds the lock for a few round trips; waiting longer means Redis trouble. */
+/**
+ * A state transition holds its lock for a few round trips. Its TTL is short, so a dead holder's
+ * lock is outwaited by the next transition (wait > TTL); expiring under a live but stalled holder
+ * at worst lets two replicas save the same record, unlike an expired gate marker.
+ */
+const STATE_LOCK_TTL_MS = 3000;
 const TRANSITION_WAIT_MS = 5000;
 const MAX_POLL_MS = 20;
 
@@ -93,7 +98,7 @@ export class RedisReporterSync implements ReporterSync {
     const lockKey = `${this.opts.prefix}rep:lock:${key}`;
     const token = this.token();
     const redis = this.opts.redis;
-    if (!(await this.poll(TRANSITION_WAIT_MS, async () => (await redis.set(lockKey, token, 'PX', REPORTER_LOCK_TTL_MS, 'NX')) === 'OK'))) {
+    if (!(await this.poll(TRANSITION_WAIT_MS, async () => (await redis.set(lockKey, token, 'PX', STATE_LOCK_TTL_MS, 'NX')) === 'OK'))) {
       throw new StoreError(`reporter ${id.hostIpPort}: state lock not acquired within ${TRANSITION_WAIT_MS} ms`);
     }
     this.held.set(key, (this.held.get(key) ?? 0) + 1);

@@ -364,7 +364,7 @@ function readBootstrap(top: ConfigObject, issues: ConfigIssues, groups: Readonly
     try {
       const parsed = parseRegistration(new RequestReader(v, path), (g) => groups.has(g));
       if (!parsed.ok) {
-        for (const f of parsed.invalidFields) issues.at(`${path}.${f}`, missingFieldsMessage(REGISTER_INSTANCE_REQUEST, [f]));
+        for (const f of parsed.invalidFields) issues.at(`${path}.${f.field}`, missingFieldsMessage(REGISTER_INSTANCE_REQUEST, [f.entry]));
         return;
       }
       if (ids.has(parsed.record.instanceId)) {

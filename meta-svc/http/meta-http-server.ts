@@ -1,5 +1,5 @@
 /**
- * The MetaService HTTP edge (kvcm-meta §1, §9.3): koa, `POST /api/<name>` for the 13 RPCs of
+ * The MetaService HTTP edge (kvcm-meta §1, §9.3): koa, `POST /api/<name>` for the 14 RPCs of
  * §1.1, `GET /health`, `GET /metrics`. It owns everything between the socket and a handler:
  * the streaming body limit (413), UTF-8 + lossless JSON decoding and §1.3 violations (400 `{}`),
  * the common response header (§1.4), mapping thrown errors to codes, SERVICE_NOT_READY while

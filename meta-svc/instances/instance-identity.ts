@@ -20,13 +20,32 @@ const EMPTY_DEPLOYMENT: ModelDeploymentRecord = {
 };
 
 export function sameIdentity(a: InstanceRecord, b: InstanceRecord): boolean {
-  if (a.instanceGroup !== b.instanceGroup || a.blockSize !== b.blockSize) return false;
+  return identityDifferences(a, b).length === 0;
+}
 
+/**
+ * The identity fields in which `a` and `b` differ, in the §1.4 DUPLICATE_ENTITY order
+ * `instance_group, block_size, location_spec_infos, location_spec_groups, model_deployment`.
+ */
+export function identityDifferences(a: InstanceRecord, b: InstanceRecord): string[] {
+  const out: string[] = [];
+  if (a.instanceGroup !== b.instanceGroup) out.push('instance_group');
+  if (a.blockSize !== b.blockSize) out.push('block_size');
+  if (!sameSpecInfos(a, b)) out.push('location_spec_infos');
+  if (!sameSpecGroups(a, b)) out.push('location_spec_groups');
+  if (!sameDeployment(a.modelDeployment ?? EMPTY_DEPLOYMENT, b.modelDeployment ?? EMPTY_DEPLOYMENT)) out.push('model_deployment');
+  return out;
+}
+
+function sameSpecInfos(a: InstanceRecord, b: InstanceRecord): boolean {
   if (a.locationSpecInfos.length !== b.locationSpecInfos.length) return false;
   const sizes = new Map<string, bigint>();
   for (const s of a.locationSpecInfos) sizes.set(s.name, s.size);
   for (const s of b.locationSpecInfos) if (sizes.get(s.name) !== s.size) return false;
+  return true;
+}
 
+function sameSpecGroups(a: InstanceRecord, b: InstanceRecord): boolean {
   if (a.locationSpecGroups.length !== b.locationSpecGroups.length) return false;
   const groups = new Map<string, Set<string>>();
   for (const g of a.locationSpecGroups) groups.set(g.name, new Set(g.specNames));
@@ -37,9 +56,11 @@ export function sameIdentity(a: InstanceRecord, b: InstanceRecord): boolean {
     if (mine.size !== other.size) return false;
     for (const n of mine) if (!other.has(n)) return false;
   }
+  return true;
+}
 
-  const da = a.modelDeployment ?? EMPTY_DEPLOYMENT;
-  const db = b.modelDeployment ?? EMPTY_DEPLOYMENT;
+/** Every deployment field but `user_data` (mutable, §4.1). */
+function sameDeployment(da: ModelDeploymentRecord, db: ModelDeploymentRecord): boolean {
   return (
     da.modelName === db.modelName &&
     da.dtype === db.dtype &&

@@ -7,10 +7,10 @@
  */
 import type { Logger } from '../../shared/log/logger.js';
 import type { InstanceGroupConfig, MetaConfig, StorageConfig } from '../config/meta-config.js';
-import { MetaError, missingFields } from '../meta-errors.js';
+import { MetaError, duplicateInstance, missingFields } from '../meta-errors.js';
 import type { InstanceRecord, MetaStore } from '../store/meta-store.js';
 import type { RequestReader } from '../wire/request-reader.js';
-import { mutableFieldsDiffer, sameIdentity, withMutableFieldsOf } from './instance-identity.js';
+import { identityDifferences, mutableFieldsDiffer, sameIdentity, withMutableFieldsOf } from './instance-identity.js';
 
 export interface ResolvedInstance {
   readonly record: InstanceRecord;
@@ -84,9 +84,8 @@ export class InstanceRegistry {
   private async registerNow(incoming: InstanceRecord): Promise<{ outcome: RegisterOutcome; record: InstanceRecord }> {
     const existing = await this.lookup(incoming.instanceId);
     if (existing) {
-      if (!sameIdentity(existing, incoming)) {
-        throw new MetaError('DUPLICATE_ENTITY', `instance ${JSON.stringify(incoming.instanceId)} is registered with another identity`);
-      }
+      const differing = identityDifferences(existing, incoming);
+      if (differing.length > 0) throw duplicateInstance(incoming.instanceId, differing);
       if (!mutableFieldsDiffer(existing, incoming)) return { outcome: 'unchanged', record: existing };
       const updated = withMutableFieldsOf(existing, incoming);
       await this.store.putInstance(updated);

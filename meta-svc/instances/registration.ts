@@ -2,9 +2,11 @@
  * A registerInstance body (kvcm-meta §5.1) read and checked against §4.1, shared by the RPC and
  * by the config's `bootstrap_instances` (§8). Pure. Wrong JSON types throw BadRequestError from
  * the reader; rule violations are returned as the list of invalid top-level fields, in field
- * number order, for the §1.4 `missing or invalid fields` message.
+ * number order, for the §1.4 `missing or invalid fields` message: a missing (or empty) field by
+ * its name, a present but invalid one as `<field>=<value>` (KVCM parity).
  */
 import { QueryType } from '../meta-enums.js';
+import { invalidFieldEntry } from '../meta-errors.js';
 import type { RequestReader } from '../wire/request-reader.js';
 import type {
   InstanceRecord,
@@ -18,9 +20,19 @@ const MAX_INSTANCE_ID_BYTES = 256;
 // C0, DEL and C1 controls (§4.1 "no control characters").
 const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/;
 
+/** One §1.4 offending field: its name (a config path segment) and its message entry. */
+export interface InvalidField {
+  readonly field: string;
+  /** `<field>` when missing or empty, `<field>=<value>` when present but invalid (KVCM parity). */
+  readonly entry: string;
+}
+
 export type RegistrationParse =
   | { readonly ok: true; readonly record: InstanceRecord }
-  | { readonly ok: false; readonly invalidFields: readonly string[] };
+  | { readonly ok: false; readonly invalidFields: readonly InvalidField[] };
+
+const missing = (field: string): InvalidField => ({ field, entry: field });
+const invalid = (field: string, value: unknown): InvalidField => ({ field, entry: invalidFieldEntry(field, value) });
 
 /** §4.1 instance_id rule, also used wherever an id is accepted. */
 export function isValidInstanceId(id: string): boolean {
@@ -32,16 +44,19 @@ export function isValidInstanceId(id: string): boolean {
  * @param isConfiguredGroup whether a group name is in the current config (§4.1)
  */
 export function parseRegistration(req: RequestReader, isConfiguredGroup: (name: string) => boolean): RegistrationParse {
-  const invalid: string[] = [];
+  const bad: InvalidField[] = [];
 
   const instanceGroup = req.str('instance_group');
-  if (instanceGroup === '' || !isConfiguredGroup(instanceGroup)) invalid.push('instance_group');
+  if (instanceGroup === '') bad.push(missing('instance_group'));
+  else if (!isConfiguredGroup(instanceGroup)) bad.push(invalid('instance_group', instanceGroup));
 
   const instanceId = req.str('instance_id');
-  if (!isValidInstanceId(instanceId)) invalid.push('instance_id');
+  if (instanceId === '') bad.push(missing('instance_id'));
+  else if (!isValidInstanceId(instanceId)) bad.push(invalid('instance_id', instanceId));
 
   const blockSize = req.int32('block_size');
-  if (blockSize <= 0) invalid.push('block_size');
+  if (!req.has('block_size')) bad.push(missing('block_size'));
+  else if (blockSize <= 0) bad.push(invalid('block_size', blockSize));
 
   const specInfos: LocationSpecInfoRecord[] = req.messages('location_spec_infos').map((m) => ({ name: m.str('name'), size: m.int64('size') }));
   const specNames = new Set<string>();
@@ -50,7 +65,8 @@ export function parseRegistration(req: RequestReader, isConfiguredGroup: (name: 
     if (s.name === '' || specNames.has(s.name) || s.size <= 0n) specsOk = false;
     specNames.add(s.name);
   }
-  if (!specsOk) invalid.push('location_spec_infos');
+  if (specInfos.length === 0) bad.push(missing('location_spec_infos'));
+  else if (!specsOk) bad.push(invalid('location_spec_infos', specInfos));
 
   const modelDeployment = readModelDeployment(req.message('model_deployment'));
 
@@ -64,11 +80,11 @@ export function parseRegistration(req: RequestReader, isConfiguredGroup: (name: 
     for (const n of g.specNames) if (!specNames.has(n)) groupsOk = false;
     groupNames.add(g.name);
   }
-  if (!groupsOk) invalid.push('location_spec_groups');
+  if (!groupsOk) bad.push(invalid('location_spec_groups', specGroups.map((g) => ({ name: g.name, spec_names: g.specNames }))));
 
   const defaultQueryType = req.enumOf('default_query_type', QueryType);
 
-  if (invalid.length > 0) return { ok: false, invalidFields: invalid };
+  if (bad.length > 0) return { ok: false, invalidFields: bad };
   return {
     ok: true,
     record: {

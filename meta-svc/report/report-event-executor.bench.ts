@@ -59,7 +59,7 @@ async function main(): Promise<void> {
   try {
     const reporting = createEventReporting({ store, logger: silentLogger, nowMs: Date.now });
     reporting.lifecycle.stop();
-    const target = { instanceId: 'bench', storageType: 8 as const, hostIpPort: '10.0.0.1:8000', storageName: 'event_report_l2', specNames: new Set(['tp0']) };
+    const target = { instanceId: 'bench', storageType: 8 as const, hostIpPort: '10.0.0.1:8000', storageName: 'event_report_l2' };
 
     // Baseline: the store work alone.
     const token = '0123456789abcdef0123456789abcdef';

@@ -24,10 +24,7 @@ export interface ReportEventOutcome {
 }
 
 /** The resolved target of a request (§7.2 step 2 done by the caller). */
-export interface ReportTarget extends ReporterIdentity {
-  /** Registered spec names of the instance (§7.4). */
-  readonly specNames: ReadonlySet<string>;
-}
+export type ReportTarget = ReporterIdentity;
 
 export interface ReportEventExecutorDeps {
   readonly store: MetaStore;
@@ -62,18 +59,15 @@ export class ReportEventExecutor {
   }
 
   async execute(target: ReportTarget, events: readonly DecodedEvent[]): Promise<ReportEventOutcome> {
+    const { registry, nowMs } = this.deps;
     // §7.2 step 3: shape, whole request, no side effects.
     if (!isAllowedShape(events, this.deps.maxEventsPerRequest)) return wholeRequestError('INVALID_ARGUMENT', 'invalid reportEvent request shape');
 
     // §7.2 step 4: every item validated before any executes.
     const results: ErrorCodeName[] = new Array<ErrorCodeName>(events.length).fill('OK');
-    const units = this.plan(events, target.specNames, results);
-    return this.executeUnits(target, units, results);
-  }
+    const units = this.plan(events, results);
 
-  private async executeUnits(target: ReportTarget, units: readonly Unit[], results: ErrorCodeName[]): Promise<ReportEventOutcome> {
-    const { registry, nowMs } = this.deps;
-    // §7.6: snapshot_required is judged against the generation at admission.
+    // §7.6: a generation that exists at admission and survives the request means no snapshot is required.
     const admitted = registry.get(target.instanceId, target.storageType, target.hostIpPort);
     const hadGeneration = admitted !== undefined && registry.liveness(admitted, nowMs()) !== 'TOMBSTONED' && admitted.generation !== '';
     let committedSnapshot = false;
@@ -112,7 +106,9 @@ export class ReportEventExecutor {
       itemResults: firstFailure ? results : [],
       committedSnapshotVersion,
       retryAfterMs,
-      snapshotRequired: !hadGeneration && !committedSnapshot,
+      // §7.6: no generation after processing (HOST_DOWN, NODE_NOT_REGISTERED of a tombstoned
+      // reporter included, KVCM parity), or a delta of this request created the first one.
+      snapshotRequired: committedSnapshotVersion === '' || (!hadGeneration && !committedSnapshot),
     };
   }
 
@@ -121,12 +117,12 @@ export class ReportEventExecutor {
    * the first REGISTER's position; each maximal run of consecutive valid ADD/DELETE is one unit.
    * Invalid items are skipped and do not break a run (they execute nothing).
    */
-  private plan(events: readonly DecodedEvent[], specNames: ReadonlySet<string>, results: ErrorCodeName[]): Unit[] {
+  private plan(events: readonly DecodedEvent[], results: ErrorCodeName[]): Unit[] {
     const units: Unit[] = [];
     let register: Extract<Unit, { kind: 'register' }> | null = null;
     let delta: Extract<Unit, { kind: 'delta' }> | null = null;
     for (let i = 0; i < events.length; i++) {
-      const v = validateEvent(events[i] as DecodedEvent, specNames);
+      const v = validateEvent(events[i] as DecodedEvent);
       if (v === null) {
         results[i] = 'INVALID_ARGUMENT';
         continue;

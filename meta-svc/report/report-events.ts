@@ -109,8 +109,11 @@ export function isAllowedShape(events: readonly DecodedEvent[], maxEventsPerRequ
   return true;
 }
 
-/** §7.4 for one item; null = INVALID_ARGUMENT. `specNames` = the instance's registered spec names. */
-export function validateEvent(e: DecodedEvent, specNames: ReadonlySet<string>): ValidEvent | null {
+/**
+ * §7.4 for one item; null = INVALID_ARGUMENT. Spec names are not checked against the instance's
+ * `location_spec_infos` (KVCM parity): reporters name their own specs (`linear_0`, `full_3`, `a#b`).
+ */
+export function validateEvent(e: DecodedEvent): ValidEvent | null {
   if (!e.memberOk) return null;
   switch (e.eventType) {
     case ReportEventType.EVENT_NODE_REGISTER: {
@@ -127,7 +130,7 @@ export function validateEvent(e: DecodedEvent, specNames: ReadonlySet<string>): 
       const ev = e as Extract<DecodedEvent, { eventType: 2 }>;
       const blockKey = parseReportBlockKey(ev.blockKey);
       const medium = normalizeMedium(ev.medium);
-      if (blockKey === null || medium === null || !areValidSpecs(ev.specs, specNames)) return null;
+      if (blockKey === null || medium === null || !areValidSpecs(ev.specs)) return null;
       return { kind: 'add', blockKey, medium, specs: ev.specs };
     }
     case ReportEventType.EVENT_BLOCK_DELETE: {
@@ -137,7 +140,7 @@ export function validateEvent(e: DecodedEvent, specNames: ReadonlySet<string>): 
       if (blockKey === null || medium === null || ev.specNames.length === 0) return null;
       const seen = new Set<string>();
       for (const name of ev.specNames) {
-        if (name === '' || seen.has(name) || !specNames.has(name)) return null;
+        if (name === '' || seen.has(name)) return null;
         seen.add(name);
       }
       return { kind: 'delete', blockKey, medium, specNames: ev.specNames };
@@ -151,7 +154,7 @@ export function validateEvent(e: DecodedEvent, specNames: ReadonlySet<string>): 
       const blocks: ValidBlock[] = [];
       const seen = new Set<string>();
       for (const wb of ev.blocks) {
-        const b = validateBlock(wb, specNames);
+        const b = validateBlock(wb);
         if (b === null) return null;
         // Each (canonical key, medium) at most once: "1" and "01" collide (§7.4).
         const k = `${b.blockKey}#${b.medium}`;
@@ -166,23 +169,23 @@ export function validateEvent(e: DecodedEvent, specNames: ReadonlySet<string>): 
   }
 }
 
-function validateBlock(b: WireBlock, specNames: ReadonlySet<string>): ValidBlock | null {
+function validateBlock(b: WireBlock): ValidBlock | null {
   const blockKey = parseReportBlockKey(b.blockKey);
   const medium = normalizeMedium(b.medium);
-  if (blockKey === null || medium === null || !areValidSpecs(b.specs, specNames)) return null;
+  if (blockKey === null || medium === null || !areValidSpecs(b.specs)) return null;
   return { blockKey, medium, specs: b.specs };
 }
 
-/** §7.4 specs of an ADD or snapshot block: non-empty; names non-empty, unique, registered; URIs valid. */
-function areValidSpecs(specs: readonly WireSpec[], specNames: ReadonlySet<string>): boolean {
+/** §7.4 specs of an ADD or snapshot block: non-empty; names non-empty and unique; URIs valid. */
+function areValidSpecs(specs: readonly WireSpec[]): boolean {
   if (specs.length === 0) return false;
   if (specs.length === 1) {
     const s = specs[0] as WireSpec;
-    return s.name !== '' && specNames.has(s.name) && isValidReportUri(s.uri);
+    return s.name !== '' && isValidReportUri(s.uri);
   }
   const seen = new Set<string>();
   for (const s of specs) {
-    if (s.name === '' || seen.has(s.name) || !specNames.has(s.name) || !isValidReportUri(s.uri)) return false;
+    if (s.name === '' || seen.has(s.name) || !isValidReportUri(s.uri)) return false;
     seen.add(s.name);
   }
   return true;

@@ -12,7 +12,7 @@ import type { RpcResult } from '../http/meta-http-server.js';
 import type { RequestReader } from '../wire/request-reader.js';
 import { checkBlockMask, isMasked, readBlockMask } from '../keys/block-mask.js';
 import { keysOf, readRawKeys } from '../keys/request-keys.js';
-import { cacheLocationDetailOf, cacheLocationOf, emptyCacheLocation, notFoundDetail } from '../lookup/cache-location-wire.js';
+import { cacheLocationDetailOf, emptyCacheLocation, lookupEntryOf, notFoundDetail } from '../lookup/cache-location-wire.js';
 import type { WireCacheLocation, WireCacheLocationDetail } from '../lookup/cache-location-wire.js';
 import { selectLocation } from '../lookup/location-selection.js';
 import { StoreError } from '../store/meta-store.js';
@@ -54,7 +54,7 @@ async function getCacheMeta(dp: DataPath, req: RequestReader): Promise<RpcResult
     const block = blocks.get(key);
     const sel = selectLocation(block, ctx);
     if (sel) hit++;
-    locations.push(sel ? cacheLocationOf(sel.location.type, sel.specs) : emptyCacheLocation());
+    locations.push(sel ? lookupEntryOf(sel) : emptyCacheLocation());
     metas.push(block === undefined ? '' : metaJson(key, block, detailLevel));
   }
   countLookup(dp, 'getCacheMeta', hit, keys.length - hit - masked, masked);

@@ -38,7 +38,7 @@ export interface DataPathServiceDeps {
   onClose(hook: () => void | Promise<void>): void;
 }
 
-/** Builds the data path over the service deps, cleans up (§9.1) and registers its 9 RPCs. */
+/** Builds the data path over the service deps, cleans up (§9.1) and registers its 10 RPCs. */
 export async function registerDataPathRpcs(
   server: RpcRegistrar,
   deps: DataPathServiceDeps,

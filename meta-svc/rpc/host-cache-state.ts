@@ -117,6 +117,11 @@ async function getHostCacheState(dp: DataPath, req: RequestReader): Promise<RpcR
   const hosts = [...result.entries()]
     .filter(([, k]) => k > 0)
     .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
-    .map(([host, k]) => ({ host_ip_port: host, prefix_match_blocks: BigInt(k) }));
+    // §5.5: k three times — `local` (matched on the host itself), `global` (local + P2P + remote
+    // pool; no such sources here) and the older `prefix_match_blocks` (KVCM parity).
+    .map(([host, k]) => {
+      const blocks = BigInt(k);
+      return { host_ip_port: host, local: blocks, global: blocks, prefix_match_blocks: blocks };
+    });
   return { fields: { hosts } };
 }

@@ -28,7 +28,7 @@ export function registerInstanceRpcs(server: MetaHttpServer, deps: InstanceRpcDe
 
 async function registerInstance(deps: InstanceRpcDeps, req: RequestReader): Promise<RpcResult> {
   const parsed = parseRegistration(req, (g) => deps.instances.isConfiguredGroup(g));
-  if (!parsed.ok) throw missingFields(REGISTER_INSTANCE_REQUEST, parsed.invalidFields);
+  if (!parsed.ok) throw missingFields(REGISTER_INSTANCE_REQUEST, parsed.invalidFields.map((f) => f.entry));
   const { record } = await deps.instances.register(parsed.record);
   const group = deps.instances.group(record.instanceGroup) as InstanceGroupConfig;
   return {

@@ -10,7 +10,7 @@ import type { RpcResult } from '../http/meta-http-server.js';
 import type { RequestReader } from '../wire/request-reader.js';
 import { checkBlockMask, isMasked, readBlockMask } from '../keys/block-mask.js';
 import { keysOf, readRawKeys } from '../keys/request-keys.js';
-import { cacheLocationOf, emptyCacheLocation, missEntry } from '../lookup/cache-location-wire.js';
+import { emptyCacheLocation, lookupEntryOf, missEntry } from '../lookup/cache-location-wire.js';
 import type { WireCacheLocation } from '../lookup/cache-location-wire.js';
 import { selectLocation } from '../lookup/location-selection.js';
 import type { SelectedLocation, SelectionContext } from '../lookup/location-selection.js';
@@ -18,15 +18,20 @@ import { checkSwSize, effectiveQueryType, reverseRollWindowEnd } from '../lookup
 import type { DataPath } from '../write/data-path.js';
 import { registerCacheMetaRpcs } from './cache-meta.js';
 import { registerHostCacheStateRpc } from './host-cache-state.js';
+import { registerLocationsByBackendRpc } from './locations-by-backend.js';
 import { countLookup, selectionContext } from './lookup-context.js';
 import type { RpcRegistrar } from './rpc-registrar.js';
 
 /** Keys fetched per store round trip while prefix matching, so a long miss-free tail is cheap. */
 const PREFIX_CHUNK = 512;
 
-/** Registers getCacheLocation, getCacheLocationLen, getCacheMeta, getCacheMetaDetail, getHostCacheState. */
+/**
+ * Registers getCacheLocation, getCacheLocationsByBackend, getCacheLocationLen, getCacheMeta,
+ * getCacheMetaDetail, getHostCacheState.
+ */
 export function registerLookupRpcs(server: RpcRegistrar, dp: DataPath): void {
   server.registerRpc('getCacheLocation', (req) => getCacheLocation(dp, req));
+  registerLocationsByBackendRpc(server, dp);
   server.registerRpc('getCacheLocationLen', (req) => getCacheLocationLen(dp, req));
   registerCacheMetaRpcs(server, dp);
   registerHostCacheStateRpc(server, dp);
@@ -109,7 +114,7 @@ async function getCacheLocation(dp: DataPath, req: RequestReader): Promise<RpcRe
       else unmasked.push(i);
     }
     for (const h of await prefixHits(dp, ctx, keys, unmasked)) {
-      locations.push(cacheLocationOf(h.sel.location.type, h.sel.specs));
+      locations.push(lookupEntryOf(h.sel));
       recordHit(h.index);
     }
   } else if (q === QueryType.QT_BATCH_GET) {
@@ -121,7 +126,7 @@ async function getCacheLocation(dp: DataPath, req: RequestReader): Promise<RpcRe
       if (j < unmasked.length && unmasked[j] === i) {
         const sel = sels[j++];
         if (sel) {
-          locations.push(cacheLocationOf(sel.location.type, sel.specs));
+          locations.push(lookupEntryOf(sel));
           recordHit(i);
         } else locations.push(missEntry(missSpecNames));
       } else {
@@ -139,7 +144,7 @@ async function getCacheLocation(dp: DataPath, req: RequestReader): Promise<RpcRe
     for (let i = 0; i < n; i++) {
       const sel = sels[i];
       if (e > 0 && i >= e - swSize && i < e && sel) {
-        locations.push(cacheLocationOf(sel.location.type, sel.specs));
+        locations.push(lookupEntryOf(sel));
         recordHit(i);
       } else locations.push(missEntry(missSpecNames));
     }

@@ -7,7 +7,7 @@
 import type { MetaHttpServer, RpcContext, RpcResult } from '../http/meta-http-server.js';
 import type { MetaMetrics } from '../http/meta-metrics.js';
 import { ReportEventType, StorageType, enumName, isEnumValue, type ErrorCodeName } from '../meta-enums.js';
-import { isMetaError, missingFieldsMessage } from '../meta-errors.js';
+import { invalidFieldEntry, isMetaError, missingFieldsMessage } from '../meta-errors.js';
 import type { MetaServiceDeps } from '../meta-service.js';
 import type { RequestReader } from '../wire/request-reader.js';
 import { wholeRequestError, type ReportEventOutcome } from '../report/report-event-executor.js';
@@ -17,8 +17,6 @@ import { isEventReportStorageType, type EventReportStorageType } from '../report
 
 /** What reportEvent needs to know about a registered instance and its group (§4.2, §7.2). */
 export interface ReportInstance {
-  /** Registered `location_spec_infos` names (§7.4). */
-  readonly specNames: ReadonlySet<string>;
   /** The group's `event_report_storage_candidates`: StorageType → `global_unique_name` (at most one per type). */
   readonly eventReportStorages: ReadonlyMap<number, string>;
   /** The group's `extra_info`, already a string (§4.2). */
@@ -90,7 +88,6 @@ async function resolveReportInstance(deps: MetaServiceDeps, instanceId: string):
     if (storage) eventReportStorages.set(storage.storageType, name);
   }
   return {
-    specNames: new Set(resolved.record.locationSpecInfos.map((s) => s.name)),
     eventReportStorages,
     extraInfo: resolved.group.extraInfo,
   };
@@ -99,18 +96,25 @@ async function resolveReportInstance(deps: MetaServiceDeps, instanceId: string):
 export async function handleReportEvent(req: RequestReader, ctx: RpcContext, deps: ReportEventRpcDeps): Promise<RpcResult> {
   // Decode everything first: a JSON type error must be a 400 before any side effect.
   const eventReaders = req.messages('events');
-  // §7.2 step 1: empty → OK, no validation, lookup or liveness refresh.
-  if (eventReaders.length === 0) return toResult(wholeRequestError('OK', ''), '');
-  const events = eventReaders.map(decodeEvent);
   const instanceId = req.str('instance_id');
+  // §7.2 step 1: empty → OK, no validation or liveness refresh; only the group's extra_info is
+  // looked up (KVCM parity), "" when the instance is unknown.
+  if (eventReaders.length === 0) {
+    const known = instanceId === '' ? null : await deps.resolveInstance(instanceId);
+    return toResult(wholeRequestError('OK', ''), known?.extraInfo ?? '');
+  }
+  const events = eventReaders.map(decodeEvent);
   const hostIpPort = req.str('host_ip_port');
   const storageType = req.enumOf('storage_type', StorageType);
 
   // §7.2 step 2: common fields, whole request, no side effects.
+  // §1.4: a missing field by name, a present but invalid one with its value (KVCM parity).
   const bad: string[] = [];
   if (instanceId === '') bad.push('instance_id');
-  if (!isValidHost(hostIpPort)) bad.push('host_ip_port');
-  if (!isEventReportStorageType(storageType)) bad.push('storage_type');
+  if (hostIpPort === '') bad.push('host_ip_port');
+  else if (!isValidHost(hostIpPort)) bad.push(invalidFieldEntry('host_ip_port', hostIpPort));
+  if (storageType === StorageType.ST_UNSPECIFIED) bad.push('storage_type');
+  else if (!isEventReportStorageType(storageType)) bad.push(invalidFieldEntry('storage_type', enumName(StorageType, storageType)));
   if (bad.length > 0) return count(deps, events, toResult(wholeRequestError('INVALID_ARGUMENT', missingFieldsMessage('ReportEvent', bad)), ''));
 
   const instance = await deps.resolveInstance(instanceId);
@@ -121,7 +125,7 @@ export async function handleReportEvent(req: RequestReader, ctx: RpcContext, dep
     return count(deps, events, toResult(outcome, instance.extraInfo));
   }
   const outcome = await deps.reporting.executor.execute(
-    { instanceId, storageType: storageType as EventReportStorageType, hostIpPort, storageName, specNames: instance.specNames },
+    { instanceId, storageType: storageType as EventReportStorageType, hostIpPort, storageName },
     events,
   );
   if (outcome.code !== 'OK') ctx.log.debug({ code: outcome.code, host: hostIpPort }, 'reportEvent not fully applied');

@@ -64,7 +64,8 @@ async function startWriteCache(dp: DataPath, req: RequestReader): Promise<RpcRes
     fields: {
       write_session_id: out.sessionId,
       block_mask: blockMaskToWire(out.exists),
-      locations: out.locations.map((l) => cacheLocationOf(l.storageType, l.specs)),
+      // §6 step 4: each new location with its own id, CLS_WRITING (KVCM parity).
+      locations: out.locations.map((l) => cacheLocationOf(l.storageType, l.specs, l.locationId, 'CLS_WRITING')),
     },
   };
 }

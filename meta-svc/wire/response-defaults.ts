@@ -1,5 +1,5 @@
 /**
- * The 13 RPC names of kvcm-meta §1.1 and each response message's fields at their defaults
+ * The 14 RPC names of kvcm-meta §1.1 and each response message's fields at their defaults
  * (§5.1, §7.1), in field-number order. Every 200 body starts from these so that an error
  * response (thrown MetaError, SERVICE_NOT_READY, UNSUPPORTED, INTERNAL_ERROR) still prints every
  * scalar/repeated field as §1.3 requires; unset sub-messages (`instance_info`, `block_mask`,
@@ -10,6 +10,7 @@ export const RPC_NAMES = [
   'registerInstance',
   'getInstanceInfo',
   'getCacheLocation',
+  'getCacheLocationsByBackend',
   'getCacheLocationLen',
   'startWriteCache',
   'finishWriteCache',
@@ -39,6 +40,8 @@ export function defaultResponseFields(rpc: RpcName): Record<string, unknown> {
       return { instance_group: '' };
     case 'getCacheLocation':
       return { locations: [] };
+    case 'getCacheLocationsByBackend':
+      return { key_locations: [] };
     case 'getCacheLocationLen':
       return { cache_location_len: 0n };
     case 'startWriteCache':

@@ -57,6 +57,8 @@ export interface StartWriteInput {
 }
 
 export interface AllocatedLocation {
+  /** The new location's id: printed as the CacheLocation `id` (§6 step 4). */
+  readonly locationId: string;
   readonly storageType: number;
   readonly specs: readonly StoredSpec[];
 }
@@ -203,7 +205,7 @@ export class WriteSessions {
     return {
       sessionId: id,
       exists: allocation.exists,
-      locations: allocation.planned.map((p) => ({ storageType: p.storage.storageType, specs: p.specs })),
+      locations: allocation.planned.map((p) => ({ locationId: p.locationId, storageType: p.storage.storageType, specs: p.specs })),
     };
   }
 

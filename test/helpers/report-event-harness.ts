@@ -27,7 +27,6 @@ export const L2 = 8;
 
 export const DEFAULT_INSTANCES: Record<string, ReportInstance> = {
   test_instance: {
-    specNames: new Set(['tp0', 'tp1']),
     eventReportStorages: new Map([
       [L1P5, 'event_report_l1p5'],
       [L2, 'event_report_l2'],
@@ -35,7 +34,6 @@ export const DEFAULT_INSTANCES: Record<string, ReportInstance> = {
     extraInfo: '{"a":1}',
   },
   other_instance: {
-    specNames: new Set(['tp0', 'tp1']),
     eventReportStorages: new Map([
       [L1P5, 'event_report_l1p5'],
       [L2, 'event_report_l2'],
@@ -43,7 +41,6 @@ export const DEFAULT_INSTANCES: Record<string, ReportInstance> = {
     extraInfo: '',
   },
   l1p5_only: {
-    specNames: new Set(['tp0']),
     eventReportStorages: new Map([[L1P5, 'event_report_l1p5']]),
     extraInfo: '',
   },

@@ -186,8 +186,8 @@ describe('kvcm-meta §8 configuration', () => {
       'config error at write.default_timeout_seconds: must be in [1, 2147483647], got 0',
       'config error at limits.max_keys_per_request: expected an integer, got 1.5',
       'config error at limits.max_events_per_request: expected an integer, got string',
-      'config error at bootstrap_instances[0].instance_group: missing or invalid fields: {RegisterInstance: {instance_group}}',
-      'config error at bootstrap_instances[0].block_size: missing or invalid fields: {RegisterInstance: {block_size}}',
+      'config error at bootstrap_instances[0].instance_group: missing or invalid fields: {RegisterInstance: {instance_group="nope"}}',
+      'config error at bootstrap_instances[0].block_size: missing or invalid fields: {RegisterInstance: {block_size=0}}',
       'config error at bootstrap_instances[1]: expected a registerInstance request object',
       'config error at node_id: expected a string, got number',
     ]);

@@ -123,7 +123,7 @@ for (const kind of STORE_KINDS) {
 
       const s6 = await p.call('getCacheMeta', published.getCacheMeta);
       expect(code(s6)).to.equal('OK');
-      expect(s6.locations).to.deep.equal([{ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [] }]);
+      expect(s6.locations).to.deep.equal([{ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [], id: '', status: 'CLS_NOT_FOUND' }]);
       expect(s6.metas).to.deep.equal(['']);
 
       const s7 = await p.call('getCacheMetaDetail', published.getCacheMetaDetail);
@@ -175,6 +175,7 @@ for (const kind of STORE_KINDS) {
 
       const s5 = await p.call('getCacheLocation', published.getCacheLocation);
       expect(code(s5)).to.equal('OK');
+      expect(s5.locations[0].id).to.match(/^[A-Za-z0-9]{8}_merged$/);
       expect(s5.locations).to.deep.equal([
         {
           type: 'ST_NFS',
@@ -186,6 +187,8 @@ for (const kind of STORE_KINDS) {
               uri: 'file://local_file/data/kvcm/test_instance/123_full_attention:group=0:tp=0?offset=0&size=4096',
             },
           ],
+          id: s5.locations[0].id,
+          status: 'CLS_SERVING',
         },
       ]);
 
@@ -210,7 +213,7 @@ for (const kind of STORE_KINDS) {
       expect(code(s10)).to.equal('OK');
       const hosts = await p.call('getHostCacheState', { instance_id: 'test_instance', block_cache_keys: [123] });
       expect(code(hosts)).to.equal('OK');
-      expect(hosts.hosts).to.deep.equal([{ host_ip_port: '192.168.2.1:8080', prefix_match_blocks: '1' }]);
+      expect(hosts.hosts).to.deep.equal([{ host_ip_port: '192.168.2.1:8080', local: '1', global: '1', prefix_match_blocks: '1' }]);
     });
   });
 }

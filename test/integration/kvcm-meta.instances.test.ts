@@ -169,18 +169,18 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   it('I-04 unknown or missing group, block_size 0, bad spec lists → INVALID_ARGUMENT naming the fields', async () => {
     h = await MetaHarness.start({ configText: GROUPS_CONFIG });
     const cases: Array<[Record<string, unknown>, string]> = [
-      [{ instance_group: 'nope' }, '{RegisterInstance: {instance_group}}'],
+      [{ instance_group: 'nope' }, '{RegisterInstance: {instance_group="nope"}}'],
       [{ instance_group: undefined }, '{RegisterInstance: {instance_group}}'],
-      [{ block_size: 0 }, '{RegisterInstance: {block_size}}'],
-      [{ location_spec_infos: [{ name: 'tp0', size: 1 }, { name: 'tp0', size: 2 }], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos}}'],
+      [{ block_size: 0 }, '{RegisterInstance: {block_size=0}}'],
+      [{ location_spec_infos: [{ name: 'tp0', size: 1 }, { name: 'tp0', size: 2 }], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos=[{"name":"tp0","size":"1"},{"name":"tp0","size":"2"}]}}'],
       [{ location_spec_infos: [], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos}}'],
-      [{ location_spec_infos: [{ name: 'tp0', size: 0 }], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos}}'],
-      [{ location_spec_groups: [{ name: 'g0', spec_names: ['zz'] }] }, '{RegisterInstance: {location_spec_groups}}'],
-      [{ location_spec_groups: [{ name: 'g0', spec_names: [] }] }, '{RegisterInstance: {location_spec_groups}}'],
+      [{ location_spec_infos: [{ name: 'tp0', size: 0 }], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos=[{"name":"tp0","size":"0"}]}}'],
+      [{ location_spec_groups: [{ name: 'g0', spec_names: ['zz'] }] }, '{RegisterInstance: {location_spec_groups=[{"name":"g0","spec_names":["zz"]}]}}'],
+      [{ location_spec_groups: [{ name: 'g0', spec_names: [] }] }, '{RegisterInstance: {location_spec_groups=[{"name":"g0","spec_names":[]}]}}'],
       [{ instance_id: '' }, '{RegisterInstance: {instance_id}}'],
-      [{ instance_id: 'a\nb' }, '{RegisterInstance: {instance_id}}'],
-      [{ instance_id: 'x'.repeat(257) }, '{RegisterInstance: {instance_id}}'],
-      [{ instance_group: 'nope', block_size: -1 }, '{RegisterInstance: {instance_group, block_size}}'],
+      [{ instance_id: 'a\nb' }, '{RegisterInstance: {instance_id="a\\nb"}}'],
+      [{ instance_id: 'x'.repeat(257) }, `{RegisterInstance: {instance_id="${'x'.repeat(127)}}}`],
+      [{ instance_group: 'nope', block_size: -1 }, '{RegisterInstance: {instance_group="nope", block_size=-1}}'],
     ];
     for (const [overrides, fields] of cases) {
       const r = await h.rpc('registerInstance', registration(overrides));

@@ -69,10 +69,13 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     await serve([1, 2, 4]);
     const a = await locate({ query_type: 'QT_PREFIX_MATCH', block_keys: [1, 2, 3, 4] });
     expect(uriKeys(a)).to.deep.equal(['1', '2']);
+    expect(a.locations[0].id).to.match(/^[A-Za-z0-9]{8}_merged$/);
     expect(a.locations[0]).to.deep.equal({
       type: 'ST_NFS',
       spec_size: 2,
       location_specs: SPECS.map((s) => ({ name: s, uri: `file://local_file/data/kvcm/${I}/1_${s}?offset=0&size=${s === 'tp0' ? 4096000 : 4096}` })),
+      id: a.locations[0].id,
+      status: 'CLS_SERVING',
     });
     const b = await locate({ query_type: 'QT_PREFIX_MATCH', block_keys: [3, 1, 2, 3], block_mask: { offset: 1 } });
     expect(uriKeys(b)).to.deep.equal(['1', '2']);
@@ -88,15 +91,15 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     const a = await locate({ query_type: 'QT_BATCH_GET', block_keys: [1, 2] });
     expect(a.locations).to.have.length(2);
     expect(a.locations[0].type).to.equal('ST_NFS');
-    expect(a.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 2, location_specs: SPECS.map((name) => ({ name, uri: '' })) });
+    expect(a.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 2, location_specs: SPECS.map((name) => ({ name, uri: '' })), id: '', status: 'CLS_NOT_FOUND' });
     const b = await locate({ query_type: 'QT_BATCH_GET', block_keys: [1, 2], location_spec_names: ['tp0'] });
     expect(b.locations[0].spec_size).to.equal(1);
     expect(b.locations[0].location_specs.map((s: Json) => s.name)).to.deep.equal(['tp0']);
-    expect(b.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 1, location_specs: [{ name: 'tp0', uri: '' }] });
+    expect(b.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 1, location_specs: [{ name: 'tp0', uri: '' }], id: '', status: 'CLS_NOT_FOUND' });
     const c = await locate({ query_type: 'QT_BATCH_GET', block_keys: [1], location_spec_names: ['zz'] });
-    expect(c.locations).to.deep.equal([{ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [] }]);
+    expect(c.locations).to.deep.equal([{ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [], id: '', status: 'CLS_NOT_FOUND' }]);
     const masked = await locate({ query_type: 'QT_BATCH_GET', block_keys: [1, 2], block_mask: { offset: 1 } });
-    expect(masked.locations[0]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [] });
+    expect(masked.locations[0]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [], id: '', status: 'CLS_NOT_FOUND' });
   });
 
   it('Q-04 REVERSE_ROLL with hits [1,1,0,1,1], sw_size 2: window [3,5) filled, length 5; sw_size 6 → INVALID_ARGUMENT', async () => {
@@ -154,7 +157,7 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     const a = await h.call('getCacheMeta', { instance_id: I, block_keys: [1, 2], detail_level: 0 });
     expect(code(a)).to.equal('OK');
     expect(a.locations[0].type).to.equal('ST_NFS');
-    expect(a.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [] });
+    expect(a.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [], id: '', status: 'CLS_NOT_FOUND' });
     expect(a.metas[1]).to.equal('');
     expect(JSON.parse(a.metas[0])).to.deep.equal({ block_key: '1', properties: { 'BP#prev_key': '' } });
     const b = await h.call('getCacheMeta', { instance_id: I, block_keys: [1, 2], detail_level: 1 });
@@ -213,13 +216,13 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     const a = await state({ query_type: 'QT_PREFIX_MATCH', block_cache_keys: [1, 2, 3] });
     expect(code(a)).to.equal('OK');
     expect(a.hosts).to.deep.equal([
-      { host_ip_port: 'h3:1', prefix_match_blocks: '3' },
-      { host_ip_port: 'h1:1', prefix_match_blocks: '1' },
+      { host_ip_port: 'h3:1', local: '3', global: '3', prefix_match_blocks: '3' },
+      { host_ip_port: 'h1:1', local: '1', global: '1', prefix_match_blocks: '1' },
     ]);
     const b = await state({ block_cache_keys: [1, 2, 3], medium: ['GPU'] });
     expect(b.hosts).to.deep.equal([
-      { host_ip_port: 'h3:1', prefix_match_blocks: '2' },
-      { host_ip_port: 'h1:1', prefix_match_blocks: '1' },
+      { host_ip_port: 'h3:1', local: '2', global: '2', prefix_match_blocks: '2' },
+      { host_ip_port: 'h1:1', local: '1', global: '1', prefix_match_blocks: '1' },
     ]);
     const c = await state({ block_cache_keys: [] });
     expect(code(c)).to.equal('OK');

@@ -67,7 +67,7 @@ for (const kind of STORE_KINDS) {
         expect(a.item_results).to.deep.equal([]);
         const ok = await h.report([heartbeat()]);
         expect(ok.extra_info).to.equal('{"a":1}');
-        const partial = await h.report([add(1, [spec('tp0')]), add(1, [spec('zz')])]);
+        const partial = await h.report([add(1, [spec('tp0')]), add(1, [spec('tp0')], 'a#b')]);
         expect(partial.header.status.code).to.equal('INVALID_ARGUMENT');
         expect(partial.extra_info).to.equal('{"a":1}');
       });
@@ -182,14 +182,14 @@ for (const kind of STORE_KINDS) {
         expect(await h.visible(2n)).to.have.length(1);
       });
 
-      it('S-02 one key in two media is fine; duplicate key+medium, bad spec names and empty specs are INVALID_ARGUMENT', async () => {
+      it('S-02 one key in two media is fine; duplicate key+medium, duplicate or empty spec names and empty specs are INVALID_ARGUMENT', async () => {
         const ok = await h.report([snapshot([{ key: 1, specs: [spec('tp0')] }, { key: 1, medium: 'disk', specs: [spec('tp0')] }])]);
         expect(ok.header.status.code).to.equal('OK');
         expect(await h.locations(1n)).to.have.length(2);
         const bads = [
           [{ key: '5', specs: [spec('tp0')] }, { key: '05', specs: [spec('tp0')] }],
           [{ key: 5, specs: [spec('tp0'), spec('tp0')] }],
-          [{ key: 5, specs: [spec('nope')] }],
+          [{ key: 5, specs: [{ name: '', uri: 'x://h/p' }] }],
           [{ key: 5, specs: [] }],
         ];
         for (const blocks of bads) {
@@ -388,11 +388,11 @@ for (const kind of STORE_KINDS) {
       it('V-01 `#` in host or medium, ST_NFS, group without L2', async () => {
         const a = await h.report([add(1, [spec('tp0')])], 'h#1:80');
         expect(a.header.status.code).to.equal('INVALID_ARGUMENT');
-        expect(a.header.status.message).to.equal('missing or invalid fields: {ReportEvent: {host_ip_port}}');
+        expect(a.header.status.message).to.equal('missing or invalid fields: {ReportEvent: {host_ip_port="h#1:80"}}');
         const b = await h.report([add(1, [spec('tp0')], 'g#pu')]);
         expect(b.item_results).to.deep.equal(['INVALID_ARGUMENT']);
         const c = await h.report([add(1, [spec('tp0')])], '10.0.0.1:8000', 'ST_NFS');
-        expect(c.header.status.code).to.equal('INVALID_ARGUMENT');
+        expect(c.header.status).to.deep.equal({ code: 'INVALID_ARGUMENT', message: 'missing or invalid fields: {ReportEvent: {storage_type="ST_NFS"}}' });
         const d = await h.report([add(1, [spec('tp0')])], '10.0.0.1:8000', 'ST_EVENT_REPORT_L2', 'l1p5_only');
         expect(d.header.status.code).to.equal('INSTANCE_NOT_EXIST');
         const e = await h.report([add(1, [spec('tp0')])], '10.0.0.1:8000', 'ST_EVENT_REPORT_L2', 'nobody');

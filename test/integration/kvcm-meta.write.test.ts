@@ -59,17 +59,20 @@ describe('kvcm-meta §6 write sessions, §5.2 removeCache/trimCache', () => {
     expect(code(r)).to.equal('OK');
     expect(r.write_session_id).to.match(SESSION_ID);
     expect(r.block_mask).to.deep.equal({ offset: 0 });
+    const d = await detail([123, 456]);
     expect(r.locations).to.deep.equal(
-      [123, 456].map((k) => ({
+      [123, 456].map((k, i) => ({
         type: 'ST_NFS',
         spec_size: 2,
         location_specs: [
           { name: 'tp0', uri: URI(k, 'tp0', 4096000) },
           { name: 'full_attention:group=0:tp=0', uri: URI(k, 'full_attention:group=0:tp=0', 4096) },
         ],
+        // §6 step 4: the new location's own id, CLS_WRITING (KVCM parity).
+        id: d.items[i].locations[0].location_id,
+        status: 'CLS_WRITING',
       })),
     );
-    const d = await detail([123, 456]);
     expect(d.items.map((it: Json) => it.locations.map((l: Json) => l.status))).to.deep.equal([['CLS_WRITING'], ['CLS_WRITING']]);
     expect(d.items[0].locations[0].location_id).to.match(/^[A-Za-z0-9]{8}$/);
     expect(d.items[1].prev_block_key).to.equal('123');

@@ -112,6 +112,18 @@ export function describeMetaStoreContract(name: string, factory: MetaStoreFactor
       expect((await store.getBlocks('other', [-1n])).size).to.equal(0);
     });
 
+    it('§9.2 specs keep their stored order and any name (D-08: unregistered, `#`, `:`, `=`, non-ASCII), through put and replaceSpecsIf', async () => {
+      // §5.3 merges a source's specs "in stored order", and §7.4 lets reporters name specs freely.
+      const names = ['zeta', 'a#b', 'full_attention:group=0:tp=0', 'linear_0', 'ünï', 'alpha'];
+      const specs = names.map((n, i) => ({ name: n, uri: `x://h/${i}?s_version=${'a'.repeat(32)}` }));
+      const id = 'kvs#event_report_l2#mem#10.0.0.1:80';
+      const put = await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 7n, location: loc(id, { type: 8, storageName: 'event_report_l2', specs }) }]);
+      expect((await store.getBlocks(INST, [7n])).get(7n)?.locations[0]?.specs).to.deep.equal(specs);
+      const reversed = [...specs].reverse();
+      await store.apply([{ op: 'replaceSpecsIf', instanceId: INST, blockKey: 7n, locationId: id, specs: reversed, expectRev: put[0]?.rev }]);
+      expect((await store.getBlocks(INST, [7n])).get(7n)?.locations[0]?.specs).to.deep.equal(reversed);
+    });
+
     it('§9.2 int64 extremes are exact as block keys and create times', async () => {
       const keys = [-9223372036854775808n, 9223372036854775807n, 9007199254740993n];
       await store.apply(
