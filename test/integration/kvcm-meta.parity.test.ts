@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { MetaProcess } from '../helpers/meta-process.js';
+import { STORE_KINDS, storeSuite } from '../helpers/meta-stores.js';
 import { waitFor } from '../helpers/ports.js';
 import { HEX32, add, heartbeat, hostDown, register, snapshot, spec } from '../helpers/report-event-harness.js';
 
@@ -51,8 +52,10 @@ const instance = (instanceId: string, specNames: string[], overrides: Record<str
 const L1P5 = 'ST_EVENT_REPORT_L1P5';
 const L2 = 'ST_EVENT_REPORT_L2';
 
-describe('kvcm-meta §10 KVCM parity rows (real meta-svc process)', function () {
+// One suite per store (kvcm-meta §9.4); the body keeps its indentation so merges stay small.
+for (const kind of STORE_KINDS) describe(`kvcm-meta §10 KVCM parity rows (real meta-svc process) on ${kind}`, function () {
   this.timeout(60000);
+  const stores = storeSuite(kind);
   let dir: string;
   let p: MetaProcess;
 
@@ -78,7 +81,7 @@ describe('kvcm-meta §10 KVCM parity rows (real meta-svc process)', function () 
     dir = mkdtempSync(join(tmpdir(), 'kvcm-parity-'));
     const configFile = join(dir, 'meta.json');
     writeFileSync(configFile, JSON.stringify(CONFIG));
-    p = await MetaProcess.start(join(dir, 'kvcm.db'), [`--meta_config_file=${configFile}`]);
+    p = await MetaProcess.start(await stores.fresh(dir), [`--meta_config_file=${configFile}`]);
     for (const body of [
       instance('parity', ['tp0', 'tp1']),
       instance('w08', ['tp0']),
