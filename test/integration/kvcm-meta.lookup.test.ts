@@ -10,19 +10,23 @@
 import { expect } from 'chai';
 import { CLS_WRITING } from '../../meta-svc/store/meta-store.js';
 import { FaultyMetaStore } from '../helpers/faulty-meta-store.js';
-import { MetaHarness, code } from '../helpers/meta-data-path-harness.js';
+import { MetaHarness, code, type MetaHarnessOptions } from '../helpers/meta-data-path-harness.js';
+import { STORE_KINDS, storeSuite } from '../helpers/meta-stores.js';
 import type { Json } from '../helpers/meta-data-path-harness.js';
 
 const I = 'test_instance';
 const SPECS = ['tp0', 'full_attention:group=0:tp=0'];
 const Q01_KEYS = ['-3034435009196788647', '4952800032557538615'];
 
-describe('kvcm-meta §5.3–§5.5 lookups', () => {
+// One suite per store (kvcm-meta §9.4); the body keeps its indentation so merges stay small.
+for (const kind of STORE_KINDS) describe(`kvcm-meta §5.3–§5.5 lookups on ${kind}`, () => {
+  const stores = storeSuite(kind);
+  const startOn = (o: MetaHarnessOptions = {}): Promise<MetaHarness> => MetaHarness.start({ ...o, redis: kind === 'redis' ? stores.redis : undefined });
   let h: MetaHarness;
   let faulty: FaultyMetaStore | null;
   beforeEach(async () => {
     faulty = null;
-    h = await MetaHarness.start({
+    h = await startOn({
       wrapStore: (s) => {
         faulty = new FaultyMetaStore(s);
         return faulty;
@@ -263,7 +267,7 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     expect(code(await h.call('removeCache', { instance_id: I, block_keys: [2] }))).to.equal('OK');
     const dir = h.dir;
     await h.close();
-    h = await MetaHarness.start({ dir, ownDir: true });
+    h = await startOn({ dir, ownDir: true });
     const d = await h.call('getCacheMetaDetail', { instance_id: I, block_keys: [1, 2] });
     expect(d.items[0].properties['BP#hit_count']).to.equal('2');
     expect(d.items[0].properties['BP#lru_time']).to.equal(String(BigInt(h.timers.ms) * 1000n));
