@@ -54,6 +54,7 @@ export function createEventReporting(opts: EventReportingOptions): EventReportin
     store: opts.store,
     registry,
     logger: opts.logger,
+    refresh: opts.sync ? () => sync.catchUp() : undefined,
     onDeleted: metrics ? (reason, n) => metrics.cleanupDeletedLocationsTotal.inc({ reason }, n) : undefined,
   });
   const executor = new ReportEventExecutor({
@@ -72,6 +73,7 @@ export function createEventReporting(opts: EventReportingOptions): EventReportin
     nowMs: opts.nowMs,
     // §9.4: expiry and orphan cleanup run on the replica holding the background lease only.
     isBackgroundHolder: sync.backgroundHolder,
+    refresh: opts.sync ? () => sync.catchUp() : undefined,
     checkIntervalMs: Math.min(...all.map((t) => t.livenessCheckIntervalMs)),
     orphanAfterMs: Math.max(...all.map((t) => t.heartbeatTimeoutMs + t.cleanupGraceMs)),
     onCounts: metrics

@@ -32,6 +32,11 @@ export interface ReportCleanupDeps {
   readonly logger: Logger;
   /** Called with the number of locations deleted per batch (kvcm_cleanup_deleted_locations_total). */
   readonly onDeleted?: (reason: CleanupReason, count: number) => void;
+  /**
+   * Brings the reporter registry up to date before each page's conditions are checked (§9.4:
+   * another replica may have re-registered a reporter; an orphan pass must know every reporter).
+   */
+  readonly refresh?: () => Promise<void>;
   /** Defaults CLEANUP_PAGES_PER_TICK / CLEANUP_PAUSE_MS (benchmarks vary them). */
   readonly pagesPerTick?: number;
   readonly pauseMs?: number;
@@ -113,6 +118,7 @@ export class ReportCleanup {
       pages++;
       const page = await store.scanLocations(instanceId, { locationIdPrefix: prefix }, cursor, CLEANUP_BATCH);
       cursor = page.cursor;
+      if (this.deps.refresh) await this.deps.refresh();
       // Condition re-checked here, with no await before the write (§7.11 "at deletion time").
       const mutations: StoreMutation[] = [];
       for (const item of page.items) {

@@ -20,6 +20,8 @@ export interface ReportLifecycleOptions {
   readonly onCounts?: (counts: ReadonlyMap<string, number>) => void;
   /** §9.4: false on a replica that does not hold the background lease (its ticks only count). */
   readonly isBackgroundHolder?: () => boolean;
+  /** Runs before each timer tick (§9.4: catch up with the other replicas before judging expiry). */
+  readonly refresh?: () => Promise<void>;
 }
 
 export class ReportLifecycle {
@@ -33,7 +35,15 @@ export class ReportLifecycle {
 
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => this.tick(), this.opts.checkIntervalMs);
+    const refresh = this.opts.refresh;
+    this.timer = setInterval(() => {
+      if (!refresh) return this.tick();
+      // A failed catch-up (store unreachable) skips this tick rather than judging stale state.
+      refresh().then(
+        () => this.tick(),
+        () => undefined,
+      );
+    }, this.opts.checkIntervalMs);
     this.timer.unref();
   }
 
