@@ -73,6 +73,16 @@ function metaFlags(): MetaFlags {
   return parsed.flags;
 }
 
+/** redis-server options the compose file may use (`--name value` pairs). */
+const REDIS_OPTIONS = new Set(['--save', '--appendonly', '--dir', '--port', '--maxmemory', '--maxmemory-policy']);
+
+/** The port the redis service listens on (`--port`, else Redis's 6379). */
+function redisPort(): number {
+  const args = services['redis']!.command as string[];
+  const at = args.indexOf('--port');
+  return at < 0 ? 6379 : Number(args[at + 1]);
+}
+
 function kvEventsConfig(): KvEventsConfig {
   return parseKvEventsConfig(readFileSync(repoPathOf(directoryFlags().kvEventsConfigFile), 'utf8'));
 }
@@ -156,7 +166,7 @@ describe('docker-compose.yml and Dockerfile', () => {
   it('every node service runs a dist/ entry whose source exists and that the image builds from the folders it copies', () => {
     const copied = [...dockerfile.matchAll(/^COPY\s+(?!--from)(\S+)\s+\.\/\S*$/gm)].map((m) => m[1]!);
     for (const [name, svc] of Object.entries(services)) {
-      if (name === 'etcd') continue;
+      if (name === 'etcd' || name === 'redis') continue;
       expect(svc.build, `${name} builds ./Dockerfile`).to.equal('.');
       const cmd = svc.command as string[];
       expect(cmd[0], `${name} runs node`).to.equal('node');
@@ -219,17 +229,29 @@ describe('docker-compose.yml and Dockerfile', () => {
     expect(kv.discovery?.enabled, 'discovery enabled').to.equal(true);
   });
 
-  it('meta-svc: flags parse, its config file exists in deploy/ and validates, its store is on a declared volume, it publishes and health-checks its --http_port', () => {
+  it('meta-svc: flags parse, its config file exists in deploy/ and validates, its store is the redis service, it publishes a port range and health-checks its --http_port', () => {
     const flags = metaFlags();
     expect(servicesRunning('meta-svc/main')).to.deep.equal(['meta-svc']);
     const meta = loadMetaConfig({ configFile: repoPathOf(flags.metaConfigFile), httpPortOverride: flags.httpPort });
     expect(meta.ok, meta.ok ? '' : meta.errors.join('; ')).to.equal(true);
-    if (flags.store.kind === 'sqlite') {
-      const mounts = (services['meta-svc']!.volumes ?? []).map((v) => v.split(':')[1]!);
-      expect(mounts.some((m) => flags.store.kind === 'sqlite' && flags.store.path.startsWith(`${m}/`)), `${flags.store.path} is on a volume`).to.equal(true);
-    }
-    expect(portMappings('meta-svc').map((p) => p.container)).to.deep.equal([flags.httpPort]);
+    // §9.4: replicas share Redis, so `--scale meta-svc=N` needs a host port range, not one port.
+    expect(flags.store).to.include({ kind: 'redis', host: 'redis', port: redisPort() });
+    expect(Object.keys(services['meta-svc']!.depends_on ?? {})).to.include('redis');
+    const ports = portMappings('meta-svc');
+    expect(ports.map((p) => p.container)).to.deep.equal([flags.httpPort]);
+    for (const p of ports) expect(p.hostFrom !== null && p.hostTo! > p.hostFrom, 'meta-svc host port is a range').to.equal(true);
     expect(healthcheckPort('meta-svc')).to.equal(flags.httpPort);
+  });
+
+  it('redis: an official image, only known options, persistence on a declared volume, serving the port meta-svc uses', () => {
+    const svc = services['redis']!;
+    expect(svc.image).to.match(/^redis:7\.\d+-bookworm$/);
+    const [bin, ...args] = svc.command as string[];
+    expect(bin).to.equal('redis-server');
+    for (let i = 0; i < args.length; i += 2) expect(REDIS_OPTIONS.has(args[i]!), `redis option ${args[i]}`).to.equal(true);
+    const dirAt = args.indexOf('--dir');
+    expect((svc.volumes ?? []).map((v) => v.split(':')[1])).to.include(args[dirAt + 1]);
+    expect((svc.expose ?? []).map(String)).to.include(String(redisPort()));
   });
 
   it('etcd: only known flags, a one-member cluster naming itself, clients on the advertised port', () => {
