@@ -78,6 +78,7 @@ export class RedisReporterSync implements ReporterSync {
   private catching: Promise<void> | null = null;
   /** Reporter keys whose lock this replica holds: their local state is newer than Redis's. */
   private readonly held = new Map<string, number>();
+  private draining = false;
   readonly backgroundHolder: () => boolean;
 
   constructor(private readonly opts: RedisReporterSyncOptions) {
@@ -117,13 +118,17 @@ export class RedisReporterSync implements ReporterSync {
     }
   }
 
-  async acquireDelta(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress'> {
+  drain(): void {
+    this.draining = true;
+  }
+
+  async acquireDelta(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress' | 'snapshot_required'> {
     const { marker, leases } = this.gateKeys(id);
     const token = this.token();
     const redis = this.opts.redis;
     const ttl = String(REPORTER_LOCK_TTL_MS);
     const granted = await this.poll(waitMs, async () => Number(await redis.eval(DELTA_SCRIPT, 2, marker, leases, token, ttl)) === 1);
-    if (!granted) return 'in_progress';
+    if (!granted) return this.draining ? 'snapshot_required' : 'in_progress';
     const renew = this.renewing(() => redis.eval(RENEW_DELTA_SCRIPT, 1, leases, token, ttl));
     return {
       release: async () => {
@@ -133,7 +138,7 @@ export class RedisReporterSync implements ReporterSync {
     };
   }
 
-  async acquireSnapshot(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress'> {
+  async acquireSnapshot(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress' | 'snapshot_required'> {
     const { marker, leases } = this.gateKeys(id);
     const token = this.token();
     const redis = this.opts.redis;
@@ -152,7 +157,7 @@ export class RedisReporterSync implements ReporterSync {
     });
     if (!drained) {
       await release();
-      return 'in_progress';
+      return this.draining ? 'snapshot_required' : 'in_progress';
     }
     return { release };
   }
@@ -178,7 +183,7 @@ export class RedisReporterSync implements ReporterSync {
     let pollMs = 1;
     for (;;) {
       if (await attempt()) return true;
-      if (Date.now() >= deadline) return false;
+      if (Date.now() >= deadline || this.draining) return false;
       await new Promise((resolve) => setTimeout(resolve, Math.min(pollMs, Math.max(1, deadline - Date.now()))));
       pollMs = Math.min(pollMs * 2, MAX_POLL_MS);
     }

@@ -93,7 +93,10 @@ export function createEventReporting(opts: EventReportingOptions): EventReportin
     executor,
     cleanup,
     lifecycle,
-    drain: () => registry.wakeAllForShutdown(),
+    drain: () => {
+      registry.wakeAllForShutdown();
+      sync.drain();
+    },
     close: async () => {
       lifecycle.stop();
       await cleanup.stop();

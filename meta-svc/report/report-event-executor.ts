@@ -177,9 +177,9 @@ export class ReportEventExecutor {
       reporter.gate.releaseDelta();
       throw err;
     }
-    if (cluster === 'in_progress') {
+    if (cluster === 'in_progress' || cluster === 'snapshot_required') {
       reporter.gate.releaseDelta();
-      return 'SNAPSHOT_IN_PROGRESS';
+      return cluster === 'in_progress' ? 'SNAPSHOT_IN_PROGRESS' : 'SNAPSHOT_REQUIRED';
     }
     const prev = this.deltaTails.get(reporter) ?? Promise.resolve();
     let done!: () => void;
@@ -301,10 +301,10 @@ export class ReportEventExecutor {
       if (reporter.gate.isSnapshotHeld) reporter.gate.releaseSnapshot();
       throw err;
     }
-    if (cluster === 'in_progress') {
+    if (cluster === 'in_progress' || cluster === 'snapshot_required') {
       if (reporter.gate.isSnapshotHeld) reporter.gate.releaseSnapshot();
-      onSnapshot?.('in_progress');
-      return { code: 'SNAPSHOT_IN_PROGRESS', retryAfterMs: 0n };
+      onSnapshot?.(cluster);
+      return { code: cluster === 'in_progress' ? 'SNAPSHOT_IN_PROGRESS' : 'SNAPSHOT_REQUIRED', retryAfterMs: 0n };
     }
     const candidate = newVersionToken();
     try {

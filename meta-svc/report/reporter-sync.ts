@@ -24,9 +24,11 @@ export interface ReporterSync {
   /** Runs the synchronous state change `fn` on the freshest shared state and saves the result. */
   transition<T>(id: ReporterIdentity, fn: () => T): Promise<T>;
   /** §7.7 across replicas: a delta waits (≤ `waitMs`) while another replica's snapshot holds the gate. */
-  acquireDelta(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress'>;
+  acquireDelta(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress' | 'snapshot_required'>;
   /** §7.7 across replicas: refused at once when another replica's snapshot holds it; drains their deltas ≤ `waitMs`. */
-  acquireSnapshot(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress'>;
+  acquireSnapshot(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress' | 'snapshot_required'>;
+  /** §9.3 drain: waits for another replica's gate end at once with `snapshot_required`. */
+  drain(): void;
   /** True when the lease of background work is this replica's (local: always). */
   readonly backgroundHolder: () => boolean;
 }
@@ -39,4 +41,5 @@ export const LOCAL_REPORTER_SYNC: ReporterSync = {
   acquireDelta: () => Promise.resolve(NO_HOLD),
   acquireSnapshot: () => Promise.resolve(NO_HOLD),
   backgroundHolder: () => true,
+  drain: () => undefined,
 };
