@@ -20,6 +20,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY proto ./proto
 COPY shared ./shared
 COPY directory-svc ./directory-svc
+COPY meta-svc ./meta-svc
 COPY router-svc ./router-svc
 COPY tools ./tools
 RUN npx tsc -p tsconfig.build.json \

@@ -19,7 +19,7 @@ const benches: { name: string; file: string; nodeArgs?: string[] }[] = [
   // Micro-benchmarks beside the code they measure, then the scenario benchmarks.
   { name: 'decoder', file: 'directory-svc/decoder/live-frame-decoder.bench.ts' },
   { name: 'car', file: 'router-svc/policy/car-policy.bench.ts' },
-  { name: 'report-executor', file: 'directory-svc/meta/report/report-event-executor.bench.ts' },
+  { name: 'report-executor', file: 'meta-svc/report/report-event-executor.bench.ts' },
   { name: 'ingest', file: 'bench/ingest/ingest.bench.ts' },
   { name: 'query', file: 'bench/query/query.bench.ts', nodeArgs: ['--expose-gc', '--max-old-space-size=8192'] },
   { name: 'meta', file: 'bench/meta/meta.bench.ts' },

@@ -5,8 +5,8 @@
  *
  *   flags → kv-events config → engines file → Directory (static stream subscribers) → discovery
  *   (etcd watch, engines-file scrapers, instance table, stream reconciler) → gRPC (KvDirectory,
- *   health, reflection) → HTTP
- *   (heartbeat, health, metrics) → MetaService
+ *   health, reflection) → HTTP (heartbeat, health, metrics). The MetaService is meta-svc's, a
+ *   process of its own.
  *
  * Exit codes: 0 after a clean SIGINT/SIGTERM stop; 2 for a bad flag or config file, with exactly
  * one line on stderr naming the field; 1 when a listener cannot start or a stop hangs.
@@ -37,10 +37,6 @@ import { StreamSubscriber } from './subscription/stream-subscriber.js';
 import { ResidencyGroups } from '../shared/index/residency-groups.js';
 import { ViewPublisher } from './view/view-publisher.js';
 import { registerViewMetrics } from './view/view-metrics.js';
-import { loadMetaConfig } from './meta/config/load-meta-config.js';
-import type { MetaConfig } from './meta/config/meta-config.js';
-import { startMetaService } from './meta/meta-service.js';
-import { SqliteMetaStore } from './meta/store/sqlite-meta-store.js';
 
 /** A stop that takes longer than this exits 1 rather than hanging (kvcm-meta §9.3: within 10 s). */
 const STOP_DEADLINE_MS = 10000;
@@ -126,24 +122,6 @@ async function run(): Promise<void> {
     return;
   }
   const { flags, kvEvents, engines, grpcTls } = startup;
-  // kvcm-meta §8: the MetaService config is validated before anything listens; each problem is one
-  // stderr line, then exit 2. The flags override the file only when given on the command line:
-  // their defaults equal the §8 defaults, so passing them always would hide a file's
-  // http.port / store.path. --meta_http_port=0 disables the MetaService.
-  let metaCfg: MetaConfig | null = null;
-  if (flags.metaHttpPort !== 0) {
-    const given = (name: string): boolean => process.argv.some((a) => a === `--${name}` || a.startsWith(`--${name}=`));
-    const loaded = loadMetaConfig({
-      configFile: flags.metaConfigFile,
-      httpPortOverride: given('meta_http_port') ? flags.metaHttpPort : undefined,
-      dbPathOverride: given('meta_db') ? flags.metaDb : undefined,
-    });
-    if (!loaded.ok) {
-      for (const line of loaded.errors) console.error(line);
-      process.exit(2);
-    }
-    metaCfg = loaded.config;
-  }
   const log = createLogger('directory-svc', flags.logLevel);
   if (flags.internalApiToken !== '' && grpcTls === null) {
     log.warn('--internal_api_token is set but gRPC is plaintext: the token crosses the network readable; set --grpc_tls_cert/--grpc_tls_key');
@@ -209,16 +187,6 @@ async function run(): Promise<void> {
       health: () => ({ etcd_connected: discovery.etcdConnected, instances: discovery.instances().length }),
     });
     started.push({ name: 'http', close: () => httpServer.close() });
-
-    if (metaCfg !== null) {
-      // MetaService (kvcm-meta), its config validated at the top of run().
-      const meta = await startMetaService({
-        config: metaCfg,
-        store: SqliteMetaStore.open(metaCfg.store.path, { synchronous: metaCfg.store.synchronous }),
-        logger: log.child({ component: 'meta' }),
-      });
-      started.push({ name: 'meta', close: () => meta.close() });
-    }
 
     log.info(
       {

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Self-setup for a fresh clone, run as the `pre` hook of test, bench and start: npm runs
 // it even before node_modules exists, so it may only use Node's built-ins.
-// Installs dependencies when missing, builds dist/, and with --etcd makes sure an `etcd`
-// binary is available (Debian's etcd-server when running as root).
+// Installs dependencies when missing, builds dist/, and with --etcd / --redis makes sure an
+// `etcd` / `redis-server` binary is available (the Debian package when running as root).
 import { execSync, spawnSync } from 'node:child_process';
 import { existsSync, statSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -29,7 +29,7 @@ if (!existsSync(join(root, 'node_modules', '.package-lock.json'))) {
 }
 
 const stamp = join(root, 'dist', '.build-stamp');
-const srcNewest = Math.max(...['shared', 'directory-svc', 'router-svc', 'tools', 'bench', 'proto', 'test'].map((d) => newestMtime(join(root, d))));
+const srcNewest = Math.max(...['shared', 'directory-svc', 'meta-svc', 'router-svc', 'tools', 'bench', 'proto', 'test'].map((d) => newestMtime(join(root, d))));
 if (!existsSync(stamp) || statSync(stamp).mtimeMs < srcNewest) {
   // The services and tools are built to dist/; tests and benchmarks run from source (tsx) but are
   // type-checked too, so a type error anywhere fails the run.
@@ -47,6 +47,21 @@ if (process.argv.includes('--etcd')) {
       run('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server');
     } else {
       console.error('[setup] etcd is missing and we are not root: install the Debian package etcd-server (sudo apt-get install -y etcd-server)');
+      process.exit(1);
+    }
+  }
+}
+
+// Tests only: the meta-svc Redis suites (kvcm-meta §9.4) start their own redis-server on a free
+// loopback port with persistence off.
+if (process.argv.includes('--redis')) {
+  const hasRedis = spawnSync('sh', ['-c', 'command -v redis-server'], { stdio: 'ignore' }).status === 0;
+  if (!hasRedis) {
+    if (process.getuid && process.getuid() === 0) {
+      console.error('[setup] redis-server missing: apt-get install -y redis-server');
+      run('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server');
+    } else {
+      console.error('[setup] redis-server is missing and we are not root: install the Debian package redis-server (sudo apt-get install -y redis-server)');
       process.exit(1);
     }
   }

@@ -39,7 +39,7 @@ function printWhereToCurl(cfg: StackConfig, stack: LocalStack): void {
   print(`    curl -s ${r}/metrics ; curl -s ${r}/ready`);
   print(`  directory gRPC      127.0.0.1:${cfg.directoryGrpcPort}   (grpcurl -plaintext 127.0.0.1:${cfg.directoryGrpcPort} list)`);
   print(`  directory HTTP      http://127.0.0.1:${cfg.directoryHttpPort}/health  /metrics`);
-  print(cfg.metaPort !== 0 ? `  MetaService         http://127.0.0.1:${cfg.metaPort}` : '  MetaService         disabled (--meta_port=0)');
+  print(cfg.metaPort !== 0 ? `  meta-svc (KVCM)     http://127.0.0.1:${cfg.metaPort}/health  /metrics  /api/getClusterInfo` : '  meta-svc            disabled (--meta_port=0)');
   print(`  etcd                127.0.0.1:${cfg.etcdPort}   (etcdctl --endpoints=127.0.0.1:${cfg.etcdPort} get --prefix XLLM:)`);
   const listed = cfg.engineKind === 'xllm' ? '' : `  ${cfg.engineKind}, listed in ${stack.runDir}/engines.json`;
   for (const e of stack.engines) print(`  engine ${e.type.padEnd(8)}     http://127.0.0.1:${e.httpPort}  dp_size ${e.dpSize}${listed}`);

@@ -147,7 +147,6 @@ export class ClusterStack {
         `--kv_events_config_file=${configFile}`,
         `--grpc_port=${grpcPort}`,
         `--http_port=${httpPort}`,
-        '--meta_http_port=0',
         '--log_level=warn',
       ],
     });

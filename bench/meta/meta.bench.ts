@@ -17,17 +17,32 @@
  *       reporter, sequential requests; ≥ 100,000 events/s.
  *    4. `report_event_add_latency` (PERF-01): the same requests; p99 ≤ 150 ms.
  *    5. `get_host_cache_state_20000` (PERF-03): 20,000 keys all hits on one host; p50 ≤ 50 ms.
+ *    6. `lookup_during_cleanup` (issue 16): getCacheLocation prefix latency while the tombstone
+ *       cleanup of 200,000 event-report locations (50,000 with --quick) runs in the background.
+ * Every line above is printed once per store: `store: "sqlite"` and `store: "redis"` (a real
+ * redis-server on a free loopback port, persistence off, kvcm-meta §9.4).
+ *    7. `directory_event_loop_delay` (issue 16): the event-loop delay p99 of the process that hosts
+ *       the directory while a worker thread drives reportEvent ADD + lookup load at the MetaService:
+ *       `before_split` = MetaService in the same process (the pre-split code path, startMetaService
+ *       in-process), `after_split` = meta-svc as its own process.
  * Fixed seed; request bodies built before timing; warm-up requests dropped.
- * Run: node --import tsx bench/meta/meta.bench.ts [--quick]   (--quick: fewer samples)
+ * Run: node --import tsx bench/meta/meta.bench.ts [--quick] [--store=sqlite|redis]   (--quick: fewer samples)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, Agent } from 'node:http';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import { startMetaService } from '../../directory-svc/meta/meta-service.js';
-import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
+import { spawn } from 'node:child_process';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import { startMetaService, type MetaServiceHandle } from '../../meta-svc/meta-service.js';
+import type { MetaStore } from '../../meta-svc/store/meta-store.js';
+import { RedisMetaStore } from '../../meta-svc/store/redis-meta-store.js';
+import { SqliteMetaStore } from '../../meta-svc/store/sqlite-meta-store.js';
+import { RedisServer } from '../../test/helpers/redis-server.js';
+import { freePort, waitFor } from '../../test/helpers/ports.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { seededRandom } from '../lib/seeded-random.js';
 
@@ -40,6 +55,11 @@ const ADD_BLOCKS_PER_REQUEST = 2_000;
 const ADD_REQUESTS = QUICK ? 10 : 50;
 const ADD_WARMUP = 3;
 const SEED = 0x6d657461;
+const CLEANUP_LOCATIONS = QUICK ? 50_000 : 200_000;
+const LOOP_LOAD_MS = QUICK ? 3_000 : 10_000;
+const STORE_ARG = process.argv.find((a) => a.startsWith('--store='))?.slice('--store='.length);
+const STORES: readonly ('sqlite' | 'redis')[] = STORE_ARG === 'sqlite' || STORE_ARG === 'redis' ? [STORE_ARG] : ['sqlite', 'redis'];
+let currentStore = '';
 
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
@@ -111,7 +131,7 @@ async function timeRequests(port: number, path: string, bodies: readonly string[
 }
 
 function emit(obj: Record<string, unknown>): void {
-  process.stdout.write(`${JSON.stringify({ quick: QUICK, ...obj })}\n`);
+  process.stdout.write(`${JSON.stringify({ quick: QUICK, ...(currentStore !== '' ? { store: currentStore } : {}), ...obj })}\n`);
 }
 
 /** A latency target: `stat` of the wall-clock samples must be ≤ (or <) `limitMs`. */
@@ -130,13 +150,35 @@ function emitLatencyTarget(name: string, target: string, stat: 'p50_ms' | 'p99_m
   });
 }
 
-async function main(): Promise<void> {
-  const rand = seededRandom(SEED);
-  const dir = mkdtempSync(join(tmpdir(), 'kvcm-bench-'));
+async function startService(dir: string, store: (path: string) => Promise<MetaStore>): Promise<MetaServiceHandle> {
   const parsed = parseMetaConfig({ fileText: null, httpPortOverride: 1, dbPathOverride: join(dir, 'kvcm.db'), hostname: 'bench', firstIpv4: '127.0.0.1' });
   if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
   const config = { ...parsed.config, http: { ...parsed.config.http, host: '127.0.0.1', port: 0 } };
-  const meta = await startMetaService({ config, store: SqliteMetaStore.open(config.store.path), logger: silentLogger });
+  return startMetaService({ config, store: await store(config.store.path), logger: silentLogger });
+}
+
+async function main(): Promise<void> {
+  for (const kind of STORES) {
+    currentStore = kind;
+    const dir = mkdtempSync(join(tmpdir(), 'kvcm-bench-'));
+    const redis = kind === 'redis' ? await RedisServer.start() : null;
+    try {
+      const meta = await startService(dir, async (path) =>
+        redis ? RedisMetaStore.open({ host: '127.0.0.1', port: redis.port, db: 0, namespace: 'bench' }) : SqliteMetaStore.open(path),
+      );
+      await runStore(meta);
+    } finally {
+      await redis?.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  currentStore = '';
+  await loopDelay();
+  agent.destroy();
+}
+
+async function runStore(meta: MetaServiceHandle): Promise<void> {
+  const rand = seededRandom(SEED);
   const port = meta.port;
 
   // ---- inputs, built before timing --------------------------------------------------------
@@ -217,9 +259,102 @@ async function main(): Promise<void> {
   const host = stats(await timeRequests(port, '/api/getHostCacheState', hs, 3, true));
   emitLatencyTarget('get_host_cache_state_20000', 'PERF-03 p50_ms <= 50', 'p50_ms', false, 50, host, { keys: hostKeys, all_hits: true }, baseline);
 
-  agent.destroy();
+  await cleanupUnderLookups(meta, prompts);
   await meta.close();
-  rmSync(dir, { recursive: true, force: true });
+}
+
+/** §7.11 tombstone cleanup of CLEANUP_LOCATIONS rows (HOST_DOWN) while lookups are timed. */
+async function cleanupUnderLookups(meta: MetaServiceHandle, prompts: readonly string[]): Promise<void> {
+  const port = meta.port;
+  const host = '10.0.0.9:1';
+  for (let from = 0; from < CLEANUP_LOCATIONS; from += ADD_BLOCKS_PER_REQUEST) {
+    const events = [];
+    for (let b = 0; b < ADD_BLOCKS_PER_REQUEST; b++) {
+      const key = 10_000_000 + from + b;
+      events.push({ event_type: 'EVENT_BLOCK_ADD', block_add: { block_key: String(key), medium: 'gpu', specs: [{ name: 'tp0', uri: `event_report://h:9600/gpu/${key}` }] } });
+    }
+    okCode(await post(port, '/api/reportEvent', JSON.stringify({ instance_id: 'test_instance', host_ip_port: host, storage_type: 'ST_EVENT_REPORT_L2', events })));
+  }
+  const deletedSoFar = async (): Promise<number> =>
+    (await meta.deps.metrics.cleanupDeletedLocationsTotal.get()).values.reduce((n, v) => n + (v.labels['reason'] === 'tombstone' ? v.value : 0), 0);
+  const before = await deletedSoFar();
+  const t0 = process.hrtime.bigint();
+  okCode(await post(port, '/api/reportEvent', JSON.stringify({ instance_id: 'test_instance', host_ip_port: host, storage_type: 'ST_EVENT_REPORT_L2', events: [{ event_type: 'EVENT_HOST_DOWN', host_down: {} }] })));
+  const samples: number[] = [];
+  for (let i = 0; (await deletedSoFar()) - before < CLEANUP_LOCATIONS; i++) {
+    const t = process.hrtime.bigint();
+    okCode(await post(port, '/api/getCacheLocation', prompts[i % prompts.length] as string));
+    samples.push(Number(process.hrtime.bigint() - t) / 1e6);
+  }
+  const cleanupMs = Math.round(Number(process.hrtime.bigint() - t0) / 1e6);
+  const st = stats(samples.length > 0 ? samples : [0]);
+  emit({ name: 'lookup_during_cleanup', cleanup_locations: CLEANUP_LOCATIONS, cleanup_ms: cleanupMs, p50_ms: st.p50_ms, p99_ms: st.p99_ms, max_ms: Math.round(Math.max(...samples, 0) * 1000) / 1000, samples: samples.length });
+}
+
+/** The worker's load: reportEvent ADD (2000 blocks) and 128-key lookups, back to back, until told to stop. */
+const LOAD_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+let stop = false;
+parentPort.on('message', () => { stop = true; });
+(async () => {
+  let n = 0, r = 0;
+  while (!stop) {
+    const events = [];
+    for (let b = 0; b < 2000; b++) { const key = 50000000 + r * 2000 + b; events.push({ event_type: 'EVENT_BLOCK_ADD', block_add: { block_key: String(key), medium: 'gpu', specs: [{ name: 'tp0', uri: 'event_report://h/' + key }] } }); }
+    r++;
+    await fetch(workerData.url + '/api/reportEvent', { method: 'POST', body: JSON.stringify({ instance_id: 'test_instance', host_ip_port: '10.0.0.7:1', storage_type: 'ST_EVENT_REPORT_L2', events }) }).then((x) => x.arrayBuffer());
+    await fetch(workerData.url + '/api/getCacheLocation', { method: 'POST', body: JSON.stringify({ instance_id: 'test_instance', query_type: 'QT_PREFIX_MATCH', block_keys: Array.from({ length: 128 }, (_, i) => 50000000 + i) }) }).then((x) => x.arrayBuffer());
+    n += 2;
+  }
+  parentPort.postMessage(n);
+})();
+`;
+
+/** Event-loop delay p99 (ms) of this process while the worker loads the MetaService at `url`. */
+async function loopDelayUnderLoad(url: string): Promise<{ p99_ms: number; max_ms: number; requests: number }> {
+  const h = monitorEventLoopDelay({ resolution: 1 });
+  const worker = new Worker(LOAD_WORKER, { eval: true, workerData: { url } });
+  const requests = new Promise<number>((resolve) => worker.once('message', (n: number) => resolve(n)));
+  h.enable();
+  await new Promise((resolve) => setTimeout(resolve, LOOP_LOAD_MS));
+  h.disable();
+  worker.postMessage('stop');
+  const n = await requests;
+  await worker.terminate();
+  return { p99_ms: Math.round((h.percentile(99) / 1e6) * 1000) / 1000, max_ms: Math.round((h.max / 1e6) * 1000) / 1000, requests: n };
+}
+
+/** Issue 16 goal: MetaService load no longer moves the directory's event loop. */
+async function loopDelay(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'kvcm-bench-loop-'));
+  try {
+    // Before the split: the MetaService on this process's loop (as directory-svc ran it).
+    const inProcess = await startService(join(dir, 'in'), async (path) => SqliteMetaStore.open(path));
+    const before = await loopDelayUnderLoad(`http://127.0.0.1:${inProcess.port}`);
+    await inProcess.close();
+    // After: meta-svc as its own process; this process (the directory's) only watches its loop.
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', 'tsx', 'meta-svc/main.ts', `--http_port=${port}`, `--meta_store=sqlite:${join(dir, 'out', 'kvcm.db')}`, '--log_level=warn'], { stdio: 'ignore' });
+    try {
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => null))?.status === 200, 60000, 'meta-svc /health');
+      const after = await loopDelayUnderLoad(`http://127.0.0.1:${port}`);
+      emit({
+        name: 'directory_event_loop_delay',
+        load_ms: LOOP_LOAD_MS,
+        before_split_p99_ms: before.p99_ms,
+        before_split_max_ms: before.max_ms,
+        before_split_requests: before.requests,
+        after_split_p99_ms: after.p99_ms,
+        after_split_max_ms: after.max_ms,
+        after_split_requests: after.requests,
+      });
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 main().catch((err: unknown) => {

@@ -1,6 +1,7 @@
 /**
- * directory-svc's flags (architecture.md "Processes and flags"; discovery.md "Instance states";
- * kvcm-meta §8 for the MetaService overrides). Only `directory-svc/main.ts` calls this with
+ * directory-svc's flags (architecture.md "Processes and flags"; discovery.md "Instance states").
+ * The MetaService moved to meta-svc: its old `--meta_*` flags are refused with the command that
+ * replaces them, so an operator's old command line fails with a pointer, not "unknown flag". Only `directory-svc/main.ts` calls this with
  * `process.argv`; everything else receives the frozen `DirectoryFlags` object.
  */
 import { ConfigError } from './config-error.js';
@@ -31,15 +32,6 @@ export const DIRECTORY_FLAGS = {
   },
   grpc_port: { type: 'int', default: 50051, min: 1, max: 65535, help: 'gRPC port: KvDirectory (view stream, Query, ListStreams, GetStats), health, reflection' },
   http_port: { type: 'int', default: 8889, min: 1, max: 65535, help: 'HTTP port: engine heartbeats, health, metrics' },
-  meta_http_port: { type: 'int', default: 6382, min: 0, max: 65535, help: 'KVCM MetaService HTTP port; 0 disables the MetaService (kvcm-meta §8)' },
-  meta_config_file: {
-    type: 'string',
-    default: '',
-    placeholder: 'path.json',
-    env: 'KVCM_META_CONFIG_FILE',
-    help: 'MetaService config JSON replacing the built-in default (kvcm-meta §8)',
-  },
-  meta_db: { type: 'string', default: './data/kvcm.db', placeholder: 'path', help: 'MetaService SQLite database file (overrides store.path)' },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
   grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'gRPC TLS certificate (PEM, with --grpc_tls_key); empty = plaintext gRPC' },
   grpc_tls_key: { type: 'string', default: '', placeholder: 'key.pem', help: 'gRPC TLS private key (PEM, with --grpc_tls_cert)' },
@@ -73,6 +65,7 @@ export function parseDirectoryFlags(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>> = {},
 ): ParsedArgs<DirectoryFlags> {
+  refuseMovedMetaFlags(argv);
   const parsed = parseFlags(DIRECTORY_FLAGS, argv, env);
   if (parsed.kind === 'flags') checkPorts(parsed.flags);
   return parsed;
@@ -82,13 +75,29 @@ export function directoryHelp(): string {
   return flagsHelp(DIRECTORY_USAGE, DIRECTORY_FLAGS);
 }
 
-/** The three listening ports must differ, or the second listener fails late with EADDRINUSE. */
+/** The two listening ports must differ, or the second listener fails late with EADDRINUSE. */
 function checkPorts(f: DirectoryFlags): void {
   if (f.grpcPort === f.httpPort) {
     throw new ConfigError('--http_port', 'same as --grpc_port', `invalid --http_port: ${f.httpPort} is also --grpc_port`);
   }
-  if (f.metaHttpPort !== 0 && (f.metaHttpPort === f.grpcPort || f.metaHttpPort === f.httpPort)) {
-    const other = f.metaHttpPort === f.grpcPort ? '--grpc_port' : '--http_port';
-    throw new ConfigError('--meta_http_port', `same as ${other}`, `invalid --meta_http_port: ${f.metaHttpPort} is also ${other}`);
+}
+
+/** The directory's former MetaService flags and the meta-svc flag each became (architecture.md). */
+const MOVED_META_FLAGS: Readonly<Record<string, (value: string) => string>> = {
+  meta_http_port: (v) => `--http_port=${v || '6382'}`,
+  meta_db: (v) => `--meta_store=sqlite:${v || './data/kvcm.db'}`,
+  meta_config_file: (v) => `--meta_config_file=${v || 'path.json'}`,
+};
+
+function refuseMovedMetaFlags(argv: readonly string[]): void {
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const eq = arg.indexOf('=');
+    const name = arg.startsWith('--') ? arg.slice(2, eq < 0 ? undefined : eq) : '';
+    const replacement = MOVED_META_FLAGS[name];
+    if (replacement === undefined) continue;
+    const next = argv[i + 1];
+    const value = eq >= 0 ? arg.slice(eq + 1) : next !== undefined && !next.startsWith('--') ? next : '';
+    throw new ConfigError(`--${name}`, 'moved to meta-svc', `--${name} moved to meta-svc: run node dist/meta-svc/main.js ${replacement(value)}`);
   }
 }

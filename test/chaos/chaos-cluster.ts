@@ -151,7 +151,7 @@ export class ChaosCluster {
       name: 'directory',
       entry: 'directory-svc/main.ts',
       args: [`--etcd_addr=127.0.0.1:${this.etcdPort}`, `--kv_events_config_file=${this.configFile}`, `--grpc_port=${this.grpcPort}`, `--http_port=${this.httpPort}`,
-        '--meta_http_port=0', `--log_level=${this.opts.logLevel ?? 'warn'}`,
+        `--log_level=${this.opts.logLevel ?? 'warn'}`,
         ...((this.opts.vllmEngines ?? 0) > 0 ? [`--engines_file=${this.enginesFile}`, '--engines_refresh_interval_ms=200'] : [])],
     });
     await this.directory.waitForHttp(`${this.directoryHttpUrl}/health`, START_MS);

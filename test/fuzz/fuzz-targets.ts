@@ -7,6 +7,7 @@ import { isConfigError } from '../../shared/config/config-error.js';
 import { parseKvEventsConfig } from '../../shared/config/kv-events-config.js';
 import { parseDirectoryFlags } from '../../shared/config/directory-flags.js';
 import { parseRouterFlags } from '../../shared/config/router-flags.js';
+import { parseMetaFlags } from '../../shared/config/meta-flags.js';
 import { decodeLiveMessage } from '../../directory-svc/decoder/live-frame-decoder.js';
 import { SnapshotAssembler, decodeSnapshotChunk, decodeSnapshotMessage } from '../../directory-svc/decoder/snapshot-decoder.js';
 import { isStreamError } from '../../directory-svc/errors/stream-errors.js';
@@ -16,13 +17,13 @@ import { ResidencyGroups } from '../../shared/index/residency-groups.js';
 import type { KvEvent } from '../../directory-svc/decoder/kv-batch.js';
 import { isDiscoveryError } from '../../directory-svc/discovery/discovery-errors.js';
 import { parseHeartbeat } from '../../directory-svc/discovery/load-report.js';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import { readBlockMask } from '../../directory-svc/meta/keys/block-mask.js';
-import { readRawKeys } from '../../directory-svc/meta/keys/request-keys.js';
-import { isBadRequestError } from '../../directory-svc/meta/meta-errors.js';
-import { QueryType, StorageType, TrimStrategy } from '../../directory-svc/meta/meta-enums.js';
-import { JsonParseError, parseJson } from '../../directory-svc/meta/wire/json-parse.js';
-import { RequestReader } from '../../directory-svc/meta/wire/request-reader.js';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import { readBlockMask } from '../../meta-svc/keys/block-mask.js';
+import { readRawKeys } from '../../meta-svc/keys/request-keys.js';
+import { isBadRequestError } from '../../meta-svc/meta-errors.js';
+import { QueryType, StorageType, TrimStrategy } from '../../meta-svc/meta-enums.js';
+import { JsonParseError, parseJson } from '../../meta-svc/wire/json-parse.js';
+import { RequestReader } from '../../meta-svc/wire/request-reader.js';
 import { isRouterHttpError } from '../../router-svc/http/router-http-errors.js';
 import { parseKvQueryRequest, parseRouteRequest } from '../../router-svc/http/route-request.js';
 import { containsExt, hasDuplicateMapKeys, referenceBatch, referenceChunk } from './reference-batch.js';
@@ -418,7 +419,7 @@ function routerBodyTarget(): FuzzTarget<string> {
 /** argv given as a JSON array; mutated both as JSON and element by element. */
 function flagsTarget(): FuzzTarget<string[]> {
   const corpus = textCorpus('flags');
-  const words = ['--help', '-h', '--', '--http_port', '=', '--log_level=debug', '--etcd_addr=[::1]:2379,h:1', '--car_prefill_lambda=1e-3', '--target_ttft=', '--meta_http_port=0', '--http_port=65536', '--http_port=0x10', '--directory_addr=', '--view_stale_after_ms=+100'];
+  const words = ['--help', '-h', '--', '--http_port', '=', '--log_level=debug', '--etcd_addr=[::1]:2379,h:1', '--car_prefill_lambda=1e-3', '--target_ttft=', '--meta_http_port=0', '--http_port=65536', '--http_port=0x10', '--directory_addr=', '--view_stale_after_ms=+100', '--meta_store=redis://h:1/0', '--meta_store=sqlite:', '--node_id='];
   return {
     name: 'flags',
     generate(rng) {
@@ -436,7 +437,7 @@ function flagsTarget(): FuzzTarget<string[]> {
     },
     run(argv) {
       let outcome = '';
-      for (const parse of [(a: string[]) => parseDirectoryFlags(a, { KVCM_META_CONFIG_FILE: '/x.json' }), parseRouterFlags]) {
+      for (const parse of [(a: string[]) => parseDirectoryFlags(a, { KVCM_META_CONFIG_FILE: '/x.json' }), parseRouterFlags, (a: string[]) => parseMetaFlags(a, { KVCM_META_CONFIG_FILE: '/x.json' })]) {
         try {
           outcome += parse(argv).kind;
         } catch (e) {

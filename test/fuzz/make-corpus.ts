@@ -7,7 +7,7 @@ import { encode } from '@msgpack/msgpack';
 import { BlockPool } from '../../tools/engine-sim/block-pool.js';
 import { WireEncoder, encodeSnapshotChunks } from '../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent, WireSnapshotBlock } from '../../tools/engine-sim/wire-types.js';
-import { DEFAULT_META_CONFIG_JSON } from '../../directory-svc/meta/config/default-meta-config.js';
+import { DEFAULT_META_CONFIG_JSON } from '../../meta-svc/config/default-meta-config.js';
 import { CORPUS_ROOT } from '../helpers/fuzz.js';
 
 const enc = new WireEncoder();
@@ -79,6 +79,7 @@ const md = { model_name: 'm', dtype: 'bf16', tp_size: 2, dp_size: 1, pp_size: 1,
 write('meta-request', 'registerInstance.json', json({ trace_id: 't1', instance_group: 'test_group', instance_id: 'inst_a', block_size: 16, default_query_type: 'QT_BATCH_GET', location_spec_infos: [{ name: 'tp0', size: 1024 }, { name: 'tp1', size: '2048' }], location_spec_groups: [{ name: 'g0', spec_names: ['tp0'] }], model_deployment: md }));
 write('meta-request', 'getInstanceInfo.json', json({ instance_id: 'test_instance' }));
 write('meta-request', 'getCacheLocation.json', json({ trace_id: 't2', instance_id: 'test_instance', query_type: 'QT_PREFIX_MATCH', block_keys: ['9223372036854775807', 77, -3], block_mask: { offset: 1 }, sw_size: 0, location_spec_names: ['tp0'] }));
+write('meta-request', 'getCacheLocationsByBackend.json', json({ instance_id: 'test_instance', query_type: 'QT_BATCH_GET', block_keys: ['1', 2, -3], block_mask: { bool_masks: { values: [false, true, false] } }, location_spec_names: ['tp0', 'tp0', 'tp0'], backend_selectors: [{ backend_type: 'ST_EVENT_REPORT_L2', strategy: 'LSS_V6D_PREFIX' }, { backend_type: 4, strategy: 'LSS_WEIGHTED_RANDOM' }] }));
 write('meta-request', 'getCacheLocationLen.json', json({ instanceId: 'test_instance', queryType: 2, tokenIds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16] }));
 write('meta-request', 'startWriteCache.json', json({ instance_id: 'test_instance', block_keys: [1, 2, 3], location_spec_group_names: [], write_timeout_seconds: 30, min_replica_count: 1 }));
 write('meta-request', 'finishWriteCache.json', json({ instance_id: 'test_instance', write_session_id: 'abc', success_blocks: { bool_masks: { values: [true, false, true] } } }));

@@ -6,7 +6,7 @@
 // unanswered within the guard is reported as a hang (with its input), not timed on success.
 // FUZZ_SEED reproduces a run, FUZZ_ITERATIONS lengthens it.
 import { expect } from 'chai';
-import { DEFAULT_META_CONFIG_JSON } from '../../directory-svc/meta/config/default-meta-config.js';
+import { DEFAULT_META_CONFIG_JSON } from '../../meta-svc/config/default-meta-config.js';
 import { MIB, Rng, describeGrowth, exposedGc, fuzzIterations, fuzzSeed, loadCorpus, mutateBytes, mutateJsonText, runFuzzLoad } from '../helpers/fuzz.js';
 import { MetaHarness } from '../helpers/meta-service-harness.js';
 

@@ -134,7 +134,6 @@ export class FleetDirectory {
         `--etcd_addr=127.0.0.1:${etcdPort}`,
         `--grpc_port=${grpcPort}`,
         `--http_port=${httpPort}`,
-        '--meta_http_port=0',
         '--instance_delete_probe_attempts=2',
         '--instance_delete_probe_timeout_ms=300',
         '--log_level=info',

@@ -12,7 +12,7 @@ import {
   type MutationResult,
   type StoreMutation,
   type StoredBlock,
-} from '../../directory-svc/meta/store/meta-store.js';
+} from '../../meta-svc/store/meta-store.js';
 
 export type FaultyMethod = 'getBlocks' | 'apply' | 'scanLocations';
 

@@ -7,13 +7,15 @@
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import type { MetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import { startMetaService } from '../../directory-svc/meta/meta-service.js';
-import type { MetaServiceHandle } from '../../directory-svc/meta/meta-service.js';
-import type { MetaStore } from '../../directory-svc/meta/store/meta-store.js';
-import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
+import { basename, join } from 'node:path';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import type { MetaConfig } from '../../meta-svc/config/meta-config.js';
+import { startMetaService } from '../../meta-svc/meta-service.js';
+import type { MetaServiceHandle } from '../../meta-svc/meta-service.js';
+import type { MetaStore } from '../../meta-svc/store/meta-store.js';
+import { SqliteMetaStore } from '../../meta-svc/store/sqlite-meta-store.js';
+import { RedisMetaStore } from '../../meta-svc/store/redis-meta-store.js';
+import type { RedisServer } from './redis-server.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { freePort } from './ports.js';
 
@@ -34,8 +36,10 @@ export interface MetaHarnessOptions {
   /** Config file text; null/undefined = the §8 built-in default. */
   readonly configJson?: string | null;
   readonly timers?: ManualTimers;
-  /** Wraps the SQLite store (fault injection). */
+  /** Wraps the store (fault injection). */
   readonly wrapStore?: (s: MetaStore) => MetaStore;
+  /** Run on the Redis store (§9.4) of this server instead of SQLite; the key namespace is the data dir's name, so a restart with the same `dir` sees the same data. */
+  readonly redis?: RedisServer;
 }
 
 // `any` on purpose: responses are loosely typed JSON that tests read field by field.
@@ -64,8 +68,10 @@ export class MetaHarness {
     });
     if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
     const config: MetaConfig = { ...parsed.config, http: { ...parsed.config.http, host: '127.0.0.1' } };
-    const sqlite = SqliteMetaStore.open(config.store.path);
-    const store = opts.wrapStore ? opts.wrapStore(sqlite) : sqlite;
+    const inner: MetaStore = opts.redis
+      ? await RedisMetaStore.open({ host: '127.0.0.1', port: opts.redis.port, db: 0, namespace: basename(dir) })
+      : SqliteMetaStore.open(config.store.path);
+    const store = opts.wrapStore ? opts.wrapStore(inner) : inner;
     const handle = await startMetaService({ config, store, logger: silentLogger, nowMs: timers.nowMs });
     return new MetaHarness(dir, ownsDir, timers, handle, `http://127.0.0.1:${handle.port}`);
   }

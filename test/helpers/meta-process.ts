@@ -1,7 +1,7 @@
 /**
- * directory-svc as a real child process serving the MetaService on a free port over a given
- * SQLite file (kvcm-meta P-01/P-02, E2E): `node --import tsx directory-svc/main.ts` with the
- * directory disabled (empty --kv_events_config_file). `kill()` is `kill -9`; `stop()` is SIGTERM
+ * meta-svc as a real child process serving the MetaService on a free port over a given store
+ * (kvcm-meta P-01/P-02, E2E, §9.4 R1–R5): `node --import tsx meta-svc/main.ts`. `store` is a
+ * SQLite file path or a `redis://` URL. `kill()` is `kill -9`; `stop()` is SIGTERM
  * (§9.3 drain). Output is kept for failure messages.
  */
 import { spawn } from 'node:child_process';
@@ -22,19 +22,16 @@ export class MetaProcess {
   }
 
   /** Starts the process and waits until `/health` answers 200. */
-  static async start(dbPath: string, extraArgs: readonly string[] = []): Promise<MetaProcess> {
-    const [metaPort, grpcPort, httpPort] = [await freePort(), await freePort(), await freePort()];
+  static async start(store: string, extraArgs: readonly string[] = []): Promise<MetaProcess> {
+    const metaPort = await freePort();
     const child = spawn(
       process.execPath,
       [
         '--import',
         'tsx',
-        'directory-svc/main.ts',
-        `--meta_http_port=${metaPort}`,
-        `--meta_db=${dbPath}`,
-        `--grpc_port=${grpcPort}`,
-        `--http_port=${httpPort}`,
-        '--kv_events_config_file=',
+        'meta-svc/main.ts',
+        `--http_port=${metaPort}`,
+        `--meta_store=${store.startsWith('redis://') ? store : `sqlite:${store}`}`,
         ...extraArgs,
       ],
       { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'pipe'] },
@@ -43,7 +40,7 @@ export class MetaProcess {
     try {
       await waitFor(
         async () => {
-          if (child.exitCode !== null) throw new Error(`directory-svc exited ${child.exitCode}:\n${p.output}`);
+          if (child.exitCode !== null) throw new Error(`meta-svc exited ${child.exitCode}:\n${p.output}`);
           const res = await fetch(`${p.url}/health`).catch(() => null);
           return res !== null && res.status === 200;
         },

@@ -1,20 +1,22 @@
 /**
- * The whole MetaService as directory-svc runs it — startMetaService over a real SQLite file in a
+ * The whole MetaService as meta-svc runs it — startMetaService over a real SQLite file (or Redis) in a
  * temp dir and a real HTTP port — for the kvcm-meta transport, instance and config suites.
  * `configText` null = the §8 built-in default; the port always comes from freePort().
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import type { MetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import { startMetaService } from '../../directory-svc/meta/meta-service.js';
-import type { MetaServiceHandle } from '../../directory-svc/meta/meta-service.js';
-import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import type { MetaConfig } from '../../meta-svc/config/meta-config.js';
+import { startMetaService } from '../../meta-svc/meta-service.js';
+import type { MetaServiceHandle } from '../../meta-svc/meta-service.js';
+import { SqliteMetaStore } from '../../meta-svc/store/sqlite-meta-store.js';
+import { RedisMetaStore } from '../../meta-svc/store/redis-meta-store.js';
+import type { RedisServer } from './redis-server.js';
 import { freePort } from './ports.js';
 
 export interface MetaHarnessOptions {
@@ -22,6 +24,8 @@ export interface MetaHarnessOptions {
   /** Reuse a data dir (restart scenarios); a fresh temp dir otherwise. */
   readonly dir?: string;
   readonly logger?: Logger;
+  /** Run on the Redis store (§9.4) of this server instead of SQLite; the key namespace is the data dir's name, so a restart with the same `dir` sees the same data. */
+  readonly redis?: RedisServer;
 }
 
 // `any` on purpose: test assertions walk arbitrary response JSON.
@@ -58,7 +62,9 @@ export class MetaHarness {
     });
     if (!parsed.ok) throw new Error(`test config invalid:\n${parsed.errors.join('\n')}`);
     const config = { ...parsed.config, http: { ...parsed.config.http, host: '127.0.0.1' } };
-    const store = SqliteMetaStore.open(config.store.path);
+    const store = opts.redis
+      ? await RedisMetaStore.open({ host: '127.0.0.1', port: opts.redis.port, db: 0, namespace: basename(dir) })
+      : SqliteMetaStore.open(config.store.path);
     const service = await startMetaService({ config, store, logger: opts.logger ?? silentLogger });
     return new MetaHarness(dir, ownsDir, config, service, `http://127.0.0.1:${service.port}`);
   }

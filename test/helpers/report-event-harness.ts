@@ -6,13 +6,19 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MetaHttpServer } from '../../directory-svc/meta/http/meta-http-server.js';
-import { createMetaMetrics, type MetaMetrics } from '../../directory-svc/meta/http/meta-metrics.js';
-import { SqliteMetaStore } from '../../directory-svc/meta/store/sqlite-meta-store.js';
-import type { StoredLocation } from '../../directory-svc/meta/store/meta-store.js';
-import { createEventReporting, type EventReporting } from '../../directory-svc/meta/report/event-reporting.js';
-import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../../directory-svc/meta/report/reporter-registry.js';
-import { registerReportEventHandler, type ReportInstance } from '../../directory-svc/meta/rpc/report-event.js';
+import { MetaHttpServer } from '../../meta-svc/http/meta-http-server.js';
+import { createMetaMetrics, type MetaMetrics } from '../../meta-svc/http/meta-metrics.js';
+import { SqliteMetaStore } from '../../meta-svc/store/sqlite-meta-store.js';
+import { RedisMetaStore } from '../../meta-svc/store/redis-meta-store.js';
+import { RedisReporterSync } from '../../meta-svc/cluster/redis-reporter-sync.js';
+import type { MetaStore } from '../../meta-svc/store/meta-store.js';
+import type { ReporterSync } from '../../meta-svc/report/reporter-sync.js';
+import type { ReporterRegistry } from '../../meta-svc/report/reporter-registry.js';
+import type { RedisServer } from './redis-server.js';
+import type { StoredLocation } from '../../meta-svc/store/meta-store.js';
+import { createEventReporting, type EventReporting } from '../../meta-svc/report/event-reporting.js';
+import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../../meta-svc/report/reporter-registry.js';
+import { registerReportEventHandler, type ReportInstance } from '../../meta-svc/rpc/report-event.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { FaultyMetaStore } from './faulty-meta-store.js';
 
@@ -21,7 +27,6 @@ export const L2 = 8;
 
 export const DEFAULT_INSTANCES: Record<string, ReportInstance> = {
   test_instance: {
-    specNames: new Set(['tp0', 'tp1']),
     eventReportStorages: new Map([
       [L1P5, 'event_report_l1p5'],
       [L2, 'event_report_l2'],
@@ -29,7 +34,6 @@ export const DEFAULT_INSTANCES: Record<string, ReportInstance> = {
     extraInfo: '{"a":1}',
   },
   other_instance: {
-    specNames: new Set(['tp0', 'tp1']),
     eventReportStorages: new Map([
       [L1P5, 'event_report_l1p5'],
       [L2, 'event_report_l2'],
@@ -37,7 +41,6 @@ export const DEFAULT_INSTANCES: Record<string, ReportInstance> = {
     extraInfo: '',
   },
   l1p5_only: {
-    specNames: new Set(['tp0']),
     eventReportStorages: new Map([[L1P5, 'event_report_l1p5']]),
     extraInfo: '',
   },
@@ -64,7 +67,11 @@ export interface HarnessOptions {
   readonly dir?: string;
   readonly clock?: FakeClock;
   readonly timings?: Partial<EventReportTimings>;
+  /** Run on the Redis store with shared reporter state (§9.4) instead of SQLite. */
+  readonly redis?: RedisServer;
 }
+
+let redisNamespaceSeq = 0;
 
 export class ReportHarness {
   private constructor(
@@ -84,12 +91,29 @@ export class ReportHarness {
     const dir = opts.dir ?? mkdtempSync(join(tmpdir(), 'kvcm-report-'));
     const clock = opts.clock ?? new FakeClock();
     const timings: EventReportTimings = { ...DEFAULT_EVENT_REPORT_TIMINGS, ...opts.timings };
-    const store = new FaultyMetaStore(SqliteMetaStore.open(join(dir, 'kvcm.db')));
+    let inner: MetaStore;
+    let sync: ((registry: ReporterRegistry) => ReporterSync) | undefined;
+    if (opts.redis) {
+      const redisStore = await RedisMetaStore.open({ host: '127.0.0.1', port: opts.redis.port, db: 0, namespace: `report-${process.pid}-${++redisNamespaceSeq}` });
+      inner = redisStore;
+      sync = (registry) =>
+        new RedisReporterSync({ redis: redisStore.redis, prefix: redisStore.keyPrefix, registry, holder: 'harness', backgroundHolder: () => true, logger: silentLogger });
+    } else {
+      inner = SqliteMetaStore.open(join(dir, 'kvcm.db'));
+    }
+    const store = new FaultyMetaStore(inner);
     const metrics = createMetaMetrics();
-    const reporting = createEventReporting({ store, logger: silentLogger, nowMs: clock.now, timingsFor: () => timings, allTimings: [timings], metrics });
+    const reporting = createEventReporting({ store, logger: silentLogger, nowMs: clock.now, timingsFor: () => timings, allTimings: [timings], metrics, sync });
     // Tests drive the checker with tick(); no background interval.
     reporting.lifecycle.stop();
-    const server = new MetaHttpServer({ host: '127.0.0.1', port: 0, maxBodyBytes: 64 * 1024 * 1024, logger: silentLogger, metrics });
+    const server = new MetaHttpServer({
+      host: '127.0.0.1',
+      port: 0,
+      maxBodyBytes: 64 * 1024 * 1024,
+      logger: silentLogger,
+      metrics,
+      beforeRpc: opts.redis ? () => reporting.sync.catchUp() : undefined,
+    });
     registerReportEventHandler(server, { reporting, metrics, resolveInstance: async (id) => DEFAULT_INSTANCES[id] ?? null });
     server.onDrain(() => reporting.drain());
     server.markServing();

@@ -108,7 +108,6 @@ export class DirectoryProcess {
       `--kv_events_config_file=${configFile}`,
       `--grpc_port=${grpcPort}`,
       `--http_port=${httpPort}`,
-      '--meta_http_port=0',
       `--internal_api_token=${opts.internalApiToken ?? ''}`,
       '--lease_lost_heartbeat_timeout_ms=1000',
       '--log_level=warn',

@@ -20,8 +20,8 @@ import { KVDIRECTORY_SERVICE_NAME, kvDirectoryServiceConstructor, loadKvDirector
 import { Directory } from '../../directory-svc/directory.js';
 import { DirectoryGrpcServer, type DirectoryApi } from '../../directory-svc/grpc/directory-grpc-server.js';
 import { DirectoryHttpServer, HEARTBEAT_PATH, type HeartbeatSink } from '../../directory-svc/http/directory-http-server.js';
-import { createMetaMetrics } from '../../directory-svc/meta/http/meta-metrics.js';
-import { MetaHttpServer } from '../../directory-svc/meta/http/meta-http-server.js';
+import { createMetaMetrics } from '../../meta-svc/http/meta-metrics.js';
+import { MetaHttpServer } from '../../meta-svc/http/meta-http-server.js';
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { ViewClient } from '../../router-svc/viewcache/view-client.js';
 import { waitFor } from '../helpers/ports.js';

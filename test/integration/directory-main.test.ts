@@ -97,10 +97,16 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     const r = main(['--help']);
     expect(await r.exited).to.equal(0);
     expect(r.stdout).to.match(/^Usage: node dist\/directory-svc\/main\.js/);
-    for (const f of ['--etcd_addr', '--kv_events_config_file', '--grpc_port', '--http_port', '--meta_http_port', '--meta_db', '--log_level']) {
+    for (const f of ['--etcd_addr', '--kv_events_config_file', '--grpc_port', '--http_port', '--log_level']) {
       expect(r.stdout).to.include(`${f}=`);
     }
     expect(r.stderr).to.equal('');
+  });
+
+  it('a former MetaService flag exits 2 with one line naming meta-svc and its replacement flag', async () => {
+    await expectBadInput(['--meta_http_port=7000'], '--meta_http_port moved to meta-svc: run node dist/meta-svc/main.js --http_port=7000');
+    await expectBadInput(['--meta_db=/var/kvcm.db'], '--meta_db moved to meta-svc: run node dist/meta-svc/main.js --meta_store=sqlite:/var/kvcm.db');
+    await expectBadInput(['--meta_config_file=m.json'], '--meta_config_file moved to meta-svc: run node dist/meta-svc/main.js --meta_config_file=m.json');
   });
 
   it('a bad flag value exits 2 with one line naming the flag', async () => {
@@ -124,7 +130,7 @@ describe('architecture.md directory-svc process (main.ts)', () => {
 
   it('an empty --kv_events_config_file warns once, serves Query with zero matches, and SIGTERM exits 0', async () => {
     const [grpcPort, httpPort] = [await freePort(), await freePort()];
-    const r = main([`--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--meta_http_port=0']);
+    const r = main([`--grpc_port=${grpcPort}`, `--http_port=${httpPort}`]);
     await waitFor(() => r.stdout.includes('directory-svc started') || r.child.exitCode !== null, 20000, 'start log line');
     const logs = r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { level: number; msg: string });
     expect(logs.filter((l) => l.level === 40 && /directory disabled/.test(l.msg))).to.have.length(1);
@@ -141,7 +147,7 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     await new Promise<void>((resolve) => busy.listen(0, '0.0.0.0', resolve));
     try {
       const port = (busy.address() as { port: number }).port;
-      const r = main([`--grpc_port=${port}`, `--http_port=${await freePort()}`, '--meta_http_port=0']);
+      const r = main([`--grpc_port=${port}`, `--http_port=${await freePort()}`]);
       expect(await r.exited).to.equal(1);
       const fatal = r.stdout.split('\n').filter((l) => l.includes('"level":60'));
       expect(fatal).to.have.length(1);
@@ -158,7 +164,7 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     const p = writeConfig({
       streams: [{ instance_name: '127.0.0.1:8000', block_size: 4, topic: 'xllm-kv', endpoint: pub.eventEndpoint, replay_endpoint: pub.replayEndpoint }],
     });
-    const r = main([`--kv_events_config_file=${p}`, `--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--meta_http_port=0', '--log_level=warn']);
+    const r = main([`--kv_events_config_file=${p}`, `--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--log_level=warn']);
     await pub.waitForSubscribers(1, 20000);
     await pub.publish([{ type: 'AllBlocksCleared' }]);
     await pub.publish([{ type: 'BlockStored', block_hashes: [11, 12], parent_block_hash: null, token_ids: [1, 2, 3, 4, 5, 6, 7, 8], block_size: 4, medium: 'gpu' }]);
@@ -184,7 +190,7 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     const pub = await RankPublisher.start({ eventPort: ev, replayPort: await freePort(), dpRank: 0, blockSize: 4, engineKind: 'vllm', replayLayout: 'none', batchForm: { encoding: 'map', omitDpRank: true } });
     publishers.push(pub);
     const p = writeConfig({ streams: [{ instance_name: 'vllm-0', block_size: 4, engine_kind: 'vllm', endpoint: pub.eventEndpoint }] });
-    const r = main([`--kv_events_config_file=${p}`, `--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--meta_http_port=0', '--log_level=warn']);
+    const r = main([`--kv_events_config_file=${p}`, `--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--log_level=warn']);
     await pub.waitForSubscribers(1, 20000);
     await pub.publish([{ type: 'BlockStored', block_hashes: [11], parent_block_hash: null, token_ids: [1, 2, 3, 4], block_size: 4, medium: 'GPU' }]);
     // The same generated client; ListStreams is one more method of the KvDirectory service.

@@ -128,7 +128,6 @@ class Cluster {
         `--kv_events_config_file=${this.configFile}`,
         `--grpc_port=${this.grpcPort}`,
         `--http_port=${this.httpPort}`,
-        '--meta_http_port=0',
       ],
     });
     await this.directory.waitForLog((l) => l['msg'] === 'directory-svc started', START_MS, 'directory-svc started');

@@ -198,8 +198,8 @@ describe('gRPC TLS between the directory and its clients', function () {
   it('directory-svc, router-svc and kvctl exit 2 with one stderr line naming the flag for a bad TLS combination or file', async () => {
     const missing = join(pki.dir, 'nope.pem');
     const cases: ReadonlyArray<readonly [string, readonly string[], string]> = [
-      ['directory-svc/main.ts', [`--grpc_tls_cert=${pki.serverCert}`, '--meta_http_port=0'], 'invalid --grpc_tls_key: required with --grpc_tls_cert\n'],
-      ['directory-svc/main.ts', [`--grpc_tls_ca=${pki.ca}`, '--meta_http_port=0'], 'invalid --grpc_tls_ca: requiring client certificates needs --grpc_tls_cert and --grpc_tls_key too\n'],
+      ['directory-svc/main.ts', [`--grpc_tls_cert=${pki.serverCert}`], 'invalid --grpc_tls_key: required with --grpc_tls_cert\n'],
+      ['directory-svc/main.ts', [`--grpc_tls_ca=${pki.ca}`], 'invalid --grpc_tls_ca: requiring client certificates needs --grpc_tls_cert and --grpc_tls_key too\n'],
       ['router-svc/main.ts', [`--grpc_tls_ca=${missing}`], `invalid --grpc_tls_ca: cannot read ${missing} (ENOENT)\n`],
       ['router-svc/main.ts', [`--grpc_tls_cert=${pki.clientCert}`, `--grpc_tls_key=${pki.clientKey}`], 'invalid --grpc_tls_cert: a client certificate needs --grpc_tls_ca to verify the directory\n'],
       ['tools/kvctl.ts', ['stats', `--grpc_tls_ca=${pki.ca}`, `--grpc_tls_key=${pki.clientKey}`], 'kvctl: invalid --grpc_tls_cert: required with --grpc_tls_key\n'],
@@ -212,7 +212,7 @@ describe('gRPC TLS between the directory and its clients', function () {
 
   it('directory-svc as a process serves TLS from its flags: kvctl with the CA answers; with a token and no TLS it warns once', async () => {
     const grpcPort = await freePort();
-    const args = [`--grpc_port=${grpcPort}`, `--http_port=${await freePort()}`, '--meta_http_port=0', `--etcd_addr=127.0.0.1:${await freePort()}`];
+    const args = [`--grpc_port=${grpcPort}`, `--http_port=${await freePort()}`, `--etcd_addr=127.0.0.1:${await freePort()}`];
     const dir = spawn(process.execPath, ['--import', 'tsx', 'directory-svc/main.ts', ...args, `--grpc_tls_cert=${pki.serverCert}`, `--grpc_tls_key=${pki.serverKey}`], {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -233,7 +233,7 @@ describe('gRPC TLS between the directory and its clients', function () {
 
     // The warning: same directory flags on other ports, a token, no TLS.
     const plainPort = await freePort();
-    const plainArgs = [`--grpc_port=${plainPort}`, `--http_port=${await freePort()}`, '--meta_http_port=0', `--etcd_addr=127.0.0.1:${await freePort()}`, `--internal_api_token=${TOKEN}`];
+    const plainArgs = [`--grpc_port=${plainPort}`, `--http_port=${await freePort()}`, `--etcd_addr=127.0.0.1:${await freePort()}`, `--internal_api_token=${TOKEN}`];
     const plain = spawn(process.execPath, ['--import', 'tsx', 'directory-svc/main.ts', ...plainArgs], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let plainOut = '';
     plain.stdout.on('data', (b: Buffer) => (plainOut += b.toString()));

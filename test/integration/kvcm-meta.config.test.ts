@@ -6,10 +6,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import type { MetaConfig, MetaConfigInput } from '../../directory-svc/meta/config/meta-config.js';
-import { loadMetaConfig } from '../../directory-svc/meta/config/load-meta-config.js';
-import { checkStorageAvailability } from '../../directory-svc/meta/config/storage-availability.js';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import type { MetaConfig, MetaConfigInput } from '../../meta-svc/config/meta-config.js';
+import { loadMetaConfig } from '../../meta-svc/config/load-meta-config.js';
+import { checkStorageAvailability } from '../../meta-svc/config/storage-availability.js';
 import { MetaHarness, capturingLogger } from '../helpers/meta-service-harness.js';
 import type { AnyJson } from '../helpers/meta-service-harness.js';
 import { freePort } from '../helpers/ports.js';
@@ -186,8 +186,8 @@ describe('kvcm-meta §8 configuration', () => {
       'config error at write.default_timeout_seconds: must be in [1, 2147483647], got 0',
       'config error at limits.max_keys_per_request: expected an integer, got 1.5',
       'config error at limits.max_events_per_request: expected an integer, got string',
-      'config error at bootstrap_instances[0].instance_group: missing or invalid fields: {RegisterInstance: {instance_group}}',
-      'config error at bootstrap_instances[0].block_size: missing or invalid fields: {RegisterInstance: {block_size}}',
+      'config error at bootstrap_instances[0].instance_group: missing or invalid fields: {RegisterInstance: {instance_group="nope"}}',
+      'config error at bootstrap_instances[0].block_size: missing or invalid fields: {RegisterInstance: {block_size=0}}',
       'config error at bootstrap_instances[1]: expected a registerInstance request object',
       'config error at node_id: expected a string, got number',
     ]);
@@ -224,7 +224,7 @@ describe('kvcm-meta §8 configuration', () => {
     ]);
   });
 
-  it('CFG-02 a missing file is a config error; directory-svc prints one line per error and exits 2', async () => {
+  it('CFG-02 a missing file is a config error; meta-svc prints one line per error and exits 2', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kvcm-cfg-'));
     dirs.push(dir);
     const missing = loadMetaConfig({ configFile: join(dir, 'absent.json') });
@@ -234,10 +234,9 @@ describe('kvcm-meta §8 configuration', () => {
     writeFileSync(bad, JSON.stringify({ event_report: { heartbeat_timeout_ms: 0 }, unknown_key: true }));
     const expected = parseMetaConfig({ ...HOST, fileText: JSON.stringify({ event_report: { heartbeat_timeout_ms: 0 }, unknown_key: true }) });
     const run = async (args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stderr: string }> => {
-      const [grpc, http, meta] = [await freePort(), await freePort(), await freePort()];
       const child = spawn(
         process.execPath,
-        ['--import', 'tsx', 'directory-svc/main.ts', `--grpc_port=${grpc}`, `--http_port=${http}`, `--meta_http_port=${meta}`, '--kv_events_config_file=', ...args],
+        ['--import', 'tsx', 'meta-svc/main.ts', `--http_port=${await freePort()}`, ...args],
         { cwd: process.cwd(), stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
       );
       let stderr = '';

@@ -2,9 +2,10 @@
 // real MetaService (HTTP on a free port, SQLite in a temp dir), conformance rows I-01..I-04, Q-11.
 import { rmSync } from 'node:fs';
 import { expect } from 'chai';
-import { parseMetaConfig } from '../../directory-svc/meta/config/meta-config.js';
-import { clusterInfo } from '../../directory-svc/meta/rpc/instances.js';
-import { MetaHarness, registration } from '../helpers/meta-service-harness.js';
+import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
+import { clusterInfo } from '../../meta-svc/rpc/instances.js';
+import { MetaHarness, registration, type MetaHarnessOptions } from '../helpers/meta-service-harness.js';
+import { STORE_KINDS, storeSuite } from '../helpers/meta-stores.js';
 import type { AnyJson } from '../helpers/meta-service-harness.js';
 
 const GROUPS_CONFIG = JSON.stringify({
@@ -26,7 +27,10 @@ const GROUPS_CONFIG = JSON.stringify({
   ],
 });
 
-describe('kvcm-meta §4.1/§5.2 instances', () => {
+// One suite per store (kvcm-meta §9.4); the body keeps its indentation so merges stay small.
+for (const kind of STORE_KINDS) describe(`kvcm-meta §4.1/§5.2 instances on ${kind}`, () => {
+  const stores = storeSuite(kind);
+  const startOn = (o: MetaHarnessOptions = {}): Promise<MetaHarness> => MetaHarness.start({ ...o, redis: kind === 'redis' ? stores.redis : undefined });
   let h: MetaHarness | null = null;
 
   afterEach(async () => {
@@ -38,7 +42,7 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   const info = async (id: string): Promise<AnyJson> => (await h!.rpc('getInstanceInfo', { instance_id: id })).body;
 
   it('I-01 registers a new instance in test_group; getInstanceInfo shows it, an unknown id is INSTANCE_NOT_EXIST', async () => {
-    h = await MetaHarness.start();
+    h = await startOn();
     const reg = await h.rpc('registerInstance', registration());
     expect(reg.status).to.equal(200);
     expect(reg.body.header.status).to.deep.equal({ code: 'OK', message: '' });
@@ -88,7 +92,7 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   });
 
   it('I-01 storage_configs lists every writable candidate in order with the group extra_info and quota group', async () => {
-    h = await MetaHarness.start({ configText: GROUPS_CONFIG });
+    h = await startOn({ configText: GROUPS_CONFIG });
     const reg = await h.rpc('registerInstance', registration());
     expect(reg.body.header.status.code).to.equal('OK');
     expect(reg.body.storage_configs).to.equal(
@@ -102,11 +106,11 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   });
 
   it('I-01 registrations survive a restart', async () => {
-    h = await MetaHarness.start();
+    h = await startOn();
     const dir = h.dir;
     expect((await h.rpc('registerInstance', registration())).body.header.status.code).to.equal('OK');
     await h.close();
-    h = await MetaHarness.start({ dir });
+    h = await startOn({ dir });
     expect((await info('inst_a')).instance_info.block_size).to.equal(16);
     await h.close();
     h = null;
@@ -115,7 +119,7 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   });
 
   it('I-02 re-registering the same identity is OK and replaces user_data and default_query_type', async () => {
-    h = await MetaHarness.start();
+    h = await startOn();
     expect((await h.rpc('registerInstance', registration())).body.header.status.code).to.equal('OK');
     // Same identity, spec and group lists in another order, camelCase spelling.
     const same = await h.rpc('registerInstance', {
@@ -146,7 +150,7 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   });
 
   it('I-03 another block_size, spec set, extra or group is DUPLICATE_ENTITY and changes nothing', async () => {
-    h = await MetaHarness.start({ configText: GROUPS_CONFIG });
+    h = await startOn({ configText: GROUPS_CONFIG });
     expect((await h.rpc('registerInstance', registration())).body.header.status.code).to.equal('OK');
     const before = await info('inst_a');
     const md = { model_name: 'm', dtype: 'bf16', tp_size: 2, dp_size: 1, pp_size: 1, extra: 'other', user_data: 'u9' };
@@ -167,20 +171,20 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   });
 
   it('I-04 unknown or missing group, block_size 0, bad spec lists → INVALID_ARGUMENT naming the fields', async () => {
-    h = await MetaHarness.start({ configText: GROUPS_CONFIG });
+    h = await startOn({ configText: GROUPS_CONFIG });
     const cases: Array<[Record<string, unknown>, string]> = [
-      [{ instance_group: 'nope' }, '{RegisterInstance: {instance_group}}'],
+      [{ instance_group: 'nope' }, '{RegisterInstance: {instance_group="nope"}}'],
       [{ instance_group: undefined }, '{RegisterInstance: {instance_group}}'],
-      [{ block_size: 0 }, '{RegisterInstance: {block_size}}'],
-      [{ location_spec_infos: [{ name: 'tp0', size: 1 }, { name: 'tp0', size: 2 }], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos}}'],
+      [{ block_size: 0 }, '{RegisterInstance: {block_size=0}}'],
+      [{ location_spec_infos: [{ name: 'tp0', size: 1 }, { name: 'tp0', size: 2 }], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos=[{"name":"tp0","size":"1"},{"name":"tp0","size":"2"}]}}'],
       [{ location_spec_infos: [], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos}}'],
-      [{ location_spec_infos: [{ name: 'tp0', size: 0 }], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos}}'],
-      [{ location_spec_groups: [{ name: 'g0', spec_names: ['zz'] }] }, '{RegisterInstance: {location_spec_groups}}'],
-      [{ location_spec_groups: [{ name: 'g0', spec_names: [] }] }, '{RegisterInstance: {location_spec_groups}}'],
+      [{ location_spec_infos: [{ name: 'tp0', size: 0 }], location_spec_groups: [] }, '{RegisterInstance: {location_spec_infos=[{"name":"tp0","size":"0"}]}}'],
+      [{ location_spec_groups: [{ name: 'g0', spec_names: ['zz'] }] }, '{RegisterInstance: {location_spec_groups=[{"name":"g0","spec_names":["zz"]}]}}'],
+      [{ location_spec_groups: [{ name: 'g0', spec_names: [] }] }, '{RegisterInstance: {location_spec_groups=[{"name":"g0","spec_names":[]}]}}'],
       [{ instance_id: '' }, '{RegisterInstance: {instance_id}}'],
-      [{ instance_id: 'a\nb' }, '{RegisterInstance: {instance_id}}'],
-      [{ instance_id: 'x'.repeat(257) }, '{RegisterInstance: {instance_id}}'],
-      [{ instance_group: 'nope', block_size: -1 }, '{RegisterInstance: {instance_group, block_size}}'],
+      [{ instance_id: 'a\nb' }, '{RegisterInstance: {instance_id="a\\nb"}}'],
+      [{ instance_id: 'x'.repeat(257) }, `{RegisterInstance: {instance_id="${'x'.repeat(127)}}}`],
+      [{ instance_group: 'nope', block_size: -1 }, '{RegisterInstance: {instance_group="nope", block_size=-1}}'],
     ];
     for (const [overrides, fields] of cases) {
       const r = await h.rpc('registerInstance', registration(overrides));
@@ -195,7 +199,7 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   });
 
   it('I-04 a second instance in a group with max_instance_count 1 → REACH_MAX_ENTITY_CAPACITY', async () => {
-    h = await MetaHarness.start({ configText: GROUPS_CONFIG });
+    h = await startOn({ configText: GROUPS_CONFIG });
     expect((await h.rpc('registerInstance', registration({ instance_group: 'tiny', instance_id: 'one' }))).body.header.status.code).to.equal('OK');
     // Re-registering the one member is still fine.
     expect((await h.rpc('registerInstance', registration({ instance_group: 'tiny', instance_id: 'one' }))).body.header.status.code).to.equal('OK');
@@ -205,7 +209,7 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   });
 
   it('I-04 concurrent registrations into a one-instance group admit exactly one', async () => {
-    h = await MetaHarness.start({ configText: GROUPS_CONFIG });
+    h = await startOn({ configText: GROUPS_CONFIG });
     const codes = await Promise.all(
       ['a', 'b', 'c', 'd'].map(async (id) => (await h!.rpc('registerInstance', registration({ instance_group: 'tiny', instance_id: id }))).body.header.status.code as string),
     );
@@ -214,7 +218,7 @@ describe('kvcm-meta §4.1/§5.2 instances', () => {
   });
 
   it('Q-11 getClusterInfo: the node is its own leader on the HTTP port', async () => {
-    h = await MetaHarness.start();
+    h = await startOn();
     const r = await h.rpc('getClusterInfo', { instance_id: 'ignored' });
     expect(r.body.header.status.code).to.equal('OK');
     expect(r.body.self_node_id).to.equal(h.config.nodeId);

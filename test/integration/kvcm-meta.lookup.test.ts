@@ -8,21 +8,25 @@
  *   test ──getCacheLocation(Len) / getCacheMeta(Detail) / getHostCacheState──▶ (asserts)
  */
 import { expect } from 'chai';
-import { CLS_WRITING } from '../../directory-svc/meta/store/meta-store.js';
+import { CLS_WRITING } from '../../meta-svc/store/meta-store.js';
 import { FaultyMetaStore } from '../helpers/faulty-meta-store.js';
-import { MetaHarness, code } from '../helpers/meta-data-path-harness.js';
+import { MetaHarness, code, type MetaHarnessOptions } from '../helpers/meta-data-path-harness.js';
+import { STORE_KINDS, storeSuite } from '../helpers/meta-stores.js';
 import type { Json } from '../helpers/meta-data-path-harness.js';
 
 const I = 'test_instance';
 const SPECS = ['tp0', 'full_attention:group=0:tp=0'];
 const Q01_KEYS = ['-3034435009196788647', '4952800032557538615'];
 
-describe('kvcm-meta §5.3–§5.5 lookups', () => {
+// One suite per store (kvcm-meta §9.4); the body keeps its indentation so merges stay small.
+for (const kind of STORE_KINDS) describe(`kvcm-meta §5.3–§5.5 lookups on ${kind}`, () => {
+  const stores = storeSuite(kind);
+  const startOn = (o: MetaHarnessOptions = {}): Promise<MetaHarness> => MetaHarness.start({ ...o, redis: kind === 'redis' ? stores.redis : undefined });
   let h: MetaHarness;
   let faulty: FaultyMetaStore | null;
   beforeEach(async () => {
     faulty = null;
-    h = await MetaHarness.start({
+    h = await startOn({
       wrapStore: (s) => {
         faulty = new FaultyMetaStore(s);
         return faulty;
@@ -69,10 +73,13 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     await serve([1, 2, 4]);
     const a = await locate({ query_type: 'QT_PREFIX_MATCH', block_keys: [1, 2, 3, 4] });
     expect(uriKeys(a)).to.deep.equal(['1', '2']);
+    expect(a.locations[0].id).to.match(/^[A-Za-z0-9]{8}_merged$/);
     expect(a.locations[0]).to.deep.equal({
       type: 'ST_NFS',
       spec_size: 2,
       location_specs: SPECS.map((s) => ({ name: s, uri: `file://local_file/data/kvcm/${I}/1_${s}?offset=0&size=${s === 'tp0' ? 4096000 : 4096}` })),
+      id: a.locations[0].id,
+      status: 'CLS_SERVING',
     });
     const b = await locate({ query_type: 'QT_PREFIX_MATCH', block_keys: [3, 1, 2, 3], block_mask: { offset: 1 } });
     expect(uriKeys(b)).to.deep.equal(['1', '2']);
@@ -88,15 +95,15 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     const a = await locate({ query_type: 'QT_BATCH_GET', block_keys: [1, 2] });
     expect(a.locations).to.have.length(2);
     expect(a.locations[0].type).to.equal('ST_NFS');
-    expect(a.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 2, location_specs: SPECS.map((name) => ({ name, uri: '' })) });
+    expect(a.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 2, location_specs: SPECS.map((name) => ({ name, uri: '' })), id: '', status: 'CLS_NOT_FOUND' });
     const b = await locate({ query_type: 'QT_BATCH_GET', block_keys: [1, 2], location_spec_names: ['tp0'] });
     expect(b.locations[0].spec_size).to.equal(1);
     expect(b.locations[0].location_specs.map((s: Json) => s.name)).to.deep.equal(['tp0']);
-    expect(b.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 1, location_specs: [{ name: 'tp0', uri: '' }] });
+    expect(b.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 1, location_specs: [{ name: 'tp0', uri: '' }], id: '', status: 'CLS_NOT_FOUND' });
     const c = await locate({ query_type: 'QT_BATCH_GET', block_keys: [1], location_spec_names: ['zz'] });
-    expect(c.locations).to.deep.equal([{ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [] }]);
+    expect(c.locations).to.deep.equal([{ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [], id: '', status: 'CLS_NOT_FOUND' }]);
     const masked = await locate({ query_type: 'QT_BATCH_GET', block_keys: [1, 2], block_mask: { offset: 1 } });
-    expect(masked.locations[0]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [] });
+    expect(masked.locations[0]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [], id: '', status: 'CLS_NOT_FOUND' });
   });
 
   it('Q-04 REVERSE_ROLL with hits [1,1,0,1,1], sw_size 2: window [3,5) filled, length 5; sw_size 6 → INVALID_ARGUMENT', async () => {
@@ -154,7 +161,7 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     const a = await h.call('getCacheMeta', { instance_id: I, block_keys: [1, 2], detail_level: 0 });
     expect(code(a)).to.equal('OK');
     expect(a.locations[0].type).to.equal('ST_NFS');
-    expect(a.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [] });
+    expect(a.locations[1]).to.deep.equal({ type: 'ST_UNSPECIFIED', spec_size: 0, location_specs: [], id: '', status: 'CLS_NOT_FOUND' });
     expect(a.metas[1]).to.equal('');
     expect(JSON.parse(a.metas[0])).to.deep.equal({ block_key: '1', properties: { 'BP#prev_key': '' } });
     const b = await h.call('getCacheMeta', { instance_id: I, block_keys: [1, 2], detail_level: 1 });
@@ -213,13 +220,13 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     const a = await state({ query_type: 'QT_PREFIX_MATCH', block_cache_keys: [1, 2, 3] });
     expect(code(a)).to.equal('OK');
     expect(a.hosts).to.deep.equal([
-      { host_ip_port: 'h3:1', prefix_match_blocks: '3' },
-      { host_ip_port: 'h1:1', prefix_match_blocks: '1' },
+      { host_ip_port: 'h3:1', local: '3', global: '3', prefix_match_blocks: '3' },
+      { host_ip_port: 'h1:1', local: '1', global: '1', prefix_match_blocks: '1' },
     ]);
     const b = await state({ block_cache_keys: [1, 2, 3], medium: ['GPU'] });
     expect(b.hosts).to.deep.equal([
-      { host_ip_port: 'h3:1', prefix_match_blocks: '2' },
-      { host_ip_port: 'h1:1', prefix_match_blocks: '1' },
+      { host_ip_port: 'h3:1', local: '2', global: '2', prefix_match_blocks: '2' },
+      { host_ip_port: 'h1:1', local: '1', global: '1', prefix_match_blocks: '1' },
     ]);
     const c = await state({ block_cache_keys: [] });
     expect(code(c)).to.equal('OK');
@@ -260,7 +267,7 @@ describe('kvcm-meta §5.3–§5.5 lookups', () => {
     expect(code(await h.call('removeCache', { instance_id: I, block_keys: [2] }))).to.equal('OK');
     const dir = h.dir;
     await h.close();
-    h = await MetaHarness.start({ dir, ownDir: true });
+    h = await startOn({ dir, ownDir: true });
     const d = await h.call('getCacheMetaDetail', { instance_id: I, block_keys: [1, 2] });
     expect(d.items[0].properties['BP#hit_count']).to.equal('2');
     expect(d.items[0].properties['BP#lru_time']).to.equal(String(BigInt(h.timers.ms) * 1000n));

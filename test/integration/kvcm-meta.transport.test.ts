@@ -3,9 +3,9 @@
 // SERVICE_NOT_READY while starting, the §9.3 drain) on a bare MetaHttpServer.
 import { expect } from 'chai';
 import { silentLogger } from '../../shared/log/logger.js';
-import { MetaHttpServer } from '../../directory-svc/meta/http/meta-http-server.js';
-import { createMetaMetrics } from '../../directory-svc/meta/http/meta-metrics.js';
-import { MetaError } from '../../directory-svc/meta/meta-errors.js';
+import { MetaHttpServer } from '../../meta-svc/http/meta-http-server.js';
+import { createMetaMetrics } from '../../meta-svc/http/meta-metrics.js';
+import { MetaError } from '../../meta-svc/meta-errors.js';
 import { MetaHarness, capturingLogger } from '../helpers/meta-service-harness.js';
 import type { AnyJson } from '../helpers/meta-service-harness.js';
 

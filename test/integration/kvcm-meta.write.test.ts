@@ -6,7 +6,8 @@
  *   test ──getCacheLocation / getCacheMetaDetail──▶ (observes the outcome)
  */
 import { expect } from 'chai';
-import { MetaHarness, code } from '../helpers/meta-data-path-harness.js';
+import { MetaHarness, code, type MetaHarnessOptions } from '../helpers/meta-data-path-harness.js';
+import { STORE_KINDS, storeSuite } from '../helpers/meta-stores.js';
 import type { Json } from '../helpers/meta-data-path-harness.js';
 
 const I = 'test_instance';
@@ -28,10 +29,13 @@ const QUOTA_CONFIG = JSON.stringify({
   ],
 });
 
-describe('kvcm-meta §6 write sessions, §5.2 removeCache/trimCache', () => {
+// One suite per store (kvcm-meta §9.4); the body keeps its indentation so merges stay small.
+for (const kind of STORE_KINDS) describe(`kvcm-meta §6 write sessions, §5.2 removeCache/trimCache on ${kind}`, () => {
+  const stores = storeSuite(kind);
+  const startOn = (o: MetaHarnessOptions = {}): Promise<MetaHarness> => MetaHarness.start({ ...o, redis: kind === 'redis' ? stores.redis : undefined });
   let h: MetaHarness;
   beforeEach(async () => {
-    h = await MetaHarness.start();
+    h = await startOn();
   });
   afterEach(async () => {
     await h.close();
@@ -59,17 +63,20 @@ describe('kvcm-meta §6 write sessions, §5.2 removeCache/trimCache', () => {
     expect(code(r)).to.equal('OK');
     expect(r.write_session_id).to.match(SESSION_ID);
     expect(r.block_mask).to.deep.equal({ offset: 0 });
+    const d = await detail([123, 456]);
     expect(r.locations).to.deep.equal(
-      [123, 456].map((k) => ({
+      [123, 456].map((k, i) => ({
         type: 'ST_NFS',
         spec_size: 2,
         location_specs: [
           { name: 'tp0', uri: URI(k, 'tp0', 4096000) },
           { name: 'full_attention:group=0:tp=0', uri: URI(k, 'full_attention:group=0:tp=0', 4096) },
         ],
+        // §6 step 4: the new location's own id, CLS_WRITING (KVCM parity).
+        id: d.items[i].locations[0].location_id,
+        status: 'CLS_WRITING',
       })),
     );
-    const d = await detail([123, 456]);
     expect(d.items.map((it: Json) => it.locations.map((l: Json) => l.status))).to.deep.equal([['CLS_WRITING'], ['CLS_WRITING']]);
     expect(d.items[0].locations[0].location_id).to.match(/^[A-Za-z0-9]{8}$/);
     expect(d.items[1].prev_block_key).to.equal('123');
@@ -170,7 +177,7 @@ describe('kvcm-meta §6 write sessions, §5.2 removeCache/trimCache', () => {
   it('W-05 allocation beyond the group quota_bytes: REACH_MAX_ENTITY_CAPACITY, nothing allocated', async () => {
     await h.close();
     h.removeDir();
-    h = await MetaHarness.start({ configJson: QUOTA_CONFIG });
+    h = await startOn({ configJson: QUOTA_CONFIG });
     const a = await start([1], {}, 'qa');
     expect(code(a)).to.equal('OK');
     expect(a.locations[0].location_specs[0].uri).to.equal('file://local_file/data/kvcm/qa/1_tp0?offset=0&size=400');

@@ -76,7 +76,7 @@ describe('kvctl against a real directory-svc', function () {
       name: 'directory',
       entry: 'directory-svc/main.ts',
       cwd: ROOT,
-      args: [`--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--meta_http_port=0', `--etcd_addr=127.0.0.1:${etcd.clientPort}`, `--kv_events_config_file=${config}`],
+      args: [`--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, `--etcd_addr=127.0.0.1:${etcd.clientPort}`, `--kv_events_config_file=${config}`],
     });
     await directory.waitForLog((l) => l['msg'] === 'directory-svc started');
     await Promise.all(pubs.map((p) => p.waitForSubscribers(1, 20000)));

@@ -1,6 +1,6 @@
 /**
  * The one-command local stack (tools/stack.ts, `npm start`) as a real process, every port a free
- * one: it starts etcd, simulated engines, directory-svc and a CAR router, runs the demo through
+ * one: it starts etcd, simulated engines, directory-svc, meta-svc and a CAR router, runs the demo through
  * the router's proxy, and stops everything it started. "No child left behind" is checked on the
  * pids the stack prints for each process and on the stack's process group.
  */
@@ -13,18 +13,18 @@ const STACK_ENTRY = 'tools/stack.ts';
 /** Everything from tsx's first compile to the last stop, on a shared 2-core machine. */
 const STACK_RUN_MS = 180000;
 
-async function freePortFlags(): Promise<{ args: string[]; routerPort: number }> {
-  const routerPort = await freePort();
+async function freePortFlags(): Promise<{ args: string[]; routerPort: number; metaPort: number }> {
+  const [routerPort, metaPort] = [await freePort(), await freePort()];
   const args = [
     `--router_port=${routerPort}`,
     `--directory_grpc_port=${await freePort()}`,
     `--directory_http_port=${await freePort()}`,
-    `--meta_port=${await freePort()}`,
+    `--meta_port=${metaPort}`,
     `--etcd_port=${await freePort()}`,
     `--etcd_peer_port=${await freePort()}`,
     '--engine_base_port=0',
   ];
-  return { args, routerPort };
+  return { args, routerPort, metaPort };
 }
 
 /** Pids of the processes the stack reported starting (`[stack] started <name> (pid N)`). */
@@ -37,7 +37,7 @@ function childPids(stack: ServiceProcess): number[] {
 
 async function expectNothingLeft(stack: ServiceProcess): Promise<void> {
   const pids = childPids(stack);
-  expect(pids.length, 'etcd, 4 engines, directory and router were started').to.equal(7);
+  expect(pids.length, 'etcd, 4 engines, directory, meta-svc and router were started').to.equal(8);
   // The stack waits for each child to exit before it exits itself.
   expect(pids.filter(pidAlive), 'children still alive').to.deep.equal([]);
   // tsx's esbuild helper shares the stack's process group and leaves when its pipe to the stack
@@ -118,15 +118,19 @@ describe('local stack (tools/stack.ts, npm start)', function () {
     await demoOnly(['--engine_kind=vllm', '--engines=DEFAULT,DEFAULT,PREFILL,DECODE']);
   });
 
-  it('SIGTERM while running stops every process it started and exits 0', async () => {
-    const { args, routerPort } = await freePortFlags();
+  it('SIGTERM while running stops every process it started and exits 0; meta-svc serves the KVCM API beside the directory', async () => {
+    const { args, routerPort, metaPort } = await freePortFlags();
     const stack = spawnStack(['--demo=false', ...args]);
     await stack.waitForOutput(/^\[stack\] running; Ctrl-C stops everything$/, STACK_RUN_MS);
     expect(stack.output).to.include(`[stack] router ready at http://127.0.0.1:${routerPort}`);
+    const health = await fetch(`http://127.0.0.1:${metaPort}/health`);
+    expect(await health.json()).to.deep.equal({ status: 'ok' });
+    const info = (await (await fetch(`http://127.0.0.1:${metaPort}/api/getClusterInfo`, { method: 'POST', body: '{}' })).json()) as { header: { status: { code: string } } };
+    expect(info.header.status.code).to.equal('OK');
 
     const exit = await stack.stop();
     expect(exit.code, stack.tail(50)).to.equal(0);
-    expect(stack.output).to.include('[stack] stopped 7 processes');
+    expect(stack.output).to.include('[stack] stopped 8 processes');
     await expectNothingLeft(stack);
   });
 

@@ -1,19 +1,19 @@
 /**
  * Starts the stack's processes in dependency order and stops them in reverse:
  *
- *   etcd (/health) → directory-svc ("directory-svc started") → engines ("engine simulator ready",
+ *   etcd (/health) → directory-svc and meta-svc (GET /health 200) → engines ("engine simulator ready",
  *   registered in etcd, heartbeating to the directory) → router-svc (GET /ready 200: it opens its
  *   port only once it holds the directory's view)
  *
  * Every port is checked before the first process starts. Stopping sends SIGTERM to the router,
- * then the directory, then the engines (which revoke their leases while etcd is still up), then
+ * then the directory and meta-svc, then the engines (which revoke their leases while etcd is still up), then
  * etcd, each with a SIGKILL fallback, so Ctrl-C leaves no process behind and every port free.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { assertPortsFree, enginePorts, findFreeEngineBase, layoutEngines, type PlannedEngine, type PlannedPort } from './port-plan.js';
-import { directoryCommand, engineCommand, etcdCommand, REPO_ROOT, routerCommand, writeDiscoveryConfig, writeEnginesFile, type Command } from './service-commands.js';
+import { directoryCommand, engineCommand, metaCommand, etcdCommand, REPO_ROOT, routerCommand, writeDiscoveryConfig, writeEnginesFile, type Command } from './service-commands.js';
 import { StackChild } from './stack-child.js';
 import type { StackConfig } from './stack-flags.js';
 
@@ -70,9 +70,15 @@ export class LocalStack {
     // port last (after gRPC and discovery); an engine opens /health just before registering.
     // vLLM/SGLang engines do not register in etcd: the directory reads them from an engines file.
     const enginesFile = cfg.engineKind === 'xllm' ? null : writeEnginesFile(cfg, this.engines, this.runDir);
-    const directory = this.spawn('directory', directoryCommand(cfg, writeDiscoveryConfig(cfg, this.runDir), this.runDir, enginesFile));
+    const directory = this.spawn('directory', directoryCommand(cfg, writeDiscoveryConfig(cfg, this.runDir), enginesFile));
     const directoryHealth = `http://127.0.0.1:${cfg.directoryHttpPort}/health`;
-    await directory.waitUntil(`GET ${directoryHealth} 200`, async () => (await httpStatus(directoryHealth)) === 200, SERVICE_START_MS);
+    // meta-svc depends on nothing else in the stack: it starts beside the directory.
+    const meta = cfg.metaPort !== 0 ? this.spawn('meta', metaCommand(cfg, this.runDir)) : null;
+    const metaHealth = `http://127.0.0.1:${cfg.metaPort}/health`;
+    await Promise.all([
+      directory.waitUntil(`GET ${directoryHealth} 200`, async () => (await httpStatus(directoryHealth)) === 200, SERVICE_START_MS),
+      meta?.waitUntil(`GET ${metaHealth} 200`, async () => (await httpStatus(metaHealth)) === 200, SERVICE_START_MS),
+    ]);
 
     const engines = this.engines.map((e, i) => ({ child: this.spawn(`engine-${i}`, engineCommand(cfg, e)), health: `http://127.0.0.1:${e.httpPort}/health` }));
     await Promise.all(engines.map((e) => e.child.waitUntil(`GET ${e.health} 200`, async () => (await httpStatus(e.health)) === 200, SERVICE_START_MS)));
@@ -89,7 +95,7 @@ export class LocalStack {
   async stop(opts: { keepRunDir?: boolean } = {}): Promise<void> {
     this.stopping = true;
     const router = this.children.filter((c) => c.name === 'router');
-    const directory = this.children.filter((c) => c.name === 'directory');
+    const directory = this.children.filter((c) => c.name === 'directory' || c.name === 'meta');
     const engines = this.children.filter((c) => c.name.startsWith('engine-'));
     const etcd = this.children.filter((c) => c.name === 'etcd');
     for (const group of [router, directory, engines, etcd]) {

@@ -88,7 +88,7 @@ export function writeEnginesFile(cfg: StackConfig, engines: readonly PlannedEngi
 }
 
 /** `enginesFile` null: engines register in etcd (xllm). */
-export function directoryCommand(cfg: StackConfig, kvEventsConfigFile: string, runDir: string, enginesFile: string | null = null): Command {
+export function directoryCommand(cfg: StackConfig, kvEventsConfigFile: string, enginesFile: string | null = null): Command {
   return nodeEntry('directory-svc/main', [
     `--etcd_addr=127.0.0.1:${cfg.etcdPort}`,
     `--kv_events_config_file=${kvEventsConfigFile}`,
@@ -96,11 +96,17 @@ export function directoryCommand(cfg: StackConfig, kvEventsConfigFile: string, r
     ...(enginesFile === null ? [] : [`--engines_file=${enginesFile}`, '--engines_refresh_interval_ms=250']),
     `--grpc_port=${cfg.directoryGrpcPort}`,
     `--http_port=${cfg.directoryHttpPort}`,
-    `--meta_http_port=${cfg.metaPort}`,
-    `--meta_db=${join(runDir, 'kvcm.db')}`,
     `--internal_api_token=${cfg.internalApiToken}`,
     `--log_level=${cfg.logLevel}`,
   ]);
+}
+
+/**
+ * meta-svc on its own SQLite file in the run dir. No internal token: KVCM clients send none
+ * (kvcm-meta §1.1), so the stack's MetaService stays as open as KVCM's own.
+ */
+export function metaCommand(cfg: StackConfig, runDir: string): Command {
+  return nodeEntry('meta-svc/main', [`--http_port=${cfg.metaPort}`, `--meta_store=sqlite:${join(runDir, 'kvcm.db')}`, `--log_level=${cfg.logLevel}`]);
 }
 
 export function engineCommand(cfg: StackConfig, engine: PlannedEngine): Command {

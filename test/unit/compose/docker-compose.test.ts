@@ -1,5 +1,5 @@
 // docker-compose.yml and Dockerfile, checked without a Docker engine: every service's command line
-// goes through that service's OWN flag parser (directory-svc, router-svc, the engine simulator;
+// goes through that service's OWN flag parser (directory-svc, meta-svc, router-svc, the engine simulator;
 // etcd against an allow-list), every config file it names exists in the repo and validates, and
 // the addresses agree with the ports they point at:
 //
@@ -12,8 +12,9 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
-import { loadMetaConfig } from '../../../directory-svc/meta/config/load-meta-config.js';
+import { loadMetaConfig } from '../../../meta-svc/config/load-meta-config.js';
 import { parseDirectoryFlags, type DirectoryFlags } from '../../../shared/config/directory-flags.js';
+import { parseMetaFlags, type MetaFlags } from '../../../shared/config/meta-flags.js';
 import { parseKvEventsConfig, type KvEventsConfig } from '../../../shared/config/kv-events-config.js';
 import { parseRouterFlags, type RouterFlags } from '../../../shared/config/router-flags.js';
 import { parseEngineSimArgs, type EngineSimConfig } from '../../../tools/engine-sim/engine-sim-flags.js';
@@ -65,6 +66,22 @@ function directoryFlags(): DirectoryFlags {
   const parsed = parseDirectoryFlags(argsOf('directory-svc'));
   if (parsed.kind === 'help') throw new Error('directory-svc command is --help');
   return parsed.flags;
+}
+
+function metaFlags(): MetaFlags {
+  const parsed = parseMetaFlags(argsOf('meta-svc'));
+  if (parsed.kind === 'help') throw new Error('meta-svc command is --help');
+  return parsed.flags;
+}
+
+/** redis-server options the compose file may use (`--name value` pairs). */
+const REDIS_OPTIONS = new Set(['--save', '--appendonly', '--dir', '--port', '--maxmemory', '--maxmemory-policy']);
+
+/** The port the redis service listens on (`--port`, else Redis's 6379). */
+function redisPort(): number {
+  const args = services['redis']!.command as string[];
+  const at = args.indexOf('--port');
+  return at < 0 ? 6379 : Number(args[at + 1]);
 }
 
 function kvEventsConfig(): KvEventsConfig {
@@ -155,7 +172,7 @@ describe('docker-compose.yml and Dockerfile', () => {
   it('every node service runs a dist/ entry whose source exists and that the image builds from the folders it copies', () => {
     const copied = [...dockerfile.matchAll(/^COPY\s+(?!--from)(\S+)\s+\.\/\S*$/gm)].map((m) => m[1]!);
     for (const [name, svc] of Object.entries(services)) {
-      if (name === 'etcd') continue;
+      if (name === 'etcd' || name === 'redis') continue;
       expect(svc.build, `${name} builds ./Dockerfile`).to.equal('.');
       const cmd = svc.command as string[];
       expect(cmd[0], `${name} runs node`).to.equal('node');
@@ -172,7 +189,7 @@ describe('docker-compose.yml and Dockerfile', () => {
     const build = JSON.parse(readFileSync(join(ROOT, 'tsconfig.build.json'), 'utf8')) as { include: string[]; exclude: string[] };
     expect(build.exclude).to.include('**/*.bench.ts');
     const sourceDirs = build.include.map((g) => g.split('/')[0]!);
-    expect(sourceDirs).to.have.members(['shared', 'directory-svc', 'router-svc', 'tools']);
+    expect(sourceDirs).to.have.members(['shared', 'directory-svc', 'meta-svc', 'router-svc', 'tools']);
     for (const d of sourceDirs) expect(copied.has(d), `Dockerfile copies ${d}/`).to.equal(true);
     const walk = (dir: string): string[] =>
       readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : e.name.endsWith('.ts') && !e.name.endsWith('.bench.ts') ? [join(dir, e.name)] : []));
@@ -211,13 +228,36 @@ describe('docker-compose.yml and Dockerfile', () => {
     expect(dockerfile).to.match(/^COPY deploy \.\/deploy$/m);
   });
 
-  it('directory-svc: flags parse, its kv-events and meta config files exist in deploy/ and validate', () => {
+  it('directory-svc: flags parse, its kv-events config file exists in deploy/ and validates', () => {
     const flags = directoryFlags();
     expect(flags.kvEventsConfigFile, 'a kv-events config is named').to.not.equal('');
     const kv = kvEventsConfig();
     expect(kv.discovery?.enabled, 'discovery enabled').to.equal(true);
-    const meta = loadMetaConfig({ configFile: repoPathOf(flags.metaConfigFile) });
+  });
+
+  it('meta-svc: flags parse, its config file exists in deploy/ and validates, its store is the redis service, it publishes a port range and health-checks its --http_port', () => {
+    const flags = metaFlags();
+    expect(servicesRunning('meta-svc/main')).to.deep.equal(['meta-svc']);
+    const meta = loadMetaConfig({ configFile: repoPathOf(flags.metaConfigFile), httpPortOverride: flags.httpPort });
     expect(meta.ok, meta.ok ? '' : meta.errors.join('; ')).to.equal(true);
+    // §9.4: replicas share Redis, so `--scale meta-svc=N` needs a host port range, not one port.
+    expect(flags.store).to.include({ kind: 'redis', host: 'redis', port: redisPort() });
+    expect(Object.keys(services['meta-svc']!.depends_on ?? {})).to.include('redis');
+    const ports = portMappings('meta-svc');
+    expect(ports.map((p) => p.container)).to.deep.equal([flags.httpPort]);
+    for (const p of ports) expect(p.hostFrom !== null && p.hostTo! > p.hostFrom, 'meta-svc host port is a range').to.equal(true);
+    expect(healthcheckPort('meta-svc')).to.equal(flags.httpPort);
+  });
+
+  it('redis: an official image, only known options, persistence on a declared volume, serving the port meta-svc uses', () => {
+    const svc = services['redis']!;
+    expect(svc.image).to.match(/^redis:7\.\d+-bookworm$/);
+    const [bin, ...args] = svc.command as string[];
+    expect(bin).to.equal('redis-server');
+    for (let i = 0; i < args.length; i += 2) expect(REDIS_OPTIONS.has(args[i]!), `redis option ${args[i]}`).to.equal(true);
+    const dirAt = args.indexOf('--dir');
+    expect((svc.volumes ?? []).map((v) => v.split(':')[1])).to.include(args[dirAt + 1]);
+    expect((svc.expose ?? []).map(String)).to.include(String(redisPort()));
   });
 
   it('etcd: only known flags, a one-member cluster naming itself, clients on the advertised port', () => {
@@ -293,7 +333,7 @@ describe('docker-compose.yml and Dockerfile', () => {
   it('published ports: the directory\'s match its flags, the router publishes a range so --scale cannot collide, no host port is used twice', () => {
     const dir = directoryFlags();
     const dirPorts = portMappings('directory-svc');
-    expect(dirPorts.map((p) => p.container).sort()).to.deep.equal([dir.grpcPort, dir.httpPort, dir.metaHttpPort].sort());
+    expect(dirPorts.map((p) => p.container).sort()).to.deep.equal([dir.grpcPort, dir.httpPort].sort());
     for (const p of dirPorts) expect(p.hostFrom === p.hostTo, `directory host port ${p.hostFrom} is one port`).to.equal(true);
     expect(healthcheckPort('directory-svc')).to.equal(dir.httpPort);
 

@@ -5,6 +5,7 @@ import { ConfigError } from '../../../shared/config/config-error.js';
 import { parseFlags, flagsHelp, parseHostPortList, type FlagTable } from '../../../shared/config/flags.js';
 import { parseDirectoryFlags, directoryHelp, DIRECTORY_FLAGS, type DirectoryFlags } from '../../../shared/config/directory-flags.js';
 import { parseRouterFlags, routerHelp, ROUTER_FLAGS, type RouterFlags } from '../../../shared/config/router-flags.js';
+import { META_FLAGS, metaHelp, parseMetaFlags, type MetaFlags } from '../../../shared/config/meta-flags.js';
 
 function dir(argv: string[], env: Record<string, string> = {}): DirectoryFlags {
   const p = parseDirectoryFlags(argv, env);
@@ -164,9 +165,6 @@ describe('architecture.md flags: directory-svc table', () => {
       enginesRefreshIntervalMs: 1000,
       grpcPort: 50051,
       httpPort: 8889,
-      metaHttpPort: 6382,
-      metaConfigFile: '',
-      metaDb: './data/kvcm.db',
       internalApiToken: '',
       grpcTlsCert: '',
       grpcTlsKey: '',
@@ -184,21 +182,24 @@ describe('architecture.md flags: directory-svc table', () => {
     expect(e.message).to.equal('invalid --grpc_port: expected an integer in 1..65535, got "abc"');
   });
 
-  it('directory: port bounds; --meta_http_port=0 disables the MetaService (kvcm-meta §8)', () => {
+  it('directory: port bounds', () => {
     for (const flag of ['grpc_port', 'http_port']) {
       configError(() => dir([`--${flag}=0`]));
       configError(() => dir([`--${flag}=65536`]));
     }
-    expect(dir(['--meta_http_port=0']).metaHttpPort).to.equal(0);
-    configError(() => dir(['--meta_http_port=65536']));
     expect(dir(['--grpc_port=1', '--http_port=65535']).grpcPort).to.equal(1);
   });
 
   it('directory: the listening ports must differ', () => {
     expect(configError(() => dir(['--grpc_port=9000', '--http_port=9000'])).message).to.equal('invalid --http_port: 9000 is also --grpc_port');
-    expect(configError(() => dir(['--meta_http_port=50051'])).message).to.equal('invalid --meta_http_port: 50051 is also --grpc_port');
-    expect(configError(() => dir(['--meta_http_port=8889'])).path).to.equal('--meta_http_port');
-    expect(dir(['--meta_http_port=0', '--grpc_port=7000', '--http_port=7001']).metaHttpPort).to.equal(0);
+  });
+
+  it('directory: the former --meta_* flags name meta-svc and the flag that replaced each', () => {
+    expect(configError(() => dir(['--meta_http_port=0'])).message).to.equal('--meta_http_port moved to meta-svc: run node dist/meta-svc/main.js --http_port=0');
+    expect(configError(() => dir(['--meta_db', 'x.db'])).message).to.equal('--meta_db moved to meta-svc: run node dist/meta-svc/main.js --meta_store=sqlite:x.db');
+    expect(configError(() => dir(['--meta_config_file=/x.json'])).path).to.equal('--meta_config_file');
+    // The env fallback belongs to meta-svc now; the directory ignores it.
+    expect(() => dir([], { KVCM_META_CONFIG_FILE: '/etc/kvcm.json' })).to.not.throw();
   });
 
   it('directory: lifecycle flag bounds', () => {
@@ -223,7 +224,7 @@ describe('architecture.md flags: directory-svc table', () => {
     expect(dir(['--engines_file=/etc/engines.json']).enginesFile).to.equal('/etc/engines.json');
   });
 
-  it('directory: --etcd_addr list, --log_level enum, --meta_config_file from KVCM_META_CONFIG_FILE', () => {
+  it('directory: --etcd_addr list, --log_level enum', () => {
     expect(dir(['--etcd_addr=a:1,b:2']).etcdAddr).to.deep.equal([
       { host: 'a', port: 1 },
       { host: 'b', port: 2 },
@@ -231,8 +232,6 @@ describe('architecture.md flags: directory-svc table', () => {
     configError(() => dir(['--etcd_addr=a']));
     expect(dir(['--log_level=debug']).logLevel).to.equal('debug');
     expect(configError(() => dir(['--log_level=loud'])).message).to.equal('invalid --log_level: expected one of fatal, error, warn, info, debug, trace, silent, got "loud"');
-    expect(dir([], { KVCM_META_CONFIG_FILE: '/etc/kvcm.json' }).metaConfigFile).to.equal('/etc/kvcm.json');
-    expect(dir(['--meta_config_file=/x.json'], { KVCM_META_CONFIG_FILE: '/etc/kvcm.json' }).metaConfigFile).to.equal('/x.json');
   });
 
   it('directory: --help text names every flag', () => {
@@ -299,5 +298,40 @@ describe('architecture.md flags: router-svc table', () => {
   it('router: --help text names every flag', () => {
     const text = routerHelp();
     for (const name of Object.keys(ROUTER_FLAGS)) expect(text).to.include(`--${name}=`);
+  });
+});
+
+describe('architecture.md flags: meta-svc table', () => {
+  const meta = (argv: string[], env: Record<string, string> = {}): MetaFlags => {
+    const p = parseMetaFlags(argv, env);
+    if (p.kind !== 'flags') throw new Error('help');
+    return p.flags;
+  };
+
+  it('meta: every default; --meta_store parses into the store it names', () => {
+    expect(meta([])).to.deep.equal({
+      httpPort: 6382,
+      metaConfigFile: '',
+      metaStore: 'sqlite:./data/kvcm.db',
+      nodeId: '',
+      internalApiToken: '',
+      logLevel: 'info',
+      store: { kind: 'sqlite', path: './data/kvcm.db' },
+    });
+    expect(meta(['--meta_store=redis://10.0.0.5:6379/3']).store).to.deep.equal({ kind: 'redis', host: '10.0.0.5', port: 6379, db: 3, url: 'redis://10.0.0.5:6379/3' });
+    expect(meta(['--meta_store=redis://[::1]:6379']).store).to.include({ host: '::1', db: 0 });
+    expect(meta([], { KVCM_META_CONFIG_FILE: '/etc/kvcm.json' }).metaConfigFile).to.equal('/etc/kvcm.json');
+  });
+
+  it('meta: a store URL of another form is one error line naming --meta_store', () => {
+    for (const v of ['redis://h', 'redis://h:70000', 'redis://h:1/16', 'redis://user:pw@h:1', 'sqlite:', 'file:/x']) {
+      expect(configError(() => meta([`--meta_store=${v}`])).path, v).to.equal('--meta_store');
+    }
+  });
+
+  it('meta: --help text names every flag', () => {
+    const text = metaHelp();
+    expect(text).to.match(/^Usage: node dist\/meta-svc\/main\.js/);
+    for (const name of Object.keys(META_FLAGS)) expect(text).to.include(`--${name}=`);
   });
 });

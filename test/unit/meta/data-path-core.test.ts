@@ -3,17 +3,17 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
-import { MetaError } from '../../../directory-svc/meta/meta-errors.js';
-import { BLOCK_KEY_HASH_SEED, resolveBlockKeys } from '../../../directory-svc/meta/keys/block-key-resolver.js';
-import { blockMaskToWire, checkBlockMask, isMasked } from '../../../directory-svc/meta/keys/block-mask.js';
-import { normalizeRootPath, percentEncodeSegment, specUri, uriPrefix } from '../../../directory-svc/meta/keys/location-uri.js';
-import { newLocationId, newWriteSessionId } from '../../../directory-svc/meta/keys/random-ids.js';
-import { effectiveQueryType, reverseRollWindowEnd } from '../../../directory-svc/meta/lookup/query-lookup.js';
-import { selectLocation } from '../../../directory-svc/meta/lookup/location-selection.js';
-import type { SelectionContext } from '../../../directory-svc/meta/lookup/location-selection.js';
-import type { DataPathInstance } from '../../../directory-svc/meta/lookup/data-path-instance.js';
-import { CLS_SERVING, CLS_WRITING } from '../../../directory-svc/meta/store/meta-store.js';
-import type { StoredLocation } from '../../../directory-svc/meta/store/meta-store.js';
+import { MetaError } from '../../../meta-svc/meta-errors.js';
+import { BLOCK_KEY_HASH_SEED, resolveBlockKeys } from '../../../meta-svc/keys/block-key-resolver.js';
+import { blockMaskToWire, checkBlockMask, isMasked } from '../../../meta-svc/keys/block-mask.js';
+import { normalizeRootPath, percentEncodeSegment, specUri, uriPrefix } from '../../../meta-svc/keys/location-uri.js';
+import { newLocationId, newWriteSessionId } from '../../../meta-svc/keys/random-ids.js';
+import { effectiveQueryType, reverseRollWindowEnd } from '../../../meta-svc/lookup/query-lookup.js';
+import { selectLocation } from '../../../meta-svc/lookup/location-selection.js';
+import type { SelectionContext } from '../../../meta-svc/lookup/location-selection.js';
+import type { DataPathInstance } from '../../../meta-svc/lookup/data-path-instance.js';
+import { CLS_SERVING, CLS_WRITING } from '../../../meta-svc/store/meta-store.js';
+import type { StoredLocation } from '../../../meta-svc/store/meta-store.js';
 
 function metaCode(fn: () => unknown): string {
   try {
@@ -164,5 +164,26 @@ describe('kvcm-meta data path core (§4.3–§4.5, §5.3)', () => {
     expect(pick([er('kvs#event_report_l2#gpu#h:ok')])).to.equal('kvs#event_report_l2#gpu#h:ok');
     expect(pick([er('kvs#event_report_l2#gpu#h:hidden')])).to.equal(undefined);
     expect(pick([er('kvs#event_report_l2#gpu#h:ok'), loc('B1', 'b', 1n)])).to.equal('B1');
+
+    // Q-12: the entry merges the winner's source (one reporter, all media), winner first, first
+    // spec of each name kept; other reporters and the other event-report type never join.
+    const rep = (id: string, type: number, createTimeUs: bigint, names: string[]): StoredLocation =>
+      loc(id, type === 8 ? 'event_report_l2' : 'event_report_l1p5', createTimeUs, { type, specs: names.map((n) => ({ name: n, uri: `x://${id}/${n}` })) });
+    const entry = (locations: StoredLocation[], f: ReadonlySet<string> | null = null) => {
+      const sel = selectLocation({ properties: {}, locations }, ctx(f));
+      return sel && { id: sel.location.locationId, specs: sel.specs.map((sp) => sp.uri) };
+    };
+    const mem = rep('kvs#event_report_l2#mem#h1:ok', 8, 2n, ['mem_spec', 'shared']);
+    const disk = rep('kvs#event_report_l2#disk#h1:ok', 8, 1n, ['disk_spec', 'shared']);
+    const peer = rep('kvs#event_report_l2#mem#h2:ok', 8, 3n, ['peer_spec']);
+    const l1p5 = rep('kvs#event_report_l1p5#mem#h1:ok', 7, 9n, ['l1_spec']);
+    expect(entry([disk, mem])).to.deep.equal({
+      id: mem.locationId,
+      specs: [`x://${mem.locationId}/mem_spec`, `x://${mem.locationId}/shared`, `x://${disk.locationId}/disk_spec`],
+    });
+    expect(entry([mem, peer]), 'another reporter').to.deep.equal({ id: peer.locationId, specs: [`x://${peer.locationId}/peer_spec`] });
+    expect(entry([mem, l1p5]), 'the other type of the same host').to.deep.equal({ id: l1p5.locationId, specs: [`x://${l1p5.locationId}/l1_spec`] });
+    expect(entry([disk, mem], new Set(['disk_spec']))).to.deep.equal({ id: disk.locationId, specs: [`x://${disk.locationId}/disk_spec`] });
+    expect(entry([loc('A1', 'a', 1n), loc('A2', 'a', 2n, { specs: [{ name: 'tp1', uri: 'file://y' }] })])).to.deep.equal({ id: 'A2', specs: ['file://y', 'file://x'] });
   });
 });

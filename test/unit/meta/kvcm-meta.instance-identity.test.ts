@@ -1,11 +1,11 @@
 // kvcm-meta §4.1 registration rules and identity, as pure functions (the HTTP-level I-01..I-04
 // run in test/integration/kvcm-meta.instances.test.ts).
 import { expect } from 'chai';
-import { mutableFieldsDiffer, sameIdentity, withMutableFieldsOf } from '../../../directory-svc/meta/instances/instance-identity.js';
-import { isValidInstanceId, parseRegistration } from '../../../directory-svc/meta/instances/registration.js';
-import type { InstanceRecord } from '../../../directory-svc/meta/store/meta-store.js';
-import { parseJson } from '../../../directory-svc/meta/wire/json-parse.js';
-import { RequestReader } from '../../../directory-svc/meta/wire/request-reader.js';
+import { identityDifferences, mutableFieldsDiffer, sameIdentity, withMutableFieldsOf } from '../../../meta-svc/instances/instance-identity.js';
+import { isValidInstanceId, parseRegistration } from '../../../meta-svc/instances/registration.js';
+import type { InstanceRecord } from '../../../meta-svc/store/meta-store.js';
+import { parseJson } from '../../../meta-svc/wire/json-parse.js';
+import { RequestReader } from '../../../meta-svc/wire/request-reader.js';
 
 const base: InstanceRecord = {
   instanceId: 'i',
@@ -20,8 +20,11 @@ const base: InstanceRecord = {
   defaultQueryType: 0,
 };
 
-const parse = (body: unknown) =>
-  parseRegistration(RequestReader.ofBody(parseJson(JSON.stringify(body))), (g) => g === 'g');
+/** The §1.4 entries of the invalid fields, or the record. */
+const parse = (body: unknown) => {
+  const r = parseRegistration(RequestReader.ofBody(parseJson(JSON.stringify(body))), (g) => g === 'g');
+  return r.ok ? r : { ok: false, invalidFields: r.invalidFields.map((f) => f.entry) };
+};
 
 describe('kvcm-meta §4.1 identity', () => {
   it('I-02 ignores the order of specs, spec groups and group members; user_data and default_query_type are mutable', () => {
@@ -54,12 +57,33 @@ describe('kvcm-meta §4.1 identity', () => {
       expect(sameIdentity(base, other)).to.equal(false);
     }
   });
+
+  it('I-06 the differing identity fields are listed in §1.4 order', () => {
+    const md = { modelName: 'm', dtype: '', useMla: false, tpSize: 0, dpSize: 0, loraName: '', ppSize: 0, extra: '', userData: '', useEaglePop: false };
+    expect(identityDifferences(base, { ...base, modelDeployment: md, blockSize: 16 })).to.deep.equal(['block_size', 'model_deployment']);
+    expect(identityDifferences(base, { ...base, instanceGroup: 'h', locationSpecGroups: [], locationSpecInfos: [] })).to.deep.equal([
+      'instance_group',
+      'location_spec_infos',
+      'location_spec_groups',
+    ]);
+    expect(identityDifferences(base, { ...base, modelDeployment: { ...md, modelName: '', userData: 'other' } })).to.deep.equal([]);
+  });
 });
 
 describe('kvcm-meta §4.1 registration validation', () => {
   it('I-04 collects every invalid field in field-number order', () => {
     const r = parse({ instance_group: 'nope', instance_id: '', block_size: 0, location_spec_infos: [], location_spec_groups: [{ name: 'x', spec_names: [] }] });
-    expect(r).to.deep.equal({ ok: false, invalidFields: ['instance_group', 'instance_id', 'block_size', 'location_spec_infos', 'location_spec_groups'] });
+    // A missing or empty field is named; a present but invalid one carries its value (KVCM parity).
+    expect(r).to.deep.equal({
+      ok: false,
+      invalidFields: ['instance_group="nope"', 'instance_id', 'block_size=0', 'location_spec_infos', 'location_spec_groups=[{"name":"x","spec_names":[]}]'],
+    });
+    expect(parse({ instance_id: 'i', location_spec_infos: [{ name: 'a', size: 0 }] })).to.deep.equal({
+      ok: false,
+      invalidFields: ['instance_group', 'block_size', 'location_spec_infos=[{"name":"a","size":"0"}]'],
+    });
+    const long = parse({ instance_group: 'g'.repeat(300), instance_id: 'i', block_size: 1, location_spec_infos: [{ name: 'a', size: 1 }] });
+    expect(long).to.deep.equal({ ok: false, invalidFields: [`instance_group="${'g'.repeat(127)}`] });
     const dupGroups = parse({
       instance_group: 'g',
       instance_id: 'i',
@@ -70,7 +94,7 @@ describe('kvcm-meta §4.1 registration validation', () => {
         { name: 'x', spec_names: ['a'] },
       ],
     });
-    expect(dupGroups).to.deep.equal({ ok: false, invalidFields: ['location_spec_groups'] });
+    expect(dupGroups).to.deep.equal({ ok: false, invalidFields: ['location_spec_groups=[{"name":"x","spec_names":["a"]},{"name":"x","spec_names":["a"]}]'] });
   });
 
   it('I-01 a valid body becomes a record with exact int64 sizes', () => {

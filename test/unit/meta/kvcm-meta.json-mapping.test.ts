@@ -1,13 +1,13 @@
 // kvcm-meta §1.3 JSON mapping: the lossless parser, the typed request reader and the compact
 // writer, without HTTP (the transport suite covers the same rules over a real server).
 import { expect } from 'chai';
-import { JsonNumber, JsonParseError, parseJson } from '../../../directory-svc/meta/wire/json-parse.js';
-import { RequestReader } from '../../../directory-svc/meta/wire/request-reader.js';
-import { writeJson } from '../../../directory-svc/meta/wire/response-writer.js';
-import { jsonTextOf } from '../../../directory-svc/meta/wire/json-text.js';
-import { encodeSpecs } from '../../../directory-svc/meta/store/sqlite-meta-store.js';
-import { BadRequestError, missingFieldsMessage } from '../../../directory-svc/meta/meta-errors.js';
-import { ErrorCode, QueryType, StorageType, enumName, UnknownEnumValueError } from '../../../directory-svc/meta/meta-enums.js';
+import { JsonNumber, JsonParseError, parseJson } from '../../../meta-svc/wire/json-parse.js';
+import { RequestReader } from '../../../meta-svc/wire/request-reader.js';
+import { writeJson } from '../../../meta-svc/wire/response-writer.js';
+import { jsonTextOf } from '../../../meta-svc/wire/json-text.js';
+import { encodeSpecs } from '../../../meta-svc/store/sqlite-meta-store.js';
+import { BadRequestError, missingFieldsMessage } from '../../../meta-svc/meta-errors.js';
+import { ErrorCode, QueryType, StorageType, enumName, UnknownEnumValueError } from '../../../meta-svc/meta-enums.js';
 
 const reader = (text: string): RequestReader => RequestReader.ofBody(parseJson(text));
 

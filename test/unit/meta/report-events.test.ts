@@ -1,8 +1,7 @@
 /** kvcm-meta §7.3 request shapes and §7.4 item validation (V-03 and S-02 at unit level). */
 import { expect } from 'chai';
-import { isAllowedShape, normalizeMedium, parseReportBlockKey, validateEvent, type DecodedEvent } from '../../../directory-svc/meta/report/report-events.js';
+import { isAllowedShape, normalizeMedium, parseReportBlockKey, validateEvent, type DecodedEvent } from '../../../meta-svc/report/report-events.js';
 
-const SPECS = new Set(['tp0', 'tp1']);
 const addEv = (blockKey: string, specs = [{ name: 'tp0', uri: 'x://h/p' }], medium = 'gpu'): DecodedEvent => ({ eventType: 2, memberOk: true, blockKey, medium, specs });
 const ev = (eventType: number): DecodedEvent => ({ eventType, memberOk: false });
 
@@ -28,30 +27,33 @@ describe('kvcm-meta §7.3/§7.4 reportEvent input checks', () => {
   });
 
   it('V-03 specs and URIs', () => {
-    expect(validateEvent(addEv('1'), SPECS)).to.not.equal(null);
-    expect(validateEvent(addEv('1', []), SPECS)).to.equal(null);
-    expect(validateEvent(addEv('1', [{ name: 'zz', uri: 'x://h/p' }]), SPECS)).to.equal(null);
-    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'x://h/p' }, { name: 'tp0', uri: 'x://h/q' }]), SPECS)).to.equal(null);
-    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'x://h/p#frag' }]), SPECS)).to.equal(null);
-    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: '1x://h/p' }]), SPECS)).to.equal(null);
-    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'event_report://h/p' }]), SPECS)).to.not.equal(null);
-    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'x://h/p?s_version=1' }]), SPECS)).to.equal(null);
-    expect(validateEvent({ eventType: 3, memberOk: true, blockKey: '1', medium: 'gpu', specNames: [] }, SPECS)).to.equal(null);
-    expect(validateEvent({ eventType: 3, memberOk: true, blockKey: '1', medium: 'gpu', specNames: ['tp0', 'tp0'] }, SPECS)).to.equal(null);
+    expect(validateEvent(addEv('1'))).to.not.equal(null);
+    expect(validateEvent(addEv('1', []))).to.equal(null);
+    // D-08: spec names need not be registered, and may carry '#' (KVCM parity).
+    expect(validateEvent(addEv('1', [{ name: 'zz', uri: 'x://h/p' }]))).to.not.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'a#b', uri: 'x://h/p' }]))).to.not.equal(null);
+    expect(validateEvent(addEv('1', [{ name: '', uri: 'x://h/p' }]))).to.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'x://h/p' }, { name: 'tp0', uri: 'x://h/q' }]))).to.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'x://h/p#frag' }]))).to.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: '1x://h/p' }]))).to.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'event_report://h/p' }]))).to.not.equal(null);
+    expect(validateEvent(addEv('1', [{ name: 'tp0', uri: 'x://h/p?s_version=1' }]))).to.equal(null);
+    expect(validateEvent({ eventType: 3, memberOk: true, blockKey: '1', medium: 'gpu', specNames: [] })).to.equal(null);
+    expect(validateEvent({ eventType: 3, memberOk: true, blockKey: '1', medium: 'gpu', specNames: ['tp0', 'tp0'] })).to.equal(null);
   });
 
   it('S-02 snapshot: "1" and "01" collide under one medium; one key in two media is fine; blocks=[] valid', () => {
     const b = (blockKey: string, medium = 'gpu') => ({ blockKey, medium, specs: [{ name: 'tp0', uri: 'x://h/p' }] });
-    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [b('1'), b('01')] }, SPECS)).to.equal(null);
-    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [b('1'), b('1', 'GPU')] }, SPECS)).to.equal(null);
-    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [b('1'), b('1', 'disk')] }, SPECS)).to.not.equal(null);
-    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [] }, SPECS)).to.deep.equal({ kind: 'snapshot', blocks: [] });
+    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [b('1'), b('01')] })).to.equal(null);
+    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [b('1'), b('1', 'GPU')] })).to.equal(null);
+    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [b('1'), b('1', 'disk')] })).to.not.equal(null);
+    expect(validateEvent({ eventType: 6, memberOk: true, blocks: [] })).to.deep.equal({ kind: 'snapshot', blocks: [] });
   });
 
   it('V-02 a missing or extra params member, and EVENT_UNSPECIFIED, are invalid items', () => {
-    expect(validateEvent({ ...addEv('1'), memberOk: false } as DecodedEvent, SPECS)).to.equal(null);
-    expect(validateEvent(ev(0), SPECS)).to.equal(null);
-    expect(validateEvent(ev(99), SPECS)).to.equal(null);
+    expect(validateEvent({ ...addEv('1'), memberOk: false } as DecodedEvent)).to.equal(null);
+    expect(validateEvent(ev(0))).to.equal(null);
+    expect(validateEvent(ev(99))).to.equal(null);
   });
 
   it('S-07 shapes', () => {

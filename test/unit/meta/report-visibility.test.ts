@@ -1,9 +1,9 @@
 /** kvcm-meta §7.10 visibility of event-report locations (Q-09 reporter side) and the §7.6 URI rules. */
 import { expect } from 'chai';
-import { ReporterVisibility } from '../../../directory-svc/meta/report/event-report-visibility.js';
-import { appendSVersion, hasSVersionParam, parseReportLocationId, sVersionsOf, storedSVersion } from '../../../directory-svc/meta/report/report-location-id.js';
-import { ReporterRegistry, type ReporterIdentity } from '../../../directory-svc/meta/report/reporter-registry.js';
-import { CLS_SERVING, type StoredLocation } from '../../../directory-svc/meta/store/meta-store.js';
+import { ReporterVisibility } from '../../../meta-svc/report/event-report-visibility.js';
+import { appendSVersion, hasSVersionParam, parseReportLocationId, sVersionsOf, storedSVersion } from '../../../meta-svc/report/report-location-id.js';
+import { ReporterRegistry, type ReporterIdentity } from '../../../meta-svc/report/reporter-registry.js';
+import { CLS_SERVING, type StoredLocation } from '../../../meta-svc/store/meta-store.js';
 
 const ID: ReporterIdentity = { instanceId: 'i', storageType: 8, hostIpPort: 'h:1', storageName: 'event_report_l2' };
 const A = 'a'.repeat(32);

@@ -3,7 +3,7 @@
  * drain timeouts need no sleeping.
  */
 import { expect } from 'chai';
-import { WriteGate, type GateOutcome, type GateTimers } from '../../../directory-svc/meta/report/write-gate.js';
+import { WriteGate, type GateOutcome, type GateTimers } from '../../../meta-svc/report/write-gate.js';
 
 class ManualTimers implements GateTimers {
   private next = 1;

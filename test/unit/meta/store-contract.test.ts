@@ -1,6 +1,6 @@
-// MetaStore contract (kvcm-meta §9.2), one behaviour suite run against every implementation:
-// SQLite now, any later backend by calling describeMetaStoreContract with its own factory.
-// SQLite-only behaviour (schema versions, reopen) is tested after the shared contract.
+// MetaStore contract (kvcm-meta §9.2, §9.4), one behaviour suite run unchanged against every
+// implementation: SQLite, and Redis on a real redis-server this file starts (free loopback port,
+// persistence off). SQLite-only behaviour (schema versions) is tested after the shared contract.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,10 +14,12 @@ import {
   type InstanceRecord,
   type MetaStore,
   type StoredLocation,
-} from '../../../directory-svc/meta/store/meta-store.js';
-import { SqliteMetaStore } from '../../../directory-svc/meta/store/sqlite-meta-store.js';
-import { SCHEMA_VERSION } from '../../../directory-svc/meta/store/sqlite-schema.js';
-import { InstrumentedMetaStore } from '../../../directory-svc/meta/store/instrumented-meta-store.js';
+} from '../../../meta-svc/store/meta-store.js';
+import { SqliteMetaStore } from '../../../meta-svc/store/sqlite-meta-store.js';
+import { SCHEMA_VERSION } from '../../../meta-svc/store/sqlite-schema.js';
+import { InstrumentedMetaStore } from '../../../meta-svc/store/instrumented-meta-store.js';
+import { RedisMetaStore } from '../../../meta-svc/store/redis-meta-store.js';
+import { RedisServer } from '../../helpers/redis-server.js';
 
 /** Creates a fresh, empty store; `reopen` (when the backend persists) reopens the same data. */
 export interface MetaStoreFactory {
@@ -108,6 +110,18 @@ export function describeMetaStoreContract(name: string, factory: MetaStoreFactor
       expect(b?.properties).to.deep.equal({});
       expect(b?.locations).to.deep.equal([{ ...loc('AAAAAAAA', { status: CLS_WRITING }), rev: 2 }]);
       expect((await store.getBlocks('other', [-1n])).size).to.equal(0);
+    });
+
+    it('§9.2 specs keep their stored order and any name (D-08: unregistered, `#`, `:`, `=`, non-ASCII), through put and replaceSpecsIf', async () => {
+      // §5.3 merges a source's specs "in stored order", and §7.4 lets reporters name specs freely.
+      const names = ['zeta', 'a#b', 'full_attention:group=0:tp=0', 'linear_0', 'ünï', 'alpha'];
+      const specs = names.map((n, i) => ({ name: n, uri: `x://h/${i}?s_version=${'a'.repeat(32)}` }));
+      const id = 'kvs#event_report_l2#mem#10.0.0.1:80';
+      const put = await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 7n, location: loc(id, { type: 8, storageName: 'event_report_l2', specs }) }]);
+      expect((await store.getBlocks(INST, [7n])).get(7n)?.locations[0]?.specs).to.deep.equal(specs);
+      const reversed = [...specs].reverse();
+      await store.apply([{ op: 'replaceSpecsIf', instanceId: INST, blockKey: 7n, locationId: id, specs: reversed, expectRev: put[0]?.rev }]);
+      expect((await store.getBlocks(INST, [7n])).get(7n)?.locations[0]?.specs).to.deep.equal(reversed);
     });
 
     it('§9.2 int64 extremes are exact as block keys and create times', async () => {
@@ -397,6 +411,32 @@ function sqliteFactory(): MetaStoreFactory {
 }
 
 describeMetaStoreContract('SqliteMetaStore', sqliteFactory());
+
+/** One redis-server for the file; every store gets its own key namespace, so tests never share data. */
+function redisFactory(): MetaStoreFactory {
+  let server: RedisServer | null = null;
+  let namespace = '';
+  let seq = 0;
+  before(async () => {
+    server = await RedisServer.start();
+  });
+  after(async () => {
+    await server?.destroy();
+  });
+  const open = (): Promise<MetaStore> => RedisMetaStore.open({ host: '127.0.0.1', port: server!.port, db: 0, namespace });
+  return {
+    async create() {
+      namespace = `contract-${process.pid}-${++seq}`;
+      return open();
+    },
+    reopen: open,
+    async cleanup() {},
+  };
+}
+
+describe('Redis', () => {
+  describeMetaStoreContract('RedisMetaStore', redisFactory());
+});
 
 // §9.3: the timing wrapper must keep the contract; every call observes its op.
 const observedOps = new Set<string>();

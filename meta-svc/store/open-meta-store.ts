@@ -1,0 +1,20 @@
+/**
+ * The store `--meta_store` names (kvcm-meta §9.1, §9.4): the embedded SQLite file, or a shared
+ * Redis. The one place that turns a store location into a `MetaStore`.
+ */
+import type { MetaStoreLocation } from '../../shared/config/meta-store-url.js';
+import type { MetaConfig } from '../config/meta-config.js';
+import type { MetaStore } from './meta-store.js';
+import { RedisMetaStore } from './redis-meta-store.js';
+import { SqliteMetaStore } from './sqlite-meta-store.js';
+
+/**
+ * Every replica of one cluster must use the same namespace, so it cannot be the per-replica
+ * node_id; two clusters on one Redis use different databases (`redis://host:port/<db>`).
+ */
+export const REDIS_NAMESPACE = 'default';
+
+export async function openMetaStore(location: MetaStoreLocation, config: MetaConfig): Promise<MetaStore> {
+  if (location.kind === 'sqlite') return SqliteMetaStore.open(location.path, { synchronous: config.store.synchronous });
+  return RedisMetaStore.open({ host: location.host, port: location.port, db: location.db, namespace: REDIS_NAMESPACE });
+}

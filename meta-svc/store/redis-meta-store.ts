@@ -1,0 +1,314 @@
+/**
+ * The shared MetaStore (kvcm-meta §9.4): Redis through ioredis, so several meta-svc replicas
+ * serve one cluster's metadata and a replica can die without losing an acknowledged write.
+ * `apply` is one Lua script (atomic, rev conditions inside); an `OK` is sent only after Redis
+ * answered it. Reads are pipelined: one round trip per getBlocks however many keys.
+ *
+ * Reachability: commands are never queued while disconnected (`enableOfflineQueue: false`), so
+ * a call during an outage fails at once with StoreUnavailableError and `available` is false
+ * until the client is ready again (it reconnects on its own); the service answers
+ * SERVICE_NOT_READY meanwhile. No read cache: another replica may have written any key.
+ */
+import { Redis } from 'ioredis';
+import {
+  StoreError,
+  type GetBlocksOptions,
+  type InstanceRecord,
+  type LocationPage,
+  type LocationScanFilter,
+  type MetaStore,
+  type MutationResult,
+  type ScannedLocation,
+  type StoreMutation,
+  type StoredBlock,
+  type StoredLocation,
+} from './meta-store.js';
+import { APPLY_SCRIPT } from './redis-apply-script.js';
+import {
+  blockHashKey,
+  decodeLocationValue,
+  isInt64,
+  locationBody,
+  namespacePrefix,
+  parseScanMember,
+  scanMember,
+  sortableKey,
+} from './redis-layout.js';
+// Same specs and instance JSON as the SQLite rows: one codec for both stores.
+import { decodeInstance, encodeInstance, encodeSpecs } from './sqlite-meta-store.js';
+
+export interface RedisMetaStoreOptions {
+  readonly host: string;
+  readonly port: number;
+  readonly db: number;
+  /** Key namespace (`kvcm:{namespace}:…`): two clusters can share one Redis. */
+  readonly namespace: string;
+  /** How long `open` waits for the first connection (then StoreError). */
+  readonly connectTimeoutMs?: number;
+}
+
+/** A call that failed because Redis is unreachable (retryable: SERVICE_NOT_READY, not INTERNAL_ERROR). */
+export class StoreUnavailableError extends StoreError {
+  readonly unavailable = true as const;
+}
+
+export function isStoreUnavailable(e: unknown): e is StoreUnavailableError {
+  return e instanceof StoreUnavailableError;
+}
+
+/** Members read per ZRANGEBYLEX while a filtered scan looks for `limit` matches. */
+const SCAN_CHUNK = 512;
+
+// ioredis flattens an array argument: no spread, which overflows the stack at ~100k arguments.
+type ApplyCommand = (args: string[]) => Promise<number[]>;
+
+export class RedisMetaStore implements MetaStore {
+  private closed = false;
+  private readonly ns: string;
+  private readonly index: string;
+  private readonly instancesKey: string;
+
+  private constructor(
+    /** The one connection; also used by the shared reporter state and leases (same namespace). */
+    readonly redis: Redis,
+    namespace: string,
+  ) {
+    this.ns = namespacePrefix(namespace);
+    this.index = `${this.ns}locs`;
+    this.instancesKey = `${this.ns}instances`;
+    redis.defineCommand('kvcmApply', { numberOfKeys: 0, lua: APPLY_SCRIPT });
+  }
+
+  /** Connects (retrying until `connectTimeoutMs`, default 10 s); StoreError when Redis never answers. */
+  static async open(opts: RedisMetaStoreOptions): Promise<RedisMetaStore> {
+    const redis = new Redis({
+      host: opts.host,
+      port: opts.port,
+      db: opts.db,
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      // Reconnect for ever, at most once a second: an outage ends when Redis is back (R5).
+      retryStrategy: (times) => Math.min(times * 100, 1000),
+      connectTimeout: 2000,
+    });
+    // Connection errors are reported through `available` and per-call errors; an unhandled
+    // 'error' event would crash the process.
+    redis.on('error', () => undefined);
+    const deadline = Date.now() + (opts.connectTimeoutMs ?? 10000);
+    const ready = new Promise<void>((resolve) => redis.once('ready', () => resolve()));
+    redis.connect().catch(() => undefined);
+    const timedOut = await Promise.race([ready.then(() => false), waitUntil(deadline).then(() => true)]);
+    if (timedOut) {
+      redis.disconnect();
+      throw new StoreError(`cannot reach redis://${opts.host}:${opts.port}/${opts.db} within ${opts.connectTimeoutMs ?? 10000} ms`);
+    }
+    return new RedisMetaStore(redis, opts.namespace);
+  }
+
+  /** The key prefix of this store's namespace (for the shared state that lives beside it). */
+  get keyPrefix(): string {
+    return this.ns;
+  }
+
+  /** False while Redis is unreachable (§9.4: SERVICE_NOT_READY meanwhile). */
+  get available(): boolean {
+    return !this.closed && this.redis.status === 'ready';
+  }
+
+  async getInstance(instanceId: string): Promise<InstanceRecord | null> {
+    const text = await this.run('getInstance', () => this.redis.hget(this.instancesKey, instanceId));
+    return text === null ? null : decodeInstance(text);
+  }
+
+  async putInstance(rec: InstanceRecord): Promise<void> {
+    await this.run('putInstance', () => this.redis.hset(this.instancesKey, rec.instanceId, encodeInstance(rec)));
+  }
+
+  async listInstances(): Promise<InstanceRecord[]> {
+    const all = await this.run('listInstances', () => this.redis.hgetall(this.instancesKey));
+    return Object.keys(all)
+      .sort()
+      .map((id) => decodeInstance(all[id]!));
+  }
+
+  async countInstances(instanceGroup: string): Promise<number> {
+    // Registrations are few (one per engine deployment); counting them client-side is cheap.
+    return (await this.listInstances()).filter((r) => r.instanceGroup === instanceGroup).length;
+  }
+
+  async getBlocks(instanceId: string, blockKeys: readonly bigint[], _opts?: GetBlocksOptions): Promise<Map<bigint, StoredBlock>> {
+    const out = new Map<bigint, StoredBlock>();
+    if (blockKeys.length === 0) return out;
+    const unique = blockKeys.length === 1 ? blockKeys : [...new Set(blockKeys)];
+    for (const k of unique) if (!isInt64(k)) throw new StoreError(`getBlocks: block key ${k} is outside int64`);
+    const replies = await this.run('getBlocks', () => {
+      const p = this.redis.pipeline();
+      for (const k of unique) p.hgetall(blockHashKey(this.ns, instanceId, k));
+      return p.exec();
+    });
+    for (let i = 0; i < unique.length; i++) {
+      const [err, fields] = replies?.[i] ?? [new Error('no reply'), null];
+      if (err) throw this.wrap('getBlocks', err);
+      const block = decodeBlock(fields as Record<string, string>);
+      if (block !== null) out.set(unique[i] as bigint, block);
+    }
+    return out;
+  }
+
+  async apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]> {
+    if (mutations.length === 0) return [];
+    const args = encodeMutations(this.ns, mutations);
+    const codes = await this.run('apply', () => (this.redis as unknown as { kvcmApply: ApplyCommand }).kvcmApply(args));
+    const results: MutationResult[] = new Array<MutationResult>(mutations.length);
+    for (let i = 0; i < mutations.length; i++) {
+      const c = Number(codes[i]);
+      const op = (mutations[i] as StoreMutation).op;
+      // Unconditional ops always apply; location ops report the row's new rev.
+      results[i] = c < 0 ? { applied: false } : c > 0 && op !== 'deleteLocationIf' ? { applied: true, rev: c } : { applied: true };
+    }
+    return results;
+  }
+
+  async scanLocations(instanceId: string | null, filter: LocationScanFilter, cursor: string | null, limit: number): Promise<LocationPage> {
+    if (!Number.isInteger(limit) || limit <= 0) throw new StoreError(`scan limit must be a positive integer, got ${limit}`);
+    let start = cursor !== null ? `(${decodeCursor(cursor)}` : instanceId !== null ? `[${instanceId}\u0000` : '-';
+    const end = instanceId !== null ? `(${instanceId}\u0001` : '+';
+    const items: ScannedLocation[] = [];
+    let lastMember = '';
+    for (;;) {
+      const members = await this.run('scanLocations', () => this.redis.zrangebylex(this.index, start, end, 'LIMIT', 0, SCAN_CHUNK));
+      if (members.length === 0) return { items, cursor: null };
+      const candidates: { member: string; instanceId: string; blockKey: bigint; locationId: string }[] = [];
+      for (const m of members) {
+        const parts = parseScanMember(m);
+        if (parts === null) continue;
+        if (filter.locationId !== undefined && parts.locationId !== filter.locationId) continue;
+        if (filter.locationIdPrefix !== undefined && !parts.locationId.startsWith(filter.locationIdPrefix)) continue;
+        candidates.push({ member: m, ...parts });
+      }
+      const values = candidates.length === 0 ? [] : await this.run('scanLocations', () => {
+        const p = this.redis.pipeline();
+        for (const c of candidates) p.hget(blockHashKey(this.ns, c.instanceId, c.blockKey), `l:${c.locationId}`);
+        return p.exec();
+      });
+      for (let i = 0; i < candidates.length; i++) {
+        const c = candidates[i]!;
+        const [err, value] = values?.[i] ?? [null, null];
+        if (err) throw this.wrap('scanLocations', err);
+        if (typeof value !== 'string') continue; // deleted since the index was read
+        const location = decodeLocationValue(c.locationId, value);
+        if (location === null || !matches(location, filter)) continue;
+        items.push({ instanceId: c.instanceId, blockKey: c.blockKey, location });
+        lastMember = c.member;
+        if (items.length === limit) return { items, cursor: encodeCursor(lastMember) };
+      }
+      if (members.length < SCAN_CHUNK) return { items, cursor: null };
+      start = `(${members[members.length - 1]}`;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+
+  private async run<T>(op: string, fn: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new StoreError(`${op}: store is closed`);
+    if (this.redis.status !== 'ready') throw new StoreUnavailableError(`${op}: redis is unreachable (${this.redis.status})`);
+    try {
+      return await fn();
+    } catch (err) {
+      throw this.wrap(op, err);
+    }
+  }
+
+  private wrap(op: string, err: unknown): StoreError {
+    if (err instanceof StoreError) return err;
+    const text = err instanceof Error ? err.message : String(err);
+    if (this.redis.status !== 'ready' || /Connection is closed|Stream isn't writeable|ECONNREFUSED|ECONNRESET/.test(text)) {
+      return new StoreUnavailableError(`${op}: redis is unreachable: ${text}`, err);
+    }
+    return new StoreError(`${op} failed: ${text}`, err);
+  }
+}
+
+function waitUntil(deadlineMs: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, deadlineMs - Date.now())).unref());
+}
+
+/** Flat ARGV of the apply script; throws StoreError before anything is sent (atomicity, see the script). */
+function encodeMutations(ns: string, mutations: readonly StoreMutation[]): string[] {
+  const args: string[] = [ns];
+  for (const m of mutations) {
+    if (!isInt64(m.blockKey)) throw new StoreError(`apply: block key ${m.blockKey} is outside int64`);
+    const head = [m.instanceId, m.blockKey.toString(), sortableKey(m.blockKey)];
+    switch (m.op) {
+      case 'putLocation': {
+        const l = m.location;
+        if (!isInt64(l.createTimeUs)) throw new StoreError(`apply: create_time_us ${l.createTimeUs} is outside int64`);
+        args.push('P', ...head, l.locationId, locationBody(l));
+        break;
+      }
+      case 'setStatusIf':
+        args.push('S', ...head, m.locationId, String(m.status), m.expectRev === undefined ? '' : String(m.expectRev));
+        break;
+      case 'replaceSpecsIf':
+        args.push('R', ...head, m.locationId, encodeSpecs(m.specs), m.expectRev === undefined ? '' : String(m.expectRev));
+        break;
+      case 'deleteLocationIf':
+        args.push('D', ...head, m.locationId, m.expectRev === undefined ? '' : String(m.expectRev));
+        break;
+      case 'deleteBlock':
+        args.push('B', ...head);
+        break;
+      case 'mergeProperties': {
+        const entries = Object.entries(m.properties);
+        args.push('M', ...head, String(entries.length));
+        for (const [k, v] of entries) args.push(k, v);
+        break;
+      }
+      default: {
+        const never: never = m;
+        throw new StoreError(`unknown mutation ${JSON.stringify((never as { op?: unknown }).op)}`);
+      }
+    }
+  }
+  return args;
+}
+
+function decodeBlock(fields: Record<string, string> | null): StoredBlock | null {
+  if (fields === null) return null;
+  const names = Object.keys(fields);
+  if (names.length === 0) return null;
+  const properties: Record<string, string> = {};
+  const locations: StoredLocation[] = [];
+  for (const f of names) {
+    if (f.startsWith('p:')) properties[f.slice(2)] = fields[f]!;
+    else if (f.startsWith('l:')) {
+      const l = decodeLocationValue(f.slice(2), fields[f]!);
+      if (l !== null) locations.push(l);
+    }
+  }
+  locations.sort((x, y) => (x.locationId < y.locationId ? -1 : x.locationId > y.locationId ? 1 : 0));
+  return { properties, locations };
+}
+
+function matches(l: StoredLocation, f: LocationScanFilter): boolean {
+  if (f.status !== undefined && l.status !== f.status) return false;
+  if (f.createdBeforeUs !== undefined && !(l.createTimeUs < f.createdBeforeUs)) return false;
+  if (f.createdFromUs !== undefined && !(l.createTimeUs >= f.createdFromUs)) return false;
+  return true;
+}
+
+/** Opaque cursor: the last returned index member. */
+function encodeCursor(member: string): string {
+  return Buffer.from(member, 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): string {
+  const member = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (parseScanMember(member) === null) throw new StoreError(`invalid scan cursor ${JSON.stringify(cursor)}`);
+  return member;
+}
