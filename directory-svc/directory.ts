@@ -2,14 +2,15 @@
  * The directory: the set of stream subscribers and the answers built from them (kv-events §8
  * query view, §10 counters). Thin on purpose: each subscriber owns its sockets, state machine and
  * index; this class only adds, removes and reads them. Static streams come from the kv-events
- * config at start; discovery (a later issue) calls `addStream` / `removeStream` at run time.
+ * config at start; discovery calls `addStream` / `removeStream` at run time.
  */
 import type { Logger } from '../shared/log/logger.js';
 import { silentLogger } from '../shared/log/logger.js';
 import type { StaticStreamConfig, StreamLimits } from '../shared/config/kv-events-config.js';
 import { DEFAULT_ENGINE_KIND, type EngineKind } from '../shared/config/engine-kind.js';
 import type { EngineIdentitySource } from './engines/engine-identity.js';
-import { StreamQuery, type QueryResult, type QueryableStream } from './index/stream-query.js';
+import { StreamQuery, type QueryableStream } from './index/stream-query.js';
+import type { QueryResult } from '../shared/view/query-result.js';
 import type { StreamState } from './subscription/stream-state.js';
 import type { StreamCounters } from './subscription/stream-subscriber.js';
 
