@@ -13,7 +13,7 @@ import { silentLogger } from '../../shared/log/logger.js';
 import { requireInternalToken } from '../../shared/security/grpc-token-auth.js';
 import { serverCredentials, type GrpcServerTls } from '../../shared/security/grpc-tls.js';
 import { InternalTokenCheck } from '../../shared/security/internal-token.js';
-import type { QueryResult } from '../index/stream-query.js';
+import type { QueryResult } from '../../shared/view/query-result.js';
 import type { DirectoryStats, StreamStatus } from '../directory.js';
 import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from './kvdirectory-proto.js';
 import {

@@ -58,8 +58,6 @@ import { classifySeq, gapError, seqResetError } from './sequence-rules.js';
 import { IllegalTransitionError, isAllowedTransition } from './stream-state.js';
 import type { StreamState } from './stream-state.js';
 
-export type { StreamState };
-
 /** One stream (§9 static `streams` entry, or derived from discovery). */
 export interface StreamConfig {
   instanceName: string;

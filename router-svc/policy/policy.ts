@@ -9,8 +9,6 @@ import { CarPolicy } from './car-policy.js';
 import { RoundRobinPolicy } from './round-robin-policy.js';
 import { SloAwarePolicy } from './slo-aware-policy.js';
 
-export { NoCandidateError } from './no-candidate-error.js';
-
 export interface RouteRequest {
   /** Already tokenized prompt (ints in [0, 2^31)); null when only a token count is known. */
   tokenIds: readonly number[] | null;
