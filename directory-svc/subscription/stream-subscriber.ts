@@ -57,6 +57,7 @@ import type { Cancellable, HistoryHost } from './history-recovery.js';
 import { classifySeq, gapError, seqResetError } from './sequence-rules.js';
 import { IllegalTransitionError, isAllowedTransition } from './stream-state.js';
 import type { StreamState } from './stream-state.js';
+import type { StreamLimits } from '../../shared/config/kv-events-config.js';
 
 /** One stream (§9 static `streams` entry, or derived from discovery). */
 export interface StreamConfig {
@@ -75,17 +76,6 @@ export interface StreamConfig {
   engineKind?: EngineKind;
   /** engines.md §3 rule 4: lets a vllm/sglang stream resume its index after a reconnect. */
   identity?: EngineIdentitySource;
-}
-
-/** The §9 limits that apply per stream. */
-export interface StreamLimits {
-  maxBlocksPerStream: number;
-  maxMessageBytes: number;
-  maxBufferedBytes: number;
-  /** Whole snapshot exchange (§6), and the §7.5 wait for `last ≥ W − 1`. */
-  replayTimeoutMs: number;
-  /** §7.5 period of continuous SYNCHRONIZED; 0 disables reconciliation. */
-  resyncIntervalMs: number;
 }
 
 /** Per-stream counters of §10 (labels `instance`, `dp_rank` are added by the metrics wrapper). */

@@ -14,8 +14,9 @@ export interface StreamLimits {
   readonly maxBlocksPerStream: number;
   readonly maxMessageBytes: number;
   readonly maxBufferedBytes: number;
+  /** Whole snapshot exchange (§6), and the §7.5 wait for `last ≥ W − 1`. */
   readonly replayTimeoutMs: number;
-  /** 0 disables periodic reconciliation (§7.5). */
+  /** §7.5 period of continuous SYNCHRONIZED; 0 disables periodic reconciliation. */
   readonly resyncIntervalMs: number;
 }
 
