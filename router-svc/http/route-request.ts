@@ -2,6 +2,7 @@
  * Request bodies of the router's own endpoints, checked into domain values (routing.md "HTTP API").
  * Pure: JSON value in, typed request out, or a 400 RouterHttpError whose reason names the field.
  */
+import type { RouteRequest } from '../policy/policy.js';
 import { badRequest } from './router-http-errors.js';
 
 /** routing.md: token ids are integers in [0, 2^31) (int32 on the engine side, kv-events §3.2). */
@@ -11,18 +12,6 @@ export const TOKEN_ID_LIMIT = 0x80000000;
 export interface KvQueryRequest {
   /** Empty: synchronization and residency of every stream with zero hits (routing.md). */
   readonly tokenIds: readonly number[];
-}
-
-/** `POST /v1/route`: what the policy decides on. */
-export interface RouteRequest {
-  /** null: no token ids, the policy ranks by load (prompt_tokens only). */
-  readonly tokenIds: readonly number[] | null;
-  readonly promptTokens: number;
-  /**
-   * `POST /v1/route` `"dry_run": true`: explain without counting the decision as in-flight load
-   * (routing.md "In-flight load"). Absent = false (proxied requests always count).
-   */
-  readonly dryRun?: boolean;
 }
 
 export function parseKvQueryRequest(body: unknown): KvQueryRequest {

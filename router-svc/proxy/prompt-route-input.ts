@@ -6,7 +6,8 @@
  */
 import { optionalBool, parseChatRequest, PromptShapeError, type ChatRequest } from '../../shared/tokenize/chat-request.js';
 import { badRequest } from '../http/router-http-errors.js';
-import { jsonObject, parseRouteRequest, parseTokenIds, TOKEN_ID_LIMIT, type RouteRequest } from '../http/route-request.js';
+import { jsonObject, parseRouteRequest, parseTokenIds, TOKEN_ID_LIMIT } from '../http/route-request.js';
+import type { RouteRequest } from '../policy/policy.js';
 
 /**
  * Rough tokens per text character for the `promptTokens` estimate of untokenized text (SLO_AWARE
