@@ -11,6 +11,7 @@ import { DEFAULT_ENGINE_KIND, type EngineKind } from '../shared/config/engine-ki
 import type { EngineIdentitySource } from './engines/engine-identity.js';
 import { StreamQuery, type QueryableStream } from './index/stream-query.js';
 import type { QueryResult } from '../shared/view/query-result.js';
+import { byNameThenRank, streamKey } from '../shared/keys/stream-key.js';
 import type { StreamState } from './subscription/stream-state.js';
 import type { StreamCounters } from './subscription/stream-subscriber.js';
 
@@ -239,7 +240,7 @@ export class Directory {
         counters: snapshotCounters(stream.counters),
       });
     }
-    out.sort((a, b) => (a.instanceName !== b.instanceName ? (a.instanceName < b.instanceName ? -1 : 1) : a.dpRank - b.dpRank));
+    out.sort(byNameThenRank);
     return out;
   }
 
@@ -298,10 +299,6 @@ function streamSpec(cfg: StaticStreamConfig | StreamSpec): StreamSpec & { readon
     hashSeed: BigInt(cfg.hashSeed),
     engineKind: cfg.engineKind ?? DEFAULT_ENGINE_KIND,
   };
-}
-
-function streamKey(instanceName: string, dpRank: number): string {
-  return `${instanceName}\u0000${dpRank}`;
 }
 
 /** A copy, so a ListStreams answer does not change under the caller as batches arrive. */
