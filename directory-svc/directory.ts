@@ -12,6 +12,7 @@ import type { EngineIdentitySource } from './engines/engine-identity.js';
 import { StreamQuery, type QueryableStream } from './index/stream-query.js';
 import type { QueryResult } from '../shared/view/query-result.js';
 import { byNameThenRank, streamKey } from '../shared/keys/stream-key.js';
+import { DomainError } from '../shared/errors/domain-error.js';
 import type { StreamState } from './subscription/stream-state.js';
 import type { StreamCounters } from './subscription/stream-subscriber.js';
 
@@ -102,12 +103,11 @@ export interface DirectoryStats {
 export type DirectoryStreamErrorClass = 'duplicate_stream' | 'max_streams' | 'disabled' | 'closed';
 
 /** The stream operations `addStream` refuses; `class` is stable, the message is `<class>: <detail>`. */
-export class DirectoryStreamError extends Error {
+export class DirectoryStreamError extends DomainError {
   readonly class: DirectoryStreamErrorClass;
   constructor(cls: DirectoryStreamErrorClass, detail: string) {
-    super(`${cls}: ${detail}`);
+    super(detail);
     this.class = cls;
-    this.name = 'DirectoryStreamError';
   }
 }
 

@@ -13,6 +13,7 @@ import { silentLogger } from '../../shared/log/logger.js';
 import { requireInternalToken } from '../../shared/security/grpc-token-auth.js';
 import { serverCredentials, type GrpcServerTls } from '../../shared/security/grpc-tls.js';
 import { InternalTokenCheck } from '../../shared/security/internal-token.js';
+import { DomainError } from '../../shared/errors/domain-error.js';
 import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
 import type { QueryResult } from '../../shared/view/query-result.js';
 import type { DirectoryStats, StreamStatus } from '../directory.js';
@@ -54,12 +55,8 @@ export interface DirectoryGrpcServerOptions {
 }
 
 /** The server could not bind or serve; `class` is stable. */
-export class GrpcServeError extends Error {
+export class GrpcServeError extends DomainError {
   readonly class = 'grpc_bind' as const;
-  constructor(detail: string) {
-    super(`grpc_bind: ${detail}`);
-    this.name = 'GrpcServeError';
-  }
 }
 
 
