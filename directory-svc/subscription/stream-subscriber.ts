@@ -96,7 +96,7 @@ export interface StreamSubscriberDeps {
   logger?: Logger;
   /** [0, 1) source for the §7.4 jitter; injected by tests. */
   random?: () => number;
-  /** Clock for the §7.4 10 s stability window; injected by tests. */
+  /** Monotonic clock for the §7.4 10 s stability window (default performance.now); injected by tests. */
   nowMs?: () => number;
   /**
    * Residency changes of the SERVED index only (view deltas): changes while building F, a
@@ -224,7 +224,7 @@ export class StreamSubscriber extends EventEmitter {
       dp_rank: cfg.dpRank,
     });
     this.random = deps.random ?? Math.random;
-    this.nowMs = deps.nowMs ?? Date.now;
+    this.nowMs = deps.nowMs ?? (() => performance.now());
     this.residencyObserver = deps.onResidencyChange;
     this.admission = deps.recoveryAdmission;
     this.served = new ServedResidency(deps.residencyGroups ?? new ResidencyGroups(), cfg.blockSize, hasher);
