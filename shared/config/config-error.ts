@@ -3,8 +3,9 @@
  * field (`--grpc_port`, `streams[2].endpoint`); the message is one line, fit to print as the
  * process's only stderr output before exiting with code 2 (architecture.md "Processes and flags").
  */
-import { DomainError } from '../errors/domain-error.js';
-export class ConfigError extends DomainError {
+import { PlainMessageError } from '../errors/domain-error.js';
+
+export class ConfigError extends PlainMessageError {
   readonly class = 'config' as const;
   constructor(
     /** The flag (`--grpc_port`) or JSON field path (`streams[2].endpoint`); '' for the whole input. */
@@ -15,11 +16,6 @@ export class ConfigError extends DomainError {
     message?: string,
   ) {
     super(message ?? (path === '' ? reason : `${path}: ${reason}`));
-  }
-
-  /** The line printed as is (no `config:` prefix): the operator reads it on stderr. */
-  protected override formatMessage(): string {
-    return this.detail;
   }
 }
 

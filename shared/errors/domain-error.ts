@@ -2,8 +2,8 @@
  * The one base of the project's errors (style guide "Typed errors with a stable class"): a stable
  * `class` that tests and metrics match on, the `detail` after it, and the message
  * `<class>: <detail>` (kv-events §10's form). Subclasses set `class` as a field or in their
- * constructor; an error whose message is read by people in another form (a CLI's stderr line)
- * overrides formatMessage().
+ * constructor; an error whose message a person reads as is extends PlainMessageError, and one
+ * with a form of its own (kvctl's call line) overrides formatMessage().
  */
 export abstract class DomainError extends Error {
   abstract readonly class: string;
@@ -27,5 +27,15 @@ export abstract class DomainError extends Error {
 
   protected formatMessage(): string {
     return `${this.class}: ${this.detail}`;
+  }
+}
+
+/**
+ * A domain error whose message is the detail alone, because a person reads it as is: a CLI's
+ * stderr line, a 400's reason. Its `class` is still what code matches on.
+ */
+export abstract class PlainMessageError extends DomainError {
+  protected override formatMessage(): string {
+    return this.detail;
   }
 }

@@ -5,6 +5,7 @@ import { DomainError } from '../../../shared/errors/domain-error.js';
 import { GapError, StreamError } from '../../../directory-svc/errors/stream-errors.js';
 import { DiscoveryError } from '../../../directory-svc/discovery/discovery-errors.js';
 import { RouterHttpError } from '../../../router-svc/http/router-http-errors.js';
+import { PromptShapeError } from '../../../shared/tokenize/chat-request.js';
 
 describe('one base error with a stable class', () => {
   it('a class set as a field or in the constructor gives `<class>: <detail>` and the subclass name', () => {
@@ -24,5 +25,7 @@ describe('one base error with a stable class', () => {
     expect(gap.message).to.equal('gap: x');
     const config = new ConfigError('--grpc_port', 'expected an integer');
     expect([config.class, config.message]).to.deep.equal(['config', '--grpc_port: expected an integer']);
+    const shape = new PromptShapeError('messages[0].role must be a string');
+    expect([shape.class, shape.message, shape.name]).to.deep.equal(['prompt_shape', 'messages[0].role must be a string', 'PromptShapeError']);
   });
 });
