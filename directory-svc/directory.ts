@@ -2,14 +2,17 @@
  * The directory: the set of stream subscribers and the answers built from them (kv-events §8
  * query view, §10 counters). Thin on purpose: each subscriber owns its sockets, state machine and
  * index; this class only adds, removes and reads them. Static streams come from the kv-events
- * config at start; discovery (a later issue) calls `addStream` / `removeStream` at run time.
+ * config at start; discovery calls `addStream` / `removeStream` at run time.
  */
 import type { Logger } from '../shared/log/logger.js';
 import { silentLogger } from '../shared/log/logger.js';
 import type { StaticStreamConfig, StreamLimits } from '../shared/config/kv-events-config.js';
 import { DEFAULT_ENGINE_KIND, type EngineKind } from '../shared/config/engine-kind.js';
 import type { EngineIdentitySource } from './engines/engine-identity.js';
-import { StreamQuery, type QueryResult, type QueryableStream } from './index/stream-query.js';
+import { StreamQuery, type QueryableStream } from './index/stream-query.js';
+import type { QueryResult } from '../shared/view/query-result.js';
+import { byNameThenRank, streamKey } from '../shared/keys/stream-key.js';
+import { DomainError } from '../shared/errors/domain-error.js';
 import type { StreamState } from './subscription/stream-state.js';
 import type { StreamCounters } from './subscription/stream-subscriber.js';
 
@@ -100,12 +103,11 @@ export interface DirectoryStats {
 export type DirectoryStreamErrorClass = 'duplicate_stream' | 'max_streams' | 'disabled' | 'closed';
 
 /** The stream operations `addStream` refuses; `class` is stable, the message is `<class>: <detail>`. */
-export class DirectoryStreamError extends Error {
+export class DirectoryStreamError extends DomainError {
   readonly class: DirectoryStreamErrorClass;
   constructor(cls: DirectoryStreamErrorClass, detail: string) {
-    super(`${cls}: ${detail}`);
+    super(detail);
     this.class = cls;
-    this.name = 'DirectoryStreamError';
   }
 }
 
@@ -238,7 +240,7 @@ export class Directory {
         counters: snapshotCounters(stream.counters),
       });
     }
-    out.sort((a, b) => (a.instanceName !== b.instanceName ? (a.instanceName < b.instanceName ? -1 : 1) : a.dpRank - b.dpRank));
+    out.sort(byNameThenRank);
     return out;
   }
 
@@ -297,10 +299,6 @@ function streamSpec(cfg: StaticStreamConfig | StreamSpec): StreamSpec & { readon
     hashSeed: BigInt(cfg.hashSeed),
     engineKind: cfg.engineKind ?? DEFAULT_ENGINE_KIND,
   };
-}
-
-function streamKey(instanceName: string, dpRank: number): string {
-  return `${instanceName}\u0000${dpRank}`;
 }
 
 /** A copy, so a ListStreams answer does not change under the caller as batches arrive. */

@@ -12,6 +12,7 @@
  * with a perfect, instantaneous view — the bound in-flight load and the view stream approach.
  */
 import { newRotationCursor, pickMinimumWithRotation } from '../../router-svc/policy/pick-minimum.js';
+import { TIER_DEVICE } from '../../shared/keys/tier-bits.js';
 import type { ClusterEngine } from './cluster-stack.js';
 
 /** What the bench needs to route one request: where, and what to call when it is answered. */
@@ -54,7 +55,7 @@ export class OmniscientRouter {
       for (const h of hashes) {
         const t = pool.tiersOf(h);
         if (t === 0) break;
-        if ((t & 1) !== 0) device++;
+        if ((t & TIER_DEVICE) !== 0) device++;
         else hostOnly++;
       }
       const hit = (device + this.hostHitWeight * hostOnly) * blockSize;

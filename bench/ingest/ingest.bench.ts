@@ -44,7 +44,7 @@ import { Decoder } from '@msgpack/msgpack';
 import * as zmq from 'zeromq';
 import { ResidencyGroups } from '../../shared/index/residency-groups.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
-import type { StreamLimits } from '../../directory-svc/subscription/stream-subscriber.js';
+import type { StreamLimits } from '../../shared/config/kv-events-config.js';
 import { emitResult, isQuickRun, median } from '../lib/bench-kit.js';
 import { ForkedPublisher } from '../lib/forked-publisher.js';
 import { INGEST_LOAD_SHAPE, buildIngestLoad } from './ingest-load.js';

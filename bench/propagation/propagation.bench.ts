@@ -271,8 +271,8 @@ async function main(): Promise<void> {
   const server = await DirectoryGrpcServer.start({ port: 0, host: '127.0.0.1', directory, view });
   const router = tsWorker(self, { ...init, grpcPort: server.port, role: 'router' });
   await next(router, 'router-ready');
-  const deadline = Date.now() + 10_000;
-  while ((sub === null || (sub as StreamSubscriber).state !== 'SYNCHRONIZED' || view.watcherCount === 0) && Date.now() < deadline) {
+  const deadline = performance.now() + 10_000;
+  while ((sub === null || (sub as StreamSubscriber).state !== 'SYNCHRONIZED' || view.watcherCount === 0) && performance.now() < deadline) {
     await new Promise((r) => setTimeout(r, 20));
   }
 

@@ -2,18 +2,7 @@
  * Decoded forms of the kv-events wire messages (§3, §6). Produced by the decoder, consumed by
  * the index and the subscriber. Wire field names never appear past the decoder.
  */
-
-/** Tier bits: a record's residency is a subset of {Device, Host}. */
-export const TIER_DEVICE = 1;
-export const TIER_HOST = 2;
-export const TIER_BOTH = 3;
-/** 1 = Device (gpu), 2 = Host (cpu), 3 = both. */
-export type TierBits = 1 | 2 | 3;
-/**
- * An event's medium when it is neither Device nor Host (vLLM's `"STORAGE"`, engines.md §2): a
- * tier we do not serve. Only vllm/sglang streams decode it; for xllm it stays `parse`.
- */
-export const TIER_UNSERVED = 0;
+import { TIER_BOTH, type TierBits } from '../../shared/keys/tier-bits.js';
 
 /**
  * An engine hash (the opaque 64-bit block id on the wire), always reduced modulo 2^64 to an

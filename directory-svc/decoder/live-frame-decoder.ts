@@ -16,7 +16,7 @@
  *   in-scope events (§5.1).
  */
 import { ParseError, ProtocolError } from '../errors/stream-errors.js';
-import { TIER_UNSERVED } from './kv-batch.js';
+import { TIER_BOTH, TIER_DEVICE, TIER_HOST, TIER_UNSERVED } from '../../shared/keys/tier-bits.js';
 import type { EngineHash, KvEvent, LiveBatch } from './kv-batch.js';
 import { KeyTable, MsgpackReader } from './msgpack-reader.js';
 import {
@@ -325,7 +325,7 @@ function readField(r: MsgpackReader, field: number): void {
 function buildEvent(tag: number, positional: boolean): KvEvent {
   if (tag === TAG_CLEARED) {
     // §3.2: positional AllBlocksCleared has no medium and clears both tiers; map form nil → both.
-    if (positional || draft.medium === 0) return { kind: 'cleared', tiers: 3 };
+    if (positional || draft.medium === 0) return { kind: 'cleared', tiers: TIER_BOTH };
     return { kind: 'cleared', tiers: draft.medium === 3 ? TIER_UNSERVED : draft.medium };
   }
   const hashes = draft.hashes;
@@ -334,7 +334,7 @@ function buildEvent(tag: number, positional: boolean): KvEvent {
   }
   // §3.4: nil medium → Device for Stored and Removed; engines.md §2: STORAGE → no tier we serve.
   const medium = draft.medium;
-  const tier = medium === 2 ? 2 : medium === 3 ? TIER_UNSERVED : 1;
+  const tier = medium === 2 ? TIER_HOST : medium === 3 ? TIER_UNSERVED : TIER_DEVICE;
   if (tag === TAG_REMOVED) return { kind: 'removed', blockHashes: hashes, tier };
   return {
     kind: 'stored',

@@ -26,7 +26,8 @@
  * index builder detects as it records each hash (it holds the hash map anyway).
  */
 import { ParseError, ProtocolError } from '../errors/stream-errors.js';
-import type { EngineHash, SnapshotBlock, SnapshotChunk, TierBits } from './kv-batch.js';
+import type { EngineHash, SnapshotBlock, SnapshotChunk } from './kv-batch.js';
+import type { TierBits } from '../../shared/keys/tier-bits.js';
 import { KeyTable, MsgpackReader } from './msgpack-reader.js';
 import {
   NO_TOKEN_IDS,

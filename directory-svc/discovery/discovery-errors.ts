@@ -3,6 +3,7 @@
  * `<class>: <detail>`. Each is about one key or one report, never the whole watch: the caller logs
  * it, counts it by class and carries on.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 export type DiscoveryErrorClass =
   /** An etcd key under the prefix that is not `XLLM:<TYPE>:<name>` or `XLLM:LOADMETRICS:<name>`. */
   | 'bad_key'
@@ -11,12 +12,11 @@ export type DiscoveryErrorClass =
   /** A load report (heartbeat body or LOADMETRICS value) that breaks the rules of "Heartbeats". */
   | 'invalid_load';
 
-export class DiscoveryError extends Error {
+export class DiscoveryError extends DomainError {
   readonly class: DiscoveryErrorClass;
-  constructor(cls: DiscoveryErrorClass, readonly detail: string) {
-    super(`${cls}: ${detail}`);
+  constructor(cls: DiscoveryErrorClass, detail: string) {
+    super(detail);
     this.class = cls;
-    this.name = 'DiscoveryError';
   }
 }
 

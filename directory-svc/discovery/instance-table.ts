@@ -9,6 +9,7 @@
  * newer register_ts_ms when neither side has an incarnation) gets a new one, so every stream
  * derived from it has a new identity and the old index is dropped.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 import { sameEngineEntry, type EngineEntry } from '../engines/engines-file.js';
 import { sameRegistration, type InstanceRegistration, type InstanceType } from './instance-json.js';
 import type { HeartbeatReport, InstanceLoad, MixRole } from './load-report.js';
@@ -44,11 +45,10 @@ export type TransitionReason =
   | 'engine_healthy'
   | 'engine_probes_failed';
 
-export class InstanceTransitionError extends Error {
+export class InstanceTransitionError extends DomainError {
   readonly class = 'bad_transition' as const;
   constructor(readonly from: InstanceState, readonly to: InstanceFate) {
-    super(`bad_transition: ${from} → ${to} is not in the instance state table`);
-    this.name = 'InstanceTransitionError';
+    super(`${from} → ${to} is not in the instance state table`);
   }
 }
 

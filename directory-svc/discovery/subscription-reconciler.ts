@@ -11,6 +11,7 @@
 import type { Logger } from '../../shared/log/logger.js';
 import { JoinedRun } from '../../shared/process/joined-run.js';
 import { silentLogger } from '../../shared/log/logger.js';
+import { byNameThenRank, streamKey } from '../../shared/keys/stream-key.js';
 import type { SubscriberStreamConfig } from '../directory.js';
 import type { PlanExclusion, PlannedStream, StreamPlan } from './stream-planner.js';
 
@@ -52,7 +53,7 @@ export class SubscriptionReconciler {
 
   /** Streams this reconciler has added and not removed, in name then rank order. */
   streams(): PlannedStream[] {
-    return [...this.current.values()].sort((a, b) => (a.instanceName !== b.instanceName ? (a.instanceName < b.instanceName ? -1 : 1) : a.dpRank - b.dpRank));
+    return [...this.current.values()].sort(byNameThenRank);
   }
 
   /** The exclusions of the latest plan (diagnostics). */
@@ -137,10 +138,6 @@ export class SubscriptionReconciler {
     this.lastExclusionText = text;
     for (const e of exclusions) this.log.error({ class: e.class, instances: e.instances }, e.detail);
   }
-}
-
-function streamKey(instanceName: string, dpRank: number): string {
-  return `${instanceName}\u0000${dpRank}`;
 }
 
 function errorText(e: unknown): string {

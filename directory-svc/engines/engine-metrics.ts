@@ -6,6 +6,7 @@
  * Cost: one parse of the whole exposition per scrape (every engines_refresh_interval_ms per
  * engine, off any request path); a vLLM exposition is a few hundred lines.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 import parsePrometheusTextFormat, { type PrometheusFamily } from 'parse-prometheus-text-format';
 import type { EngineKind } from '../../shared/config/engine-kind.js';
 import type { InstanceLoad } from '../discovery/load-report.js';
@@ -38,12 +39,8 @@ export interface EngineMetricsReading {
   readonly identity: string | null;
 }
 
-export class EngineMetricsError extends Error {
+export class EngineMetricsError extends DomainError {
   readonly class = 'metrics' as const;
-  constructor(detail: string) {
-    super(`metrics: ${detail}`);
-    this.name = 'EngineMetricsError';
-  }
 }
 
 /** Reads load and identity from one exposition; throws `EngineMetricsError` when it is not Prometheus text. */

@@ -33,6 +33,7 @@ export interface EnginesSourceOptions {
   readonly requestTimeoutMs: number;
   /** Static streams' instance names: an entry using one is invalid. */
   readonly reservedNames?: ReadonlySet<string>;
+  /** Monotonic clock of the load-staleness window (default performance.now); injected by tests. */
   readonly nowMs?: () => number;
 }
 
@@ -58,7 +59,7 @@ export class EnginesSource {
   private closed = false;
 
   private constructor(private readonly opts: EnginesSourceOptions, text: string, entries: readonly EngineEntry[]) {
-    this.nowMs = opts.nowMs ?? Date.now;
+    this.nowMs = opts.nowMs ?? (() => performance.now());
     this.ctx = opts.reservedNames === undefined ? {} : { reservedNames: opts.reservedNames };
     this.lastText = text;
     this.entries = entries;

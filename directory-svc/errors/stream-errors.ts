@@ -3,6 +3,7 @@
  * tests and metrics (`sync_lost{class}`) match on `class`, never on the text. The subscriber
  * state machine maps each class to its next state in one place.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 export type StreamErrorClass =
   | 'connecting'
   | 'disconnected'
@@ -15,17 +16,8 @@ export type StreamErrorClass =
   | 'limit'
   | 'history_lost';
 
-export abstract class StreamError extends Error {
-  abstract readonly class: StreamErrorClass;
-  constructor(readonly detail: string) {
-    super(detail);
-    // Error's constructor stores `message` on the instance, which would hide the getter below;
-    // the class is only known after subclass fields initialise, so the message is derived lazily.
-    delete (this as { message?: string }).message;
-  }
-  override get message(): string {
-    return `${this.class}: ${this.detail}`;
-  }
+export abstract class StreamError extends DomainError {
+  abstract override readonly class: StreamErrorClass;
 }
 
 export class ParseError extends StreamError {

@@ -13,7 +13,9 @@ import { silentLogger } from '../../shared/log/logger.js';
 import { requireInternalToken } from '../../shared/security/grpc-token-auth.js';
 import { serverCredentials, type GrpcServerTls } from '../../shared/security/grpc-tls.js';
 import { InternalTokenCheck } from '../../shared/security/internal-token.js';
-import type { QueryResult } from '../index/stream-query.js';
+import { DomainError } from '../../shared/errors/domain-error.js';
+import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
+import type { QueryResult } from '../../shared/view/query-result.js';
 import type { DirectoryStats, StreamStatus } from '../directory.js';
 import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from './kvdirectory-proto.js';
 import {
@@ -53,16 +55,10 @@ export interface DirectoryGrpcServerOptions {
 }
 
 /** The server could not bind or serve; `class` is stable. */
-export class GrpcServeError extends Error {
+export class GrpcServeError extends DomainError {
   readonly class = 'grpc_bind' as const;
-  constructor(detail: string) {
-    super(`grpc_bind: ${detail}`);
-    this.name = 'GrpcServeError';
-  }
 }
 
-/** Token ids are int32 on the engine side (kv-events §3.2); routing.md: integers in [0, 2^31). */
-const TOKEN_ID_LIMIT = 0x80000000;
 
 export class DirectoryGrpcServer {
   private constructor(
@@ -133,13 +129,8 @@ function serviceDefinition(loaded: grpc.GrpcObject): grpc.ServiceDefinition {
 /** The first token id outside [0, 2^31), as an INVALID_ARGUMENT detail naming the field; null when all are fine. */
 export function checkTokenIds(tokenIds: unknown): string | null {
   if (!Array.isArray(tokenIds)) return 'token_ids: expected a list of integers in [0, 2^31)';
-  for (let i = 0; i < tokenIds.length; i++) {
-    const t: unknown = tokenIds[i];
-    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t >= TOKEN_ID_LIMIT) {
-      return `token_ids[${i}]: expected an integer in [0, 2^31), got ${String(t)}`;
-    }
-  }
-  return null;
+  const i = firstInvalidTokenId(tokenIds);
+  return i < 0 ? null : `token_ids[${i}]: expected an integer in [0, 2^31), got ${String(tokenIds[i])}`;
 }
 
 function handlers(directory: DirectoryApi, log: Logger, view?: ViewApi): grpc.UntypedServiceImplementation {

@@ -22,7 +22,7 @@
  */
 import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
-import { TIER_DEVICE, TIER_HOST, TIER_UNSERVED } from '../decoder/kv-batch.js';
+import { TIER_DEVICE, TIER_HOST, TIER_UNSERVED } from '../../shared/keys/tier-bits.js';
 import type { BlockStoredEvent, KvEvent, SnapshotBlock } from '../decoder/kv-batch.js';
 import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST } from '../../shared/keys/content-key-table.js';
 import { EngineHashTable, UNINDEXED } from './engine-hash-table.js';

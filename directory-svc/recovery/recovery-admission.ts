@@ -9,15 +9,16 @@
  * oldest waiter (never back to the pool while someone waits), so `tryAcquire` cannot overtake
  * the queue. Each release function frees its slot once; calling it again does nothing.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 
 /** Gives back one slot; idempotent. */
 export type ReleaseSlot = () => void;
 
 /** The wait for a slot was cancelled (its AbortSignal fired) before a slot was granted. */
-export class AdmissionCancelledError extends Error {
+export class AdmissionCancelledError extends DomainError {
   readonly class = 'admission_cancelled' as const;
   constructor() {
-    super('admission_cancelled: wait for a snapshot slot cancelled');
+    super('wait for a snapshot slot cancelled');
   }
 }
 

@@ -12,7 +12,6 @@ import type { SkipCounters } from '../index/stream-index.js';
 /** What the builder needs from an index (StreamIndex satisfies it). */
 export interface SnapshotTarget {
   addSnapshotBlock(block: SnapshotBlock, skipped: SkipCounters): void;
-  finishSnapshot(): void;
 }
 
 export class SnapshotBuilder {
@@ -30,7 +29,6 @@ export class SnapshotBuilder {
   accept(msg: SnapshotMessage): bigint | null {
     this.assembler.accept(msg);
     if (msg.kind === 'terminator') {
-      this.target.finishSnapshot();
       // accept() guarantees a chunk came first, so W is set.
       return this.assembler.watermark as bigint;
     }

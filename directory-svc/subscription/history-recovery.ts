@@ -244,16 +244,16 @@ export class HistoryRecovery {
 
   private async checkIdentityThenRequest(pending: PendingRecovery, kept: KeptIndex): Promise<void> {
     const source = this.host.identity as EngineIdentitySource;
-    const deadline = Date.now() + this.host.replayTimeoutMs;
+    const deadline = performance.now() + this.host.replayTimeoutMs;
     // A scrape that hangs is cut at the deadline too (the signal aborts it).
     const cutOff = setTimeout(() => pending.abort.abort(), this.host.replayTimeoutMs);
     let seen: string | null | undefined = undefined;
-    while (!pending.cancelled && seen === undefined && Date.now() < deadline) {
+    while (!pending.cancelled && seen === undefined && performance.now() < deadline) {
       try {
         seen = await source.scrapeNow(pending.abort.signal);
       } catch {
         // /metrics still unreachable: the index stays hidden; try again until the deadline.
-        if (!pending.cancelled && Date.now() < deadline) await pending.sleep(IDENTITY_RETRY_MS);
+        if (!pending.cancelled && performance.now() < deadline) await pending.sleep(IDENTITY_RETRY_MS);
       }
     }
     clearTimeout(cutOff);

@@ -2,6 +2,7 @@
  * The subscriber states of kv-events §7 and the moves its table allows. Pure: the subscriber's
  * single `transition` function checks every move here before making it.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 export type StreamState = 'CONNECTING' | 'RECOVERING' | 'SYNCHRONIZED' | 'UNSYNCHRONIZED';
 
 export const STREAM_STATES: readonly StreamState[] = ['CONNECTING', 'RECOVERING', 'SYNCHRONIZED', 'UNSYNCHRONIZED'];
@@ -23,9 +24,9 @@ export function isAllowedTransition(from: StreamState, to: StreamState): boolean
 }
 
 /** A move the §7 table forbids: a bug in the subscriber, never a stream failure. */
-export class IllegalTransitionError extends Error {
+export class IllegalTransitionError extends DomainError {
   readonly class = 'illegal_transition' as const;
   constructor(readonly from: StreamState, readonly to: StreamState) {
-    super(`illegal_transition: ${from} -> ${to} (allowed: ${ALLOWED[from].join(', ')})`);
+    super(`${from} -> ${to} (allowed: ${ALLOWED[from].join(', ')})`);
   }
 }

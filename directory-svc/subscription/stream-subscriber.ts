@@ -57,8 +57,7 @@ import type { Cancellable, HistoryHost } from './history-recovery.js';
 import { classifySeq, gapError, seqResetError } from './sequence-rules.js';
 import { IllegalTransitionError, isAllowedTransition } from './stream-state.js';
 import type { StreamState } from './stream-state.js';
-
-export type { StreamState };
+import type { StreamLimits } from '../../shared/config/kv-events-config.js';
 
 /** One stream (§9 static `streams` entry, or derived from discovery). */
 export interface StreamConfig {
@@ -79,17 +78,6 @@ export interface StreamConfig {
   identity?: EngineIdentitySource;
 }
 
-/** The §9 limits that apply per stream. */
-export interface StreamLimits {
-  maxBlocksPerStream: number;
-  maxMessageBytes: number;
-  maxBufferedBytes: number;
-  /** Whole snapshot exchange (§6), and the §7.5 wait for `last ≥ W − 1`. */
-  replayTimeoutMs: number;
-  /** §7.5 period of continuous SYNCHRONIZED; 0 disables reconciliation. */
-  resyncIntervalMs: number;
-}
-
 /** Per-stream counters of §10 (labels `instance`, `dp_rank` are added by the metrics wrapper). */
 export interface StreamCounters {
   batchesApplied: number;
@@ -108,7 +96,7 @@ export interface StreamSubscriberDeps {
   logger?: Logger;
   /** [0, 1) source for the §7.4 jitter; injected by tests. */
   random?: () => number;
-  /** Clock for the §7.4 10 s stability window; injected by tests. */
+  /** Monotonic clock for the §7.4 10 s stability window (default performance.now); injected by tests. */
   nowMs?: () => number;
   /**
    * Residency changes of the SERVED index only (view deltas): changes while building F, a
@@ -236,7 +224,7 @@ export class StreamSubscriber extends EventEmitter {
       dp_rank: cfg.dpRank,
     });
     this.random = deps.random ?? Math.random;
-    this.nowMs = deps.nowMs ?? Date.now;
+    this.nowMs = deps.nowMs ?? (() => performance.now());
     this.residencyObserver = deps.onResidencyChange;
     this.admission = deps.recoveryAdmission;
     this.served = new ServedResidency(deps.residencyGroups ?? new ResidencyGroups(), cfg.blockSize, hasher);

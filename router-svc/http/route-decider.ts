@@ -18,10 +18,10 @@ export interface TrackedDecision {
 
 const NOTHING = (): void => undefined;
 import { performance } from 'node:perf_hooks';
-import { NoCandidateError, type RouteDecision, type RoutingPolicy } from '../policy/policy.js';
+import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy.js';
+import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
-import type { RouteRequest } from './route-request.js';
 import { RouterHttpError } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
 

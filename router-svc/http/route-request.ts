@@ -2,27 +2,14 @@
  * Request bodies of the router's own endpoints, checked into domain values (routing.md "HTTP API").
  * Pure: JSON value in, typed request out, or a 400 RouterHttpError whose reason names the field.
  */
+import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
+import type { RouteRequest } from '../policy/policy.js';
 import { badRequest } from './router-http-errors.js';
-
-/** routing.md: token ids are integers in [0, 2^31) (int32 on the engine side, kv-events §3.2). */
-export const TOKEN_ID_LIMIT = 0x80000000;
 
 /** `POST /v1/internal/kv-cache/query`. */
 export interface KvQueryRequest {
   /** Empty: synchronization and residency of every stream with zero hits (routing.md). */
   readonly tokenIds: readonly number[];
-}
-
-/** `POST /v1/route`: what the policy decides on. */
-export interface RouteRequest {
-  /** null: no token ids, the policy ranks by load (prompt_tokens only). */
-  readonly tokenIds: readonly number[] | null;
-  readonly promptTokens: number;
-  /**
-   * `POST /v1/route` `"dry_run": true`: explain without counting the decision as in-flight load
-   * (routing.md "In-flight load"). Absent = false (proxied requests always count).
-   */
-  readonly dryRun?: boolean;
 }
 
 export function parseKvQueryRequest(body: unknown): KvQueryRequest {
@@ -63,12 +50,8 @@ export function parseDryRun(o: Readonly<Record<string, unknown>>): boolean {
  */
 export function parseTokenIds(value: unknown, field: string): readonly number[] {
   if (!Array.isArray(value)) throw badRequest(`${field} must be an array of integers in [0, 2^31)`);
-  for (let i = 0; i < value.length; i++) {
-    const t: unknown = value[i];
-    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t >= TOKEN_ID_LIMIT) {
-      throw badRequest(`${field}[${i}] must be an integer in [0, 2^31)`);
-    }
-  }
+  const i = firstInvalidTokenId(value);
+  if (i >= 0) throw badRequest(`${field}[${i}] must be an integer in [0, 2^31)`);
   return value as number[];
 }
 

@@ -3,6 +3,7 @@
  * Each failure has a stable `class`, the HTTP status and the one-line `reason` the client sees as
  * `{"error": reason}`; the message is `<class>: <reason>`. Stack traces never reach a response.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 
 export type RouterHttpErrorClass =
   | 'bad_request'
@@ -13,8 +14,7 @@ export type RouterHttpErrorClass =
   | 'no_candidate'
   | 'upstream';
 
-export class RouterHttpError extends Error {
-  /** The stable class tests and metrics match on. */
+export class RouterHttpError extends DomainError {
   readonly class: RouterHttpErrorClass;
 
   constructor(
@@ -23,9 +23,8 @@ export class RouterHttpError extends Error {
     /** Shown to the client as `{"error": reason}`: names the field or the instance, never internals. */
     readonly reason: string,
   ) {
-    super(`${cls}: ${reason}`);
+    super(reason);
     this.class = cls;
-    this.name = 'RouterHttpError';
   }
 }
 

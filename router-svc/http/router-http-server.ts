@@ -7,6 +7,7 @@
  * routing.md: "The server opens its port only when it is ready to answer (view received)": main
  * starts this server after the first snapshot was applied; `start` refuses an empty view.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 import { createServer, type Server } from 'node:http';
 import { answerClientErrors, jsonRefusalBody, limitedServerOptions, ROUTER_HTTP_LIMITS } from '../../shared/security/http-limits.js';
 import type { Socket } from 'node:net';
@@ -57,11 +58,10 @@ export interface RouterHttpServerOptions {
 }
 
 /** `start` before the view has its first snapshot (routing.md: the port opens only when ready). */
-export class ViewNotReadyError extends Error {
+export class ViewNotReadyError extends DomainError {
   readonly class = 'not_ready' as const;
   constructor() {
-    super('not_ready: the HTTP port opens only after the first view snapshot');
-    this.name = 'ViewNotReadyError';
+    super('the HTTP port opens only after the first view snapshot');
   }
 }
 

@@ -9,13 +9,18 @@ import { CarPolicy } from './car-policy.js';
 import { RoundRobinPolicy } from './round-robin-policy.js';
 import { SloAwarePolicy } from './slo-aware-policy.js';
 
-export { NoCandidateError } from './no-candidate-error.js';
-
+/** What a policy decides on (`POST /v1/route`, or a proxied request's prompt). */
 export interface RouteRequest {
-  /** Already tokenized prompt (ints in [0, 2^31)); null when only a token count is known. */
-  tokenIds: readonly number[] | null;
+  /** Already tokenized prompt (ints in [0, 2^31)); null: no token ids, the policy ranks by load. */
+  readonly tokenIds: readonly number[] | null;
   /** Input length for RR/SLO_AWARE when tokenIds is null (ignored when tokenIds is given). */
-  promptTokens: number;
+  readonly promptTokens: number;
+  /**
+   * `POST /v1/route` `"dry_run": true`: explain without counting the decision as in-flight load
+   * (routing.md "In-flight load"). The policies ignore it; the route decider reads it. Absent =
+   * false (proxied requests always count).
+   */
+  readonly dryRun?: boolean;
 }
 
 /** One candidate's terms, as routing.md asks the route answer to explain them. */

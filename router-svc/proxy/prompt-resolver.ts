@@ -7,7 +7,7 @@
  * does not hold the event loop.
  */
 import type { PromptTokenizer, UntokenizedReason } from '../../shared/tokenize/prompt-tokenizer.js';
-import type { RouteRequest } from '../http/route-request.js';
+import type { RouteRequest } from '../policy/policy.js';
 import type { RouterMetrics } from '../http/router-metrics.js';
 import type { PromptInput } from './prompt-route-input.js';
 

@@ -6,7 +6,9 @@
  */
 import { optionalBool, parseChatRequest, PromptShapeError, type ChatRequest } from '../../shared/tokenize/chat-request.js';
 import { badRequest } from '../http/router-http-errors.js';
-import { jsonObject, parseRouteRequest, parseTokenIds, TOKEN_ID_LIMIT, type RouteRequest } from '../http/route-request.js';
+import { jsonObject, parseRouteRequest, parseTokenIds } from '../http/route-request.js';
+import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
+import type { RouteRequest } from '../policy/policy.js';
 
 /**
  * Rough tokens per text character for the `promptTokens` estimate of untokenized text (SLO_AWARE
@@ -99,10 +101,5 @@ function estimateTokens(text: string): number {
 
 /** Non-empty, and every element an integer in [0, 2^31) (routing.md token id range). */
 function isTokenIdArray(a: readonly unknown[]): a is number[] {
-  if (a.length === 0) return false;
-  for (let i = 0; i < a.length; i++) {
-    const t = a[i];
-    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t >= TOKEN_ID_LIMIT) return false;
-  }
-  return true;
+  return a.length > 0 && firstInvalidTokenId(a) < 0;
 }

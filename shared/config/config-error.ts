@@ -3,7 +3,9 @@
  * field (`--grpc_port`, `streams[2].endpoint`); the message is one line, fit to print as the
  * process's only stderr output before exiting with code 2 (architecture.md "Processes and flags").
  */
-export class ConfigError extends Error {
+import { PlainMessageError } from '../errors/domain-error.js';
+
+export class ConfigError extends PlainMessageError {
   readonly class = 'config' as const;
   constructor(
     /** The flag (`--grpc_port`) or JSON field path (`streams[2].endpoint`); '' for the whole input. */
@@ -14,7 +16,6 @@ export class ConfigError extends Error {
     message?: string,
   ) {
     super(message ?? (path === '' ? reason : `${path}: ${reason}`));
-    this.name = 'ConfigError';
   }
 }
 

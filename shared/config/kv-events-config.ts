@@ -8,14 +8,16 @@ import { readFileSync } from 'node:fs';
 import { ConfigError } from './config-error.js';
 import { DEFAULT_ENGINE_KIND, ENGINE_KINDS, isEngineKind, replaysHistory } from './engine-kind.js';
 import type { EngineKind } from './engine-kind.js';
+import { streamKey } from '../keys/stream-key.js';
 
 /** The per-stream limits of kv-events §9, exactly what a stream subscriber needs. */
 export interface StreamLimits {
   readonly maxBlocksPerStream: number;
   readonly maxMessageBytes: number;
   readonly maxBufferedBytes: number;
+  /** Whole snapshot exchange (§6), and the §7.5 wait for `last ≥ W − 1`. */
   readonly replayTimeoutMs: number;
-  /** 0 disables periodic reconciliation (§7.5). */
+  /** §7.5 period of continuous SYNCHRONIZED; 0 disables periodic reconciliation. */
   readonly resyncIntervalMs: number;
 }
 
@@ -200,7 +202,7 @@ function staticStreams(value: unknown, maxStreams: number): StaticStreamConfig[]
     const topic = str(s, 'topic', path, '');
     const hashSeed = int(s, 'hash_seed', path, DEFAULT_HASH_SEED, 0, Number.MAX_SAFE_INTEGER);
 
-    const identity = `${instanceName}\u0000${dpRank}`;
+    const identity = streamKey(instanceName, dpRank);
     const dupOf = identities.get(identity);
     if (dupOf !== undefined) {
       throw new ConfigError(`${path}.dp_rank`, `(instance_name ${JSON.stringify(instanceName)}, dp_rank ${dpRank}) already used by streams[${dupOf}]`);

@@ -7,8 +7,6 @@ import { pino, type DestinationStream, type Logger, type LevelWithSilent } from 
 
 export type { Logger };
 
-export const LOG_LEVELS: readonly LevelWithSilent[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
 /**
  * The internal token wherever a future log line might carry it (a request's headers, gRPC
  * metadata, a flags object): no code logs these today, and this keeps it that way.

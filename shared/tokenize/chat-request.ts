@@ -10,12 +10,10 @@
  * Any other part (image_url, input_audio, ...) makes the request out of scope for cache credit:
  * multimodal blocks carry extra keys this router does not derive.
  */
+import { PlainMessageError } from '../errors/domain-error.js';
 
-export class PromptShapeError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'PromptShapeError';
-  }
+export class PromptShapeError extends PlainMessageError {
+  readonly class = 'prompt_shape' as const;
 }
 
 export type ContentFormat = 'string' | 'openai';

@@ -12,13 +12,11 @@
  */
 import { Template } from '@huggingface/jinja';
 import { ConfigError } from '../config/config-error.js';
+import { PlainMessageError } from '../errors/domain-error.js';
 import { templateMessage, type ChatRequest, type ContentFormat } from './chat-request.js';
 
-export class TemplateRenderError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'TemplateRenderError';
-  }
+export class TemplateRenderError extends PlainMessageError {
+  readonly class = 'template_error' as const;
 }
 
 /** tokenizer_config.json keys transformers hands the template (`special_tokens_map`). */

@@ -16,6 +16,7 @@
  * the only difference, added through its `wrapRoutes` hook, and only tests call them.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { TIER_DEVICE } from '../../shared/keys/tier-bits.js';
 import type { EngineSimulator } from '../../tools/engine-sim/engine-simulator.js';
 import { runEngineProcess, type EngineRoutesContext } from '../../tools/engine-sim/engine-process.js';
 import type { EngineHttpRoutes } from '../../tools/engine-sim/engine-control.js';
@@ -32,7 +33,7 @@ function residency(sim: EngineSimulator, prompts: readonly (readonly number[])[]
       for (const hash of pool.hashesOf(tokens)) {
         const tiers = pool.tiersOf(hash);
         if (tiers === 0) break;
-        if ((tiers & 1) !== 0) device++;
+        if ((tiers & TIER_DEVICE) !== 0) device++;
         else hostOnly++;
       }
       answers.push({ device_hit_tokens: device * pool.blockSize, host_only_hit_tokens: hostOnly * pool.blockSize });

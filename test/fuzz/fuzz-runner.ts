@@ -47,9 +47,9 @@ export async function runGuardedFuzz(opts: FuzzRunOptions): Promise<FuzzRunResul
   try {
     return await new Promise<FuzzRunResult>((resolve, reject) => {
       let lastSeen = -2;
-      let lastMoveAt = Date.now();
+      let lastMoveAt = performance.now();
       const watch = setInterval(() => {
-        const now = Date.now();
+        const now = performance.now();
         const at = Atomics.load(progress, 0);
         if (at !== lastSeen) {
           lastSeen = at;

@@ -16,9 +16,11 @@ import type { ResidencyObserver } from '../../directory-svc/index/stream-index.j
 import type { RecoveryAdmission } from '../../directory-svc/recovery/recovery-admission.js';
 import { slotHits, type PrefixHit } from './index-prefix.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
-import type { QueryResult, StreamMatch } from '../../directory-svc/index/stream-query.js';
+import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
-import type { ReconcileOutcome, StreamLimits, StreamState } from '../../directory-svc/subscription/stream-subscriber.js';
+import type { ReconcileOutcome } from '../../directory-svc/subscription/stream-subscriber.js';
+import type { StreamLimits } from '../../shared/config/kv-events-config.js';
+import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
 import type { EngineKind } from '../../shared/config/engine-kind.js';
 import type { EngineIdentitySource } from '../../directory-svc/engines/engine-identity.js';
 import type { ReplayLayout } from '../../tools/engine-sim/history-buffer.js';

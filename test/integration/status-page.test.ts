@@ -1,5 +1,5 @@
 // The router's status page (`GET /`, polling `GET /v1/status`) as an operator sees it: loaded in
-// headless Chromium (CDP over --remote-debugging-pipe) from a real router over a real directory and
+// headless Chromium (puppeteer-core, CDP over --remote-debugging-pipe) from a real router over a real directory and
 // simulated engines, checked by what the page SHOWS — table cells and chart points read from the DOM.
 //
 //   SimEngine ×2 ──etcd/heartbeat/ZMQ──▶ directory-svc ──WatchView──▶ router (CAR) ◀── this test: /v1/completions, /v1/route

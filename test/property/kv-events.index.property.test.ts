@@ -13,7 +13,8 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
-import type { EngineHash, KvEvent, SnapshotBlock, TierBits } from '../../directory-svc/decoder/kv-batch.js';
+import type { EngineHash, KvEvent, SnapshotBlock } from '../../directory-svc/decoder/kv-batch.js';
+import type { TierBits } from '../../shared/keys/tier-bits.js';
 import { isStreamError } from '../../directory-svc/errors/stream-errors.js';
 import { StreamIndex } from '../../directory-svc/index/stream-index.js';
 import { envInt } from '../helpers/fuzz.js';

@@ -8,7 +8,7 @@
 //
 // No timing assertions: waits are on states, counters and sequences.
 import { expect } from 'chai';
-import type { StreamMatch } from '../../directory-svc/index/stream-query.js';
+import type { StreamMatch } from '../../shared/view/query-result.js';
 import { waitFor } from '../helpers/ports.js';
 import { OpenRigs, StreamRig, chainTokens, queryStreams, removed, stableClock, stored } from '../helpers/stream-harness.js';
 

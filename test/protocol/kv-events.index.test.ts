@@ -8,7 +8,7 @@
 //
 // No timing assertions: waits are on states, counters and sequences.
 import { expect } from 'chai';
-import type { StreamMatch } from '../../directory-svc/index/stream-query.js';
+import type { StreamMatch } from '../../shared/view/query-result.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
 import {
   OpenRigs,

@@ -10,7 +10,7 @@
 // states, counters and the publishers' request logs; the one sleep lets a resync period pass.
 import { expect } from 'chai';
 import { RecoveryAdmission } from '../../directory-svc/recovery/recovery-admission.js';
-import type { StreamState } from '../../directory-svc/subscription/stream-subscriber.js';
+import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
 import { waitFor } from '../helpers/ports.js';
 import { OpenRigs, blockTokens, sleep, stored } from '../helpers/stream-harness.js';
 import type { StreamRig } from '../helpers/stream-harness.js';

@@ -10,7 +10,8 @@
 // No timing assertions: waits are on states, events and counters. The rig (publisher +
 // subscriber + sample log) is the shared one in test/helpers/stream-harness.ts.
 import { expect } from 'chai';
-import type { StreamState, StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
+import type { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
+import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
 import { EMPTY_FRAME, TERMINATOR_WATERMARK, WireEncoder, encodeSnapshotChunks, u64be } from '../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent, WireSnapshotBlock } from '../../tools/engine-sim/wire-types.js';
 import { waitFor } from '../helpers/ports.js';

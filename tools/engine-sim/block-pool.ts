@@ -21,6 +21,7 @@
  */
 import { engineHashOf, loraSalt } from './engine-hash.js';
 import { EventBuilder } from './event-builder.js';
+import { TIER_DEVICE, TIER_HOST } from '../../shared/keys/tier-bits.js';
 import { mediaOf } from './residency-model.js';
 import type { WireEvent, WireSnapshotBlock } from './wire-types.js';
 
@@ -67,6 +68,10 @@ interface PoolBlock {
   pinnedStep: number;
 }
 
+function tierBitsOf(b: PoolBlock): number {
+  return (b.onDevice ? TIER_DEVICE : 0) | (b.onHost ? TIER_HOST : 0);
+}
+
 export class BlockPool {
   readonly blockSize: number;
   readonly deviceCapacityBlocks: number;
@@ -105,7 +110,7 @@ export class BlockPool {
   /** Tier bits of an engine hash: 1 Device, 2 Host, 3 both, 0 absent. */
   tiersOf(hash: bigint): number {
     const b = this.blocks.get(hash);
-    return b === undefined ? 0 : (b.onDevice ? 1 : 0) | (b.onHost ? 2 : 0);
+    return b === undefined ? 0 : tierBitsOf(b);
   }
 
   /** Engine hashes of the prompt's complete blocks (what admitPrompt would look up). */
@@ -231,7 +236,7 @@ export class BlockPool {
         block_hash: b.hash,
         parent_block_hash: b.parent,
         token_ids: b.tokenIds,
-        media: mediaOf((b.onDevice ? 1 : 0) | (b.onHost ? 2 : 0)),
+        media: mediaOf(tierBitsOf(b)),
       };
       if (b.loraName !== null) block.lora_name = b.loraName;
       out.push(block);

@@ -28,6 +28,7 @@
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
 import { silentLogger, type Logger } from '../../shared/log/logger.js';
 import { parseChatRequest, PromptShapeError } from '../../shared/tokenize/chat-request.js';
 import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
@@ -296,7 +297,7 @@ function promptTokens(prompt: unknown): number[] {
   if (typeof prompt === 'string') return [...Buffer.from(prompt, 'utf8')];
   if (Array.isArray(prompt)) {
     if (prompt.length === 0) return [];
-    if (prompt.every((t) => typeof t === 'number' && Number.isInteger(t) && t >= 0 && t < 0x80000000)) return prompt as number[];
+    if (firstInvalidTokenId(prompt) < 0) return prompt as number[];
     return promptTokens(prompt[0]);
   }
   throw new BadRequest('prompt must be a string or an array of token ids');

@@ -7,11 +7,10 @@
  * Lenient on purpose: events a decoder would reject (tests publish those too) are skipped where
  * they cannot be interpreted, never thrown on. Pure: no sockets, no clock.
  */
+import { TIER_BOTH, TIER_DEVICE, TIER_HOST } from '../../shared/keys/tier-bits.js';
 import { hashToU64 } from './wire-encoding.js';
 import type { WireEvent, WireHash, WireSnapshotBlock } from './wire-types.js';
 
-const GPU = 1;
-const CPU = 2;
 
 interface ModelBlock {
   readonly parent: bigint | null;
@@ -27,7 +26,7 @@ function tierOf(medium: unknown, nilMeans: number): number {
   if (medium === null || medium === undefined) return nilMeans;
   if (typeof medium !== 'string') return 0;
   const m = medium.toLowerCase();
-  return m === 'gpu' ? GPU : m === 'cpu' ? CPU : 0;
+  return m === 'gpu' ? TIER_DEVICE : m === 'cpu' ? TIER_HOST : 0;
 }
 
 function asHash(h: unknown): bigint | null {
@@ -110,7 +109,7 @@ export class ResidencyModel {
     loraName: unknown,
     extraKeys: unknown,
   ): void {
-    const tier = tierOf(medium, GPU);
+    const tier = tierOf(medium, TIER_DEVICE);
     if (tier === 0 || !Array.isArray(hashes)) return;
     const tokens = Array.isArray(tokenIds) ? (tokenIds as number[]) : [];
     let parent = parentHash === null || parentHash === undefined ? null : asHash(parentHash);
@@ -136,7 +135,7 @@ export class ResidencyModel {
   }
 
   private removed(hashes: unknown, medium: unknown): void {
-    const tier = tierOf(medium, GPU);
+    const tier = tierOf(medium, TIER_DEVICE);
     if (tier === 0 || !Array.isArray(hashes)) return;
     for (const raw of hashes) {
       const h = asHash(raw);
@@ -149,8 +148,8 @@ export class ResidencyModel {
   }
 
   private cleared(medium: unknown): void {
-    const tiers = tierOf(medium, GPU | CPU);
-    if (tiers === (GPU | CPU)) {
+    const tiers = tierOf(medium, TIER_BOTH);
+    if (tiers === TIER_BOTH) {
       this.blocks.clear();
       return;
     }
@@ -191,7 +190,7 @@ export class ResidencyModel {
 }
 
 export function mediaOf(tiers: number): ('gpu' | 'cpu')[] {
-  return tiers === (GPU | CPU) ? ['gpu', 'cpu'] : tiers === CPU ? ['cpu'] : ['gpu'];
+  return tiers === TIER_BOTH ? ['gpu', 'cpu'] : tiers === TIER_HOST ? ['cpu'] : ['gpu'];
 }
 
 function snapshotBlockOf(hash: bigint, b: ModelBlock): WireSnapshotBlock {

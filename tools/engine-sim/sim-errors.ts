@@ -3,19 +3,11 @@
  * the subscriber). Each has a stable `class` so tests match on it, never on the message; the
  * message is `<class>: <detail>` like the spec's stream errors.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 export type SimErrorClass = 'limit' | 'invalid_value' | 'closed' | 'bind';
 
-export abstract class SimError extends Error {
-  abstract readonly class: SimErrorClass;
-  constructor(readonly detail: string) {
-    super(detail);
-  }
-  override get message(): string {
-    return `${this.class}: ${this.detail}`;
-  }
-  override set message(_v: string) {
-    // Error's constructor assigns message; the getter above is the source of truth.
-  }
+export abstract class SimError extends DomainError {
+  abstract override readonly class: SimErrorClass;
 }
 
 /** A payload or chunk that cannot be kept within `max_message_bytes` (§2, §6, §11.3). */

@@ -4,6 +4,7 @@
  * (wire names, 64-bit integers as decimal strings). grpc-js errors become `KvctlRpcError` here
  * and nowhere else; an address that is UNAVAILABLE is skipped for the next one in the list.
  */
+import { DomainError } from '../../shared/errors/domain-error.js';
 import * as grpc from '@grpc/grpc-js';
 import type { HostPort } from '../../shared/config/flags.js';
 import { channelCredentials, type GrpcClientTls } from '../../shared/security/grpc-tls.js';
@@ -14,16 +15,20 @@ import type { WireGetStatsResponse, WireListStreamsResponse, WireQueryResponse }
 export type KvDirectoryRpc = 'ListStreams' | 'ListInstances' | 'Query' | 'GetStats';
 
 /** A call failed; `code` is the grpc status name (`UNAVAILABLE`, `UNIMPLEMENTED`, ...). */
-export class KvctlRpcError extends Error {
+export class KvctlRpcError extends DomainError {
   readonly class = 'rpc' as const;
   constructor(
     readonly rpc: KvDirectoryRpc,
     readonly code: string,
     readonly address: string,
-    readonly detail: string,
+    detail: string,
   ) {
-    super(`${rpc} on ${address}: ${code}: ${detail}`);
-    this.name = 'KvctlRpcError';
+    super(detail);
+  }
+
+  /** kvctl's stderr line names the call rather than the class. */
+  protected override formatMessage(): string {
+    return `${this.rpc} on ${this.address}: ${this.code}: ${this.detail}`;
   }
 }
 

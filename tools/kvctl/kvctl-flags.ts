@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError } from '../../shared/config/config-error.js';
 import { flagsHelp, parseFlags, type HostPort } from '../../shared/config/flags.js';
+import { isTokenId } from '../../shared/keys/token-ids.js';
 
 export const KVCTL_COMMANDS = ['streams', 'instances', 'query', 'stats'] as const;
 export type KvctlCommandName = (typeof KVCTL_COMMANDS)[number];
@@ -56,9 +57,6 @@ export function kvctlHelp(): string {
   return flagsHelp(USAGE, KVCTL_FLAGS);
 }
 
-/** Token ids are int32 on the engine side (kv-events §3.2); routing.md: integers in [0, 2^31). */
-const TOKEN_ID_LIMIT = 0x80000000;
-
 /**
  * Token ids from text: a JSON array, or integers separated by commas and/or whitespace. `what`
  * names the source in the error (`--tokens`, the file path). Throws `ConfigError`.
@@ -82,7 +80,7 @@ export function parseTokenIds(text: string, what: string): number[] {
   for (let i = 0; i < items.length; i++) {
     const item = items[i];
     const n = typeof item === 'number' ? item : typeof item === 'string' && /^\d+$/.test(item) ? Number(item) : NaN;
-    if (!Number.isInteger(n) || n < 0 || n >= TOKEN_ID_LIMIT) {
+    if (!isTokenId(n)) {
       throw new ConfigError(what, 'bad token id', `invalid ${what}: token id #${i + 1} ${JSON.stringify(item)} is not an integer in [0, 2^31)`);
     }
     out[i] = n;

@@ -224,7 +224,7 @@ function servedBy(res: { json: unknown; headers: Headers }): { engine: string; c
 }
 
 async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + VIEW_WAIT_MS;
+  const deadline = performance.now() + VIEW_WAIT_MS;
   let lastError = '';
   for (;;) {
     try {
@@ -232,7 +232,7 @@ async function waitFor(check: () => Promise<boolean>, what: string): Promise<voi
     } catch (e) {
       lastError = e instanceof Error ? e.message : String(e);
     }
-    if (Date.now() > deadline) throw new Error(`demo: no ${what} within ${VIEW_WAIT_MS} ms${lastError === '' ? '' : ` (last error: ${lastError})`}`);
+    if (performance.now() > deadline) throw new Error(`demo: no ${what} within ${VIEW_WAIT_MS} ms${lastError === '' ? '' : ` (last error: ${lastError})`}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }

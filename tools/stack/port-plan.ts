@@ -6,6 +6,7 @@
  * are `dp_size` ports apart so no two ranges overlap.
  */
 import { createServer } from 'node:net';
+import { PlainMessageError } from '../../shared/errors/domain-error.js';
 import type { EngineSpec } from './stack-flags.js';
 
 /** discovery.md defaults; the directory's discovery config is written with the same numbers. */
@@ -22,10 +23,10 @@ export interface PlannedPort {
   readonly owner: string;
 }
 
-export class PortTakenError extends Error {
+export class PortTakenError extends PlainMessageError {
+  readonly class = 'port_taken' as const;
   constructor(readonly port: number, readonly owner: string) {
     super(`port ${port} (${owner}) is already in use: stop whatever holds it or choose another port with the flag`);
-    this.name = 'PortTakenError';
   }
 }
 

@@ -90,13 +90,13 @@ export class StackChild {
 
   /** Resolves when `ready()` holds; rejects if the child exits first or `timeoutMs` passes. */
   async waitUntil(what: string, ready: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs;
     for (;;) {
       if (await ready()) return;
       if (this.exitInfo !== null) {
         throw new Error(`${this.name} exited (code ${this.exitInfo.code}, signal ${this.exitInfo.signal}) before ${what}; last lines of ${this.spec.logFile}:\n${this.tail()}`);
       }
-      if (Date.now() > deadline) throw new Error(`${this.name}: no ${what} within ${timeoutMs} ms; last lines of ${this.spec.logFile}:\n${this.tail()}`);
+      if (performance.now() > deadline) throw new Error(`${this.name}: no ${what} within ${timeoutMs} ms; last lines of ${this.spec.logFile}:\n${this.tail()}`);
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
   }

@@ -1,11 +1,12 @@
 // Reference model of one kv-events stream that is strict about the publisher obligations
 // (§11): replaying a simulator's events through it fails at the first event that breaks one.
 import { expect } from 'chai';
+import { TIER_DEVICE, TIER_HOST } from '../../../shared/keys/tier-bits.js';
 import { hashToU64 } from '../../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent, WireHash, WireSnapshotBlock } from '../../../tools/engine-sim/wire-types.js';
 
-export const GPU = 1;
-export const CPU = 2;
+export const GPU = TIER_DEVICE;
+export const CPU = TIER_HOST;
 
 interface RefBlock {
   parent: bigint | null;

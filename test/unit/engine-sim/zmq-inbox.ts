@@ -21,9 +21,9 @@ export class Inbox {
     })();
   }
   async next(timeoutMs = 5000): Promise<Buffer[]> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs;
     while (this.queue.length === 0) {
-      if (Date.now() > deadline) throw new Error(`no message within ${timeoutMs} ms`);
+      if (performance.now() > deadline) throw new Error(`no message within ${timeoutMs} ms`);
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, 50);
         this.waiter = () => {

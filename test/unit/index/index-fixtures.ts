@@ -6,8 +6,8 @@ import type {
   BlockStoredEvent,
   EngineHash,
   SnapshotBlock,
-  TierBits,
 } from '../../../directory-svc/decoder/kv-batch.js';
+import type { TierBits } from '../../../shared/keys/tier-bits.js';
 import type { SkipCounters } from '../../../directory-svc/index/stream-index.js';
 
 export const D = 1 as const;

@@ -1,7 +1,8 @@
 // kv-events §6 building through SnapshotBuilder into a real StreamIndex (no sockets).
 import { expect } from 'chai';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
-import type { EngineHash, SnapshotBlock, TierBits } from '../../../directory-svc/decoder/kv-batch.js';
+import type { EngineHash, SnapshotBlock } from '../../../directory-svc/decoder/kv-batch.js';
+import type { TierBits } from '../../../shared/keys/tier-bits.js';
 import type { SnapshotMessage } from '../../../directory-svc/decoder/snapshot-decoder.js';
 import { isStreamError } from '../../../directory-svc/errors/stream-errors.js';
 import { StreamIndex } from '../../../directory-svc/index/stream-index.js';

@@ -8,7 +8,8 @@
  */
 import { expect } from 'chai';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
-import { NoCandidateError, createPolicy, type CandidateExplanation, type RouteDecision, type RoutingPolicy } from '../../../router-svc/policy/policy.js';
+import { createPolicy, type CandidateExplanation, type RouteDecision, type RoutingPolicy } from '../../../router-svc/policy/policy.js';
+import { NoCandidateError } from '../../../router-svc/policy/no-candidate-error.js';
 import type { WireViewInstance, WireViewStream } from '../../../shared/view/view-wire.js';
 import { BOTH, DEVICE, HOST, apply, blockKeys, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
 

@@ -5,6 +5,7 @@
  * incarnation `inc-<name>`, generation 1; a synchronized stream of block_size 4, seed 1024.
  */
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
+import { TIER_BOTH, TIER_DEVICE, TIER_HOST } from '../../../shared/keys/tier-bits.js';
 import type {
   WireResidencyChanges,
   WireViewDelta,
@@ -16,9 +17,9 @@ import type {
 import type { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { decodeViewUpdate } from '../../../router-svc/viewcache/view-update.js';
 
-export const DEVICE = 1;
-export const HOST = 2;
-export const BOTH = 3;
+export const DEVICE = TIER_DEVICE;
+export const HOST = TIER_HOST;
+export const BOTH = TIER_BOTH;
 
 export function wireLoad(waiting: number, gpuCacheUsagePerc = 0): WireViewLoad {
   return { waiting_requests_num: String(waiting), gpu_cache_usage_perc: gpuCacheUsagePerc, recent_max_ttft: 0, recent_max_tbt: 0, reported_at_ms: '1' };
