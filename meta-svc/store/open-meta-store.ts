@@ -8,13 +8,7 @@ import type { MetaStore } from './meta-store.js';
 import { RedisMetaStore } from './redis-meta-store.js';
 import { SqliteMetaStore } from './sqlite-meta-store.js';
 
-/**
- * Every replica of one cluster must use the same namespace, so it cannot be the per-replica
- * node_id; two clusters on one Redis use different databases (`redis://host:port/<db>`).
- */
-export const REDIS_NAMESPACE = 'default';
-
 export async function openMetaStore(location: MetaStoreLocation, config: MetaConfig): Promise<MetaStore> {
   if (location.kind === 'sqlite') return SqliteMetaStore.open(location.path, { synchronous: config.store.synchronous });
-  return RedisMetaStore.open({ host: location.host, port: location.port, db: location.db, namespace: REDIS_NAMESPACE });
+  return RedisMetaStore.open({ host: location.host, port: location.port, db: location.db, namespace: location.namespace });
 }

@@ -318,13 +318,16 @@ describe('architecture.md flags: meta-svc table', () => {
       logLevel: 'info',
       store: { kind: 'sqlite', path: './data/kvcm.db' },
     });
-    expect(meta(['--meta_store=redis://10.0.0.5:6379/3']).store).to.deep.equal({ kind: 'redis', host: '10.0.0.5', port: 6379, db: 3, url: 'redis://10.0.0.5:6379/3' });
+    expect(meta(['--meta_store=redis://10.0.0.5:6379/3']).store).to.deep.equal({ kind: 'redis', host: '10.0.0.5', port: 6379, db: 3, namespace: 'default', url: 'redis://10.0.0.5:6379/3' });
+    // Every replica of one cluster shares the namespace, not its node_id; two clusters can share one db.
+    expect(meta(['--meta_store=redis://h:1/2?namespace=eu-west.a']).store).to.include({ db: 2, namespace: 'eu-west.a' });
+    expect(meta(['--meta_store=redis://h:1?namespace=b']).store).to.include({ db: 0, namespace: 'b' });
     expect(meta(['--meta_store=redis://[::1]:6379']).store).to.include({ host: '::1', db: 0 });
     expect(meta([], { KVCM_META_CONFIG_FILE: '/etc/kvcm.json' }).metaConfigFile).to.equal('/etc/kvcm.json');
   });
 
   it('meta: a store URL of another form is one error line naming --meta_store', () => {
-    for (const v of ['redis://h', 'redis://h:70000', 'redis://h:1/16', 'redis://user:pw@h:1', 'sqlite:', 'file:/x']) {
+    for (const v of ['redis://h', 'redis://h:70000', 'redis://h:1/16', 'redis://user:pw@h:1', 'redis://h:1/0?namespace=', 'redis://h:1/0?namespace={x}', 'redis://h:1/0?ns=a', 'sqlite:', 'file:/x']) {
       expect(configError(() => meta([`--meta_store=${v}`])).path, v).to.equal('--meta_store');
     }
   });
