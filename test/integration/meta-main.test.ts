@@ -51,8 +51,8 @@ describe('meta-svc main (node dist/meta-svc/main.js)', function () {
   it('a bad --meta_store or --http_port exits 2 with one line naming the flag', async () => {
     const bad = await runMain(['--meta_store=mysql://h:1']);
     expect(bad.code).to.equal(2);
-    expect(bad.stderr.trim().split('\n')).to.deep.equal(['invalid --meta_store: "mysql://h:1" is not sqlite:<path> or redis://host:port[/db]']);
-    for (const v of ['redis://h', 'redis://h:0', 'redis://h:1/16', 'sqlite:']) expect((await runMain([`--meta_store=${v}`])).code, v).to.equal(2);
+    expect(bad.stderr.trim().split('\n')).to.deep.equal(['invalid --meta_store: "mysql://h:1" is not sqlite:<path> or redis://host:port[/db][?namespace=name]']);
+    for (const v of ['redis://h', 'redis://h:0', 'redis://h:1/16', 'redis://h:1/0?namespace=a:b', 'sqlite:']) expect((await runMain([`--meta_store=${v}`])).code, v).to.equal(2);
     const port = await runMain(['--http_port=0']);
     expect(port.code).to.equal(2);
     expect(port.stderr.trim()).to.equal('invalid --http_port: expected an integer in 1..65535, got "0"');
