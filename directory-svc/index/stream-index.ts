@@ -188,10 +188,6 @@ export class StreamIndex {
     this.createRecord(lo, hi, indexed, block.tiers);
   }
 
-  /** Call once after the last snapshot block. The duplicate check uses the record table itself,
-   *  so there is no build-only state to free; kept so callers mark the end of building. */
-  finishSnapshot(): void {}
-
   /** Residency (tier bits, 0 = absent) of the 16-byte content key at keys[offset..]. */
   residencyOf(keys: Uint8Array, offset: number): number {
     const id = this.keys.findBytes(keys, offset);

@@ -21,7 +21,8 @@ import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js'
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 import { HasherPool } from './hasher-pool.js';
 import { ResidencyGroups, residencyGroupKey, type GroupSlot } from '../../shared/index/residency-groups.js';
-import { MAX_SLOTS, type ResidencyIndex } from '../../shared/index/residency-index.js';
+import { MAX_SLOTS } from '../../shared/index/holder-sets.js';
+import type { ResidencyIndex } from '../../shared/index/residency-index.js';
 import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
 import { SnapshotAssembly } from './snapshot-assembly.js';
 import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';

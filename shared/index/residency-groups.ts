@@ -5,7 +5,8 @@
  * is dropped with its last stream. Pure: no I/O.
  */
 import type { ContentKeyHasher } from '../keys/content-key.js';
-import { MAX_SLOTS, ResidencyIndex } from './residency-index.js';
+import { MAX_SLOTS } from './holder-sets.js';
+import { ResidencyIndex } from './residency-index.js';
 
 /** A stream's place in its group. */
 export interface GroupSlot {

@@ -30,7 +30,6 @@ import { keyWordAt } from '../keys/content-key-table.js';
 import { EMPTY_SET, HOST_OFFSET, HolderSets, MAX_SLOTS, SET_STRIDE, SET_WORDS } from './holder-sets.js';
 import { HOLDER_SET, KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
 
-export { MAX_SLOTS } from './holder-sets.js';
 
 const TIER_DEVICE = 1;
 const TIER_HOST = 2;

@@ -327,7 +327,6 @@ function snapshotTarget(): FuzzTarget<Uint8Array[][]> {
           assembler.accept(msg);
           if (msg.kind === 'chunk') for (const b of msg.blocks) index.addSnapshotBlock(b, skipped);
         }
-        index.finishSnapshot();
         return assembler.complete ? 'ok' : 'incomplete';
       } catch (e) {
         return streamOutcome('snapshot-reply', e);

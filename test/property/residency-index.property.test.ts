@@ -11,7 +11,8 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { ContentKeyHasher, contentKeyHex } from '../../shared/keys/content-key.js';
-import { MAX_SLOTS, ResidencyIndex } from '../../shared/index/residency-index.js';
+import { MAX_SLOTS } from '../../shared/index/holder-sets.js';
+import { ResidencyIndex } from '../../shared/index/residency-index.js';
 import { envInt } from '../helpers/fuzz.js';
 
 const RUNS = envInt('FC_RESIDENCY_RUNS', 150);

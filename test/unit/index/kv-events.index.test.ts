@@ -276,7 +276,6 @@ describe('kv-events §6 building from a snapshot', () => {
     const skipped = noSkips();
     index.addSnapshotBlock(snapshotBlock(11, null, range(1, 4), BOTH), skipped);
     index.addSnapshotBlock(snapshotBlock(12, 11, range(5, 8), H), skipped);
-    index.finishSnapshot();
     expect(residency(index, K0_HEX)).to.equal(BOTH);
     expect(residency(index, K1_HEX)).to.equal(H);
     expect([index.entryCount, index.deviceBlocks, index.hostBlocks]).to.deep.equal([3, 1, 2]);
@@ -293,7 +292,6 @@ describe('kv-events §6 building from a snapshot', () => {
     index.addSnapshotBlock(snapshotBlock(51, 50, range(20, 23), D), skipped);
     index.addSnapshotBlock(snapshotBlock(52, 51, range(24, 27), BOTH), skipped);
     index.addSnapshotBlock(snapshotBlock(60, null, [9, 9, 9, 9], H, true), skipped);
-    index.finishSnapshot();
     expect(skipped).to.deep.equal({ outOfScope: 1, descendant: 1, orphan: 1 });
     expect([index.recordCount, index.entryCount, index.deviceBlocks, index.hostBlocks]).to.deep.equal([5, 6, 2, 0]);
     expect(hits(index, range(1, 8))).to.deep.equal([8, 0, 8]);
@@ -630,7 +628,6 @@ describe('kv-events §5 index agrees with a reference model (property)', () => {
           const parent = PARENT.get(id);
           snap.addSnapshotBlock(snapshotBlock(HASH[id], parent === undefined ? null : HASH[parent], TOKENS[id], rec.tiers as 1 | 2 | 3), skipped);
         }
-        snap.finishSnapshot();
         expect(live.sameStateAs(snap)).to.equal(true);
         expect(snap.sameStateAs(live)).to.equal(true);
         expect(snap.entryCount).to.equal(live.entryCount);

@@ -3,7 +3,8 @@
 // with no holder stop counting at once and are deleted by the incremental sweep as updates come.
 import { expect } from 'chai';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
-import { MAX_SLOTS, ResidencyIndex } from '../../../shared/index/residency-index.js';
+import { MAX_SLOTS } from '../../../shared/index/holder-sets.js';
+import { ResidencyIndex } from '../../../shared/index/residency-index.js';
 
 const BS = 4;
 
