@@ -139,7 +139,17 @@ describe('discovery.md Instance states (real etcd)', function () {
   it('LEASE_LOST without heartbeats for the timeout becomes SUSPECT; a heartbeat then gives LEASE_LOST, never ACTIVE', async () => {
     await startDirectory({ leaseLostHeartbeatTimeoutMs: 300, detectDisconnectedInstanceIntervalS: 30 });
     const engine = await startEngine({ heartbeatIntervalMs: 60000 }); // one heartbeat at start, then silence
-    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 15000, 'registered');
+    // That first heartbeat can reach the directory before its etcd watch has seen the key (and is
+    // refused); until the instance is a candidate, heartbeat again at most every 500 ms.
+    let nextHeartbeatAt = performance.now() + 500;
+    await waitFor(async () => {
+      if (svc!.instance(engine.name)?.routingCandidate) return true;
+      if (performance.now() >= nextHeartbeatAt) {
+        nextHeartbeatAt = performance.now() + 500;
+        await engine.heartbeatNow();
+      }
+      return false;
+    }, 15000, 'registered');
     await engine.loseLease();
     await waitFor(() => state(engine.name) === 'SUSPECT', 15000, 'SUSPECT after heartbeat timeout');
     const reasons = changes.filter((c) => c.kind === 'state').map((c) => (c.kind === 'state' ? `${c.from}->${c.to}:${c.reason}` : ''));
