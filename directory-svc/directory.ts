@@ -3,6 +3,11 @@
  * query view, §10 counters). Thin on purpose: each subscriber owns its sockets, state machine and
  * index; this class only adds, removes and reads them. Static streams come from the kv-events
  * config at start; discovery calls `addStream` / `removeStream` at run time.
+ *
+ * Who hears about a stream is decided here and nowhere else: every `StreamTracker` in
+ * `trackers` (main.ts: the view publisher, the stream metrics) is told when a stream opens and
+ * gets back its part of the stream's one observer (subscription/stream-observer.ts); from then
+ * on the subscriber pushes every change, and its close, to all of them in that order.
  */
 import type { Logger } from '../shared/log/logger.js';
 import { silentLogger } from '../shared/log/logger.js';
@@ -15,6 +20,7 @@ import { byNameThenRank, streamKey } from '../shared/keys/stream-key.js';
 import { DomainError } from '../shared/errors/domain-error.js';
 import type { StreamState } from './subscription/stream-state.js';
 import type { StreamCounters } from './subscription/stream-subscriber.js';
+import { StreamObservers, type StreamListener, type StreamObserver } from './subscription/stream-observer.js';
 
 /** One stream's identity, addresses, block size and topic, with the exact hash seed (§4). */
 export interface StreamSpec extends Omit<StaticStreamConfig, 'hashSeed'> {
@@ -42,29 +48,22 @@ export interface DirectoryStream {
   readonly counters: StreamCounters;
   /** The stream's published query view: never a half-built index (kv-events §7.2 step 4). */
   toQueryable(): QueryableStream;
+  /** Sets the stream's one observer, told the current state at once (before `start`). */
+  observe(observer: StreamObserver): void;
   start(): void | Promise<void>;
+  /** Tells the observer `streamClosed` first, then stops. */
   close(): void | Promise<void>;
 }
 
-/**
- * `stream` with `beforeClose` run first when it is closed: how the view and the metrics wrap a
- * stream so that closing it also takes it out of them.
- */
-export function closingAlso(stream: DirectoryStream, beforeClose: () => void): DirectoryStream {
-  return {
-    get state() {
-      return stream.state;
-    },
-    get counters() {
-      return stream.counters;
-    },
-    toQueryable: () => stream.toQueryable(),
-    start: () => stream.start(),
-    close: async () => {
-      beforeClose();
-      await stream.close();
-    },
-  };
+/** A stream the directory has just opened (not yet started). */
+export interface OpenedStream {
+  readonly config: SubscriberStreamConfig;
+  readonly stream: DirectoryStream;
+}
+
+/** A party told about every stream: what it listens to of each (its part of the fan-out). */
+export interface StreamTracker {
+  streamOpened(opened: OpenedStream): StreamListener;
 }
 
 /** Builds (but does not start) a subscriber; main.ts passes the real one, tests may pass others. */
@@ -118,6 +117,8 @@ export interface DirectoryOptions {
   readonly maxStreams: number;
   readonly limits: StreamLimits;
   readonly createStream: DirectoryStreamFactory;
+  /** Told about every stream, in this order (composed in main.ts); none by default. */
+  readonly trackers?: readonly StreamTracker[];
   readonly logger?: Logger;
   /** Clock for stats (passed in so tests can set it). */
   readonly nowMs?: () => number;
@@ -144,8 +145,8 @@ export class Directory {
   }
 
   /** A directory with no streams (empty `--kv_events_config_file`). */
-  static disabled(createStream: DirectoryStreamFactory, limits: StreamLimits, logger?: Logger): Directory {
-    return new Directory({ enabled: false, streamSource: '', maxStreams: 0, limits, createStream, ...(logger ? { logger } : {}) });
+  static disabled(createStream: DirectoryStreamFactory, limits: StreamLimits, logger?: Logger, trackers?: readonly StreamTracker[]): Directory {
+    return new Directory({ enabled: false, streamSource: '', maxStreams: 0, limits, createStream, ...(logger ? { logger } : {}), ...(trackers ? { trackers } : {}) });
   }
 
   get enabled(): boolean {
@@ -186,6 +187,8 @@ export class Directory {
       throw new DirectoryStreamError('duplicate_stream', `(${cfg.instanceName}, dp_rank ${cfg.dpRank}) already subscribed`);
     }
     this.entries.set(key, { cfg: subCfg, stream });
+    const opened: OpenedStream = { config: subCfg, stream };
+    stream.observe(new StreamObservers((this.opts.trackers ?? []).map((t) => t.streamOpened(opened))));
     this.log.info(
       { instance: cfg.instanceName, dp_rank: cfg.dpRank, engine_kind: cfg.engineKind, endpoint: cfg.endpoint, replay_endpoint: cfg.replayEndpoint },
       'stream added',

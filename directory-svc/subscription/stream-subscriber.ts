@@ -25,7 +25,6 @@
  *   until the next interval (not a reconcile failure): reconciliations never queue behind
  *   recoveries. Each slot is released when its exchange ends or is cancelled.
  */
-import { EventEmitter } from 'node:events';
 import { replaysHistory } from '../../shared/config/engine-kind.js';
 import type { EngineKind } from '../../shared/config/engine-kind.js';
 import type { EngineIdentitySource } from '../engines/engine-identity.js';
@@ -41,7 +40,7 @@ import type { StreamError } from '../errors/stream-errors.js';
 import { ResidencyGroups } from '../../shared/index/residency-groups.js';
 import { ServedResidency } from '../index/served-residency.js';
 import { StreamIndex } from '../index/stream-index.js';
-import type { ResidencyObserver, SkipCounters } from '../index/stream-index.js';
+import type { SkipCounters } from '../index/stream-index.js';
 import type { QueryableStream } from '../index/stream-query.js';
 import { RecoveryBackoff } from '../recovery/backoff.js';
 import { isAdmissionCancelled } from '../recovery/recovery-admission.js';
@@ -57,6 +56,7 @@ import type { Cancellable, HistoryHost } from './history-recovery.js';
 import { classifySeq, gapError, seqResetError } from './sequence-rules.js';
 import { IllegalTransitionError, isAllowedTransition } from './stream-state.js';
 import type { StreamState } from './stream-state.js';
+import { UNOBSERVED, type ReconcileOutcome, type StreamObserver } from './stream-observer.js';
 import type { StreamLimits } from '../../shared/config/kv-events-config.js';
 
 /** One stream (§9 static `streams` entry, or derived from discovery). */
@@ -99,14 +99,6 @@ export interface StreamSubscriberDeps {
   /** Monotonic clock for the §7.4 10 s stability window (default performance.now); injected by tests. */
   nowMs?: () => number;
   /**
-   * Residency changes of the SERVED index only (view deltas): changes while building F, a
-   * restore or a reconciliation candidate are never reported; their publication is a 'view'
-   * event of kind 'reset', after which the whole index replaces the stream's residency. Leaving
-   * SYNCHRONIZED (a 'state' event) empties the stream's residency, including any change
-   * reported by a batch that then failed part-way (§5.2: partial effects are never served).
-   */
-  onResidencyChange?: ResidencyObserver;
-  /**
    * Directory-wide cap on concurrent snapshot exchanges, one instance shared by every stream.
    * Absent: every exchange starts at once (the §7 behaviour as written).
    */
@@ -118,9 +110,6 @@ export interface StreamSubscriberDeps {
    */
   residencyGroups?: ResidencyGroups;
 }
-
-/** 'batch': one live batch applied in place; 'reset': a new index swapped in (§7.2–§7.5). */
-export type ViewChange = 'batch' | 'reset';
 
 /** §7.5 check in progress: the snapshot exchange, then the wait for `last ≥ W − 1`. */
 interface ReconcileCheck {
@@ -164,17 +153,14 @@ function asStreamError(e: unknown): StreamError {
   return new ParseError(`unexpected failure: ${e instanceof Error ? e.message : String(e)}`);
 }
 
-/** Outcome of one §7.5 check, emitted as 'reconcile' (metrics, logs, tests). */
-export type ReconcileOutcome = 'equal' | 'replaced' | 'lost' | 'abandoned' | 'failed';
-
 /**
- * Events: 'state' (state, error) on every transition; 'view' (ViewChange) after each applied
- * batch ('batch') or atomic swap ('reset'; the 'state' event entering SYNCHRONIZED comes first);
- * 'backoff' (delayMs, failures) when a §7.4 delay is chosen; 'reconcile' (outcome) when a
- * §7.5 check ends ('equal', 'replaced' = silent loss found, 'lost' = not reached, 'abandoned' =
- * reconcile_failures, 'failed' = the reply's error moved the stream out of SYNCHRONIZED).
+ * Everything the subscriber does is told to its one observer (stream-observer.ts: state moves,
+ * applied batches, index swaps, residency changes of the served index, backoff, reconciliation),
+ * set by `observe` before `start`. A listener leaving SYNCHRONIZED drops the stream's residency,
+ * including any change reported by a batch that then failed part-way (§5.2: partial effects are
+ * never served).
  */
-export class StreamSubscriber extends EventEmitter {
+export class StreamSubscriber {
   readonly config: StreamConfig;
   readonly limits: StreamLimits;
   readonly counters: StreamCounters;
@@ -183,7 +169,7 @@ export class StreamSubscriber extends EventEmitter {
   private readonly logger: Logger;
   private readonly random: () => number;
   private readonly nowMs: () => number;
-  private readonly residencyObserver: ResidencyObserver | undefined;
+  private observer: StreamObserver = UNOBSERVED;
   private readonly admission: RecoveryAdmission | undefined;
   /** The served index's residency in the shared group (the §8 query view). */
   private readonly served: ServedResidency;
@@ -214,7 +200,6 @@ export class StreamSubscriber extends EventEmitter {
   private closed = false;
 
   private constructor(cfg: StreamConfig, limits: StreamLimits, hasher: ContentKeyHasher, deps: StreamSubscriberDeps) {
-    super();
     this.config = Object.freeze({ ...cfg });
     this.limits = Object.freeze({ ...limits });
     this.hasher = hasher;
@@ -225,18 +210,8 @@ export class StreamSubscriber extends EventEmitter {
     });
     this.random = deps.random ?? Math.random;
     this.nowMs = deps.nowMs ?? (() => performance.now());
-    this.residencyObserver = deps.onResidencyChange;
     this.admission = deps.recoveryAdmission;
     this.served = new ServedResidency(deps.residencyGroups ?? new ResidencyGroups(), cfg.blockSize, hasher);
-    // The group follows the served index as the view stream does: a reset on every swap, empty
-    // outside SYNCHRONIZED. Registered first, so it is current before any other listener runs
-    // (entering SYNCHRONIZED, `live` is already the index about to be announced by 'reset').
-    this.on('state', (state: StreamState) => {
-      this.served.serve(state === 'SYNCHRONIZED' ? this.live : null);
-    });
-    this.on('view', (change: ViewChange) => {
-      if (change === 'reset') this.served.serve(this.live);
-    });
     this.decodeOpts = {
       topic: Buffer.from(cfg.topic, 'utf8'),
       dpRank: cfg.dpRank,
@@ -263,6 +238,16 @@ export class StreamSubscriber extends EventEmitter {
   static async create(cfg: StreamConfig, limits: StreamLimits, deps: StreamSubscriberDeps = {}): Promise<StreamSubscriber> {
     const hasher = await ContentKeyHasher.forSeed(cfg.hashSeed);
     return new StreamSubscriber(cfg, limits, hasher, deps);
+  }
+
+  /**
+   * Sets the one observer of this stream (the Directory's fan-out, or a test's) and tells it the
+   * current state at once. Call before `start`; a second call replaces the first.
+   */
+  observe(observer: StreamObserver): void {
+    if (this.closed) return;
+    this.observer = observer;
+    observer.stateChanged(this.current, this.lastError, this.last);
   }
 
   /** Connects the event socket; the stream stays CONNECTING until its connected event. */
@@ -293,6 +278,10 @@ export class StreamSubscriber extends EventEmitter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Listeners first, so none of them sees the stream half closed (e.g. the view drops it).
+    const observer = this.observer;
+    this.observer = UNOBSERVED;
+    observer.streamClosed();
     this.cancelExchange();
     this.cancelBackoff();
     this.cancelReconcile(false);
@@ -301,7 +290,6 @@ export class StreamSubscriber extends EventEmitter {
     this.socket = null;
     this.live = null;
     this.served.close();
-    this.removeAllListeners();
   }
 
   get state(): StreamState {
@@ -347,7 +335,7 @@ export class StreamSubscriber extends EventEmitter {
 
   /**
    * The one place the state changes: checks the move against the §7 table, runs the exit and
-   * entry rules, records the error, counts, logs and emits 'state'.
+   * entry rules, records the error, counts, logs and tells the observer.
    */
   private transition(next: StreamState, error: StreamError | null): void {
     const prev = this.current;
@@ -359,7 +347,7 @@ export class StreamSubscriber extends EventEmitter {
       // §7.5: leaving SYNCHRONIZED abandons a check in progress (reconcile_failures).
       if (this.reconcile !== null || this.historyCheck !== null) {
         this.cancelReconcile(true);
-        this.emit('reconcile', 'abandoned');
+        this.observer.reconcileEnded('abandoned');
       }
       this.backoff.onSyncLost(now);
     } else if (prev === 'RECOVERING') {
@@ -383,7 +371,9 @@ export class StreamSubscriber extends EventEmitter {
     }
     if (error !== null) this.logger.warn({ from: prev, to: next, error: errorText(error) }, 'stream state');
     else this.logger.info({ from: prev, to: next, sequence: this.last.toString() }, 'stream state');
-    this.emit('state', next, this.lastError);
+    // The query view's group first: it is current before any listener runs.
+    this.served.serve(next === 'SYNCHRONIZED' ? this.live : null);
+    this.observer.stateChanged(next, this.lastError, this.last);
   }
 
   private onConnected(): void {
@@ -485,7 +475,7 @@ export class StreamSubscriber extends EventEmitter {
       this.counters.batchesApplied++;
       if (this.reconcile !== null) this.reconcileOnApplied(this.reconcile, batch);
       this.history?.onLiveApplied(batch.seq);
-      this.emit('view', 'batch');
+      this.announceBatch();
       return;
     }
     let err: StreamError;
@@ -523,7 +513,7 @@ export class StreamSubscriber extends EventEmitter {
       if (this.current !== 'RECOVERING') return;
     }
     const delay = delayPaid ? 0 : this.backoff.nextDelayMs(this.random);
-    if (!delayPaid) this.emit('backoff', delay, this.backoff.failures);
+    if (!delayPaid) this.observer.backoffChosen(delay, this.backoff.failures);
     if (delay <= 0) {
       this.startRecoveryExchange();
       return;
@@ -621,7 +611,7 @@ export class StreamSubscriber extends EventEmitter {
     addSkips(this.counters.skipped, skipped);
     this.counters.recoveriesOk++;
     this.transition('SYNCHRONIZED', null);
-    this.emit('view', 'reset');
+    this.announceIndex();
   }
 
   /** RECOVERING → UNSYNCHRONIZED: F and the buffer are discarded (by the transition). */
@@ -642,7 +632,7 @@ export class StreamSubscriber extends EventEmitter {
   private scheduleRetry(): void {
     this.cancelBackoff();
     const delay = this.backoff.nextDelayMs(this.random);
-    this.emit('backoff', delay, this.backoff.failures);
+    this.observer.backoffChosen(delay, this.backoff.failures);
     this.backoffTimer = setTimeout(() => {
       this.backoffTimer = null;
       if (!this.closed && this.current === 'UNSYNCHRONIZED') this.enterRecovering(null, null, true);
@@ -669,7 +659,7 @@ export class StreamSubscriber extends EventEmitter {
     addSkips(this.counters.skipped, skipped);
     this.counters.restores++;
     this.transition('SYNCHRONIZED', null);
-    this.emit('view', 'reset');
+    this.announceIndex();
     return true;
   }
 
@@ -788,7 +778,7 @@ export class StreamSubscriber extends EventEmitter {
       addSkips(this.counters.skipped, check.skipped);
       this.counters.silentLoss++;
       this.logger.warn({ sequence: this.last.toString() }, 'reconciliation found silent loss; index replaced');
-      this.emit('view', 'reset');
+      this.announceIndex();
       this.endReconcile('replaced');
       return;
     }
@@ -804,7 +794,7 @@ export class StreamSubscriber extends EventEmitter {
     addSkips(this.counters.skipped, check.skipped);
     this.counters.silentLoss++;
     this.logger.warn({ lost_from: lostFrom.toString(), lost_to: this.last.toString() }, 'reconciliation found lost batches; index replaced');
-    this.emit('view', 'reset');
+    this.announceIndex();
     this.endReconcile('lost');
   }
 
@@ -812,7 +802,7 @@ export class StreamSubscriber extends EventEmitter {
   private endReconcile(outcome: ReconcileOutcome): void {
     this.cancelReconcile(outcome === 'abandoned');
     if (this.current === 'SYNCHRONIZED') this.armResync();
-    this.emit('reconcile', outcome);
+    this.observer.reconcileEnded(outcome);
   }
 
   private cancelReconcile(countFailure: boolean): void {
@@ -854,7 +844,7 @@ export class StreamSubscriber extends EventEmitter {
         addSkips(this.counters.skipped, skipped);
         this.counters.recoveriesOk++;
         this.transition('SYNCHRONIZED', null);
-        this.emit('view', 'reset');
+        this.announceIndex();
       },
       abortRecovery: (err) => {
         if (this.current === 'RECOVERING') this.abortRecovery(err);
@@ -881,7 +871,7 @@ export class StreamSubscriber extends EventEmitter {
     this.cancelBackoff();
     if (this.history === null || !this.history.hasReplayEndpoint) return;
     const delay = this.limits.resyncIntervalMs > 0 ? this.limits.resyncIntervalMs : HISTORY_LOST_RETRY_DEFAULT_MS;
-    this.emit('backoff', delay, this.backoff.failures);
+    this.observer.backoffChosen(delay, this.backoff.failures);
     this.backoffTimer = setTimeout(() => {
       this.backoffTimer = null;
       if (!this.closed && this.current === 'UNSYNCHRONIZED') this.enterRecovering(null, null, true);
@@ -898,7 +888,7 @@ export class StreamSubscriber extends EventEmitter {
         (this.live as StreamIndex).applyEvents(batch.events, this.counters.skipped);
         this.last = batch.seq;
         this.counters.batchesApplied++;
-        this.emit('view', 'batch');
+        this.announceBatch();
       },
       (result) => {
         if (this.historyCheck !== check || this.closed || this.current !== 'SYNCHRONIZED') return;
@@ -910,13 +900,13 @@ export class StreamSubscriber extends EventEmitter {
             this.logger.warn({ sequence: this.last.toString() }, 'reconciliation found unseen history batches; applied');
           }
           this.armResync();
-          this.emit('reconcile', result.kind);
+          this.observer.reconcileEnded(result.kind);
         } else if (result.kind === 'failed' && result.error.class === 'timeout') {
           this.counters.reconcileFailures++;
           this.armResync();
-          this.emit('reconcile', 'abandoned');
+          this.observer.reconcileEnded('abandoned');
         } else {
-          this.emit('reconcile', 'failed');
+          this.observer.reconcileEnded('failed');
           if (result.kind === 'lost') this.historyLost(result.error);
           else if (result.kind === 'failed') this.loseSync(result.error);
         }
@@ -924,14 +914,28 @@ export class StreamSubscriber extends EventEmitter {
     );
   }
 
+  // ---- what the observer is told -----------------------------------------------------------
+
+  /** After one live batch applied in place to the served index. */
+  private announceBatch(): void {
+    const live = this.live as StreamIndex;
+    this.observer.batchApplied(this.last, live.deviceBlocks, live.hostBlocks);
+  }
+
+  /** After `live` was swapped in (the transition into SYNCHRONIZED, if any, came first). */
+  private announceIndex(): void {
+    const live = this.live as StreamIndex;
+    this.served.serve(live);
+    this.observer.indexReplaced(this.last, live, live.exportResidency());
+  }
+
   // ---- helpers ------------------------------------------------------------------------------
 
   /**
    * A fresh index with one forwarding closure (per index, not per event) that reports to the
-   * shared group and the residency observer only while that index is the one being served.
+   * shared group and the observer only while that index is the one being served.
    */
   private newIndex(): StreamIndex {
-    const observer = this.residencyObserver;
     const served = this.served;
     const index: StreamIndex = new StreamIndex({
       blockSize: this.config.blockSize,
@@ -940,7 +944,7 @@ export class StreamSubscriber extends EventEmitter {
       onResidencyChange: (words, offset, oldTiers, newTiers) => {
         if (this.live !== index || this.current !== 'SYNCHRONIZED') return;
         served.change(index, words, offset, newTiers);
-        observer?.(words, offset, oldTiers, newTiers);
+        this.observer.residencyChanged(words, offset, oldTiers, newTiers);
       },
     });
     return index;

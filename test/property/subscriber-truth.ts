@@ -29,8 +29,11 @@ class TruthChecker {
     private readonly history: EngineHistory,
   ) {
     const check = (what: string): void => this.check(what);
-    rig.sub.on('state', (s: StreamState) => check(`state ${s}`));
-    rig.sub.on('view', (kind: string) => check(`view ${kind}`));
+    rig.listen({
+      stateChanged: (s: StreamState) => check(`state ${s}`),
+      batchApplied: () => check('view batch'),
+      indexReplaced: () => check('view reset'),
+    });
   }
 
   /** Runs synchronously inside the subscriber's emit: what it sees is exactly what a query would. */
