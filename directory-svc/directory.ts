@@ -19,7 +19,7 @@ import type { QueryResult } from '../shared/view/query-result.js';
 import { byNameThenRank, streamKey } from '../shared/keys/stream-key.js';
 import { DomainError } from '../shared/errors/domain-error.js';
 import type { StreamState } from './subscription/stream-state.js';
-import type { StreamCounters } from './subscription/stream-subscriber.js';
+import type { StreamCounters } from './subscription/stream-counters.js';
 import { StreamObservers, type StreamListener, type StreamObserver } from './subscription/stream-observer.js';
 
 /** One stream's identity, addresses, block size and topic, with the exact hash seed (§4). */

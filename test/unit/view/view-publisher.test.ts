@@ -12,7 +12,7 @@ import type { PlanExclusion } from '../../../directory-svc/discovery/stream-plan
 import { StreamIndex, type SkipCounters } from '../../../directory-svc/index/stream-index.js';
 import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
 import type { StreamState } from '../../../directory-svc/subscription/stream-state.js';
-import type { StreamCounters } from '../../../directory-svc/subscription/stream-subscriber.js';
+import type { StreamCounters } from '../../../directory-svc/subscription/stream-counters.js';
 import { StreamObservers, UNOBSERVED, type ServedIndex, type StreamObserver } from '../../../directory-svc/subscription/stream-observer.js';
 import { Directory } from '../../../directory-svc/directory.js';
 import { DEFAULT_STREAM_LIMITS } from '../../../shared/config/kv-events-config.js';

@@ -34,10 +34,11 @@ import { HistoryLostError, ParseError, isStreamError } from '../errors/stream-er
 import type { StreamError } from '../errors/stream-errors.js';
 import type { EngineIdentity, EngineIdentitySource } from '../engines/engine-identity.js';
 import type { SkipCounters, StreamIndex } from '../index/stream-index.js';
-import { HistoryExchange } from '../recovery/history-exchange.js';
-import type { HistoryOutcome } from '../recovery/history-exchange.js';
-import type { RecoveryBuffer } from '../recovery/recovery-buffer.js';
+import { HistoryExchange } from './history-exchange.js';
+import type { HistoryOutcome } from './history-exchange.js';
+import type { RecoveryBuffer } from './recovery-buffer.js';
 import { gapError } from './sequence-rules.js';
+import type { Cancellable } from './recovery-session.js';
 
 /** engines.md §3 rule 1: history_lost retries at most this often when resync_interval_ms is 0. */
 export const HISTORY_LOST_RETRY_DEFAULT_MS = 30_000;
@@ -66,9 +67,6 @@ export interface HistoryHost {
   exchangeEnded(): void;
 }
 
-export interface Cancellable {
-  cancel(): void;
-}
 
 /** The rule 1 / 2 wording of `error`, exactly as engines.md §3 writes it. */
 export function historyLostError(startsAt: bigint, needed: bigint): HistoryLostError {
