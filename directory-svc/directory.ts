@@ -13,33 +13,14 @@ import type { Logger } from '../shared/log/logger.js';
 import { silentLogger } from '../shared/log/logger.js';
 import type { StaticStreamConfig, StreamLimits } from '../shared/config/kv-events-config.js';
 import { DEFAULT_ENGINE_KIND, type EngineKind } from '../shared/config/engine-kind.js';
-import type { EngineIdentitySource } from './engines/engine-identity.js';
 import { StreamQuery, type QueryableStream } from './index/stream-query.js';
 import type { QueryResult } from '../shared/view/query-result.js';
 import { byNameThenRank, streamKey } from '../shared/keys/stream-key.js';
 import { DomainError } from '../shared/errors/domain-error.js';
 import type { StreamState } from './subscription/stream-state.js';
 import type { StreamCounters } from './subscription/stream-counters.js';
+import type { StreamConfig, StreamSpec, SubscriberStreamConfig } from './subscription/stream-config.js';
 import { StreamObservers, type StreamListener, type StreamObserver } from './subscription/stream-observer.js';
-
-/** One stream's identity, addresses, block size and topic, with the exact hash seed (§4). */
-export interface StreamSpec extends Omit<StaticStreamConfig, 'hashSeed'> {
-  readonly hashSeed: bigint;
-}
-
-/** One stream as a subscriber takes it. */
-export interface SubscriberStreamConfig extends StreamSpec {
-  /** engines.md §1: `xllm` for etcd and (unless configured) static streams; the engine's kind for engines-file streams. */
-  readonly engineKind: EngineKind;
-  /** engines.md §3 rule 4: the engines-file scraper of the stream's engine (absent: no identity source). */
-  readonly identity?: EngineIdentitySource;
-  /** Discovery streams: the registration subscribed for (the view stream's stream identity). */
-  readonly incarnationId?: string | null;
-  readonly generation?: number;
-}
-
-/** What `addStream` takes besides a static entry: a subscriber config whose kind defaults to `xllm`. */
-export type StreamToAdd = Omit<SubscriberStreamConfig, 'engineKind'> & { readonly engineKind?: EngineKind };
 
 /** What the directory needs from one running subscriber (the subscription module's surface). */
 export interface DirectoryStream {
@@ -162,7 +143,7 @@ export class Directory {
    * stream beyond max_streams (kv-events §9). Resolves once the subscriber has started (its
    * sockets connect in the background; the stream reports CONNECTING until then).
    */
-  async addStream(cfg: StaticStreamConfig | StreamToAdd): Promise<void> {
+  async addStream(cfg: StaticStreamConfig | StreamConfig): Promise<void> {
     if (this.closed) throw new DirectoryStreamError('closed', 'directory is closed');
     if (!this.opts.enabled) throw new DirectoryStreamError('disabled', 'directory disabled (no --kv_events_config_file)');
     const key = streamKey(cfg.instanceName, cfg.dpRank);

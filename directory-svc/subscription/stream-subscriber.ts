@@ -28,8 +28,6 @@
  * machine that drives them.
  */
 import { replaysHistory } from '../../shared/config/engine-kind.js';
-import type { EngineKind } from '../../shared/config/engine-kind.js';
-import type { EngineIdentitySource } from '../engines/engine-identity.js';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import type { Logger } from '../../shared/log/logger.js';
@@ -62,25 +60,7 @@ import type { StreamState } from './stream-state.js';
 import { addSkips, countSyncLost, newStreamCounters, zeroSkips, type StreamCounters } from './stream-counters.js';
 import { UNOBSERVED, type StreamObserver } from './stream-observer.js';
 import type { StreamLimits } from '../../shared/config/kv-events-config.js';
-
-/** One stream (§9 static `streams` entry, or derived from discovery). */
-export interface StreamConfig {
-  instanceName: string;
-  dpRank: number;
-  blockSize: number;
-  /** Event endpoint, connectable `tcp://host:port` (§1). */
-  endpoint: string;
-  /** Snapshot endpoint, connectable `tcp://host:port` (§1). */
-  replayEndpoint: string;
-  /** Exact frame-0 topic (§2); '' by default. */
-  topic: string;
-  /** Content-key seed (§4), default 1024. */
-  hashSeed: bigint;
-  /** engines.md §1; absent = xllm. vllm/sglang recover from history (history-recovery.ts). */
-  engineKind?: EngineKind;
-  /** engines.md §3 rule 4: lets a vllm/sglang stream resume its index after a reconnect. */
-  identity?: EngineIdentitySource;
-}
+import type { StreamConfig } from './stream-config.js';
 
 export interface StreamSubscriberDeps {
   logger?: Logger;

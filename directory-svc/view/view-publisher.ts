@@ -42,6 +42,7 @@ import type { InstanceChange, InstanceView } from '../discovery/instance-table.j
 import type { InflightSource } from '../inflight/inflight-service.js';
 import type { StreamState } from '../subscription/stream-state.js';
 import type { ExportedResidency, ServedIndex, StreamListener } from '../subscription/stream-observer.js';
+import type { StreamConfig } from '../subscription/stream-config.js';
 import { ChangeLog } from './change-log.js';
 import { ResidencyBuffer, mergeResidency } from './residency-buffer.js';
 import { MAX_VIEW_MESSAGE_BYTES, snapshotMessages, type LazyMessage } from './snapshot-parts.js';
@@ -50,16 +51,8 @@ import { ViewWatcher, type ViewSink } from './view-watcher.js';
 import type { WireViewDelta, WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
 import { toWireViewInstance } from './view-wire.js';
 
-/** A stream as the view shows it: subscriber config plus, for discovery streams, the registration. */
-export interface ViewStreamIdentity {
-  readonly instanceName: string;
-  readonly dpRank: number;
-  readonly blockSize: number;
-  readonly hashSeed: bigint;
-  /** The registration the stream was subscribed for; null/absent for static streams. */
-  readonly incarnationId?: string | null;
-  readonly generation?: number;
-}
+/** A stream as the view shows it: identity, key space and, for discovery streams, the registration (absent for static ones). */
+export type ViewStreamIdentity = Pick<StreamConfig, 'instanceName' | 'dpRank' | 'blockSize' | 'hashSeed' | 'incarnationId' | 'generation'>;
 
 /** The instance table as discovery exposes it (`DiscoveryService` satisfies it). */
 export interface InstanceTableSource {
