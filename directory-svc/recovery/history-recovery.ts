@@ -56,7 +56,7 @@ export interface HistoryHost {
   readonly buffer: RecoveryBuffer;
   newIndex(): StreamIndex;
   zeroSkips(): SkipCounters;
-  /** RECOVERING → SYNCHRONIZED with `index` as the live index and `last`; one 'view' reset. */
+  /** RECOVERING → SYNCHRONIZED with `index` as the live index and `last`; one indexReplaced. */
   publishRecovered(index: StreamIndex, last: bigint, applied: number, skipped: SkipCounters): void;
   /** RECOVERING → UNSYNCHRONIZED with the §7.4 retry. */
   abortRecovery(err: StreamError): void;

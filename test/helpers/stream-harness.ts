@@ -146,7 +146,7 @@ export interface StreamRigOptions {
 export class StreamRig {
   readonly samples: Sample[] = [];
   readonly states: StreamState[] = [];
-  /** The `error` carried by each 'state' event, parallel to `states`. */
+  /** The `error` told with each state move, parallel to `states`. */
   readonly errors: string[] = [];
   readonly backoffs: { delayMs: number; failures: number }[] = [];
   readonly reconciles: ReconcileOutcome[] = [];

@@ -5,8 +5,9 @@
 //   StreamSubscriber DEALER ──["", start_seq]──▶ ROUTER (replayPort)
 //                           ◀──["", W, chunk]… ["", ff×8, ""]──
 //
-// Every test samples the query view on every 'state' and 'view' event: outside SYNCHRONIZED the
-// index must be null, and hits are counted on the stream's slot of its shared residency group.
+// Every test samples the query view on every state move, applied batch and index swap: outside
+// SYNCHRONIZED the index must be null, and hits are counted on the stream's slot of its shared
+// residency group.
 // No timing assertions: waits are on states, events and counters. The rig (publisher +
 // subscriber + sample log) is the shared one in test/helpers/stream-harness.ts.
 import { expect } from 'chai';

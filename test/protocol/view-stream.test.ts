@@ -4,7 +4,7 @@
 // ordered deltas to a plain Map model (test/helpers/view-model.ts) that must equal the directory's
 // own index after every phase.
 //
-//   RankPublisher ──PUB/ROUTER──▶ StreamSubscriber ──onResidencyChange, 'state'/'view'──▶ ViewPublisher
+//   RankPublisher ──PUB/ROUTER──▶ StreamSubscriber ──StreamObserver (Directory trackers)──▶ ViewPublisher
 //                                        │ (Directory)                                      │ WatchView
 //                                        ▼                                                  ▼
 //                                   StreamIndex.exportResidency  ══ must equal ══  client ViewModel
