@@ -8,7 +8,8 @@
  * and ends when a load report for its instance is accepted after that date, or INFLIGHT_TTL_MS
  * after it, or when its router reports the engine answered it (oldest of that router's first,
  * as the router ends its own count: replicas then agree on a request's end to within the
- * report interval, instead of the others counting it until the engine's next heartbeat). Pure: time comes in as arguments; `onChange` names each instance whose shares changed.
+ * report interval, instead of the others counting it until the engine's next heartbeat).
+ * Pure: time comes in as arguments; `onChange` names each instance whose shares changed.
  */
 import type { WireInflightShare } from '../../shared/view/view-wire.js';
 
@@ -44,7 +45,9 @@ class InstanceInflight {
       left -= take;
     }
     if (left === n) return false;
-    this.entries = this.entries.filter((e) => e.count > 0);
+    let kept = 0;
+    for (const e of this.entries) if (e.count > 0) this.entries[kept++] = e;
+    this.entries.length = kept;
     return true;
   }
 
