@@ -145,4 +145,6 @@ export interface WireInflightDecisions {
   count: number;
   /** ms from the newest of these decisions to the send, on the router's monotonic clock. */
   age_ms: number;
+  /** This router's earlier-reported decisions for the instance the engine has answered since (absent or 0 from older routers). */
+  answered?: number;
 }
