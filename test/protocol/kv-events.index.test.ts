@@ -46,7 +46,9 @@ function counts(m: StreamMatch): { device: number; hostOnly: number; reusable: n
 describe('kv-events §12 index (I1–I10) over real ZeroMQ', function () {
   this.timeout(30_000);
   const rigs = new OpenRigs();
-  const open = (opts?: StreamRigOptions): Promise<StreamRig> => rigs.open(opts);
+  // faultThenRecover demands exactly one recovery per fault: a snapshot fetch slower than the
+  // harness's 300 ms replay timeout on a loaded host would add a retry. No test here times one out.
+  const open = (opts?: StreamRigOptions): Promise<StreamRig> => rigs.open({ ...opts, limits: { replayTimeoutMs: 3000, ...opts?.limits } });
 
   afterEach(() => rigs.closeAll());
 
