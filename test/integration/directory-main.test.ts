@@ -3,7 +3,6 @@
 // Bad flags and configs exit 2 with one stderr line naming the field; a good config serves gRPC
 // on a free port and stops with exit 0 on SIGTERM / SIGINT.
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,27 +13,21 @@ import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-pro
 import type { WireListStreamsResponse, WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import { freePort, waitFor } from '../helpers/ports.js';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-interface Run {
-  child: ChildProcess;
-  stdout: string;
-  stderr: string;
-  exited: Promise<number | null>;
+/** A directory-svc process of this test (`node --import tsx`, so no build is needed). */
+function startMain(args: string[], env: Record<string, string>): ServiceProcess {
+  return ServiceProcess.spawn({ name: 'directory-svc', entry: 'directory-svc/main.ts', args, cwd: ROOT, env: { ...process.env, ...env } });
 }
 
-function startMain(args: string[], env: Record<string, string> = {}): Run {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'directory-svc/main.ts', ...args], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const run: Run = { child, stdout: '', stderr: '', exited: Promise.resolve(null) };
-  child.stdout!.on('data', (b: Buffer) => (run.stdout += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (run.stderr += b.toString()));
-  run.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
-  return run;
+function textOf(r: ServiceProcess, stream: 'stdout' | 'stderr'): string {
+  return r.linesOf(stream).join('\n');
+}
+
+async function exitCode(r: ServiceProcess): Promise<number | null> {
+  return (await r.waitForExit()).code;
 }
 
 type ListStreamsFn = (req: Record<string, never>, cb: (e: grpc.ServiceError | null, r: WireListStreamsResponse) => void) => void;
@@ -52,7 +45,7 @@ function query(client: grpc.Client & { Query: QueryFn }, tokenIds: number[]): Pr
 }
 
 describe('architecture.md directory-svc process (main.ts)', () => {
-  let runs: Run[] = [];
+  let runs: ServiceProcess[] = [];
   let tmp = '';
   let publishers: RankPublisher[] = [];
   let clients: grpc.Client[] = [];
@@ -63,15 +56,14 @@ describe('architecture.md directory-svc process (main.ts)', () => {
   afterEach(async () => {
     for (const c of clients) c.close();
     clients = [];
-    for (const r of runs) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
-    await Promise.all(runs.map((r) => r.exited));
+    await Promise.all(runs.map((r) => r.kill()));
     runs = [];
     await Promise.all(publishers.map((p) => p.close()));
     publishers = [];
     rmSync(tmp, { recursive: true, force: true });
   });
 
-  function main(args: string[], env: Record<string, string> = {}): Run {
+  function main(args: string[], env: Record<string, string> = {}): ServiceProcess {
     const r = startMain(args, env);
     runs.push(r);
     return r;
@@ -79,12 +71,12 @@ describe('architecture.md directory-svc process (main.ts)', () => {
 
   async function expectBadInput(args: string[], line: string | RegExp): Promise<void> {
     const r = main(args);
-    expect(await r.exited).to.equal(2);
-    const lines = r.stderr.split('\n').filter((l) => l !== '');
-    expect(lines, r.stderr).to.have.length(1);
+    expect(await exitCode(r)).to.equal(2);
+    const lines = r.linesOf('stderr');
+    expect(lines, textOf(r, 'stderr')).to.have.length(1);
     if (typeof line === 'string') expect(lines[0]).to.equal(line);
     else expect(lines[0]).to.match(line);
-    expect(r.stdout).to.equal('');
+    expect(textOf(r, 'stdout')).to.equal('');
   }
 
   function writeConfig(json: unknown): string {
@@ -95,12 +87,12 @@ describe('architecture.md directory-svc process (main.ts)', () => {
 
   it('--help prints every flag and exits 0', async () => {
     const r = main(['--help']);
-    expect(await r.exited).to.equal(0);
-    expect(r.stdout).to.match(/^Usage: node dist\/directory-svc\/main\.js/);
+    expect(await exitCode(r)).to.equal(0);
+    expect(textOf(r, 'stdout')).to.match(/^Usage: node dist\/directory-svc\/main\.js/);
     for (const f of ['--etcd_addr', '--kv_events_config_file', '--grpc_port', '--http_port', '--log_level']) {
-      expect(r.stdout).to.include(`${f}=`);
+      expect(textOf(r, 'stdout')).to.include(`${f}=`);
     }
-    expect(r.stderr).to.equal('');
+    expect(textOf(r, 'stderr')).to.equal('');
   });
 
   it('a former MetaService flag exits 2 with one line naming meta-svc and its replacement flag', async () => {
@@ -131,15 +123,15 @@ describe('architecture.md directory-svc process (main.ts)', () => {
   it('an empty --kv_events_config_file warns once, serves Query with zero matches, and SIGTERM exits 0', async () => {
     const [grpcPort, httpPort] = [await freePort(), await freePort()];
     const r = main([`--grpc_port=${grpcPort}`, `--http_port=${httpPort}`]);
-    await waitFor(() => r.stdout.includes('directory-svc started') || r.child.exitCode !== null, 20000, 'start log line');
-    const logs = r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { level: number; msg: string });
+    await waitFor(() => textOf(r, 'stdout').includes('directory-svc started') || !r.isRunning, 20000, 'start log line');
+    const logs = r.linesOf('stdout').map((l) => JSON.parse(l) as { level: number; msg: string });
     expect(logs.filter((l) => l.level === 40 && /directory disabled/.test(l.msg))).to.have.length(1);
     const client = kvClient(grpcPort);
     clients.push(client);
     expect(await query(client, [1, 2, 3, 4])).to.deep.equal({ input_tokens: 4, block_size: 0, matches: [] });
-    r.child.kill('SIGTERM');
-    expect(await r.exited).to.equal(0);
-    expect(r.stdout).to.include('"msg":"stopped"');
+    r.signal('SIGTERM');
+    expect(await exitCode(r)).to.equal(0);
+    expect(textOf(r, 'stdout')).to.include('"msg":"stopped"');
   });
 
   it('a --grpc_port already in use is a start failure: one fatal log line, exit 1', async () => {
@@ -148,8 +140,8 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     try {
       const port = (busy.address() as { port: number }).port;
       const r = main([`--grpc_port=${port}`, `--http_port=${await freePort()}`]);
-      expect(await r.exited).to.equal(1);
-      const fatal = r.stdout.split('\n').filter((l) => l.includes('"level":60'));
+      expect(await exitCode(r)).to.equal(1);
+      const fatal = r.linesOf('stdout').filter((l) => l.includes('"level":60'));
       expect(fatal).to.have.length(1);
       expect(fatal[0]).to.include('grpc_bind: cannot bind');
     } finally {
@@ -180,9 +172,9 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     );
     expect(answer.block_size).to.equal(4);
     expect(answer.matches[0]).to.include({ instance_name: '127.0.0.1:8000', dp_rank: 0, synchronized: true, device_hit_tokens: 8, reusable_prefix_tokens: 8 });
-    r.child.kill('SIGINT');
-    expect(await r.exited).to.equal(0);
-    expect(r.stderr).to.equal('');
+    r.signal('SIGINT');
+    expect(await exitCode(r)).to.equal(0);
+    expect(textOf(r, 'stderr')).to.equal('');
   });
 
   it('engines.md §1 a static vllm stream without replay_endpoint: synchronized from its seq 0, ListStreams shows its kind', async () => {
@@ -205,7 +197,7 @@ describe('architecture.md directory-svc process (main.ts)', () => {
       'the vllm stream synchronized at sequence 0',
     );
     expect(listed.streams[0]).to.include({ instance_name: 'vllm-0', engine_kind: 'vllm', replay_endpoint: '', synchronized: true });
-    r.child.kill('SIGINT');
-    expect(await r.exited).to.equal(0);
+    r.signal('SIGINT');
+    expect(await exitCode(r)).to.equal(0);
   });
 });
