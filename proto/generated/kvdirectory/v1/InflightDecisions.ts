@@ -1,0 +1,14 @@
+// Original file: proto/kvdirectory.proto
+
+
+export interface InflightDecisions {
+  'instance_name'?: (string);
+  'count'?: (number);
+  'age_ms'?: (number);
+}
+
+export interface InflightDecisions__Output {
+  'instance_name': (string);
+  'count': (number);
+  'age_ms': (number);
+}
