@@ -15,6 +15,8 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import type { WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
+import type { ProtoGrpcType } from '../../proto/generated/kvdirectory.js';
+import type { KvDirectoryClient } from '../../proto/generated/kvdirectory/v1/KvDirectory.js';
 import { isCandidate } from '../../router-svc/policy/candidates.js';
 import type { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import { EngineControl, type EngineType } from '../../tools/engine-sim/engine-control.js';
@@ -222,21 +224,17 @@ export class SimEngine {
 /** The directory's gRPC Query answer (the directory's own wire shape of it). */
 export type WireQueryAnswer = WireQueryResponse;
 
-type QueryFn = (req: { token_ids: number[] }, cb: (e: grpc.ServiceError | null, r: WireQueryAnswer) => void) => void;
-
 /** The directory's gRPC Query, for comparing with the router's HTTP query endpoint. */
 export class DirectoryQueryClient {
-  private readonly client: grpc.Client & { Query: QueryFn };
+  private readonly client: KvDirectoryClient;
 
   constructor(address: string) {
-    const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as {
-      kvdirectory: { v1: { KvDirectory: grpc.ServiceClientConstructor } };
-    };
-    this.client = new loaded.kvdirectory.v1.KvDirectory(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Query: QueryFn };
+    const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as ProtoGrpcType;
+    this.client = new loaded.kvdirectory.v1.KvDirectory(address, grpc.credentials.createInsecure());
   }
 
   query(tokenIds: number[]): Promise<WireQueryAnswer> {
-    return new Promise((resolve, reject) => this.client.Query({ token_ids: tokenIds }, (e, r) => (e ? reject(e) : resolve(r))));
+    return new Promise((resolve, reject) => this.client.Query({ token_ids: tokenIds }, (e, r) => (e ? reject(e) : resolve(r!))));
   }
 
   close(): void {

@@ -10,7 +10,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
-import type { WireListStreamsResponse, WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
+import type { WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
+import type { ProtoGrpcType } from '../../proto/generated/kvdirectory.js';
+import type { KvDirectoryClient } from '../../proto/generated/kvdirectory/v1/KvDirectory.js';
+import type { ListStreamsResponse__Output } from '../../proto/generated/kvdirectory/v1/ListStreamsResponse.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { ServiceProcess } from '../../shared/process/service-process.js';
@@ -30,18 +33,14 @@ async function exitCode(r: ServiceProcess): Promise<number | null> {
   return (await r.waitForExit()).code;
 }
 
-type ListStreamsFn = (req: Record<string, never>, cb: (e: grpc.ServiceError | null, r: WireListStreamsResponse) => void) => void;
-type QueryFn = (req: { token_ids: number[] }, cb: (e: grpc.ServiceError | null, r: WireQueryResponse) => void) => void;
 
-function kvClient(port: number): grpc.Client & { Query: QueryFn } {
-  const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as {
-    kvdirectory: { v1: { KvDirectory: grpc.ServiceClientConstructor } };
-  };
-  return new loaded.kvdirectory.v1.KvDirectory(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Query: QueryFn };
+function kvClient(port: number): KvDirectoryClient {
+  const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as ProtoGrpcType;
+  return new loaded.kvdirectory.v1.KvDirectory(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
 }
 
-function query(client: grpc.Client & { Query: QueryFn }, tokenIds: number[]): Promise<WireQueryResponse> {
-  return new Promise((resolve, reject) => client.Query({ token_ids: tokenIds }, (e, r) => (e ? reject(e) : resolve(r))));
+function query(client: KvDirectoryClient, tokenIds: number[]): Promise<WireQueryResponse> {
+  return new Promise((resolve, reject) => client.Query({ token_ids: tokenIds }, (e, r) => (e ? reject(e) : resolve(r!))));
 }
 
 describe('architecture.md directory-svc process (main.ts)', () => {
@@ -185,12 +184,11 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     const r = main([`--kv_events_config_file=${p}`, `--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--log_level=warn']);
     await pub.waitForSubscribers(1, 20000);
     await pub.publish([{ type: 'BlockStored', block_hashes: [11], parent_block_hash: null, token_ids: [1, 2, 3, 4], block_size: 4, medium: 'GPU' }]);
-    // The same generated client; ListStreams is one more method of the KvDirectory service.
-    const client = kvClient(grpcPort) as unknown as grpc.Client & { ListStreams: ListStreamsFn };
+    const client = kvClient(grpcPort);
     clients.push(client);
     const listed = await waitFor(
       async () => {
-        const l = await new Promise<WireListStreamsResponse>((resolve, reject) => client.ListStreams({}, (e, res) => (e ? reject(e) : resolve(res)))).catch(() => null);
+        const l = await new Promise<ListStreamsResponse__Output>((resolve, reject) => client.ListStreams({}, (e, res) => (e ? reject(e) : resolve(res!)))).catch(() => null);
         return l !== null && l.streams[0]?.sequence === '0' ? l : null;
       },
       20000,
