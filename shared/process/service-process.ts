@@ -11,7 +11,7 @@
  * too. Readiness waits poll a condition and fail early, with the output tail, when the child
  * exits first.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type Serializable, type StdioOptions } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { connect } from 'node:net';
 
@@ -38,6 +38,10 @@ export interface SpawnOptions {
    * kills it. Default true.
    */
   readonly stopWithAll?: boolean;
+  /** An IPC channel as fork() opens it (`process.send` in the child): `send` and `onMessage`. */
+  readonly ipc?: boolean;
+  /** The child's stderr goes to this process's stderr instead of being kept (a bench's worker). */
+  readonly inheritStderr?: boolean;
 }
 
 export interface ExitStatus {
@@ -104,7 +108,8 @@ export class ServiceProcess {
     const command = opts.command ?? process.execPath;
     const args = opts.command === undefined ? ['--import', 'tsx', opts.entry!, ...(opts.args ?? [])] : [...(opts.args ?? [])];
     // detached: the child leads its own process group, so a group signal reaches its children too.
-    const child = spawn(command, args, { cwd: opts.cwd ?? process.cwd(), env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const stdio: StdioOptions = ['ignore', 'pipe', opts.inheritStderr === true ? 'inherit' : 'pipe', ...(opts.ipc === true ? ['ipc' as const] : [])];
+    const child = spawn(command, args, { cwd: opts.cwd ?? process.cwd(), env: opts.env ?? process.env, stdio, detached: true });
     const p = new ServiceProcess(opts.name, child, opts);
     if (child.pid !== undefined) running.add(p);
     return p;
@@ -161,6 +166,22 @@ export class ServiceProcess {
   /** Resolves once `GET url` answers `status` (default 200). */
   async waitForHttp(url: string, timeoutMs = 20000, status = 200): Promise<void> {
     await this.waitUntil(`GET ${url} → ${status}`, async () => (await httpStatus(url)) === status, timeoutMs);
+  }
+
+  /** Sends one message over the IPC channel (`ipc: true`). */
+  send(message: Serializable): void {
+    if (this.child.send === undefined) throw new Error(`${this.name}: spawned without ipc`);
+    this.child.send(message);
+  }
+
+  /** Calls `handler` with every IPC message from the child (`ipc: true`). */
+  onMessage(handler: (message: unknown) => void): void {
+    this.child.on('message', handler);
+  }
+
+  /** Resolves when the child has exited, however long that takes (no signal sent). */
+  whenExited(): Promise<ExitStatus> {
+    return this.exited;
   }
 
   /** Resolves when the child exits (no signal sent). */
