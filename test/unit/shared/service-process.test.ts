@@ -61,6 +61,19 @@ describe('ServiceProcess: the supervisor of every child process', function () {
     await waitFor(() => !p.groupAlive() && !pidAlive(grandchild), 5000, 'the process group gone');
   });
 
+  it('ipc: messages both ways over the channel fork() would open', async () => {
+    const p = ServiceProcess.spawn({
+      name: 'echo',
+      command: process.execPath,
+      args: ['-e', "process.on('message', (m) => process.send({ echo: m }, () => process.exit(0)))"],
+      ipc: true,
+    });
+    const got = new Promise<unknown>((resolve) => p.onMessage(resolve));
+    p.send({ n: 1 });
+    expect(await got).to.deep.equal({ echo: { n: 1 } });
+    expect((await p.whenExited()).code).to.equal(0);
+  });
+
   it('stopAllProcesses() leaves a child with stopWithAll:false to its owner', async () => {
     const owned = sh('while true; do sleep 0.1; done', { stopWithAll: false });
     const loose = sh('while true; do sleep 0.1; done');
