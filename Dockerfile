@@ -15,6 +15,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 # Lockfile first: the dependency layer is rebuilt only when dependencies change.
 COPY package.json package-lock.json ./
+# npm ci runs patch-package (postinstall), which applies patches/ to node_modules.
+COPY patches ./patches
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY proto ./proto

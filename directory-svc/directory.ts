@@ -3,37 +3,24 @@
  * query view, §10 counters). Thin on purpose: each subscriber owns its sockets, state machine and
  * index; this class only adds, removes and reads them. Static streams come from the kv-events
  * config at start; discovery calls `addStream` / `removeStream` at run time.
+ *
+ * Who hears about a stream is decided here and nowhere else: every `StreamTracker` in
+ * `trackers` (main.ts: the view publisher, the stream metrics) is told when a stream opens and
+ * gets back its part of the stream's one observer (subscription/stream-observer.ts); from then
+ * on the subscriber pushes every change, and its close, to all of them in that order.
  */
 import type { Logger } from '../shared/log/logger.js';
 import { silentLogger } from '../shared/log/logger.js';
 import type { StaticStreamConfig, StreamLimits } from '../shared/config/kv-events-config.js';
 import { DEFAULT_ENGINE_KIND, type EngineKind } from '../shared/config/engine-kind.js';
-import type { EngineIdentitySource } from './engines/engine-identity.js';
 import { StreamQuery, type QueryableStream } from './index/stream-query.js';
 import type { QueryResult } from '../shared/view/query-result.js';
 import { byNameThenRank, streamKey } from '../shared/keys/stream-key.js';
 import { DomainError } from '../shared/errors/domain-error.js';
 import type { StreamState } from './subscription/stream-state.js';
-import type { StreamCounters } from './subscription/stream-subscriber.js';
-
-/** One stream's identity, addresses, block size and topic, with the exact hash seed (§4). */
-export interface StreamSpec extends Omit<StaticStreamConfig, 'hashSeed'> {
-  readonly hashSeed: bigint;
-}
-
-/** One stream as a subscriber takes it. */
-export interface SubscriberStreamConfig extends StreamSpec {
-  /** engines.md §1: `xllm` for etcd and (unless configured) static streams; the engine's kind for engines-file streams. */
-  readonly engineKind: EngineKind;
-  /** engines.md §3 rule 4: the engines-file scraper of the stream's engine (absent: no identity source). */
-  readonly identity?: EngineIdentitySource;
-  /** Discovery streams: the registration subscribed for (the view stream's stream identity). */
-  readonly incarnationId?: string | null;
-  readonly generation?: number;
-}
-
-/** What `addStream` takes besides a static entry: a subscriber config whose kind defaults to `xllm`. */
-export type StreamToAdd = Omit<SubscriberStreamConfig, 'engineKind'> & { readonly engineKind?: EngineKind };
+import type { StreamCounters } from './subscription/stream-counters.js';
+import type { StreamConfig, StreamSpec, SubscriberStreamConfig } from './subscription/stream-config.js';
+import { StreamObservers, type StreamListener, type StreamObserver } from './subscription/stream-observer.js';
 
 /** What the directory needs from one running subscriber (the subscription module's surface). */
 export interface DirectoryStream {
@@ -42,29 +29,22 @@ export interface DirectoryStream {
   readonly counters: StreamCounters;
   /** The stream's published query view: never a half-built index (kv-events §7.2 step 4). */
   toQueryable(): QueryableStream;
+  /** Sets the stream's one observer, told the current state at once (before `start`). */
+  observe(observer: StreamObserver): void;
   start(): void | Promise<void>;
+  /** Tells the observer `streamClosed` first, then stops. */
   close(): void | Promise<void>;
 }
 
-/**
- * `stream` with `beforeClose` run first when it is closed: how the view and the metrics wrap a
- * stream so that closing it also takes it out of them.
- */
-export function closingAlso(stream: DirectoryStream, beforeClose: () => void): DirectoryStream {
-  return {
-    get state() {
-      return stream.state;
-    },
-    get counters() {
-      return stream.counters;
-    },
-    toQueryable: () => stream.toQueryable(),
-    start: () => stream.start(),
-    close: async () => {
-      beforeClose();
-      await stream.close();
-    },
-  };
+/** A stream the directory has just opened (not yet started). */
+export interface OpenedStream {
+  readonly config: SubscriberStreamConfig;
+  readonly stream: DirectoryStream;
+}
+
+/** A party told about every stream: what it listens to of each (its part of the fan-out). */
+export interface StreamTracker {
+  streamOpened(opened: OpenedStream): StreamListener;
 }
 
 /** Builds (but does not start) a subscriber; main.ts passes the real one, tests may pass others. */
@@ -118,6 +98,8 @@ export interface DirectoryOptions {
   readonly maxStreams: number;
   readonly limits: StreamLimits;
   readonly createStream: DirectoryStreamFactory;
+  /** Told about every stream, in this order (composed in main.ts); none by default. */
+  readonly trackers?: readonly StreamTracker[];
   readonly logger?: Logger;
   /** Clock for stats (passed in so tests can set it). */
   readonly nowMs?: () => number;
@@ -144,8 +126,8 @@ export class Directory {
   }
 
   /** A directory with no streams (empty `--kv_events_config_file`). */
-  static disabled(createStream: DirectoryStreamFactory, limits: StreamLimits, logger?: Logger): Directory {
-    return new Directory({ enabled: false, streamSource: '', maxStreams: 0, limits, createStream, ...(logger ? { logger } : {}) });
+  static disabled(createStream: DirectoryStreamFactory, limits: StreamLimits, logger?: Logger, trackers?: readonly StreamTracker[]): Directory {
+    return new Directory({ enabled: false, streamSource: '', maxStreams: 0, limits, createStream, ...(logger ? { logger } : {}), ...(trackers ? { trackers } : {}) });
   }
 
   get enabled(): boolean {
@@ -161,7 +143,7 @@ export class Directory {
    * stream beyond max_streams (kv-events §9). Resolves once the subscriber has started (its
    * sockets connect in the background; the stream reports CONNECTING until then).
    */
-  async addStream(cfg: StaticStreamConfig | StreamToAdd): Promise<void> {
+  async addStream(cfg: StaticStreamConfig | StreamConfig): Promise<void> {
     if (this.closed) throw new DirectoryStreamError('closed', 'directory is closed');
     if (!this.opts.enabled) throw new DirectoryStreamError('disabled', 'directory disabled (no --kv_events_config_file)');
     const key = streamKey(cfg.instanceName, cfg.dpRank);
@@ -186,6 +168,8 @@ export class Directory {
       throw new DirectoryStreamError('duplicate_stream', `(${cfg.instanceName}, dp_rank ${cfg.dpRank}) already subscribed`);
     }
     this.entries.set(key, { cfg: subCfg, stream });
+    const opened: OpenedStream = { config: subCfg, stream };
+    stream.observe(new StreamObservers((this.opts.trackers ?? []).map((t) => t.streamOpened(opened))));
     this.log.info(
       { instance: cfg.instanceName, dp_rank: cfg.dpRank, engine_kind: cfg.engineKind, endpoint: cfg.endpoint, replay_endpoint: cfg.replayEndpoint },
       'stream added',

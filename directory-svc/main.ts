@@ -35,6 +35,7 @@ import { StreamMetrics } from './metrics/stream-metrics.js';
 import { RecoveryAdmission } from './recovery/recovery-admission.js';
 import { StreamSubscriber } from './subscription/stream-subscriber.js';
 import { ResidencyGroups } from '../shared/index/residency-groups.js';
+import { InstanceListing } from './view/instance-listing.js';
 import { ViewPublisher } from './view/view-publisher.js';
 import { registerViewMetrics } from './view/view-metrics.js';
 
@@ -81,29 +82,24 @@ function loadStartupConfig(
 
 /** `discovered`: streams come from etcd discovery or the engines file (not from static entries). */
 function buildDirectory(kvEvents: KvEventsConfig | null, discovered: boolean, log: Logger, view: ViewPublisher, metrics: StreamMetrics): Directory {
-  // Each subscriber reports its served index's residency changes and its state/view events to the
-  // view stream (architecture.md "The view stream"); closing it takes the stream out of the view.
-  // Its §10 metrics are read at scrape time; closing it takes its series out. One admission
-  // instance for all streams: max_concurrent_recoveries is a directory-wide cap.
+  // Who is told about every stream, in this order, from its opening to its close: the view
+  // stream (architecture.md "The view stream": every change the subscriber pushes becomes a
+  // delta) and the §10 metrics (its series; values are read at scrape time).
+  const trackers = [view, metrics];
+  // One admission instance for all streams: max_concurrent_recoveries is a directory-wide cap.
   const recoveryAdmission = new RecoveryAdmission(kvEvents?.maxConcurrentRecoveries ?? DEFAULT_MAX_CONCURRENT_RECOVERIES);
   // One residency group per (block_size, hash_seed) for all streams: the §8 query view.
   const residencyGroups = new ResidencyGroups();
-  const createStream: DirectoryStreamFactory = async (cfg, limits) =>
-    metrics.track(
-      cfg,
-      await view.track(cfg, (onResidencyChange) =>
-        StreamSubscriber.create(cfg, limits, {
-          logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }),
-          onResidencyChange,
-          recoveryAdmission,
-          residencyGroups,
-        }),
-      ),
-    );
+  const createStream: DirectoryStreamFactory = (cfg, limits) =>
+    StreamSubscriber.create(cfg, limits, {
+      logger: log.child({ component: 'stream', instance: cfg.instanceName, dp_rank: cfg.dpRank }),
+      recoveryAdmission,
+      residencyGroups,
+    });
   if (kvEvents === null) {
     // routing.md: no directory means zero hit ratios, with one warning at startup.
     log.warn('--kv_events_config_file is empty: directory disabled, Query answers zero matches and routers get no cache credit');
-    return Directory.disabled(createStream, DEFAULT_STREAM_LIMITS, log.child({ component: 'directory' }));
+    return Directory.disabled(createStream, DEFAULT_STREAM_LIMITS, log.child({ component: 'directory' }), trackers);
   }
   return new Directory({
     enabled: true,
@@ -111,6 +107,7 @@ function buildDirectory(kvEvents: KvEventsConfig | null, discovered: boolean, lo
     maxStreams: kvEvents.maxStreams,
     limits: kvEvents.limits,
     createStream,
+    trackers,
     logger: log.child({ component: 'directory' }),
   });
 }
@@ -162,12 +159,15 @@ async function run(): Promise<void> {
     const inflight = new InflightService(discovery);
     started.push({ name: 'inflight', close: async () => inflight.close() });
     viewPublisher.attachInflight(inflight);
+    // ListInstances reads the table and shares at call time; the view publisher is not involved.
+    const instanceListing = new InstanceListing(discovery, inflight);
     registerViewMetrics(registry, viewPublisher);
 
     const grpcServer = await DirectoryGrpcServer.start({
       port: flags.grpcPort,
       directory,
       view: viewPublisher,
+      instances: instanceListing,
       inflight,
       internalApiToken: flags.internalApiToken,
       tls: grpcTls,

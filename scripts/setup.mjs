@@ -11,14 +11,15 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const run = (cmd) => execSync(cmd, { cwd: root, stdio: 'inherit' });
 
-function newestMtime(dir) {
+function newestMtime(dir, ...suffixes) {
+  const wanted = suffixes.length > 0 ? suffixes : ['.ts', '.proto'];
   let newest = 0;
   if (!existsSync(dir)) return newest;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     if (entry.name === 'node_modules' || entry.name === 'dist') continue;
     const p = join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(p));
-    else if (entry.name.endsWith('.ts') || entry.name.endsWith('.proto')) newest = Math.max(newest, statSync(p).mtimeMs);
+    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(p, ...wanted));
+    else if (wanted.some((s) => entry.name.endsWith(s))) newest = Math.max(newest, statSync(p).mtimeMs);
   }
   return newest;
 }
@@ -26,6 +27,15 @@ function newestMtime(dir) {
 if (!existsSync(join(root, 'node_modules', '.package-lock.json'))) {
   console.error('[setup] node_modules missing: npm ci');
   run(existsSync(join(root, 'package-lock.json')) ? 'npm ci --no-audit --no-fund' : 'npm install --no-audit --no-fund');
+}
+
+// A node_modules installed before a patch was added (or copied from another checkout) gets the
+// patches/ that npm ci's postinstall would have applied.
+const patchStamp = join(root, 'node_modules', '.patches-stamp');
+if (!existsSync(patchStamp) || statSync(patchStamp).mtimeMs < newestMtime(join(root, 'patches'), '.patch')) {
+  console.error('[setup] applying patches/ to node_modules (patch-package)');
+  run('npx patch-package --error-on-fail');
+  run(`node -e "require('fs').writeFileSync('node_modules/.patches-stamp', String(Date.now()))"`);
 }
 
 const stamp = join(root, 'dist', '.build-stamp');

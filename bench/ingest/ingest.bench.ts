@@ -43,6 +43,7 @@ import { fileURLToPath } from 'node:url';
 import { Decoder } from '@msgpack/msgpack';
 import * as zmq from 'zeromq';
 import { ResidencyGroups } from '../../shared/index/residency-groups.js';
+import { StreamObservers } from '../../directory-svc/subscription/stream-observer.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamLimits } from '../../shared/config/kv-events-config.js';
 import { emitResult, isQuickRun, median } from '../lib/bench-kit.js';
@@ -165,19 +166,21 @@ async function runIndexed(streams: number, messages: number, blocksPerBatch: num
       );
       subs.push(sub);
     }
+    // One observer per stream: synchronized once, then every applied batch ticks the clock.
+    let tick: (() => void) | null = null;
     const synced = Promise.all(subs.map((s) => new Promise<void>((resolve) => {
-      const onState = (state: string): void => {
-        if (state !== 'SYNCHRONIZED') return;
-        s.off('state', onState);
-        resolve();
-      };
-      s.on('state', onState);
+      s.observe(new StreamObservers([{
+        stateChanged: (state) => {
+          if (state === 'SYNCHRONIZED') resolve();
+        },
+        batchApplied: () => tick?.(),
+        indexReplaced: () => tick?.(),
+      }]));
     })));
     for (const s of subs) s.start();
     await withTimeout(Promise.all([synced, subscribed]), 'subscribers synchronized');
     const clock = new BatchClock(Math.ceil(messages / 10) * streams, messages * streams);
-    const tick = (): void => clock.tick();
-    for (const s of subs) s.on('view', tick);
+    tick = () => clock.tick();
     pub.send({ type: 'go' });
     await withTimeout(clock.done, `indexed ${streams} stream(s)`);
     for (const s of subs) {

@@ -248,16 +248,18 @@ async function main(): Promise<void> {
     streamSource: 'static',
     maxStreams: 1,
     limits: { ...DEFAULT_STREAM_LIMITS, resyncIntervalMs: 0 },
-    createStream: (cfg, limits) =>
-      view.track(cfg, async (onResidencyChange) => {
-        const s = await StreamSubscriber.create(cfg, limits, { onResidencyChange });
-        s.on('view', () => {
-          const seq = Number(s.sequence);
-          if (seq >= 0 && seq < MAX_BATCHES && Number.isNaN(indexLatencies[seq]!)) indexLatencies[seq] = nowMs() - pubTimes[seq]!;
-        });
-        sub = s;
-        return s;
-      }),
+    createStream: async (cfg, limits) => {
+      const s = await StreamSubscriber.create(cfg, limits);
+      sub = s;
+      return s;
+    },
+    trackers: [view, { streamOpened: () => {
+      const indexed = (sequence: bigint): void => {
+        const seq = Number(sequence);
+        if (seq >= 0 && seq < MAX_BATCHES && Number.isNaN(indexLatencies[seq]!)) indexLatencies[seq] = nowMs() - pubTimes[seq]!;
+      };
+      return { batchApplied: indexed, indexReplaced: indexed };
+    } }],
   });
   await directory.addStream({
     instanceName: 'bench-engine:8000',

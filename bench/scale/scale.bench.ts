@@ -53,7 +53,7 @@ import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import { ResidencyGroups } from '../../shared/index/residency-groups.js';
 import { RecoveryAdmission } from '../../directory-svc/recovery/recovery-admission.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
-import type { ViewChange } from '../../directory-svc/subscription/stream-subscriber.js';
+import { StreamObservers } from '../../directory-svc/subscription/stream-observer.js';
 import type { StreamLimits } from '../../shared/config/kv-events-config.js';
 import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
 import { emitResult, hasExposedGc, isQuickRun, median, percentile, retainedBytes } from '../lib/bench-kit.js';
@@ -290,19 +290,26 @@ async function main(): Promise<void> {
         { recoveryAdmission, residencyGroups },
       );
       const pub = publisherOf(pubs, s);
-      sub.on('view', (kind: ViewChange) => {
-        if (kind !== 'batch') return;
-        pub.applied();
-        applied.add();
-      });
-      sub.on('state', (state: StreamState) => {
-        const now = performance.now();
-        if (state === 'SYNCHRONIZED') syncedAt.set(sub, now);
-        else if (!leftAt.has(sub)) leftAt.set(sub, now);
-        // The publisher serves its next queued snapshot once this one has ended either way.
-        if (state === 'SYNCHRONIZED' || state === 'UNSYNCHRONIZED') pub.send({ type: 'release', rank: s });
-        stateWaiter?.();
-      });
+      // `observe` tells the current state (CONNECTING) first: not a move, so not timed.
+      let told = false;
+      sub.observe(new StreamObservers([{
+        batchApplied: () => {
+          pub.applied();
+          applied.add();
+        },
+        stateChanged: (state: StreamState) => {
+          if (!told) {
+            told = true;
+            return;
+          }
+          const now = performance.now();
+          if (state === 'SYNCHRONIZED') syncedAt.set(sub, now);
+          else if (!leftAt.has(sub)) leftAt.set(sub, now);
+          // The publisher serves its next queued snapshot once this one has ended either way.
+          if (state === 'SYNCHRONIZED' || state === 'UNSYNCHRONIZED') pub.send({ type: 'release', rank: s });
+          stateWaiter?.();
+        },
+      }]));
       subs.push(sub);
     }
     const allSynced = (): boolean => subs.every((x) => x.state === 'SYNCHRONIZED');

@@ -7,7 +7,7 @@
  */
 import type { DiscoveryConfig } from '../../shared/config/kv-events-config.js';
 import { DEFAULT_HASH_SEED } from '../../shared/config/kv-events-config.js';
-import type { SubscriberStreamConfig } from '../directory.js';
+import type { SubscriberStreamConfig } from '../subscription/stream-config.js';
 import type { EngineIdentitySource } from '../engines/engine-identity.js';
 import { rankEndpoint, type EngineEntry } from '../engines/engines-file.js';
 import { splitInstanceName } from './instance-json.js';

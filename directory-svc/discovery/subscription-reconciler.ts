@@ -12,7 +12,7 @@ import type { Logger } from '../../shared/log/logger.js';
 import { JoinedRun } from '../../shared/process/joined-run.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { byNameThenRank, streamKey } from '../../shared/keys/stream-key.js';
-import type { SubscriberStreamConfig } from '../directory.js';
+import type { SubscriberStreamConfig } from '../subscription/stream-config.js';
 import type { PlanExclusion, PlannedStream, StreamPlan } from './stream-planner.js';
 
 /** The directory's stream surface (`Directory.addStream` / `removeStream`). */

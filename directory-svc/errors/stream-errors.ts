@@ -58,3 +58,14 @@ export class DisconnectedError extends StreamError {
 export function isStreamError(e: unknown): e is StreamError {
   return e instanceof StreamError;
 }
+
+/** `<class>: <detail>` (§10), the form a stream's `error` and its logs carry. */
+export function errorText(err: StreamError): string {
+  return `${err.class}: ${err.detail}`;
+}
+
+/** Index and decoder throw StreamErrors; anything else is a bug, surfaced as `parse`, never a crash. */
+export function asStreamError(e: unknown): StreamError {
+  if (isStreamError(e)) return e;
+  return new ParseError(`unexpected failure: ${e instanceof Error ? e.message : String(e)}`);
+}

@@ -28,6 +28,7 @@ import {
   type WireQueryResponse,
 } from './kvdirectory-wire.js';
 import { inflightHandlers, type InflightApi } from './inflight-handler.js';
+import { listInstancesHandlers, type InstanceListingApi } from './list-instances-handler.js';
 import { preEncodedWatchView, viewHandlers, viewStatsFields, type ViewApi } from './view-handlers.js';
 
 /** What the gRPC edge reads; `Directory` implements it. */
@@ -43,8 +44,10 @@ export interface DirectoryGrpcServerOptions {
   /** Default 0.0.0.0: routers on other hosts connect here. */
   readonly host?: string;
   readonly directory: DirectoryApi;
-  /** WatchView and ListInstances (the view publisher); without it they answer UNIMPLEMENTED. */
+  /** WatchView (the view publisher); without it the RPC answers UNIMPLEMENTED. */
   readonly view?: ViewApi;
+  /** ListInstances (the instance listing); without it the RPC answers UNIMPLEMENTED. */
+  readonly instances?: InstanceListingApi;
   /** ReportInflight (routing.md "In-flight load"); without it the RPC answers UNIMPLEMENTED. */
   readonly inflight?: InflightApi;
   readonly logger?: Logger;
@@ -78,10 +81,11 @@ export class DirectoryGrpcServer {
     const server = new grpc.Server();
     const view = opts.view === undefined ? {} : viewHandlers(opts.view, log);
     const inflight = opts.inflight === undefined ? {} : inflightHandlers(opts.inflight, log);
+    const instances = opts.instances === undefined ? {} : listInstancesHandlers(opts.instances, log);
     const kvDirectory = preEncodedWatchView(service);
     // One guard over the whole service; health and reflection below stay open for probes.
     const token = new InternalTokenCheck(opts.internalApiToken ?? '');
-    server.addService(kvDirectory, requireInternalToken(kvDirectory, { ...handlers(opts.directory, log, opts.view), ...view, ...inflight }, token, log));
+    server.addService(kvDirectory, requireInternalToken(kvDirectory, { ...handlers(opts.directory, log, opts.view), ...view, ...instances, ...inflight }, token, log));
     const health = new HealthImplementation({ '': 'NOT_SERVING', [KVDIRECTORY_SERVICE_NAME]: 'NOT_SERVING' });
     health.addToServer(server);
     new ReflectionService(pkg).addToServer(server);

@@ -28,7 +28,11 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
     if (typeof d.instance_name !== 'string' || d.instance_name === '' || d.instance_name.length > L.instanceNameChars) {
       return `decisions[${i}].instance_name: expected 1..${L.instanceNameChars} characters`;
     }
-    if (!Number.isInteger(d.count) || d.count < 1 || d.count > L.count) return `decisions[${i}].count: expected an integer in [1, ${L.count}], got ${String(d.count)}`;
+    // Older routers leave `answered` out (0); a message may carry only answers (count 0).
+    const answered = d.answered ?? 0;
+    if (!Number.isInteger(answered) || answered < 0 || answered > L.count) return `decisions[${i}].answered: expected an integer in [0, ${L.count}], got ${String(d.answered)}`;
+    const least = answered > 0 ? 0 : 1;
+    if (!Number.isInteger(d.count) || d.count < least || d.count > L.count) return `decisions[${i}].count: expected an integer in [${least}, ${L.count}], got ${String(d.count)}`;
     if (!Number.isInteger(d.age_ms) || d.age_ms < 0 || d.age_ms > L.ageMs) return `decisions[${i}].age_ms: expected an integer in [0, ${L.ageMs}], got ${String(d.age_ms)}`;
   }
   return null;

@@ -1,17 +1,16 @@
 /**
  * The gRPC edge of the view stream (architecture.md "The view stream"): `WatchView` adapts a
- * server stream to a `ViewSink` (write / drain / end) and `ListInstances` answers from the
- * publisher's instance table. Updates are encoded once by the publisher; `preEncodedWatchView`
+ * server stream to a `ViewSink` (write / drain / end). Updates are encoded once by the publisher; `preEncodedWatchView`
  * lets grpc-js send those bytes as they are instead of serializing per watcher.
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../shared/log/logger.js';
 import type { ViewEndReason, ViewSink } from '../view/view-watcher.js';
 import type { WatchRequest, ViewPublisher } from '../view/view-publisher.js';
-import type { WireListInstancesResponse, WireWatchViewRequest } from '../../shared/view/view-wire.js';
+import type { WireWatchViewRequest } from '../../shared/view/view-wire.js';
 
 /** What the view handlers read; `ViewPublisher` implements it. */
-export type ViewApi = Pick<ViewPublisher, 'watch' | 'unwatch' | 'listInstances' | 'stats'>;
+export type ViewApi = Pick<ViewPublisher, 'watch' | 'unwatch' | 'stats'>;
 
 /** GetStats fields 12–14: the view stream's epoch, version and watchers. */
 export function viewStatsFields(view: ViewApi): { view_epoch: string; view_version: string; view_watchers: number } {
@@ -81,17 +80,5 @@ export function viewHandlers(view: ViewApi, log: Logger): grpc.UntypedServiceImp
     }
     if (ended) view.unwatch(watcher);
   };
-  const listInstances: grpc.handleUnaryCall<unknown, WireListInstancesResponse> = (_call, callback) => {
-    let res: WireListInstancesResponse;
-    try {
-      res = view.listInstances();
-    } catch (e) {
-      const detail = e instanceof Error ? e.message : String(e);
-      log.error({ rpc: 'ListInstances', err: detail }, 'gRPC handler failed');
-      callback({ code: grpc.status.INTERNAL, details: `ListInstances: ${detail}` });
-      return;
-    }
-    callback(null, res);
-  };
-  return { WatchView: watchView, ListInstances: listInstances };
+  return { WatchView: watchView };
 }

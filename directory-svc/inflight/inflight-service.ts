@@ -59,7 +59,10 @@ export class InflightService implements InflightSource {
   report(msg: WireInflightReport): void {
     const now = this.clock();
     for (const d of msg.decisions) {
-      if (this.known.has(d.instance_name)) this.table.report(msg.router_id, d.instance_name, d.count, now - d.age_ms, now);
+      if (!this.known.has(d.instance_name)) continue;
+      this.table.report(msg.router_id, d.instance_name, d.count, now - d.age_ms, now);
+      // After the decisions of the same message: an answer may end one reported just now.
+      this.table.answered(msg.router_id, d.instance_name, d.answered ?? 0);
     }
   }
 

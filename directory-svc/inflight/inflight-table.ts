@@ -6,7 +6,10 @@
  *
  * An entry is dated on the directory's monotonic clock (arrival minus the age the router gave),
  * and ends when a load report for its instance is accepted after that date, or INFLIGHT_TTL_MS
- * after it. Pure: time comes in as arguments; `onChange` names each instance whose shares changed.
+ * after it, or when its router reports the engine answered it (oldest of that router's first,
+ * as the router ends its own count: replicas then agree on a request's end to within the
+ * report interval, instead of the others counting it until the engine's next heartbeat).
+ * Pure: time comes in as arguments; `onChange` names each instance whose shares changed.
  */
 import type { WireInflightShare } from '../../shared/view/view-wire.js';
 
@@ -14,7 +17,7 @@ export const INFLIGHT_TTL_MS = 2000;
 
 interface Entry {
   readonly routerId: string;
-  readonly count: number;
+  count: number;
   readonly atMs: number;
 }
 
@@ -29,6 +32,23 @@ class InstanceInflight {
     let i = this.entries.length;
     while (i > 0 && this.entries[i - 1]!.atMs > e.atMs) i--;
     this.entries.splice(i, 0, e);
+  }
+
+  /** Ends up to `n` of `routerId`'s decisions, oldest first; true when any ended. */
+  answered(routerId: string, n: number): boolean {
+    let left = n;
+    for (let i = 0; i < this.entries.length && left > 0; i++) {
+      const e = this.entries[i]!;
+      if (e.routerId !== routerId) continue;
+      const take = Math.min(e.count, left);
+      e.count -= take;
+      left -= take;
+    }
+    if (left === n) return false;
+    let kept = 0;
+    for (const e of this.entries) if (e.count > 0) this.entries[kept++] = e;
+    this.entries.length = kept;
+    return true;
   }
 
   /** Drops entries dated before `limitMs` (or at it, when `inclusive`); true when any was dropped. */
@@ -84,6 +104,17 @@ export class InflightTable {
     if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
     inst.add({ routerId, count, atMs: decidedAtMs });
     this.changed(instanceName, inst);
+  }
+
+  /**
+   * `routerId` reports that the engine answered `count` of its decisions for `instanceName`
+   * (reported earlier, still counted by it): they end now. An entry this table already ended
+   * (a load report, the TTL) is not there to end; a younger one of the same router may end in
+   * its place, an undercount the next load report corrects.
+   */
+  answered(routerId: string, instanceName: string, count: number): void {
+    const inst = this.byInstance.get(instanceName);
+    if (count > 0 && inst !== undefined && inst.answered(routerId, count)) this.changed(instanceName, inst);
   }
 
   /** A load report for `instanceName` accepted at `atMs` ends every entry dated before it. */

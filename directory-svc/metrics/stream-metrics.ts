@@ -4,8 +4,9 @@
  * value is read at scrape time from the subscriber's live `counters`, `state` and served index
  * (shared/metrics/scraped-metrics.ts), so the event hot path gains no work and no allocation.
  *
- * Series of a stream exist from `track` until its `close()`: each scrape re-emits only the
- * tracked streams, so a removed stream's series are gone from the next scrape.
+ * Series of a stream exist from its opening until its close (a `StreamTracker` of the Directory):
+ * each scrape re-emits only the tracked streams, so a removed stream's series are gone from the
+ * next scrape.
  *
  * Metric names (all per stream, labels `instance`, `dp_rank`, plus the one named):
  *   kv_batches_applied_total, kv_topic_mismatch_total, kv_skipped_total{reason},
@@ -24,7 +25,8 @@
  */
 import type { Registry } from 'prom-client';
 import { scrapedCounter, scrapedGauge, type EmitSample } from '../../shared/metrics/scraped-metrics.js';
-import { closingAlso, type DirectoryStream } from '../directory.js';
+import type { DirectoryStream, OpenedStream, StreamTracker } from '../directory.js';
+import type { StreamListener } from '../subscription/stream-observer.js';
 import type { StreamErrorClass } from '../errors/stream-errors.js';
 import type { StreamIndex } from '../index/stream-index.js';
 import { STREAM_STATES, type StreamState } from '../subscription/stream-state.js';
@@ -57,18 +59,12 @@ const SYNC_LOST_CLASSES: readonly StreamErrorClass[] = [
   'history_lost',
 ];
 
-/** The stream identity the metrics need; a subscriber's config provides it. */
-export interface MeteredStreamIdentity {
-  readonly instanceName: string;
-  readonly dpRank: number;
-}
-
 interface Tracked {
   readonly labels: Readonly<Record<StreamLabel, string>>;
   readonly stream: DirectoryStream;
 }
 
-export class StreamMetrics {
+export class StreamMetrics implements StreamTracker {
   private readonly tracked = new Set<Tracked>();
 
   constructor(registry: Registry) {
@@ -176,14 +172,11 @@ export class StreamMetrics {
     return this.tracked.size;
   }
 
-  /**
-   * Gives `stream` its series until it is closed: the returned stream is `stream` with a `close`
-   * that first takes the series out. Wrap in the Directory's stream factory (main.ts).
-   */
-  track(identity: MeteredStreamIdentity, stream: DirectoryStream): DirectoryStream {
-    const entry: Tracked = { labels: Object.freeze({ instance: identity.instanceName, dp_rank: String(identity.dpRank) }), stream };
+  /** Gives the stream its series until it closes; nothing else is heard (values are read at scrape). */
+  streamOpened({ config, stream }: OpenedStream): StreamListener {
+    const entry: Tracked = { labels: Object.freeze({ instance: config.instanceName, dp_rank: String(config.dpRank) }), stream };
     this.tracked.add(entry);
-    return closingAlso(stream, () => this.tracked.delete(entry));
+    return { streamClosed: () => this.tracked.delete(entry) };
   }
 
   private each(fn: (t: Tracked) => void): void {

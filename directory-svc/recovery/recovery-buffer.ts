@@ -4,7 +4,7 @@
  */
 import type { LiveBatch } from '../decoder/kv-batch.js';
 import { LimitError } from '../errors/stream-errors.js';
-import { gapError, seqResetError } from '../subscription/sequence-rules.js';
+import { gapError, seqResetError } from './sequence-rules.js';
 
 export class RecoveryBuffer {
   private items: LiveBatch[] = [];

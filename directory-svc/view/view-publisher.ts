@@ -3,24 +3,31 @@
  * view (instances, streams, residency per stream), batched into ordered deltas, a bounded change
  * log, and the watchers (routers) it is streamed to.
  *
- *   StreamIndex ──onResidencyChange──▶ per-stream ResidencyBuffer ─┐
- *   StreamSubscriber 'state' / 'view' ─▶ stream upserts / resets ──┼─▶ flush: ViewDelta v+1 ──▶ ChangeLog
- *   instance table changes ────────────▶ instance upserts/removals ─┘        (encoded once)      │
- *                                                                              watchers ◀─ pump ┘
+ *   StreamSubscriber ─▶ StreamObserver (one per stream, composed by the Directory):
+ *     residencyChanged ─────────────────▶ per-stream ResidencyBuffer ─┐
+ *     batchApplied / stateChanged ──────▶ stream upserts / resets ────┼─▶ flush: ViewDelta v+1 ──▶ ChangeLog
+ *     indexReplaced (exported residency) ▶ stream reset                 │        (encoded once)      │
+ *   instance table changes ─────────────▶ instance upserts/removals ──┘          watchers ◀─ pump ┘
+ *
+ * Everything a delta says about a stream was pushed by its subscriber: the flush reads nothing
+ * back from a stream. Only a snapshot (a router joining) exports the residency of each served
+ * index, through the `ServedIndex` its last `indexReplaced` handed over: keeping a copy of every
+ * stream's residency here instead would cost memory in proportion to the whole fleet's index.
  *
  * - `epoch`: a random id per publisher (one directory process lifetime); `version` +1 per delta.
  * - Deltas are cut by time (`flushIntervalMs` after the first pending change) and by size
  *   (`maxDeltaKeyChanges` pending key changes, checked after each applied batch, so a delta never
  *   holds part of an engine batch).
  * - A stream reset (recovery swap, restore, reconciliation, any state change) replaces the stream's
- *   state and residency atomically; its pending incremental changes are dropped because the reset,
- *   exported from the served index at flush time, already contains them.
+ *   state and residency atomically; the incremental changes pending before it are dropped, and
+ *   those after it (batches applied before the flush) are merged into the exported residency it
+ *   carries, so the delta holds the reset alone.
  * - A snapshot is always built right after a flush, so it is exactly the view at `version`.
  *
  * Decisions where the spec is silent:
  * - A new stream is announced as a stream reset (state plus its empty residency), so a router
  *   creates it through the one message that replaces everything.
- * - Any 'state' event is a reset: leaving SYNCHRONIZED empties the residency (kv-events §7.2: no
+ * - Any state change is a reset: leaving SYNCHRONIZED empties the residency (kv-events §7.2: no
  *   stale credit), entering it is followed by the new index anyway.
  * - A stream or instance added and removed between two deltas is never announced.
  * - Replayed log entries carry their original `sent_at_ms`.
@@ -30,50 +37,28 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
-import { closingAlso, type DirectoryStream } from '../directory.js';
+import type { OpenedStream, StreamTracker } from '../directory.js';
 import type { InstanceChange, InstanceView } from '../discovery/instance-table.js';
 import type { InflightSource } from '../inflight/inflight-service.js';
-import type { PlanExclusion } from '../discovery/stream-planner.js';
-import type { ResidencyObserver } from '../index/stream-index.js';
-import type { QueryableStream } from '../index/stream-query.js';
 import type { StreamState } from '../subscription/stream-state.js';
-import type { ViewChange } from '../subscription/stream-subscriber.js';
+import type { ExportedResidency, ServedIndex, StreamListener } from '../subscription/stream-observer.js';
+import type { StreamConfig } from '../subscription/stream-config.js';
 import { ChangeLog } from './change-log.js';
-import { ResidencyBuffer } from './residency-buffer.js';
+import { ResidencyBuffer, mergeResidency } from './residency-buffer.js';
 import { MAX_VIEW_MESSAGE_BYTES, snapshotMessages, type LazyMessage } from './snapshot-parts.js';
 import { protoViewUpdateEncoder, type ViewUpdateEncoder } from './view-update-encoder.js';
 import { ViewWatcher, type ViewSink } from './view-watcher.js';
-import type { WireListInstancesResponse, WireViewDelta, WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
+import type { WireViewDelta, WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
 import { toWireViewInstance } from './view-wire.js';
 
-/** A stream as the view shows it: subscriber config plus, for discovery streams, the registration. */
-export interface ViewStreamIdentity {
-  readonly instanceName: string;
-  readonly dpRank: number;
-  readonly blockSize: number;
-  readonly hashSeed: bigint;
-  /** The registration the stream was subscribed for; null/absent for static streams. */
-  readonly incarnationId?: string | null;
-  readonly generation?: number;
-}
-
-/** What the publisher reads from a running subscriber (`StreamSubscriber` satisfies it). */
-export interface ViewSourceStream {
-  readonly state: StreamState;
-  toQueryable(): QueryableStream;
-  on(event: 'state', listener: (state: StreamState, error: string) => void): unknown;
-  on(event: 'view', listener: (change: ViewChange) => void): unknown;
-  off(event: 'state', listener: (state: StreamState, error: string) => void): unknown;
-  off(event: 'view', listener: (change: ViewChange) => void): unknown;
-}
+/** A stream as the view shows it: identity, key space and, for discovery streams, the registration (absent for static ones). */
+export type ViewStreamIdentity = Pick<StreamConfig, 'instanceName' | 'dpRank' | 'blockSize' | 'hashSeed' | 'incarnationId' | 'generation'>;
 
 /** The instance table as discovery exposes it (`DiscoveryService` satisfies it). */
 export interface InstanceTableSource {
   instances(): readonly InstanceView[];
   /** Every change, in order; returns the unsubscribe. */
   onChange(listener: (change: InstanceChange) => void): () => void;
-  /** ListInstances diagnostics, when discovery has them. */
-  diagnostics?(): { readonly etcdConnected: boolean; readonly exclusions: readonly PlanExclusion[] };
 }
 
 /** The resume point a router asks for (`WatchViewRequest`); epoch '' = fresh watch. */
@@ -118,24 +103,29 @@ export interface ViewPublisherStats {
   readonly logBytes: number;
 }
 
-/** One stream's registration with the publisher (see `addStream`). */
-export interface ViewStreamHandle {
+/** The publisher's part of one stream's observer, with the stream's id. */
+export interface ViewStreamListener extends StreamListener {
   readonly streamId: number;
-  /** Pass to the subscriber (`StreamSubscriberDeps.onResidencyChange`). */
-  readonly onResidencyChange: ResidencyObserver;
-  /** The subscriber exists: the stream enters the view (announced in the next delta). */
-  attach(source: ViewSourceStream): void;
-  /** The stream leaves the view (a `stream_removals` entry once announced). */
-  remove(): void;
 }
 
 interface StreamEntry {
   readonly id: number;
   readonly identity: ViewStreamIdentity;
-  source: ViewSourceStream | null;
+  /** False until the stream told its first state (it enters the view then). */
+  known: boolean;
+  synchronized: boolean;
+  sequence: bigint;
+  error: string;
+  deviceBlocks: number;
+  hostBlocks: number;
+  /** The index served (a snapshot exports it); null outside SYNCHRONIZED. */
+  served: ServedIndex | null;
+  /** Incremental changes since the last delta, or, with `reset`, since `resetResidency`. */
   readonly changes: ResidencyBuffer;
   /** Replace state and residency in the next delta. */
   reset: boolean;
+  /** The residency the pending reset replaces the stream's with (before `changes`). */
+  resetResidency: ExportedResidency;
   /** State (sequence, counts, error) changed. */
   upsert: boolean;
   removed: boolean;
@@ -143,11 +133,10 @@ interface StreamEntry {
   announced: boolean;
   /** In `dirtyStreams`. */
   dirty: boolean;
-  onState: ((state: StreamState, error: string) => void) | null;
-  onView: ((change: ViewChange) => void) | null;
 }
 
 const EMPTY = new Uint8Array(0);
+const NO_RESIDENCY: ExportedResidency = Object.freeze({ keys: EMPTY, tiers: EMPTY });
 const DEFAULTS = {
   flushIntervalMs: 10,
   maxDeltaKeyChanges: 65536,
@@ -156,7 +145,7 @@ const DEFAULTS = {
   heartbeatIntervalMs: 200,
 };
 
-export class ViewPublisher {
+export class ViewPublisher implements StreamTracker {
   readonly epoch: string;
   private readonly flushIntervalMs: number;
   private readonly maxDeltaKeyChanges: number;
@@ -241,81 +230,90 @@ export class ViewPublisher {
   // ---- streams ------------------------------------------------------------------------------
 
   /**
-   * Registers a stream and assigns its `stream_id` (unique within the epoch). The stream enters
-   * the view on `attach`. One observer closure per stream, none per event.
+   * A stream opened (the Directory tells every tracker): it gets its `stream_id` (unique within the
+   * epoch) and enters the view with the first state it tells; its close takes it out. One
+   * listener object per stream, no closure per event.
    */
-  addStream(identity: ViewStreamIdentity): ViewStreamHandle {
+  streamOpened({ config }: Pick<OpenedStream, 'config'>): ViewStreamListener {
+    return this.addStream(config);
+  }
+
+  /** `streamOpened` for a stream known by its identity alone (tests, benchmarks). */
+  addStream(identity: ViewStreamIdentity): ViewStreamListener {
     const entry: StreamEntry = {
       id: this.nextStreamId++,
       identity,
-      source: null,
+      known: false,
+      synchronized: false,
+      sequence: -1n,
+      error: '',
+      deviceBlocks: 0,
+      hostBlocks: 0,
+      served: null,
       changes: new ResidencyBuffer(),
       reset: false,
+      resetResidency: NO_RESIDENCY,
       upsert: false,
       removed: false,
       announced: false,
       dirty: false,
-      onState: null,
-      onView: null,
-    };
-    // Hot path: one call per residency change of the served index.
-    const onResidencyChange: ResidencyObserver = (words, offset, _oldTiers, newTiers) => {
-      if (entry.reset || entry.removed || entry.source === null) return; // the pending reset supersedes it
-      entry.changes.push(words, offset, newTiers);
-      this.pendingKeyChanges++;
-      if (!entry.dirty) this.markDirty(entry);
     };
     return {
       streamId: entry.id,
-      onResidencyChange,
-      attach: (source) => this.attach(entry, source),
-      remove: () => this.removeEntry(entry),
-    };
-  }
-
-  /**
-   * The subscriber factory wrapper main.ts uses: registers the stream, creates the subscriber with
-   * the stream's observer, attaches it, and returns a `DirectoryStream` whose `close` also takes
-   * the stream out of the view.
-   */
-  async track<S extends ViewSourceStream & DirectoryStream>(identity: ViewStreamIdentity, create: (onResidencyChange: ResidencyObserver) => S | Promise<S>): Promise<DirectoryStream> {
-    const handle = this.addStream(identity);
-    let stream: S;
-    try {
-      stream = await create(handle.onResidencyChange);
-    } catch (e) {
-      handle.remove();
-      throw e;
-    }
-    handle.attach(stream);
-    return closingAlso(stream, () => handle.remove());
-  }
-
-  private attach(entry: StreamEntry, source: ViewSourceStream): void {
-    if (entry.source !== null || entry.removed || this.closed) return;
-    entry.source = source;
-    entry.onState = () => this.markReset(entry);
-    entry.onView = (change) => {
-      if (change === 'reset') this.markReset(entry);
-      else {
+      // Hot path: one call per residency change of the served index.
+      residencyChanged: (words, offset, _oldTiers, newTiers) => {
+        if (entry.removed || !entry.known) return;
+        entry.changes.push(words, offset, newTiers);
+        // Changes after a pending reset are merged into it: they are not delta key changes.
+        if (!entry.reset) this.pendingKeyChanges++;
+        if (!entry.dirty) this.markDirty(entry);
+      },
+      batchApplied: (sequence, deviceBlocks, hostBlocks) => {
+        if (entry.removed || !entry.known) return;
+        entry.sequence = sequence;
+        entry.deviceBlocks = deviceBlocks;
+        entry.hostBlocks = hostBlocks;
         entry.upsert = true;
         if (!entry.dirty) this.markDirty(entry);
-      }
-      // Size cut at a batch boundary, so a delta never holds half of an engine batch.
-      if (this.pendingKeyChanges >= this.maxDeltaKeyChanges) this.flush();
+        // Size cut at a batch boundary, so a delta never holds half of an engine batch.
+        if (this.pendingKeyChanges >= this.maxDeltaKeyChanges) this.flush();
+      },
+      indexReplaced: (sequence, served, residency) => {
+        if (entry.removed || !entry.known) return;
+        entry.sequence = sequence;
+        entry.served = served;
+        entry.deviceBlocks = served.deviceBlocks;
+        entry.hostBlocks = served.hostBlocks;
+        this.markReset(entry, residency);
+        if (this.pendingKeyChanges >= this.maxDeltaKeyChanges) this.flush();
+      },
+      stateChanged: (state, error, sequence) => this.onState(entry, state, error, sequence),
+      streamClosed: () => this.removeEntry(entry),
     };
-    source.on('state', entry.onState);
-    source.on('view', entry.onView);
-    this.streams.set(entry.id, entry);
-    this.markReset(entry);
+  }
+
+  private onState(entry: StreamEntry, state: StreamState, error: string, sequence: bigint): void {
+    if (entry.removed || this.closed) return;
+    if (!entry.known) {
+      entry.known = true;
+      this.streams.set(entry.id, entry);
+    }
+    entry.synchronized = state === 'SYNCHRONIZED';
+    entry.error = error;
+    entry.sequence = sequence;
+    // Entering SYNCHRONIZED, the index follows at once (indexReplaced); until then nothing is served.
+    entry.served = null;
+    entry.deviceBlocks = 0;
+    entry.hostBlocks = 0;
+    this.markReset(entry, NO_RESIDENCY);
   }
 
   private removeEntry(entry: StreamEntry): void {
     if (entry.removed) return;
     entry.removed = true;
-    this.detach(entry);
+    entry.served = null;
     this.streams.delete(entry.id);
-    this.pendingKeyChanges -= entry.changes.length;
+    if (!entry.reset) this.pendingKeyChanges -= entry.changes.length;
     entry.changes.clear(0);
     if (entry.announced) {
       this.removedStreamIds.push(entry.id);
@@ -323,23 +321,12 @@ export class ViewPublisher {
     }
   }
 
-  private detach(entry: StreamEntry): void {
-    if (entry.source !== null && entry.onState !== null && entry.onView !== null) {
-      entry.source.off('state', entry.onState);
-      entry.source.off('view', entry.onView);
-    }
-    entry.onState = null;
-    entry.onView = null;
-  }
-
-  /** The stream's state and residency are replaced in the next delta; pending changes are dropped. */
-  private markReset(entry: StreamEntry): void {
-    if (entry.removed) return;
-    if (!entry.reset) {
-      this.pendingKeyChanges -= entry.changes.length;
-      entry.changes.clear(this.maxDeltaKeyChanges);
-      entry.reset = true;
-    }
+  /** The stream's state and residency are replaced by `residency` in the next delta; pending changes are dropped. */
+  private markReset(entry: StreamEntry, residency: ExportedResidency): void {
+    if (!entry.reset) this.pendingKeyChanges -= entry.changes.length;
+    entry.changes.clear(this.maxDeltaKeyChanges);
+    entry.reset = true;
+    entry.resetResidency = residency;
     if (!entry.dirty) this.markDirty(entry);
   }
 
@@ -399,28 +386,6 @@ export class ViewPublisher {
     return toWireViewInstance(v, null, this.inflight?.sharesOf(v.name) ?? null);
   }
 
-  /** `ListInstances`: every instance with heartbeat age and exclusion reason, sorted by name. */
-  listInstances(): WireListInstancesResponse {
-    const source = this.instanceSource;
-    if (source === null) return { instances: [], etcd_connected: false };
-    const diag = source.diagnostics?.() ?? null;
-    const reasons = new Map<string, string>();
-    for (const ex of diag?.exclusions ?? []) {
-      for (const name of ex.instances) if (!reasons.has(name)) reasons.set(name, `${ex.class}: ${ex.detail}`);
-    }
-    const now = this.nowMs();
-    const rows = [...source.instances()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    return {
-      instances: rows.map((v) =>
-        toWireViewInstance(v, {
-          heartbeatAgeMs: v.lastHeartbeatMs === null ? -1 : Math.max(0, now - v.lastHeartbeatMs),
-          excludedReason: reasons.get(v.name) ?? '',
-        }, this.inflight?.sharesOf(v.name) ?? null),
-      ),
-      etcd_connected: diag?.etcdConnected ?? false,
-    };
-  }
-
   // ---- deltas -------------------------------------------------------------------------------
 
   private scheduleFlush(): void {
@@ -465,11 +430,12 @@ export class ViewPublisher {
     let keyChanges = 0;
     for (let i = 0; i < dirty.length; i++) {
       const e = dirty[i]!;
-      if (e.removed || e.source === null) continue;
+      if (e.removed || !e.known) continue;
       if (e.reset) {
-        delta.stream_resets.push(this.wireStream(e, true));
+        const r = e.changes.length === 0 ? e.resetResidency : mergeResidency(e.resetResidency, e.changes);
+        delta.stream_resets.push(this.wireStream(e, r));
       } else {
-        if (e.upsert) delta.stream_upserts.push(this.wireStream(e, false));
+        if (e.upsert) delta.stream_upserts.push(this.wireStream(e, null));
         if (e.changes.length > 0) {
           keyChanges += e.changes.length;
           // Views into the stream's buffer: encoded below, before the buffer is reused.
@@ -485,6 +451,7 @@ export class ViewPublisher {
       const e = dirty[i]!;
       e.dirty = false;
       e.reset = false;
+      e.resetResidency = NO_RESIDENCY;
       e.upsert = false;
       e.changes.clear(this.maxDeltaKeyChanges);
     }
@@ -501,9 +468,8 @@ export class ViewPublisher {
     }
   }
 
-  private wireStream(e: StreamEntry, withResidency: boolean): WireViewStream {
-    const q = (e.source as ViewSourceStream).toQueryable();
-    const index = q.synchronized ? q.index : null;
+  /** The stream's message from what it last told; `residency` null: state only (an upsert). */
+  private wireStream(e: StreamEntry, residency: ExportedResidency | null): WireViewStream {
     const id = e.identity;
     const s: WireViewStream = {
       stream_id: e.id,
@@ -513,17 +479,15 @@ export class ViewPublisher {
       hash_seed: id.hashSeed.toString(),
       incarnation_id: id.incarnationId ?? '',
       generation: id.generation ?? 0,
-      synchronized: q.synchronized,
-      sequence: q.sequence.toString(),
-      error: q.error,
-      device_blocks: index === null ? 0 : index.deviceBlocks,
-      host_blocks: index === null ? 0 : index.hostBlocks,
+      synchronized: e.synchronized,
+      sequence: e.sequence.toString(),
+      error: e.error,
+      device_blocks: e.deviceBlocks,
+      host_blocks: e.hostBlocks,
     };
-    if (withResidency) {
-      // O(keys of the stream): a reset or snapshot carries the whole residency.
-      const r = index === null ? { keys: EMPTY, tiers: EMPTY } : index.exportResidency();
-      s.keys = r.keys;
-      s.tiers = r.tiers;
+    if (residency !== null) {
+      s.keys = residency.keys;
+      s.tiers = residency.tiers;
     }
     return s;
   }
@@ -592,7 +556,8 @@ export class ViewPublisher {
     const names = [...this.instances.keys()].sort();
     for (const n of names) instances.push(this.wireInstance(this.instances.get(n)!));
     const streams: WireViewStream[] = [];
-    for (const e of this.streams.values()) if (e.source !== null) streams.push(this.wireStream(e, true));
+    // O(keys of every stream): right after a flush, so each served index is exactly what was told.
+    for (const e of this.streams.values()) streams.push(this.wireStream(e, e.served === null ? NO_RESIDENCY : e.served.exportResidency()));
     const messages = snapshotMessages({ epoch: this.epoch, version: this.currentVersion, sent_at_ms: now }, instances, streams, this.encode, this.maxMessageBytes);
     this.snapshotCache = { version: this.currentVersion, messages };
     return messages;
@@ -623,7 +588,9 @@ export class ViewPublisher {
     this.unsubscribeInstances = null;
     this.unsubscribeInflight?.();
     this.unsubscribeInflight = null;
-    for (const e of this.streams.values()) this.detach(e);
+    // Let go of every stream: what they still push is ignored from here on.
+    for (const e of this.streams.values()) e.removed = true;
+    this.streams.clear();
     this.snapshotCache = null;
   }
 }

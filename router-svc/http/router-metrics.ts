@@ -5,7 +5,7 @@
  * View gauges are read at scrape time from a callback, so the request path does no gauge work.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { UNTOKENIZED_REASONS, type UntokenizedReason } from '../../shared/tokenize/prompt-tokenizer.js';
+import { UNTOKENIZED_REASONS, type UntokenizedReason } from '../../shared/tokenize/chat-encoding.js';
 import { HitRatioSeries } from '../status/hit-ratio-series.js';
 
 /** The view's state at scrape time (main wires it to the ViewClient). */

@@ -43,6 +43,12 @@ class DecisionRing {
   doneCount = 0;
   /** Decisions not reported to the directory yet, and when the newest of them was made. */
   unreported = 0;
+  /** Reported decisions answered while still counted, not reported yet. */
+  answeredUnreported = 0;
+  /** Sequence numbers below this were sent to the directory. */
+  reportedBelowSeq = 0;
+  /** The load report stamp the latest decision or scoring saw (answers to older decisions are not reported). */
+  stamp = -1;
   newestUnreportedAt = 0;
   queued = false;
 
@@ -59,18 +65,28 @@ class DecisionRing {
     return this.headSeq + this.size - 1;
   }
 
-  /** Marks decision `seq` answered, if it is still counted. */
-  complete(seq: number): void {
+  /**
+   * Marks decision `seq` answered, if it is still counted; true when the directory must hear of
+   * it (it was reported already and no newer load report has ended it).
+   */
+  complete(seq: number): boolean {
     const k = seq - this.headSeq;
-    if (k < 0 || k >= this.size) return;
+    if (k < 0 || k >= this.size) return false;
     const i = (this.head + k) & (this.at.length - 1);
-    if (this.done[i] === 1) return;
+    if (this.done[i] === 1) return false;
     this.done[i] = 1;
     this.doneCount++;
+    if (seq >= this.reportedBelowSeq) {
+      // Not sent yet: it never leaves this router.
+      this.unreported--;
+      return false;
+    }
+    return this.seen[i] === this.stamp;
   }
 
   /** Drops the entries a newer load report, the TTL or an answer ended; returns how many count. */
   live(currentReportMs: number, nowMs: number, ttlMs: number): number {
+    this.stamp = currentReportMs;
     const mask = this.at.length - 1;
     while (this.size > 0) {
       const i = this.head;
@@ -142,19 +158,26 @@ export class InflightLoad {
   record(inst: RouterInstance, nowMs: number = this.clock()): number {
     let ring = this.rings.get(inst.name);
     if (ring === undefined) this.rings.set(inst.name, (ring = new DecisionRing(inst.name)));
-    const seq = ring.push(nowMs, reportStamp(inst));
+    ring.stamp = reportStamp(inst);
+    const seq = ring.push(nowMs, ring.stamp);
     ring.unreported++;
     ring.newestUnreportedAt = nowMs;
-    if (!ring.queued) {
-      ring.queued = true;
-      this.outbox.push(ring);
-    }
+    this.queue(ring);
     return seq;
   }
 
   /** The engine answered decision `seq` for `instanceName` (the proxy saw the response end). */
   complete(instanceName: string, seq: number): void {
-    this.rings.get(instanceName)?.complete(seq);
+    const ring = this.rings.get(instanceName);
+    if (ring === undefined || !ring.complete(seq)) return;
+    ring.answeredUnreported++;
+    this.queue(ring);
+  }
+
+  private queue(ring: DecisionRing): void {
+    if (ring.queued) return;
+    ring.queued = true;
+    this.outbox.push(ring);
   }
 
   /** This router's decisions for `inst` that no load report reflects yet. */
@@ -176,16 +199,24 @@ export class InflightLoad {
   }
 
   /**
-   * The decisions made since the previous drain, per instance, dated by their age at `nowMs`;
-   * null when there are none. Decisions older than the TTL are not worth sending (already ended).
+   * The decisions made since the previous drain, per instance, dated by their age at `nowMs`, and
+   * the reported ones answered since; null when there are none. Decisions older than the TTL are
+   * not worth sending (already ended).
    */
   drainReport(nowMs: number = this.clock()): WireInflightDecisions[] | null {
     if (this.outbox.length === 0) return null;
     const out: WireInflightDecisions[] = [];
     for (const ring of this.outbox) {
       const age = nowMs - ring.newestUnreportedAt;
-      if (age < this.ttlMs) out.push({ instance_name: ring.name, count: ring.unreported, age_ms: Math.max(0, Math.floor(age)) });
+      const count = age < this.ttlMs ? ring.unreported : 0;
+      if (count > 0 || ring.answeredUnreported > 0) {
+        const d: WireInflightDecisions = { instance_name: ring.name, count, age_ms: count > 0 ? Math.max(0, Math.floor(age)) : 0 };
+        if (ring.answeredUnreported > 0) d.answered = ring.answeredUnreported;
+        out.push(d);
+      }
       ring.unreported = 0;
+      ring.reportedBelowSeq = ring.headSeq + ring.size;
+      ring.answeredUnreported = 0;
       ring.queued = false;
     }
     this.outbox = [];

@@ -6,7 +6,8 @@
  * proxy and `POST /v1/route` alike. The tokenizer encodes on libuv's thread pool, so a long chat
  * does not hold the event loop.
  */
-import type { PromptTokenizer, UntokenizedReason } from '../../shared/tokenize/prompt-tokenizer.js';
+import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
+import type { UntokenizedReason } from '../../shared/tokenize/chat-encoding.js';
 import type { RouteRequest } from '../policy/policy.js';
 import type { RouterMetrics } from '../http/router-metrics.js';
 import type { PromptInput } from './prompt-route-input.js';

@@ -7,32 +7,18 @@
  */
 import { availableParallelism } from 'node:os';
 import { ChatTemplate, TemplateRenderError } from './chat-template.js';
-import { RenderPool } from './render-pool.js';
+import { ChatPool } from './chat-pool.js';
 import type { ChatRequest } from './chat-request.js';
-import { TokenEncoder } from './token-encoder.js';
+import { asTokenizeOutcome, encodeOutcome, MAX_TOKENIZE_CHARS, renderAndEncode, tooLong, type TokenizeOutcome } from './chat-encoding.js';
+import { DEFAULT_SEGMENT_CACHE_BYTES, TokenEncoder } from './token-encoder.js';
 import { readTokenizerFiles } from './tokenizer-files.js';
 
 /**
- * Longest text tokenized (UTF-16 units): 1 Mi characters is about 260k tokens, twice the largest
- * context of current models (Qwen3: 131072), and about half a second of one thread-pool thread.
- * A longer prompt cannot be served by any engine whole; it is routed by load (`too_long`).
- */
-export const MAX_TOKENIZE_CHARS = 1024 * 1024;
-
-/**
- * Most messages rendered: the template runs on the event loop (@huggingface/jinja, about 50–100 µs
- * per message for Qwen3's template on this machine), so an 8 MiB body of tiny messages must not
- * hold it for seconds. 4096 messages is far beyond real conversations (agents rarely pass 500).
+ * Most messages rendered: rendering costs per message (@huggingface/jinja, a few µs per message
+ * for Qwen3's template on this machine), so an 8 MiB body of tiny messages must not hold a thread
+ * for seconds. 4096 messages is far beyond real conversations (agents rarely pass 500).
  */
 export const MAX_CHAT_MESSAGES = 4096;
-
-/** Why a text request got no token ids (the `reason` label of router_untokenized_requests_total). */
-export const UNTOKENIZED_REASONS = ['no_tokenizer', 'no_chat_template', 'template_error', 'non_text_content', 'too_long', 'tokenizer_error'] as const;
-export type UntokenizedReason = (typeof UNTOKENIZED_REASONS)[number];
-
-export type TokenizeOutcome =
-  | { readonly ok: true; readonly tokenIds: number[] }
-  | { readonly ok: false; readonly reason: UntokenizedReason; readonly detail: string };
 
 /** What `/v1/status` shows of the tokenizer in use. */
 export interface TokenizerInfo {
@@ -44,17 +30,17 @@ export interface TokenizerInfo {
   readonly chat_template: string;
   /** Rendered chats are encoded piecewise through the segment cache. */
   readonly segment_cache: boolean;
-  /** Worker threads rendering chat templates; 0: rendered on the event loop. */
+  /** Worker threads rendering and encoding chats; 0: on the event loop. */
   readonly render_threads: number;
 }
 
-/** Render threads for a service: the cores beside the event loop's, at least 1, at most 4. */
+/** Chat threads for a service: the cores beside the event loop's, at least 1, at most 4. */
 export function defaultRenderThreads(): number {
   return Math.min(4, Math.max(1, availableParallelism() - 1));
 }
 
 export interface PromptTokenizerOptions {
-  /** Worker threads rendering chat templates (render-pool.ts); 0 (default) renders on the calling thread. */
+  /** Worker threads rendering and encoding chats (chat-pool.ts); 0 (default): the calling thread. */
   readonly renderThreads?: number;
 }
 
@@ -62,7 +48,7 @@ export class PromptTokenizer {
   private constructor(
     private readonly encoder: TokenEncoder,
     private readonly template: ChatTemplate | null,
-    private readonly pool: RenderPool | null,
+    private readonly pool: ChatPool | null,
     readonly info: TokenizerInfo,
   ) {}
 
@@ -74,7 +60,19 @@ export class PromptTokenizer {
     const template = files.chatTemplate === null ? null : new ChatTemplate(files.chatTemplate, files.chatTemplateSource, files.config);
     const threads = opts.renderThreads ?? 0;
     const pool =
-      template === null || threads === 0 ? null : new RenderPool({ source: files.chatTemplate!, sourcePath: files.chatTemplateSource, config: files.config }, threads);
+      template === null || threads === 0
+        ? null
+        : new ChatPool(
+            {
+              source: files.chatTemplate!,
+              sourcePath: files.chatTemplateSource,
+              config: files.config,
+              tokenizerJson: files.tokenizerJson,
+              tokenizerPath: `${files.dir}/tokenizer.json`,
+              cacheBytes: Math.floor(DEFAULT_SEGMENT_CACHE_BYTES / threads),
+            },
+            threads,
+          );
     return new PromptTokenizer(encoder, template, pool, {
       path: files.dir,
       vocab_size: encoder.vocabSize,
@@ -94,8 +92,9 @@ export class PromptTokenizer {
     return this.template !== null;
   }
 
+  /** The segment cache of the chat threads, or of this thread without them. */
   get cacheStats(): TokenEncoder['cacheStats'] {
-    return this.encoder.cacheStats;
+    return this.pool?.cacheStats ?? this.encoder.cacheStats;
   }
 
   /**
@@ -104,7 +103,7 @@ export class PromptTokenizer {
    */
   async completion(text: string, addSpecialTokens = true): Promise<TokenizeOutcome> {
     if (text.length > MAX_TOKENIZE_CHARS) return tooLong(text.length);
-    return this.encoded(() => this.encoder.encode(text, addSpecialTokens));
+    return encodeOutcome(() => this.encoder.encode(text, addSpecialTokens));
   }
 
   /** `/v1/chat/completions`: the rendered template, encoded without adding special tokens. */
@@ -118,16 +117,7 @@ export class PromptTokenizer {
     if (request.messages.length > MAX_CHAT_MESSAGES) {
       return { ok: false, reason: 'too_long', detail: `${request.messages.length} messages is above the ${MAX_CHAT_MESSAGES}-message render limit` };
     }
-    let rendered: string;
-    try {
-      rendered = this.pool !== null ? await this.pool.render(request) : this.template.render(request);
-    } catch (e) {
-      if (e instanceof TemplateRenderError) return { ok: false, reason: 'template_error', detail: e.message };
-      throw e;
-    }
-    if (rendered.length > MAX_TOKENIZE_CHARS) return tooLong(rendered.length);
-    // vLLM's `add_special_tokens: true` on a chat adds them again (e.g. a second BOS): encoded whole, as it does.
-    return this.encoded(() => (request.addSpecialTokens ? this.encoder.encode(rendered, true) : this.encoder.encodeRendered(rendered)));
+    return this.pool !== null ? this.pool.encode(request) : asTokenizeOutcome(await renderAndEncode(this.template, this.encoder, request));
   }
 
   /** The rendered prompt text (tests and diagnostics); throws TemplateRenderError. */
@@ -135,16 +125,4 @@ export class PromptTokenizer {
     if (this.template === null) throw new TemplateRenderError('no chat template');
     return this.template.render(request);
   }
-
-  private async encoded(encode: () => Promise<number[]>): Promise<TokenizeOutcome> {
-    try {
-      return { ok: true, tokenIds: await encode() };
-    } catch (e) {
-      return { ok: false, reason: 'tokenizer_error', detail: `tokenizer failed: ${e instanceof Error ? e.message : String(e)}` };
-    }
-  }
-}
-
-function tooLong(chars: number): TokenizeOutcome {
-  return { ok: false, reason: 'too_long', detail: `prompt of ${chars} characters is above the ${MAX_TOKENIZE_CHARS}-character tokenize limit` };
 }

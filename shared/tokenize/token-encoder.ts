@@ -5,11 +5,12 @@
  * event loop that serves every other request.
  *
  * Rendered chats go through `encodeRendered`: the text is cut after each special token (safe cuts,
- * special-token-segments.ts) and each piece's ids come from a bounded LRU cache or one batch
- * encode of the misses. Multi-turn chats resend the whole history, so turn n+1 encodes only what
+ * special-token-segments.ts) and each piece's ids come from a bounded LRU (`lru-cache`, by bytes) or one
+ * batch encode of the misses. Multi-turn chats resend the whole history, so turn n+1 encodes only what
  * turn n did not have; the ids are exactly those of encoding the whole text (unit-tested).
  */
 import { Tokenizer } from 'tokenizers';
+import { LRUCache } from 'lru-cache';
 import { ConfigError } from '../config/config-error.js';
 import { planSegments, type SegmentPlan } from './special-token-segments.js';
 
@@ -24,8 +25,7 @@ export interface SegmentCacheStats {
 }
 
 export class TokenEncoder {
-  private readonly cache = new Map<string, Uint32Array>();
-  private cacheBytes = 0;
+  private readonly cache: LRUCache<string, Uint32Array>;
   private hits = 0;
   private misses = 0;
 
@@ -35,7 +35,10 @@ export class TokenEncoder {
     private readonly maxCacheBytes: number,
     /** Vocabulary size with added tokens. */
     readonly vocabSize: number,
-  ) {}
+  ) {
+    // lru-cache needs a positive maxSize; a 0 budget never reaches the cache (encodeRendered encodes whole).
+    this.cache = new LRUCache<string, Uint32Array>({ maxSize: Math.max(1, maxCacheBytes), sizeCalculation: (ids, piece) => entryBytes(piece, ids) });
+  }
 
   /** Parses `tokenizer.json`; a file the library rejects is a ConfigError naming it. */
   static fromJson(json: string, path: string, maxCacheBytes = DEFAULT_SEGMENT_CACHE_BYTES): TokenEncoder {
@@ -56,7 +59,7 @@ export class TokenEncoder {
   }
 
   get cacheStats(): SegmentCacheStats {
-    return { entries: this.cache.size, bytes: this.cacheBytes, hits: this.hits, misses: this.misses };
+    return { entries: this.cache.size, bytes: this.cache.calculatedSize, hits: this.hits, misses: this.misses };
   }
 
   /** `encode(text)` as HF does, special tokens added or not (completions prompts add them). */
@@ -67,20 +70,25 @@ export class TokenEncoder {
   /** A rendered chat, without adding special tokens (the template holds them): cached pieces. */
   async encodeRendered(text: string): Promise<number[]> {
     if (this.segments === null || this.maxCacheBytes === 0) return this.encode(text, false);
-    const pieces = this.segments.split(text);
+    return idsToArray(await this.encodePieces(this.segments.split(text)));
+  }
+
+  /** `encodeRendered` as a typed array (chat threads transfer it without copying). */
+  async encodeRenderedIds(text: string): Promise<Uint32Array> {
+    if (this.segments === null || this.maxCacheBytes === 0) return Uint32Array.from(await this.encode(text, false));
+    return this.encodePieces(this.segments.split(text));
+  }
+
+  private async encodePieces(pieces: readonly string[]): Promise<Uint32Array> {
     const found: (Uint32Array | undefined)[] = new Array<Uint32Array | undefined>(pieces.length);
     const missing: number[] = [];
     for (let i = 0; i < pieces.length; i++) {
-      const piece = pieces[i]!;
-      const ids = this.cache.get(piece);
-      if (ids === undefined) {
+      const entry = this.cache.get(pieces[i]!);
+      if (entry === undefined) {
         missing.push(i);
         continue;
       }
-      // Map order is the LRU order: re-insert on use.
-      this.cache.delete(piece);
-      this.cache.set(piece, ids);
-      found[i] = ids;
+      found[i] = entry;
       this.hits++;
     }
     if (missing.length > 0) {
@@ -98,23 +106,26 @@ export class TokenEncoder {
     }
     let total = 0;
     for (const ids of found) total += ids!.length;
-    const out = new Array<number>(total);
+    const out = new Uint32Array(total);
     let at = 0;
-    for (const ids of found) for (let j = 0; j < ids!.length; j++) out[at++] = ids![j]!;
+    for (const ids of found) {
+      out.set(ids!, at);
+      at += ids!.length;
+    }
     return out;
   }
 
   private remember(piece: string, ids: Uint32Array): void {
-    const bytes = entryBytes(piece, ids);
-    if (bytes > this.maxCacheBytes || this.cache.has(piece)) return;
-    this.cache.set(piece, ids);
-    this.cacheBytes += bytes;
-    for (const [oldest, oldIds] of this.cache) {
-      if (this.cacheBytes <= this.maxCacheBytes) break;
-      this.cache.delete(oldest);
-      this.cacheBytes -= entryBytes(oldest, oldIds);
-    }
+    // A piece above the whole budget is not kept (lru-cache refuses it too); a duplicate within one batch is kept once.
+    if (entryBytes(piece, ids) <= this.maxCacheBytes && !this.cache.has(piece)) this.cache.set(piece, ids);
   }
+}
+
+/** Token ids as the number[] routing requests carry. */
+export function idsToArray(ids: Uint32Array): number[] {
+  const out = new Array<number>(ids.length);
+  for (let i = 0; i < ids.length; i++) out[i] = ids[i]!;
+  return out;
 }
 
 function entryBytes(piece: string, ids: Uint32Array): number {

@@ -3,6 +3,7 @@
  * names. The directory's Query and the router's view cache both answer with these types, so the
  * two endpoints cannot drift apart.
  */
+import type { StreamIdentity } from '../keys/stream-key.js';
 
 /** One `matches` entry of the routing.md query response (wire field names). */
 export interface StreamMatch {
@@ -33,9 +34,7 @@ export function sequenceForJson(seq: bigint): number | bigint {
 }
 
 /** The stream fields a `matches` row repeats (the directory's and the router's stream records). */
-export interface QueriedStream {
-  readonly instanceName: string;
-  readonly dpRank: number;
+export interface QueriedStream extends StreamIdentity {
   readonly sequence: bigint;
 }
 

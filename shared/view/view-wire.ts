@@ -8,8 +8,6 @@
  * hand because they are narrower (the `body` discriminator, int64 fields a server fills with
  * numbers, `bytes` a server hands over as Uint8Array).
  */
-import type { InflightDecisions__Output } from '../../proto/generated/kvdirectory/v1/InflightDecisions.js';
-import type { InflightReport__Output } from '../../proto/generated/kvdirectory/v1/InflightReport.js';
 import type { InflightShare__Output } from '../../proto/generated/kvdirectory/v1/InflightShare.js';
 import type { ProfilePoint__Output } from '../../proto/generated/kvdirectory/v1/ProfilePoint.js';
 import type { WatchViewRequest__Output } from '../../proto/generated/kvdirectory/v1/WatchViewRequest.js';
@@ -133,7 +131,17 @@ export interface WireListInstancesResponse {
 }
 
 /** `ReportInflight` client-stream message (routing.md "In-flight load"). */
-export type WireInflightReport = InflightReport__Output;
+export interface WireInflightReport {
+  router_id: string;
+  decisions: WireInflightDecisions[];
+}
 
-/** `age_ms`: from the newest of these decisions to the send, on the router's monotonic clock. */
-export type WireInflightDecisions = InflightDecisions__Output;
+/** Kept by hand: a router may leave `answered` out (older routers), which the generated shape requires. */
+export interface WireInflightDecisions {
+  instance_name: string;
+  count: number;
+  /** ms from the newest of these decisions to the send, on the router's monotonic clock. */
+  age_ms: number;
+  /** This router's earlier-reported decisions for the instance the engine has answered since (absent or 0 from older routers). */
+  answered?: number;
+}

@@ -18,7 +18,7 @@ import { slotHits, type PrefixHit } from './index-prefix.js';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
-import type { ReconcileOutcome } from '../../directory-svc/subscription/stream-subscriber.js';
+import { StreamObservers, type ReconcileOutcome, type StreamListener } from '../../directory-svc/subscription/stream-observer.js';
 import type { StreamLimits } from '../../shared/config/kv-events-config.js';
 import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
 import type { EngineKind } from '../../shared/config/engine-kind.js';
@@ -146,7 +146,7 @@ export interface StreamRigOptions {
 export class StreamRig {
   readonly samples: Sample[] = [];
   readonly states: StreamState[] = [];
-  /** The `error` carried by each 'state' event, parallel to `states`. */
+  /** The `error` told with each state move, parallel to `states`. */
   readonly errors: string[] = [];
   readonly backoffs: { delayMs: number; failures: number }[] = [];
   readonly reconciles: ReconcileOutcome[] = [];
@@ -154,6 +154,7 @@ export class StreamRig {
   staleViewSeen = false;
   probes: number[][] = [];
   private readonly queries = new StreamQuery();
+  private readonly listeners: Pick<StreamListener, 'stateChanged' | 'batchApplied' | 'indexReplaced'>[] = [];
   /** Encodes fault batches that must not change the publisher's modelled state. */
   private readonly encoder = new WireEncoder();
 
@@ -161,15 +162,38 @@ export class StreamRig {
     readonly pub: RankPublisher,
     readonly sub: StreamSubscriber,
     readonly hasher: ContentKeyHasher,
+    onResidencyChange: ResidencyObserver | undefined,
   ) {
-    sub.on('state', (state: StreamState, error: string) => {
-      this.states.push(state);
-      this.errors.push(error);
-      this.sample();
-    });
-    sub.on('view', () => this.sample());
-    sub.on('backoff', (delayMs: number, failures: number) => this.backoffs.push({ delayMs, failures }));
-    sub.on('reconcile', (o: ReconcileOutcome) => this.reconciles.push(o));
+    // `observe` tells the state the stream is in (CONNECTING) at once: that is not a §7 move.
+    let told = false;
+    const log: StreamListener = {
+      stateChanged: (state, error) => {
+        if (!told) {
+          told = true;
+          return;
+        }
+        this.states.push(state);
+        this.errors.push(error);
+        this.sample();
+        for (const l of this.listeners) l.stateChanged?.(state, error, sub.sequence);
+      },
+      batchApplied: (seq, device, host) => {
+        this.sample();
+        for (const l of this.listeners) l.batchApplied?.(seq, device, host);
+      },
+      indexReplaced: (seq, served, residency) => {
+        this.sample();
+        for (const l of this.listeners) l.indexReplaced?.(seq, served, residency);
+      },
+      backoffChosen: (delayMs, failures) => this.backoffs.push({ delayMs, failures }),
+      reconcileEnded: (o) => this.reconciles.push(o),
+    };
+    sub.observe(new StreamObservers(onResidencyChange === undefined ? [log] : [log, { residencyChanged: onResidencyChange }]));
+  }
+
+  /** A suite's own listener for state moves, batches and swaps, told after the rig's log. */
+  listen(listener: Pick<StreamListener, 'stateChanged' | 'batchApplied' | 'indexReplaced'>): void {
+    this.listeners.push(listener);
   }
 
   static async open(opts: StreamRigOptions = {}): Promise<StreamRig> {
@@ -204,10 +228,10 @@ export class StreamRig {
         ...(opts.identity !== undefined ? { identity: opts.identity } : {}),
       },
       { ...BASE_LIMITS, ...opts.limits },
-      { random: opts.random ?? (() => 0), nowMs: opts.nowMs, onResidencyChange: opts.onResidencyChange, recoveryAdmission: opts.recoveryAdmission },
+      { random: opts.random ?? (() => 0), nowMs: opts.nowMs, recoveryAdmission: opts.recoveryAdmission },
     );
     const hasher = await ContentKeyHasher.forSeed(hashSeed);
-    return new StreamRig(pub, sub, hasher);
+    return new StreamRig(pub, sub, hasher, opts.onResidencyChange);
   }
 
   /**

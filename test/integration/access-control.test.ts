@@ -23,6 +23,7 @@ import { DirectoryHttpServer, HEARTBEAT_PATH, type HeartbeatSink } from '../../d
 import { createMetaMetrics } from '../../meta-svc/http/meta-metrics.js';
 import { MetaHttpServer } from '../../meta-svc/http/meta-http-server.js';
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
+import { InstanceListing } from '../../directory-svc/view/instance-listing.js';
 import { ViewClient } from '../../router-svc/viewcache/view-client.js';
 import { waitFor } from '../helpers/ports.js';
 import { runToCompletion, type CompletedRun } from '../helpers/run-cli.js';
@@ -123,13 +124,13 @@ describe('access control: internal token on the directory gRPC and HTTP ports, H
     for (const close of closers.splice(0).reverse()) await close();
   });
 
-  /** A directory with the view publisher (WatchView, ListInstances), no streams. */
+  /** A directory with the view publisher (WatchView) and the instance listing (ListInstances), no streams. */
   async function directoryGrpc(token: string, directory?: DirectoryApi): Promise<DirectoryGrpcServer> {
     const view = new ViewPublisher({ flushIntervalMs: 10 });
     closers.push(() => view.close());
     const disabled = Directory.disabled(() => Promise.reject(new Error('no streams')), DEFAULT_STREAM_LIMITS);
     closers.push(() => disabled.close());
-    const server = await DirectoryGrpcServer.start({ port: 0, host: '127.0.0.1', directory: directory ?? disabled, view, internalApiToken: token, logger: log });
+    const server = await DirectoryGrpcServer.start({ port: 0, host: '127.0.0.1', directory: directory ?? disabled, view, instances: new InstanceListing(null), internalApiToken: token, logger: log });
     closers.push(() => server.close(500));
     return server;
   }

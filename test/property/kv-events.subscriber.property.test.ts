@@ -1,6 +1,7 @@
 // kv-events §5–§7 as properties over random engine histories: a REAL StreamSubscriber against a
 // REAL RankPublisher over TCP ZeroMQ, the publisher driven by the simulator's BlockPool with faults
-// injected (test/property/engine-history.ts). At every 'state' and 'view' event of the subscriber:
+// injected (test/property/engine-history.ts). At every state move, applied batch and index swap
+// of the subscriber:
 //   - SYNCHRONIZED at seq S: the served index equals the publisher's true state after batch S
 //     (§7.5 equality: same engine hashes, same tier sets, same keys where both are indexed), and
 //     its residency (exportResidency) is the true residency: every served key is a resident

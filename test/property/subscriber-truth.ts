@@ -1,7 +1,7 @@
 // The truth-checking runner shared by the subscriber property suites (xLLM snapshot recovery in
 // kv-events.subscriber.property.test.ts, vLLM/SGLang history replay in
 // engines.history.property.test.ts): a REAL StreamSubscriber against a REAL RankPublisher over TCP
-// ZeroMQ, driven by an EngineHistory, checked at every 'state' and 'view' event against the
+// ZeroMQ, driven by an EngineHistory, checked at every state move, applied batch and index swap against the
 // publisher's true state at the stream's seq; others must serve nothing.
 import { expect } from 'chai';
 import { StreamQuery } from '../../directory-svc/index/stream-query.js';
@@ -29,8 +29,11 @@ class TruthChecker {
     private readonly history: EngineHistory,
   ) {
     const check = (what: string): void => this.check(what);
-    rig.sub.on('state', (s: StreamState) => check(`state ${s}`));
-    rig.sub.on('view', (kind: string) => check(`view ${kind}`));
+    rig.listen({
+      stateChanged: (s: StreamState) => check(`state ${s}`),
+      batchApplied: () => check('view batch'),
+      indexReplaced: () => check('view reset'),
+    });
   }
 
   /** Runs synchronously inside the subscriber's emit: what it sees is exactly what a query would. */

@@ -96,18 +96,18 @@ async function runViewHistory(sc: ViewScenario, resyncIntervalMs: number): Promi
     };
     const view = new ViewPublisher({ flushIntervalMs: sc.flushIntervalMs, logMaxEntries: sc.logMaxEntries, encode });
     closers.push(() => view.close());
-    const factory: DirectoryStreamFactory = (cfg, limits) =>
-      view.track(cfg, async (onResidencyChange) => {
-        const s = await StreamSubscriber.create(cfg, limits, { onResidencyChange, random: () => 0, nowMs: stableClock() });
-        sub = s;
-        return s;
-      });
+    const factory: DirectoryStreamFactory = async (cfg, limits) => {
+      const s = await StreamSubscriber.create(cfg, limits, { random: () => 0, nowMs: stableClock() });
+      sub = s;
+      return s;
+    };
     const directory = new Directory({
       enabled: true,
       streamSource: 'static',
       maxStreams: 4,
       limits: { ...DEFAULT_STREAM_LIMITS, replayTimeoutMs: REPLAY_TIMEOUT_MS, resyncIntervalMs, maxBufferedBytes: 1 << 20 },
       createStream: factory,
+      trackers: [view],
     });
     closers.push(() => directory.close());
     await directory.addStream({ instanceName: INSTANCE, dpRank: 0, blockSize: BLOCK_SIZE, endpoint: pub.eventEndpoint, replayEndpoint: pub.replayEndpoint, topic: '', hashSeed: 1024n });

@@ -123,14 +123,10 @@ async function run(sc: Scenario): Promise<void> {
     const view = new ViewPublisher({ flushIntervalMs: sc.flushIntervalMs, logMaxEntries: sc.logMaxEntries, encode });
     closers.push(() => view.close());
     const factory: DirectoryStreamFactory = async (cfg, limits) => {
-      let sub: StreamSubscriber | null = null;
-      const stream = await view.track(cfg, async (onResidencyChange) => {
-        sub = await StreamSubscriber.create(cfg, limits, { onResidencyChange, random: () => 0, nowMs: stableClock() });
-        return sub;
-      });
-      // Attached to the view by now, and no timer or gRPC callback can run before this line.
-      live.set(cfg.instanceName, sub as unknown as StreamSubscriber);
-      return stream;
+      const sub = await StreamSubscriber.create(cfg, limits, { random: () => 0, nowMs: stableClock() });
+      // The Directory attaches it to the view right after this returns, before anything else runs.
+      live.set(cfg.instanceName, sub);
+      return sub;
     };
     const directory = new Directory({
       enabled: true,
@@ -138,6 +134,7 @@ async function run(sc: Scenario): Promise<void> {
       maxStreams: ENGINES,
       limits: { ...DEFAULT_STREAM_LIMITS, replayTimeoutMs: REPLAY_TIMEOUT_MS, resyncIntervalMs: 0, maxBufferedBytes: 1 << 20 },
       createStream: factory,
+      trackers: [view],
     });
     closers.push(() => directory.close());
     const add = async (e: number): Promise<void> => {

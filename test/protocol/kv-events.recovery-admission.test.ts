@@ -31,8 +31,10 @@ function logExchanges(rigs: readonly StreamRig[]): ExchangeEvent[] {
       log.push({ kind: 'request', stream });
       return push(...items);
     };
-    rig.sub.on('state', (state: StreamState) => {
-      if (state !== 'RECOVERING' && rig.states.at(-2) === 'RECOVERING') log.push({ kind: 'end', stream });
+    rig.listen({
+      stateChanged: (state: StreamState) => {
+        if (state !== 'RECOVERING' && rig.states.at(-2) === 'RECOVERING') log.push({ kind: 'end', stream });
+      },
     });
   });
   return log;

@@ -5,8 +5,9 @@
 //   StreamSubscriber DEALER ──["", start_seq]──▶ ROUTER (replayPort)
 //                           ◀──["", W, chunk]… ["", ff×8, ""]──
 //
-// Every test samples the query view on every 'state' and 'view' event: outside SYNCHRONIZED the
-// index must be null, and hits are counted on the stream's slot of its shared residency group.
+// Every test samples the query view on every state move, applied batch and index swap: outside
+// SYNCHRONIZED the index must be null, and hits are counted on the stream's slot of its shared
+// residency group.
 // No timing assertions: waits are on states, events and counters. The rig (publisher +
 // subscriber + sample log) is the shared one in test/helpers/stream-harness.ts.
 import { expect } from 'chai';
@@ -109,7 +110,7 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
     const r = rig;
     sub = r.sub;
     const views: string[] = [];
-    r.sub.on('view', (kind: string) => views.push(kind));
+    r.listen({ batchApplied: () => views.push('batch'), indexReplaced: () => views.push('reset') });
     r.pub.setSnapshotState([snapBlock(1, null, blockTokens(0)), snapBlock(2, 1, blockTokens(1), ['gpu', 'cpu'])]);
     await r.startSynchronized();
     // Building F reported nothing; its publication is one reset.
@@ -274,9 +275,10 @@ describe('kv-events §7 recovery (R1–R12) over real ZeroMQ', function () {
     const stale = blockTokens(77);
     r.probes = [stale];
     let staleHitSeen = false;
-    r.sub.on('view', () => {
+    const seen = (): void => {
       if (r.hits(stale) > 0) staleHitSeen = true;
-    });
+    };
+    r.listen({ batchApplied: seen, indexReplaced: seen });
     // Request 1: chunks holding the stale block, no terminator.
     r.pub.setSnapshotState([snapBlock(777, null, stale)], 0n);
     r.pub.snapshotFaults.omitTerminator = true;

@@ -292,14 +292,14 @@ describe('architecture.md view stream: router ViewClient against the real direct
   async function realDirectory(p: RankPublisher): Promise<{ directory: Directory; server: DirectoryGrpcServer }> {
     const v = new ViewPublisher({ flushIntervalMs: 10 });
     views.push(v);
-    const factory: DirectoryStreamFactory = (cfg, limits) =>
-      v.track(cfg, async (onResidencyChange) => StreamSubscriber.create(cfg, limits, { onResidencyChange, random: () => 0 }));
+    const factory: DirectoryStreamFactory = (cfg, limits) => StreamSubscriber.create(cfg, limits, { random: () => 0 });
     const directory = new Directory({
       enabled: true,
       streamSource: 'static',
       maxStreams: 8,
       limits: { ...DEFAULT_STREAM_LIMITS, replayTimeoutMs: 2000, resyncIntervalMs: 0 },
       createStream: factory,
+      trackers: [v],
     });
     directories.push(directory);
     await directory.addStream({ instanceName: INSTANCE, dpRank: 0, blockSize: BLOCK, endpoint: p.eventEndpoint, replayEndpoint: p.replayEndpoint, topic: '', hashSeed: 1024n });

@@ -4,7 +4,7 @@
 // ordered deltas to a plain Map model (test/helpers/view-model.ts) that must equal the directory's
 // own index after every phase.
 //
-//   RankPublisher ──PUB/ROUTER──▶ StreamSubscriber ──onResidencyChange, 'state'/'view'──▶ ViewPublisher
+//   RankPublisher ──PUB/ROUTER──▶ StreamSubscriber ──StreamObserver (Directory trackers)──▶ ViewPublisher
 //                                        │ (Directory)                                      │ WatchView
 //                                        ▼                                                  ▼
 //                                   StreamIndex.exportResidency  ══ must equal ══  client ViewModel
@@ -14,6 +14,7 @@ import { expect } from 'chai';
 import * as grpc from '@grpc/grpc-js';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
 import { Directory, type DirectoryStreamFactory } from '../../directory-svc/directory.js';
+import { InstanceListing } from '../../directory-svc/view/instance-listing.js';
 import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-server.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
@@ -103,19 +104,18 @@ describe('architecture.md view stream: WatchView end to end', () => {
     pub = await RankPublisher.start({ eventPort: await freePort(), replayPort: await freePort(), dpRank: 0, blockSize: BLOCK_SIZE, maxMessageBytes: 1 << 20 });
     const v = new ViewPublisher({ flushIntervalMs: 10, ...opts });
     view = v;
-    const factory: DirectoryStreamFactory = (cfg, limits) =>
-      v.track(cfg, async (onResidencyChange) => {
-        const sub = await StreamSubscriber.create(cfg, limits, { onResidencyChange, random: () => 0 });
-        sub.on('state', (s: StreamState) => states.push(s));
-        subscribers.push(sub);
-        return sub;
-      });
+    const factory: DirectoryStreamFactory = async (cfg, limits) => {
+      const sub = await StreamSubscriber.create(cfg, limits, { random: () => 0 });
+      subscribers.push(sub);
+      return sub;
+    };
     directory = new Directory({
       enabled: true,
       streamSource: 'static',
       maxStreams: 8,
       limits: { ...DEFAULT_STREAM_LIMITS, replayTimeoutMs: 2000, resyncIntervalMs: 0 },
       createStream: factory,
+      trackers: [v, { streamOpened: () => ({ stateChanged: (s: StreamState) => states.push(s) }) }],
     });
     await directory.addStream({
       instanceName: INSTANCE,
@@ -126,7 +126,7 @@ describe('architecture.md view stream: WatchView end to end', () => {
       topic: '',
       hashSeed: 1024n,
     });
-    server = await DirectoryGrpcServer.start({ port: 0, host: '127.0.0.1', directory, view: v });
+    server = await DirectoryGrpcServer.start({ port: 0, host: '127.0.0.1', directory, view: v, instances: new InstanceListing(null) });
     client = connectKvDirectory<KvViewClient>(server.port);
     const sub = subscribers[0]!;
     await waitFor(() => sub.state === 'SYNCHRONIZED', 10_000, 'stream synchronized');

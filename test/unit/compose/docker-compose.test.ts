@@ -19,6 +19,7 @@ import { parseKvEventsConfig, type KvEventsConfig } from '../../../shared/config
 import { parseRouterFlags, type RouterFlags } from '../../../shared/config/router-flags.js';
 import { parseEngineSimArgs, type EngineSimConfig } from '../../../tools/engine-sim/engine-sim-flags.js';
 import { parseEnginesFile } from '../../../directory-svc/engines/engines-file.js';
+import { readTokenizerFiles } from '../../../shared/tokenize/tokenizer-files.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 /** WORKDIR of the image: relative paths in commands are relative to it. */
@@ -282,6 +283,17 @@ describe('docker-compose.yml and Dockerfile', () => {
     const dir = directoryFlags();
     expect(flags.directoryAddr.map((h) => `${h.host}:${h.port}`)).to.deep.equal([`directory-svc:${dir.grpcPort}`]);
     expect(flags.internalApiToken).to.equal(dir.internalApiToken);
+  });
+
+  it('tokenization.md: the router and every engine name the same --tokenizer, a production dependency inside the image that loads', () => {
+    const dir = routerFlags().tokenizer;
+    expect(dir, 'router-svc --tokenizer').to.match(/^node_modules\//);
+    for (const { service, cfg } of allEngines()) expect(cfg.tokenizerDir, `${service} --tokenizer`).to.equal(dir);
+    // The runtime image keeps only production node_modules: the tokenizer's package must be one.
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    const name = dir.split('/').slice(1, 3).join('/');
+    expect(Object.keys(pkg.dependencies), `${name} is a production dependency`).to.include(name);
+    expect(readTokenizerFiles(join(ROOT, dir), '').chatTemplate, 'its tokenizer_config.json has a chat template').to.not.equal(null);
   });
 
   it('four engines: flags parse, named by their own service and hostname, heartbeating to the directory HTTP port', () => {

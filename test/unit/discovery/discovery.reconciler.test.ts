@@ -1,7 +1,7 @@
 // discovery.md "From instances to streams": the reconciler's diff against an in-memory stream
 // target (the Directory's add/remove surface), pass by pass, without timers.
 import { expect } from 'chai';
-import type { SubscriberStreamConfig } from '../../../directory-svc/directory.js';
+import type { SubscriberStreamConfig } from '../../../directory-svc/subscription/stream-config.js';
 import type { DiscoveryConfig } from '../../../shared/config/kv-events-config.js';
 import { parseInstanceValue } from '../../../directory-svc/discovery/instance-json.js';
 import { InstanceTable } from '../../../directory-svc/discovery/instance-table.js';

@@ -70,8 +70,8 @@ describe('directory stream metrics (kv-events §10) on GET /metrics', () => {
   beforeEach(async () => {
     registry = createMetricsRegistry({ processMetrics: false });
     const metrics = new StreamMetrics(registry);
-    const createStream: DirectoryStreamFactory = async (cfg, limits) => metrics.track(cfg, await StreamSubscriber.create(cfg, limits));
-    directory = new Directory({ enabled: true, streamSource: 'static', maxStreams: 8, limits: BASE_LIMITS, createStream });
+    const createStream: DirectoryStreamFactory = (cfg, limits) => StreamSubscriber.create(cfg, limits);
+    directory = new Directory({ enabled: true, streamSource: 'static', maxStreams: 8, limits: BASE_LIMITS, createStream, trackers: [metrics] });
     http = await DirectoryHttpServer.start({ port: 0, host: '127.0.0.1', internalApiToken: '', heartbeats: noHeartbeats, registry });
     pub = await RankPublisher.start({ eventPort: await freePort(), replayPort: await freePort(), dpRank: 1, blockSize: BLOCK_SIZE, maxMessageBytes: 65_536 });
   });

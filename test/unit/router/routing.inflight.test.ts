@@ -113,7 +113,7 @@ describe('routing.md In-flight load (router)', () => {
     expect(d2.prefill.name).to.not.equal(d1.prefill.name);
   });
 
-  it('a proxied request the engine answered leaves the own count at once (others stay until a report or the TTL)', () => {
+  it('a proxied request the engine answered leaves the own count at once; answered before it was reported, it is never sent', () => {
     const first = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     const second = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     expect([first.decision.prefill.name, second.decision.prefill.name]).to.deep.equal(['a:1', 'a:1']);
@@ -124,8 +124,28 @@ describe('routing.md In-flight load (router)', () => {
     expect(inflight.own(a)).to.equal(1);
     first.answered();
     expect(inflight.own(a)).to.equal(0);
-    // Both were still reported: the other routers learn of them and end them by report or TTL.
+    // Both ended before the reporter's next batch: the other routers need not hear of them.
+    expect(inflight.drainReport()).to.equal(null);
+  });
+
+  it('an answer to a reported decision is reported too, so the other replicas end it as this router does', () => {
+    const first = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+    decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 2, age_ms: 0 }]);
+    first.answered();
+    first.answered(); // idempotent
+    expect(inflight.own(view.instance('a:1')!)).to.equal(1);
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 0, age_ms: 0, answered: 1 }]);
+    expect(inflight.drainReport()).to.equal(null);
+  });
+
+  it('an answer after a newer load report ended the decision is not reported (the directory ended it already)', async () => {
+    const first = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+    expect(inflight.drainReport()).to.have.length(1);
+    await upsert(withReport('a:1', 1, 20), withReport('b:1', 1, 20));
+    expect(inflight.own(view.instance('a:1')!)).to.equal(0);
+    first.answered();
+    expect(inflight.drainReport()).to.equal(null);
   });
 
   it('"dry_run": true explains without counting', () => {

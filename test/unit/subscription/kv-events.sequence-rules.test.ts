@@ -1,6 +1,6 @@
 // kv-events §7.1 sequence rules and the §7 transition table, without sockets.
 import { expect } from 'chai';
-import { classifySeq, gapError, seqResetError } from '../../../directory-svc/subscription/sequence-rules.js';
+import { classifySeq, gapError, seqResetError } from '../../../directory-svc/recovery/sequence-rules.js';
 import { IllegalTransitionError, STREAM_STATES, isAllowedTransition } from '../../../directory-svc/subscription/stream-state.js';
 
 describe('kv-events §7.1 sequence rules', () => {

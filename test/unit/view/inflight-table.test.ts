@@ -77,6 +77,23 @@ describe('routing.md In-flight load (directory)', () => {
       expect(t.totalOf('b')).to.equal(0);
     });
 
+    it("a router's answers end its own entries oldest first, never another router's", () => {
+      const t = new InflightTable();
+      const changed: string[] = [];
+      t.onChange((n) => changed.push(n));
+      t.report('r1', 'a', 2, 100, 100);
+      t.report('r2', 'a', 1, 110, 110);
+      t.report('r1', 'a', 1, 120, 120);
+      t.answered('r1', 'a', 3);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1 }]);
+      t.answered('r1', 'a', 1); // nothing of r1 left: no change
+      t.answered('r3', 'b', 1);
+      expect(changed).to.deep.equal(['a', 'a', 'a', 'a']);
+      t.report('r1', 'a', 1, 130, 130);
+      t.loadReported('a', 125);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1 }]);
+    });
+
     it('a report dated earlier than the newest entry (a slower router) is placed by its date', () => {
       const t = new InflightTable();
       t.report('r1', 'a', 1, 200, 200);
@@ -93,6 +110,9 @@ describe('routing.md In-flight load (directory)', () => {
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: '', count: 1, age_ms: 0 }] })).to.match(/^decisions\[0\]\.instance_name: /);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0 }] })).to.match(/^decisions\[0\]\.count: .*got 0$/);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 1e9 }] })).to.match(/^decisions\[0\]\.age_ms: /);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0, answered: 2 }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0, answered: 0 }] })).to.match(/^decisions\[0\]\.count: .*got 0$/);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, answered: -1 }] })).to.match(/^decisions\[0\]\.answered: /);
     });
   });
 
@@ -147,6 +167,17 @@ describe('routing.md In-flight load (directory)', () => {
       const a = upsertOf(last(), 'a:1')!;
       expect(a.load!.waiting_requests_num).to.equal('3');
       expect(a.inflight).to.deep.equal([]);
+    });
+
+    it("a router's answers end its share in the next delta; an answer in the same message as its decision nets out", () => {
+      service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 2, age_ms: 0 }] });
+      service.report({ router_id: 'r2', decisions: [{ instance_name: 'a:1', count: 1, age_ms: 0 }] });
+      publisher.flush();
+      service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 0, age_ms: 0, answered: 1 }] });
+      publisher.flush();
+      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1 }, { router_id: 'r2', count: 1 }]);
+      service.report({ router_id: 'r2', decisions: [{ instance_name: 'b:1', count: 1, age_ms: 0, answered: 1 }] });
+      expect(service.sharesOf('b:1')).to.deep.equal([]);
     });
 
     it(`the TTL: ${INFLIGHT_TTL_MS} ms after the decision (dated by the router's age) the share leaves the view`, () => {

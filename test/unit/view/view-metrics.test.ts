@@ -16,7 +16,7 @@ describe('view stream metrics', () => {
     publisher = p;
     const registry = new Registry();
     registerViewMetrics(registry, p);
-    p.addStream({ instanceName: 'e:1', dpRank: 0, blockSize: 4, hashSeed: 1024n }).remove();
+    p.addStream({ instanceName: 'e:1', dpRank: 0, blockSize: 4, hashSeed: 1024n }).streamClosed?.();
     const sent: Buffer[] = [];
     p.watch({ routerId: 'r', epoch: '', version: 0 }, { write: (b) => sent.push(b) > 0, onDrain: () => undefined, end: () => undefined });
     const text = await registry.metrics();

@@ -1,9 +1,9 @@
 // architecture.md "The view stream", directory side: delta batching, stream resets superseding
 // pending changes, stream and instance changes, resumable watches, snapshots, and per-watcher flow
 // control. The index is a real StreamIndex fed decoded events; the subscriber is stood in for by a
-// small event source (the protocol suite uses the real one over ZeroMQ). Deltas are cut by calling
+// small source that pushes to its observer as the subscriber does (the protocol suite uses the
+// real one over ZeroMQ). Deltas are cut by calling
 // flush() (the flush timer is set far away), so nothing here depends on timing.
-import { EventEmitter } from 'node:events';
 import { expect } from 'chai';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
 import type { InstanceRegistration } from '../../../directory-svc/discovery/instance-json.js';
@@ -12,29 +12,64 @@ import type { PlanExclusion } from '../../../directory-svc/discovery/stream-plan
 import { StreamIndex, type SkipCounters } from '../../../directory-svc/index/stream-index.js';
 import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
 import type { StreamState } from '../../../directory-svc/subscription/stream-state.js';
-import type { StreamCounters } from '../../../directory-svc/subscription/stream-subscriber.js';
+import type { StreamCounters } from '../../../directory-svc/subscription/stream-counters.js';
+import { StreamObservers, UNOBSERVED, type ServedIndex, type StreamObserver } from '../../../directory-svc/subscription/stream-observer.js';
 import { Directory } from '../../../directory-svc/directory.js';
 import { DEFAULT_STREAM_LIMITS } from '../../../shared/config/kv-events-config.js';
-import { ViewPublisher, type InstanceTableSource, type ViewStreamHandle } from '../../../directory-svc/view/view-publisher.js';
+import { ViewPublisher, type InstanceTableSource, type ViewStreamListener } from '../../../directory-svc/view/view-publisher.js';
 import type { ViewEndReason, ViewSink } from '../../../directory-svc/view/view-watcher.js';
+import { InstanceListing } from '../../../directory-svc/view/instance-listing.js';
 import { decodeViewUpdate, residencyMap, ViewModel, type DecodedViewUpdate } from '../../helpers/view-model.js';
 import { range, removed, stored } from '../index/index-fixtures.js';
 import { ServedResidency } from '../../../directory-svc/index/served-residency.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { decodeViewUpdate as routerDecode } from '../../../router-svc/viewcache/view-update.js';
 
-/** Stands in for a StreamSubscriber: its served index, state and the 'state'/'view' events. */
-class SourceStream extends EventEmitter {
+/** Stands in for a StreamSubscriber: its served index and state, told to its observer. */
+class SourceStream {
   state: StreamState = 'SYNCHRONIZED';
   index: StreamIndex | null = null;
   sequence = -1n;
   error = '';
   readonly counters = {} as StreamCounters;
-  constructor(readonly name: string) {
-    super();
+  private observer: StreamObserver = UNOBSERVED;
+  /** Exports whatever index is current (a test may swap `index` without telling, as before). */
+  private readonly exportCurrent = (): ReturnType<ServedIndex['exportResidency']> => this.index!.exportResidency();
+  constructor(readonly name: string) {}
+  observe(observer: StreamObserver): void {
+    this.observer = observer;
+    this.announceState();
+    if (this.state === 'SYNCHRONIZED' && this.index !== null) this.announceIndex();
   }
   start(): void {}
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.observer.streamClosed();
+  }
+  /** A fresh index that reports its residency changes while it is the one served. */
+  newIndex(maxEntries = 10_000): StreamIndex {
+    const index: StreamIndex = new StreamIndex({
+      blockSize: 4,
+      hasher: sourceHasher!,
+      maxEntries,
+      onResidencyChange: (w, o, before, after) => {
+        if (this.index === index) this.observer.residencyChanged(w, o, before, after);
+      },
+    });
+    return index;
+  }
+  /** The subscriber's batch announcement. */
+  announceBatch(): void {
+    this.observer.batchApplied(this.sequence, this.index?.deviceBlocks ?? 0, this.index?.hostBlocks ?? 0);
+  }
+  /** The subscriber's swap announcement. */
+  announceIndex(): void {
+    const index = this.index!;
+    this.observer.indexReplaced(this.sequence, { deviceBlocks: index.deviceBlocks, hostBlocks: index.hostBlocks, exportResidency: this.exportCurrent }, index.exportResidency());
+  }
+  /** The subscriber's state move. */
+  announceState(): void {
+    this.observer.stateChanged(this.state, this.error, this.sequence);
+  }
   toQueryable(): QueryableStream {
     const synchronized = this.state === 'SYNCHRONIZED';
     return {
@@ -77,6 +112,9 @@ class MemorySink implements ViewSink {
     return this.sent.map(decodeViewUpdate);
   }
 }
+
+/** The seed-1024 hasher of the sources' indexes (set in `before`). */
+let sourceHasher: ContentKeyHasher | null = null;
 
 function skips(): SkipCounters {
   return { outOfScope: 0, descendant: 0, orphan: 0 };
@@ -126,6 +164,7 @@ describe('architecture.md view stream: publisher', () => {
 
   before(async () => {
     hasher = await ContentKeyHasher.forSeed(1024);
+    sourceHasher = hasher;
   });
 
   afterEach(() => {
@@ -139,19 +178,19 @@ describe('architecture.md view stream: publisher', () => {
   }
 
   /** A synchronized source with an index wired to the publisher's observer for it. */
-  function track(p: ViewPublisher, name: string): { src: SourceStream; handle: ViewStreamHandle } {
+  function track(p: ViewPublisher, name: string): { src: SourceStream; handle: ViewStreamListener } {
     const src = new SourceStream(name);
     const handle = p.addStream({ instanceName: name, dpRank: 0, blockSize: 4, hashSeed: 1024n });
-    src.index = new StreamIndex({ blockSize: 4, hasher, maxEntries: 10_000, onResidencyChange: handle.onResidencyChange });
-    handle.attach(src);
+    src.index = src.newIndex();
+    src.observe(new StreamObservers([handle]));
     return { src, handle };
   }
 
-  /** Applies one batch to the source's index and emits 'view' 'batch' like the subscriber. */
+  /** Applies one batch to the source's index and announces it like the subscriber. */
   function batch(src: SourceStream, events: Parameters<StreamIndex['applyEvents']>[0]): void {
     src.index!.applyEvents(events, skips());
     src.sequence++;
-    src.emit('view', 'batch');
+    src.announceBatch();
   }
 
   function watchInto(p: ViewPublisher, model: ViewModel, sink: MemorySink, epoch = '', version = 0) {
@@ -195,26 +234,26 @@ describe('architecture.md view stream: publisher', () => {
     const v0 = p.version;
     src.index!.applyEvents([stored([1, 2, 3, 4, 5, 6], null, range(1, 24), 1)], skips());
     expect(p.version).to.equal(v0); // mid-batch: nothing cut
-    src.emit('view', 'batch');
+    src.announceBatch();
     expect(p.version).to.equal(v0 + 1);
     expect(p.stats().keyChangesPublished).to.equal(6);
   });
 
   it('stream reset supersedes pending changes: a recovered index replaces the residency atomically', () => {
     const p = open();
-    const { src, handle } = track(p, 'e1');
+    const { src } = track(p, 'e1');
     const sink = new MemorySink();
     const model = new ViewModel();
     watchInto(p, model, sink);
     batch(src, [stored([1, 2], null, range(1, 8), 1)]);
     p.flush();
     batch(src, [stored([3], 2, range(9, 12), 1)]); // pending, then superseded
-    // Recovery: a new index (as the subscriber builds it) is swapped in and announced by 'reset'.
-    const fresh = new StreamIndex({ blockSize: 4, hasher, maxEntries: 10_000, onResidencyChange: handle.onResidencyChange });
+    // Recovery: a new index (as the subscriber builds it) is swapped in and announced as replaced.
+    const fresh = src.newIndex();
     fresh.applyEvents([stored([7, 8], null, range(101, 108), 2)], skips());
     src.index = fresh;
-    src.emit('view', 'reset');
-    batch(src, [stored([9], 8, range(109, 112), 2)]); // after the reset: covered by the export
+    src.announceIndex();
+    batch(src, [stored([9], 8, range(109, 112), 2)]); // after the reset: merged into its residency
     p.flush();
     applyAll(model, sink);
     const last = sink.updates().at(-1)!.delta!;
@@ -234,7 +273,7 @@ describe('architecture.md view stream: publisher', () => {
     watchInto(p, model, sink);
     src.state = 'RECOVERING';
     src.error = 'gap: expected seq 5, got 7';
-    src.emit('state', 'RECOVERING', src.error);
+    src.announceState();
     p.flush();
     applyAll(model, sink);
     const s = model.streamByName('e1', 0)!;
@@ -251,8 +290,8 @@ describe('architecture.md view stream: publisher', () => {
     const model = new ViewModel();
     watchInto(p, model, sink);
     const b = track(p, 'e2');
-    a.handle.remove();
-    b.handle.remove();
+    a.handle.streamClosed!();
+    b.handle.streamClosed!();
     p.flush();
     applyAll(model, sink);
     const d = sink.updates().at(-1)!.delta!;
@@ -269,7 +308,8 @@ describe('architecture.md view stream: publisher', () => {
       streamSource: 'discovery',
       maxStreams: 4,
       limits: DEFAULT_STREAM_LIMITS,
-      createStream: (cfg) => p.track(cfg, () => new SourceStream(cfg.instanceName)),
+      createStream: (cfg) => new SourceStream(cfg.instanceName),
+      trackers: [p],
     });
     try {
       const base = { dpRank: 0, blockSize: 4, endpoint: 'tcp://127.0.0.1:1', replayEndpoint: 'tcp://127.0.0.1:2', topic: '', hashSeed: 1024n };
@@ -413,14 +453,13 @@ describe('architecture.md view stream: publisher', () => {
   });
 
   it('ListInstances: heartbeat age (-1 without one), the planner exclusion reason, etcd_connected', () => {
-    const p = open();
     const src = new TableSource();
     src.table.put(registration('b:8000'), clock);
     src.table.put(registration('a:8000'), clock);
     src.table.heartbeat({ name: 'a:8000', incarnationId: null, currentRole: null, load: null }, clock - 250);
     src.exclusions = [{ class: 'port_overflow', instances: ['b:8000'], detail: 'instance b:8000 needs ports up to 70000, above 65535' }];
-    p.attachInstanceTable(src);
-    const res = p.listInstances();
+    // Served by its own listing (not the publisher), at the same clock.
+    const res = new InstanceListing(src, null, () => clock).listInstances();
     expect(res.etcd_connected).to.equal(true);
     expect(res.instances.map((i) => [i.name, i.heartbeat_age_ms, i.excluded_reason])).to.deep.equal([
       ['a:8000', 250, ''],
@@ -441,7 +480,7 @@ describe('architecture.md view stream: publisher', () => {
     const oldVersion = cache.version;
     // 260,000 keys × 17 bytes ≈ 4.4 MB of residency: more than one message may hold.
     const n = 260_000;
-    big.src.index = new StreamIndex({ blockSize: 4, hasher, maxEntries: 1 << 20, onResidencyChange: big.handle.onResidencyChange });
+    big.src.index = big.src.newIndex(1 << 20);
     const tokens = new Array<number>(4 * n);
     for (let i = 0; i < tokens.length; i++) tokens[i] = i + 1;
     batch(big.src, [stored(Array.from({ length: n }, (_, i) => 1000 + i), null, tokens, 1)]);

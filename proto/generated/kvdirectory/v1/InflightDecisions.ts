@@ -5,10 +5,12 @@ export interface InflightDecisions {
   'instance_name'?: (string);
   'count'?: (number);
   'age_ms'?: (number);
+  'answered'?: (number);
 }
 
 export interface InflightDecisions__Output {
   'instance_name': (string);
   'count': (number);
   'age_ms': (number);
+  'answered': (number);
 }

@@ -34,10 +34,11 @@ import { HistoryLostError, ParseError, isStreamError } from '../errors/stream-er
 import type { StreamError } from '../errors/stream-errors.js';
 import type { EngineIdentity, EngineIdentitySource } from '../engines/engine-identity.js';
 import type { SkipCounters, StreamIndex } from '../index/stream-index.js';
-import { HistoryExchange } from '../recovery/history-exchange.js';
-import type { HistoryOutcome } from '../recovery/history-exchange.js';
-import type { RecoveryBuffer } from '../recovery/recovery-buffer.js';
+import { HistoryExchange } from './history-exchange.js';
+import type { HistoryOutcome } from './history-exchange.js';
+import type { RecoveryBuffer } from './recovery-buffer.js';
 import { gapError } from './sequence-rules.js';
+import type { Cancellable } from './recovery-session.js';
 
 /** engines.md §3 rule 1: history_lost retries at most this often when resync_interval_ms is 0. */
 export const HISTORY_LOST_RETRY_DEFAULT_MS = 30_000;
@@ -55,7 +56,7 @@ export interface HistoryHost {
   readonly buffer: RecoveryBuffer;
   newIndex(): StreamIndex;
   zeroSkips(): SkipCounters;
-  /** RECOVERING → SYNCHRONIZED with `index` as the live index and `last`; one 'view' reset. */
+  /** RECOVERING → SYNCHRONIZED with `index` as the live index and `last`; one indexReplaced. */
   publishRecovered(index: StreamIndex, last: bigint, applied: number, skipped: SkipCounters): void;
   /** RECOVERING → UNSYNCHRONIZED with the §7.4 retry. */
   abortRecovery(err: StreamError): void;
@@ -66,9 +67,6 @@ export interface HistoryHost {
   exchangeEnded(): void;
 }
 
-export interface Cancellable {
-  cancel(): void;
-}
 
 /** The rule 1 / 2 wording of `error`, exactly as engines.md §3 writes it. */
 export function historyLostError(startsAt: bigint, needed: bigint): HistoryLostError {

@@ -1,0 +1,137 @@
+/**
+ * Chat requests rendered and encoded off the event loop. `@huggingface/jinja` interprets the
+ * template in JavaScript and the segment cache hashes every piece of the rendered text, so an 8k-token
+ * chat costs about a millisecond of CPU: on the router's event loop that caps every other request.
+ * A few worker threads, each with the template compiled and the tokenizer loaded once, do the
+ * whole chat path (chat-encoding.ts) and hand back the ids as a transferred buffer. A conversation
+ * goes to the same thread while that thread is not far behind the others, so the thread's segment
+ * cache holds its earlier turns. A worker that dies fails only its pending requests (template
+ * errors: those requests are routed by load) and is replaced. Workers are unref'd: they never keep
+ * a process alive.
+ */
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { ChatRequest } from './chat-request.js';
+import type { TokenizeOutcome } from './chat-encoding.js';
+import { idsToArray, type SegmentCacheStats } from './token-encoder.js';
+import type { ChatReply, ChatRequestMessage, ChatWorkerData } from './chat-worker.js';
+
+interface Slot {
+  worker: Worker;
+  readonly pending: Map<number, (outcome: TokenizeOutcome) => void>;
+  cache: SegmentCacheStats;
+}
+
+/** A conversation leaves its thread only when that thread has this many more requests queued than the least loaded. */
+const AFFINITY_SLACK = 4;
+
+/** Characters of the first messages that name a conversation for thread affinity. */
+const AFFINITY_CHARS = 256;
+
+const NO_CACHE: SegmentCacheStats = { entries: 0, bytes: 0, hits: 0, misses: 0 };
+
+/**
+ * Built, the worker is the .js beside this file. Under tsx (tests, `node --import tsx`) it is the
+ * .ts source, and a worker thread does not inherit tsx's module hooks: a two-line bootstrap
+ * registers them in the thread first (the only place tsx is named; production never takes it).
+ */
+const FROM_SOURCE = import.meta.url.endsWith('.ts');
+
+function newWorker(workerData: ChatWorkerData): Worker {
+  if (!FROM_SOURCE) return new Worker(new URL('./chat-worker.js', import.meta.url), { workerData });
+  const entry = new URL('./chat-worker.ts', import.meta.url).href;
+  const api = pathToFileURL(createRequire(import.meta.url).resolve('tsx/esm/api')).href;
+  const bootstrap = `import(${JSON.stringify(api)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); });`;
+  return new Worker(bootstrap, { eval: true, workerData });
+}
+
+export class ChatPool {
+  private readonly slots: Slot[] = [];
+  private nextId = 0;
+  private closed = false;
+
+  constructor(
+    private readonly data: ChatWorkerData,
+    size: number,
+  ) {
+    for (let i = 0; i < size; i++) this.slots.push({ worker: this.spawn(i), pending: new Map(), cache: NO_CACHE });
+  }
+
+  get size(): number {
+    return this.slots.length;
+  }
+
+  /** The threads' segment caches together. */
+  get cacheStats(): SegmentCacheStats {
+    let entries = 0;
+    let bytes = 0;
+    let hits = 0;
+    let misses = 0;
+    for (const s of this.slots) {
+      entries += s.cache.entries;
+      bytes += s.cache.bytes;
+      hits += s.cache.hits;
+      misses += s.cache.misses;
+    }
+    return { entries, bytes, hits, misses };
+  }
+
+  /** Rendered and encoded on a chat thread; never rejects. */
+  encode(request: ChatRequest): Promise<TokenizeOutcome> {
+    if (this.closed) return Promise.resolve({ ok: false, reason: 'template_error', detail: 'chat template failed: the chat threads are closed' });
+    const slot = this.pick(request);
+    const id = this.nextId++;
+    return new Promise<TokenizeOutcome>((resolve) => {
+      slot.pending.set(id, resolve);
+      slot.worker.postMessage({ id, request } satisfies ChatRequestMessage);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all(this.slots.map((s) => s.worker.terminate()));
+  }
+
+  private pick(request: ChatRequest): Slot {
+    let least = this.slots[0]!;
+    for (const s of this.slots) if (s.pending.size < least.pending.size) least = s;
+    if (this.slots.length === 1) return least;
+    const home = this.slots[conversationHash(request) % this.slots.length]!;
+    return home.pending.size <= least.pending.size + AFFINITY_SLACK ? home : least;
+  }
+
+  private spawn(index: number): Worker {
+    const worker = newWorker(this.data);
+    worker.unref();
+    worker.on('message', (reply: ChatReply) => {
+      const slot = this.slots[index];
+      const resolve = slot?.pending.get(reply.id);
+      if (slot === undefined || resolve === undefined) return;
+      slot.pending.delete(reply.id);
+      slot.cache = reply.cache;
+      resolve('ids' in reply ? { ok: true, tokenIds: idsToArray(reply.ids) } : { ok: false, reason: reply.reason, detail: reply.detail });
+    });
+    const lost = (why: string): void => {
+      const slot = this.slots[index];
+      if (slot === undefined || slot.worker !== worker) return;
+      for (const resolve of slot.pending.values()) resolve({ ok: false, reason: 'template_error', detail: `chat template failed: chat thread ${why}` });
+      slot.pending.clear();
+      if (!this.closed) slot.worker = this.spawn(index);
+    };
+    worker.on('error', (e: Error) => lost(`failed (${e.message})`));
+    worker.on('exit', (code) => lost(`exited (${code})`));
+    return worker;
+  }
+}
+
+/** FNV-1a over the start of the first two messages' text: the same for every turn of a conversation. */
+function conversationHash(request: ChatRequest): number {
+  let h = 0x811c9dc5;
+  for (let m = 0; m < 2 && m < request.messages.length; m++) {
+    const text = request.messages[m]!.texts[0] ?? '';
+    const n = Math.min(text.length, AFFINITY_CHARS);
+    for (let i = 0; i < n; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  }
+  return h >>> 0;
+}

@@ -1,0 +1,39 @@
+/**
+ * The cluster benchmark's pure helpers: the knee interpolation of the load sweep and the
+ * confidence intervals the 4-replica targets print (bench/cluster/load-sweep.ts, rep-stats.ts).
+ */
+import { expect } from 'chai';
+import { kneeRate, poissonStarts } from '../../../bench/cluster/load-sweep.js';
+import { confidence, meanCi95, ratios, relativeGaps, t95 } from '../../../bench/cluster/rep-stats.js';
+
+describe('cluster benchmark statistics', () => {
+  it('kneeRate interpolates between the last step below the limit and the first above; null when none reaches it', () => {
+    const base = { rate: 1, ttftP90Ms: 100 };
+    expect(kneeRate(base, [{ rate: 2, ttftP90Ms: 200 }, { rate: 4, ttftP90Ms: 600 }], 500)).to.equal(3.5);
+    expect(kneeRate(base, [{ rate: 2, ttftP90Ms: 600 }], 500)).to.be.closeTo(1 + 0.8, 1e-12);
+    expect(kneeRate(base, [{ rate: 2, ttftP90Ms: 200 }], 500)).to.equal(null);
+  });
+
+  it('poissonStarts is seeded, starts at 0 and has mean gap 1/rate', () => {
+    const a = poissonStarts(4000, 10, 7);
+    expect(a).to.deep.equal(poissonStarts(4000, 10, 7));
+    expect(a[0]).to.equal(0);
+    expect(a.at(-1)! / (a.length - 1)).to.be.closeTo(100, 8);
+  });
+
+  it('meanCi95: Student t half-width over repetitions; none for a single value', () => {
+    expect(t95(2)).to.equal(4.303);
+    expect(t95(50)).to.equal(1.96);
+    const { mean, halfWidth } = meanCi95([1, 2, 3]);
+    expect(mean).to.equal(2);
+    expect(halfWidth).to.be.closeTo(4.303 * Math.sqrt(1 / 3), 1e-9);
+    expect(meanCi95([5]).halfWidth).to.equal(null);
+  });
+
+  it('paired repetitions: signed relative gaps and ratios, rounded confidence for a JSON line', () => {
+    expect(relativeGaps([0.5, 0.8], [0.55, 0.8])).to.deep.equal([0.10000000000000009, 0]);
+    expect(ratios([2, 4], [1, 4])).to.deep.equal([0.5, 1]);
+    expect(confidence([0.1, 0.1, 0.1])).to.deep.equal({ reps: 3, mean: 0.1, ci95: [0.1, 0.1] });
+    expect(confidence([0.2]).ci95).to.equal(null);
+  });
+});
