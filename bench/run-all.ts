@@ -23,6 +23,7 @@ const benches: { name: string; file: string; nodeArgs?: string[] }[] = [
   { name: 'ingest', file: 'bench/ingest/ingest.bench.ts' },
   { name: 'query', file: 'bench/query/query.bench.ts', nodeArgs: ['--expose-gc', '--max-old-space-size=8192'] },
   { name: 'meta', file: 'bench/meta/meta.bench.ts' },
+  { name: 'meta-libs', file: 'bench/meta/libraries.bench.ts' },
   { name: 'tokenizer-libs', file: 'bench/tokenize/tokenizer-libs.bench.ts' },
   { name: 'route', file: 'bench/route/route.bench.ts' },
   { name: 'propagation', file: 'bench/propagation/propagation.bench.ts' },

@@ -11,7 +11,7 @@
  */
 import { configOrExit } from '../shared/process/service-main.js';
 import { runChatDemo, runDemo, routeExample, type ChatDemoTurn, type DemoRequest, type RouteAnswer } from './stack/demo-workload.js';
-import { LocalStack } from './stack/local-stack.js';
+import { LocalStack, TAIL_LINES } from './stack/local-stack.js';
 import { parseStackArgs, stackHelp, type StackConfig } from './stack/stack-flags.js';
 
 const CHILD_WATCH_MS = 1000;
@@ -126,7 +126,7 @@ async function run(): Promise<void> {
     const dead = stack.exitedChild();
     if (dead === undefined || stopping) return;
     clearInterval(watch);
-    console.error(`[stack] ${dead.name} exited (code ${dead.exit?.code}, signal ${dead.exit?.signal}); last lines:\n${dead.tail()}`);
+    console.error(`[stack] ${dead.name} exited (code ${dead.exit?.code}, signal ${dead.exit?.signal}); last lines:\n${dead.tail(TAIL_LINES)}`);
     void shutdown(`${dead.name} exited`, 1);
   }, CHILD_WATCH_MS);
 }

@@ -20,7 +20,7 @@ import { RouterService } from '../../router-svc/router-service.js';
 import { isCandidate } from '../../router-svc/policy/candidates.js';
 import { EtcdServer } from '../../test/helpers/etcd-server.js';
 import { freePort, freePortRange, waitFor } from '../../test/helpers/ports.js';
-import { ServiceProcess } from '../../test/helpers/process-harness.js';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 import { EngineControl } from '../../tools/engine-sim/engine-control.js';
 import { EngineSimulator } from '../../tools/engine-sim/engine-simulator.js';
 import { OpenAiEndpoint } from '../../tools/engine-sim/openai-server.js';

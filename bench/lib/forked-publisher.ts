@@ -1,19 +1,21 @@
 /**
- * A publisher child process forked for a scenario benchmark (bench/ingest, bench/scale): it runs
- * under tsx with an IPC channel, and `next(type)` waits for its next IPC message of a given type
- * (messages that arrive before anyone waits for them are kept in arrival order).
+ * A publisher child process for a scenario benchmark (bench/ingest, bench/scale): it runs under
+ * tsx with an IPC channel (started through the one supervisor, shared/process/service-process.ts,
+ * so a bench that dies leaves no publisher behind), and `next(type)` waits for its next IPC
+ * message of a given type (messages that arrive before anyone waits for them are kept in arrival
+ * order). Its stderr is the bench's; stdout is not read.
  */
-import { fork } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 
 export class ForkedPublisher {
-  private readonly child: ChildProcess;
+  private readonly child: ServiceProcess;
   private readonly seen: { type: string }[] = [];
   private waiters: { type: string; resolve: (m: unknown) => void }[] = [];
 
   constructor(file: string, args: readonly string[]) {
-    this.child = fork(file, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-    this.child.on('message', (m: { type: string }) => {
+    this.child = ServiceProcess.spawn({ name: 'publisher', entry: file, args, ipc: true, inheritStderr: true, keptLines: 0 });
+    this.child.onMessage((raw) => {
+      const m = raw as { type: string };
       const w = this.waiters.find((x) => x.type === m.type);
       if (w === undefined) {
         this.seen.push(m);
@@ -36,9 +38,8 @@ export class ForkedPublisher {
 
   /** Asks the child to exit and waits until it has. */
   async stop(): Promise<void> {
-    if (this.child.exitCode !== null) return;
-    const exited = new Promise<void>((r) => this.child.once('exit', () => r()));
+    if (!this.child.isRunning) return;
     this.child.send({ type: 'exit' });
-    await exited;
+    await this.child.whenExited();
   }
 }

@@ -33,7 +33,7 @@ import { createServer, request, Agent } from 'node:http';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
@@ -42,7 +42,7 @@ import type { MetaStore } from '../../meta-svc/store/meta-store.js';
 import { RedisMetaStore } from '../../meta-svc/store/redis-meta-store.js';
 import { SqliteMetaStore } from '../../meta-svc/store/sqlite-meta-store.js';
 import { RedisServer } from '../../test/helpers/redis-server.js';
-import { freePort, waitFor } from '../../test/helpers/ports.js';
+import { freePort } from '../../test/helpers/ports.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { seededRandom } from '../lib/seeded-random.js';
 
@@ -334,9 +334,9 @@ async function loopDelay(): Promise<void> {
     await inProcess.close();
     // After: meta-svc as its own process; this process (the directory's) only watches its loop.
     const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'meta-svc/main.ts', `--http_port=${port}`, `--meta_store=sqlite:${join(dir, 'out', 'kvcm.db')}`, '--log_level=warn'], { stdio: 'ignore' });
+    const child = ServiceProcess.spawn({ name: 'meta-svc', entry: 'meta-svc/main.ts', args: [`--http_port=${port}`, `--meta_store=sqlite:${join(dir, 'out', 'kvcm.db')}`, '--log_level=warn'] });
     try {
-      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`).catch(() => null))?.status === 200, 60000, 'meta-svc /health');
+      await child.waitForHttp(`http://127.0.0.1:${port}/health`, 60000);
       const after = await loopDelayUnderLoad(`http://127.0.0.1:${port}`);
       emit({
         name: 'directory_event_loop_delay',
@@ -349,8 +349,7 @@ async function loopDelay(): Promise<void> {
         after_split_requests: after.requests,
       });
     } finally {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => child.once('exit', resolve));
+      await child.stop();
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -36,7 +36,7 @@
  *
  * Run: node --import tsx bench/route/route.bench.ts [--quick]   (--quick: shorter runs, fewer bodies)
  */
-import { fork } from 'node:child_process';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -266,13 +266,19 @@ function emit(obj: Record<string, unknown>): void {
 
 /** Runs the load generator in a child process against `port`/`path`. */
 function measure(port: number, path: string, bodies?: string[]): Promise<LoadResult> {
-  const child = fork(fileURLToPath(import.meta.url), ['--load-generator', ...(QUICK ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = ServiceProcess.spawn({
+    name: 'load-generator',
+    entry: fileURLToPath(import.meta.url),
+    args: ['--load-generator', ...(QUICK ? ['--quick'] : [])],
+    ipc: true,
+    inheritStderr: true,
+  });
   return new Promise((resolve, reject) => {
-    child.once('message', (m) => {
+    child.onMessage((m) => {
       resolve(m as LoadResult);
-      child.kill();
+      void child.kill();
     });
-    child.once('exit', (code) => reject(new Error(`load generator exited ${code}`)));
+    void child.whenExited().then((s) => reject(new Error(`load generator exited ${s.code}`)));
     const cmd: LoadCommand = { port, path, warmupMs: WARMUP_MS, measureMs: MEASURE_MS, concurrency: CONCURRENCY, bodies };
     child.send(cmd);
   });

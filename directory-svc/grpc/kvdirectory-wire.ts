@@ -1,59 +1,28 @@
 /**
  * The kvdirectory.v1 messages as grpc-js sees them under KVDIRECTORY_LOADER_OPTIONS (wire field
  * names, 64-bit integers as decimal strings), and the mapping from the directory's domain types.
- * Wire names appear only here and in the .proto.
+ * The shapes come from proto/generated/ (`npm run proto:types`); wire names appear only there,
+ * here and in the .proto.
  */
-import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
+import type { QueryRequest__Output } from '../../proto/generated/kvdirectory/v1/QueryRequest.js';
+import type { QueryResponse__Output } from '../../proto/generated/kvdirectory/v1/QueryResponse.js';
+import type { StreamCounters__Output } from '../../proto/generated/kvdirectory/v1/StreamCounters.js';
+import type { StreamMatch__Output } from '../../proto/generated/kvdirectory/v1/StreamMatch.js';
+import type { StreamStatus__Output } from '../../proto/generated/kvdirectory/v1/StreamStatus.js';
+import type { QueryResult } from '../../shared/view/query-result.js';
 import type { DirectoryStats, StreamStatus } from '../directory.js';
 
-export interface WireQueryRequest {
-  token_ids: number[];
-}
+export type WireQueryRequest = QueryRequest__Output;
 
 /** A routing.md `matches` row in the proto: `sequence` is an int64, so a decimal string. */
-export interface WireStreamMatch extends Omit<StreamMatch, 'sequence'> {
-  sequence: string;
-}
+export type WireStreamMatch = StreamMatch__Output;
 
-export interface WireQueryResponse {
-  input_tokens: number;
-  block_size: number;
-  matches: WireStreamMatch[];
-}
+export type WireQueryResponse = QueryResponse__Output;
 
-export interface WireStreamCounters {
-  batches_applied: string;
-  topic_mismatch: string;
-  skipped_out_of_scope: string;
-  skipped_descendant: string;
-  skipped_orphan: string;
-  sync_lost: Record<string, string>;
-  recoveries_ok: string;
-  recoveries_failed: string;
-  restores: string;
-  silent_loss: string;
-  reconcile_failures: string;
-  skipped_medium: string;
-}
+export type WireStreamCounters = StreamCounters__Output;
 
-export interface WireStreamStatus {
-  instance_name: string;
-  dp_rank: number;
-  block_size: number;
-  endpoint: string;
-  replay_endpoint: string;
-  topic: string;
-  hash_seed: string;
-  engine_kind: string;
-  state: string;
-  synchronized: boolean;
-  sequence: string;
-  error: string;
-  device_blocks: string;
-  host_blocks: string;
-  entry_count: string;
-  counters: WireStreamCounters;
-}
+/** Always sent with its counters (the generated type allows a message field to be null). */
+export type WireStreamStatus = Omit<StreamStatus__Output, 'counters'> & { counters: WireStreamCounters };
 
 export interface WireListStreamsResponse {
   streams: WireStreamStatus[];

@@ -7,6 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../shared/log/logger.js';
 import type { ViewEndReason, ViewSink } from '../view/view-watcher.js';
 import type { WatchRequest, ViewPublisher } from '../view/view-publisher.js';
+import type { WireWatchViewRequest } from '../../shared/view/view-wire.js';
 
 /** What the view handlers read; `ViewPublisher` implements it. */
 export type ViewApi = Pick<ViewPublisher, 'watch' | 'unwatch' | 'stats'>;
@@ -15,13 +16,6 @@ export type ViewApi = Pick<ViewPublisher, 'watch' | 'unwatch' | 'stats'>;
 export function viewStatsFields(view: ViewApi): { view_epoch: string; view_version: string; view_watchers: number } {
   const s = view.stats();
   return { view_epoch: s.epoch, view_version: String(s.version), view_watchers: s.watchers };
-}
-
-export interface WireWatchViewRequest {
-  router_id: string;
-  epoch: string;
-  /** uint64 as a decimal string (longs: String). */
-  version: string;
 }
 
 /**

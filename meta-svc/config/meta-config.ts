@@ -15,17 +15,9 @@ import { REGISTER_INSTANCE_REQUEST, parseRegistration } from '../instances/regis
 import type { InstanceRecord } from '../store/meta-store.js';
 import { ConfigIssues, ConfigObject, indexPath } from './config-object.js';
 import { DEFAULT_META_CONFIG_JSON } from './default-meta-config.js';
+import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from './event-report-timings.js';
 import { STORAGE_KINDS, isStorageKind } from './storage-kinds.js';
 import type { StorageKind } from './storage-kinds.js';
-
-/** §8 `event_report` timings (per storage after overrides). Same shape as the reporter registry's. */
-export interface EventReportTimings {
-  readonly heartbeatTimeoutMs: number;
-  readonly cleanupGraceMs: number;
-  readonly livenessCheckIntervalMs: number;
-  readonly snapshotMinIntervalMs: number;
-  readonly snapshotDeltaDrainTimeoutMs: number;
-}
 
 export interface StorageConfig {
   readonly globalUniqueName: string;
@@ -103,14 +95,6 @@ export interface MetaConfigInput {
 
 export type MetaConfigResult = { readonly ok: true; readonly config: MetaConfig } | { readonly ok: false; readonly errors: readonly string[] };
 
-export const DEFAULT_EVENT_REPORT: EventReportTimings = Object.freeze({
-  heartbeatTimeoutMs: 30000,
-  cleanupGraceMs: 300000,
-  livenessCheckIntervalMs: 5000,
-  snapshotMinIntervalMs: 30000,
-  snapshotDeltaDrainTimeoutMs: 10000,
-});
-
 const TOP_KEYS = ['node_id', 'http', 'store', 'storages', 'instance_groups', 'event_report', 'write', 'limits', 'bootstrap_instances'];
 const HTTP_KEYS = ['host', 'port', 'advertise_host', 'max_body_bytes'];
 const STORE_KEYS = ['type', 'path', 'synchronous'];
@@ -162,7 +146,7 @@ export function parseMetaConfig(input: MetaConfigInput): MetaConfigResult {
 
   const http = readHttp(top, issues, input);
   const store = readStore(top, issues, input);
-  const eventReport = readTimings(top.has('event_report') ? ConfigObject.of(top.raw('event_report'), top.at('event_report'), issues, EVENT_REPORT_KEYS) : null, DEFAULT_EVENT_REPORT, issues);
+  const eventReport = readTimings(top.has('event_report') ? ConfigObject.of(top.raw('event_report'), top.at('event_report'), issues, EVENT_REPORT_KEYS) : null, DEFAULT_EVENT_REPORT_TIMINGS, issues);
   const storages = readStorages(top, issues, eventReport);
   const instanceGroups = readGroups(top, issues, storages);
   const write = readPositivePair(top, 'write', ['default_timeout_seconds', 'max_timeout_seconds'], [30, 3600], issues);

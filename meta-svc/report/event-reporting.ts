@@ -12,7 +12,8 @@ import { ReporterVisibility, type EventReportVisibility } from './event-report-v
 import { ReportCleanup } from './report-cleanup.js';
 import { ReportEventExecutor } from './report-event-executor.js';
 import { ReportLifecycle } from './report-lifecycle.js';
-import { DEFAULT_EVENT_REPORT_TIMINGS, ReporterRegistry, type EventReportTimings } from './reporter-registry.js';
+import { ReporterRegistry } from './reporter-registry.js';
+import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../config/event-report-timings.js';
 import { realTimers, type GateTimers } from './write-gate.js';
 import { LOCAL_REPORTER_SYNC, type ReporterSync } from './reporter-sync.js';
 

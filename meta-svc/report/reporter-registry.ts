@@ -10,25 +10,9 @@
 import { randomBytes } from 'node:crypto';
 import { WriteGate, realTimers, type GateTimers } from './write-gate.js';
 import type { EventReportStorageType } from './report-location-id.js';
+import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../config/event-report-timings.js';
 
 export type ReporterLiveness = 'UNKNOWN' | 'AVAILABLE' | 'UNAVAILABLE' | 'TOMBSTONED';
-
-/** §8 `event_report` timings, already resolved for one event-report storage (per-storage overrides applied). */
-export interface EventReportTimings {
-  readonly heartbeatTimeoutMs: number;
-  readonly cleanupGraceMs: number;
-  readonly livenessCheckIntervalMs: number;
-  readonly snapshotMinIntervalMs: number;
-  readonly snapshotDeltaDrainTimeoutMs: number;
-}
-
-export const DEFAULT_EVENT_REPORT_TIMINGS: EventReportTimings = Object.freeze({
-  heartbeatTimeoutMs: 30000,
-  cleanupGraceMs: 300000,
-  livenessCheckIntervalMs: 5000,
-  snapshotMinIntervalMs: 30000,
-  snapshotDeltaDrainTimeoutMs: 10000,
-});
 
 export interface ReporterIdentity {
   readonly instanceId: string;

@@ -7,11 +7,9 @@
  *   failure sets the items' status; all items failed → header INTERNAL_ERROR, items still sent.
  */
 import { CacheLocationStatus, StorageType, enumName } from '../meta-enums.js';
-import { missingFields } from '../meta-errors.js';
 import type { RpcResult } from '../http/meta-http-server.js';
 import type { RequestReader } from '../wire/request-reader.js';
-import { checkBlockMask, isMasked, readBlockMask } from '../keys/block-mask.js';
-import { keysOf, readRawKeys } from '../keys/request-keys.js';
+import { isMasked } from '../keys/block-mask.js';
 import { cacheLocationDetailOf, emptyCacheLocation, lookupEntryOf, notFoundDetail } from '../lookup/cache-location-wire.js';
 import type { WireCacheLocation, WireCacheLocationDetail } from '../lookup/cache-location-wire.js';
 import { selectLocation } from '../lookup/location-selection.js';
@@ -20,6 +18,7 @@ import type { StoredBlock } from '../store/meta-store.js';
 import type { DataPath } from '../write/data-path.js';
 import type { RpcRegistrar } from './rpc-registrar.js';
 import { countLookup, selectionContext } from './lookup-context.js';
+import { readMaskedKeys, resolveMaskedKeys } from './masked-keys.js';
 
 export function registerCacheMetaRpcs(server: RpcRegistrar, dp: DataPath): void {
   server.registerRpc('getCacheMeta', (req) => getCacheMeta(dp, req));
@@ -27,15 +26,10 @@ export function registerCacheMetaRpcs(server: RpcRegistrar, dp: DataPath): void 
 }
 
 async function getCacheMeta(dp: DataPath, req: RequestReader): Promise<RpcResult> {
-  const instanceId = req.str('instance_id');
-  const raw = readRawKeys(req);
-  const mask = readBlockMask(req.message('block_mask'), 'block_mask');
+  const read = readMaskedKeys(req);
   const detailLevel = req.int32('detail_level');
-  if (instanceId === '') throw missingFields('GetCacheMeta', ['instance_id']);
-
-  const instance = await dp.instances.resolve(instanceId);
-  const keys = keysOf('GetCacheMeta', raw, instance.record, dp.limits.maxKeysPerRequest, dp.hasher);
-  checkBlockMask(mask, keys.length, 'block_mask');
+  const { instanceId, mask } = read;
+  const { instance, keys } = await resolveMaskedKeys(dp, 'GetCacheMeta', read);
   const unmaskedKeys = keys.filter((_k, i) => !isMasked(mask, i));
   const blocks = await dp.store.getBlocks(instanceId, unmaskedKeys);
   const ctx = selectionContext(dp, instance, null);
@@ -87,14 +81,9 @@ interface DetailItem {
 }
 
 async function getCacheMetaDetail(dp: DataPath, req: RequestReader): Promise<RpcResult> {
-  const instanceId = req.str('instance_id');
-  const raw = readRawKeys(req);
-  const mask = readBlockMask(req.message('block_mask'), 'block_mask');
-  if (instanceId === '') throw missingFields('GetCacheMetaDetail', ['instance_id']);
-
-  const instance = await dp.instances.resolve(instanceId);
-  const keys = keysOf('GetCacheMetaDetail', raw, instance.record, dp.limits.maxKeysPerRequest, dp.hasher);
-  checkBlockMask(mask, keys.length, 'block_mask');
+  const read = readMaskedKeys(req);
+  const { instanceId, mask } = read;
+  const { instance, keys } = await resolveMaskedKeys(dp, 'GetCacheMetaDetail', read);
   const indexes: number[] = [];
   for (let i = 0; i < keys.length; i++) if (!isMasked(mask, i)) indexes.push(i);
 

@@ -8,11 +8,11 @@ import { TrimStrategy } from '../meta-enums.js';
 import { MetaError, missingFields } from '../meta-errors.js';
 import type { RpcResult } from '../http/meta-http-server.js';
 import type { RequestReader } from '../wire/request-reader.js';
-import { checkBlockMask, isMasked, readBlockMask } from '../keys/block-mask.js';
-import { keysOf, readRawKeys } from '../keys/request-keys.js';
+import { isMasked } from '../keys/block-mask.js';
 import type { LocationScanFilter, MetaStore, StoreMutation } from '../store/meta-store.js';
 import type { DataPath } from '../write/data-path.js';
 import type { RpcRegistrar } from './rpc-registrar.js';
+import { readMaskedKeys, resolveMaskedKeys } from './masked-keys.js';
 
 /** §9.1: ≤ 1000 rows per transaction for bulk deletion. */
 const TRIM_BATCH = 1000;
@@ -23,14 +23,9 @@ export function registerRemoveTrimRpcs(server: RpcRegistrar, dp: DataPath): void
 }
 
 async function removeCache(dp: DataPath, req: RequestReader): Promise<RpcResult> {
-  const instanceId = req.str('instance_id');
-  const raw = readRawKeys(req);
-  const mask = readBlockMask(req.message('block_mask'), 'block_mask');
-  if (instanceId === '') throw missingFields('RemoveCache', ['instance_id']);
-
-  const instance = await dp.instances.resolve(instanceId);
-  const keys = keysOf('RemoveCache', raw, instance.record, dp.limits.maxKeysPerRequest, dp.hasher);
-  checkBlockMask(mask, keys.length, 'block_mask');
+  const read = readMaskedKeys(req);
+  const { instanceId, mask } = read;
+  const { instance, keys } = await resolveMaskedKeys(dp, 'RemoveCache', read);
   const muts: StoreMutation[] = [];
   for (let i = 0; i < keys.length; i++) {
     if (!isMasked(mask, i)) muts.push({ op: 'deleteBlock', instanceId, blockKey: keys[i] as bigint });

@@ -15,6 +15,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type BetterSqlite3 from 'better-sqlite3';
+import { BlockCache } from './block-cache.js';
 import { migrate } from './sqlite-schema.js';
 import {
   StoreError,
@@ -109,15 +110,11 @@ interface Statements {
 export class SqliteMetaStore implements MetaStore {
   private closed = false;
   /**
-   * Read-through cache of decoded blocks per instance, `null` = known absent. Keyed by the
-   * bigint itself: a Map probe by bigint costs ~6x less than building a string key per probe.
    * This store is the database's only writer (one process, §9.1), so invalidating every key an
-   * `apply` touches (before it runs, so a rolled-back batch only costs a miss) keeps it exact.
-   * FIFO eviction in insertion order. Returned blocks are shared: callers treat them as the
-   * readonly values their types say.
+   * `apply` touches (before it runs, so a rolled-back batch only costs a miss) keeps the cache
+   * exact. Returned blocks are shared: callers treat them as the readonly values their types say.
    */
-  private readonly blockCache = new Map<string, Map<bigint, StoredBlock | null>>();
-  private blockCacheSize = 0;
+  private readonly blockCache: BlockCache;
   private readonly stmts: Statements;
   private readonly applyTx: BetterSqlite3.Transaction<(mutations: readonly StoreMutation[]) => MutationResult[]>;
   private readonly insertChunkTx: BetterSqlite3.Transaction<(params: unknown[]) => void>;
@@ -125,8 +122,9 @@ export class SqliteMetaStore implements MetaStore {
   private constructor(
     private readonly db: BetterSqlite3.Database,
     readonly path: string,
-    private readonly blockCacheEntries: number,
+    blockCacheEntries: number,
   ) {
+    this.blockCache = new BlockCache(blockCacheEntries);
     this.stmts = prepareStatements(db);
     this.applyTx = db.transaction((mutations: readonly StoreMutation[]) => this.applyAll(mutations));
     // Nested in applyTx, so better-sqlite3 runs it under a savepoint: a throw undoes the chunk only.
@@ -196,11 +194,11 @@ export class SqliteMetaStore implements MetaStore {
       // A read for a write keeps nothing: apply would delete every entry again at once, and
       // 2000 inserts and deletes per reportEvent on a 100k-entry Map churn its hash table
       // (rehashes) for no hit. Cached blocks still serve it.
-      const useCache = this.blockCacheEntries > 0 && opts?.forWrite !== true;
-      let cache = this.blockCache.get(instanceId);
+      const useCache = this.blockCache.enabled && opts?.forWrite !== true;
+      const cache = this.blockCache.entriesOf(instanceId);
       let misses: bigint[] | null = null;
-      // Hot path (every looked-up key): one cache probe and one insert per key. A repeated key
-      // is simply set again, or deduplicated with the misses below.
+      // Hot path (every looked-up key): one cache probe per key. A repeated key is
+      // deduplicated with the misses below.
       for (let i = 0; i < blockKeys.length; i++) {
         const key = blockKeys[i] as bigint;
         const cached = cache === undefined ? undefined : cache.get(key);
@@ -211,20 +209,11 @@ export class SqliteMetaStore implements MetaStore {
       if (misses === null) return out;
       const unique = misses.length === 1 ? misses : [...new Set(misses)];
       const read = this.readBlocks(instanceId, unique);
-      if (useCache && cache === undefined) {
-        cache = new Map();
-        this.blockCache.set(instanceId, cache);
-      }
       for (let i = 0; i < unique.length; i++) {
-        const key = unique[i] as bigint;
         const b = read[i];
-        if (b !== undefined) out.set(key, b);
-        if (useCache && cache !== undefined && !cache.has(key)) {
-          cache.set(key, b ?? null);
-          this.blockCacheSize++;
-        }
+        if (b !== undefined) out.set(unique[i] as bigint, b);
       }
-      if (this.blockCacheSize > this.blockCacheEntries) this.evict();
+      if (useCache) this.blockCache.remember(instanceId, unique, read);
       return out;
     });
   }
@@ -263,26 +252,11 @@ export class SqliteMetaStore implements MetaStore {
     return blocks;
   }
 
-  /** Drops the oldest quarter of each instance's cached blocks (FIFO by insertion). */
-  private evict(): void {
-    for (const [instanceId, cache] of this.blockCache) {
-      let drop = Math.ceil(cache.size / 4);
-      for (const k of cache.keys()) {
-        if (drop-- <= 0) break;
-        cache.delete(k);
-        this.blockCacheSize--;
-      }
-      if (cache.size === 0) this.blockCache.delete(instanceId);
-    }
-  }
-
   async apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]> {
     return this.run('apply', () => {
-      if (this.blockCacheSize > 0) {
-        for (let i = 0; i < mutations.length; i++) {
-          const m = mutations[i] as StoreMutation;
-          if (this.blockCache.get(m.instanceId)?.delete(m.blockKey) === true) this.blockCacheSize--;
-        }
+      for (let i = 0; i < mutations.length; i++) {
+        const m = mutations[i] as StoreMutation;
+        this.blockCache.forget(m.instanceId, m.blockKey);
       }
       return this.applyTx.immediate(mutations);
     });
@@ -362,7 +336,6 @@ export class SqliteMetaStore implements MetaStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.blockCache.clear();
-    this.blockCacheSize = 0;
     try {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
     } finally {

@@ -3,8 +3,14 @@
  * KVDIRECTORY_LOADER_OPTIONS (architecture.md "The view stream"): wire field names, `bytes` as
  * Buffer (a server may also hand grpc-js a Uint8Array), the `body` oneof named by its `body`
  * discriminator. Wire names appear only here and in the .proto; both the directory (serving) and
- * the router (watching) use these shapes.
+ * the router (watching) use these shapes. Messages whose generated shape (proto/generated/,
+ * `npm run proto:types`) is exactly what both sides need are aliases of it; the rest are kept by
+ * hand because they are narrower (the `body` discriminator, int64 fields a server fills with
+ * numbers, `bytes` a server hands over as Uint8Array).
  */
+import type { InflightShare__Output } from '../../proto/generated/kvdirectory/v1/InflightShare.js';
+import type { ProfilePoint__Output } from '../../proto/generated/kvdirectory/v1/ProfilePoint.js';
+import type { WatchViewRequest__Output } from '../../proto/generated/kvdirectory/v1/WatchViewRequest.js';
 
 /**
  * A 64-bit integer field. Decoded (longs: String) it is always a decimal string; an encoder
@@ -13,18 +19,11 @@
  */
 export type WireInt64 = string | number;
 
-export interface WireWatchViewRequest {
-  router_id: string;
-  /** Empty = fresh watch (snapshot). */
-  epoch: string;
-  /** uint64 as a decimal string. */
-  version: string;
-}
+/** `epoch` empty = fresh watch (snapshot); `version` a uint64 as a decimal string. */
+export type WireWatchViewRequest = WatchViewRequest__Output;
 
 /** One point: [input_tokens, ttft_ms] or [batch_size, total_tokens, tpot_ms]. */
-export interface WireProfilePoint {
-  values: number[];
-}
+export type WireProfilePoint = ProfilePoint__Output;
 
 export interface WireViewLoad {
   waiting_requests_num: WireInt64;
@@ -59,10 +58,7 @@ export interface WireViewInstance {
   inflight?: WireInflightShare[];
 }
 
-export interface WireInflightShare {
-  router_id: string;
-  count: number;
-}
+export type WireInflightShare = InflightShare__Output;
 
 export interface WireViewStream {
   stream_id: number;
@@ -140,6 +136,7 @@ export interface WireInflightReport {
   decisions: WireInflightDecisions[];
 }
 
+/** Kept by hand: a router may leave `answered` out (older routers), which the generated shape requires. */
 export interface WireInflightDecisions {
   instance_name: string;
   count: number;

@@ -1,6 +1,6 @@
 /**
- * The cluster the chaos and soak suites break, every part a real process (test/helpers
- * process-harness: own process groups, no orphans):
+ * The cluster the chaos and soak suites break, every part a real process (shared/process/
+ * service-process: own process groups, no orphans):
  *
  *   etcd ◀─ lease + key ── engines (chaos-engine.ts: the simulator + a read-only residency route)
  *                           ── ZMQ events/snapshots, heartbeats ──▶ directory-svc ══ WatchView ══▶ router-1, router-2 (CAR)
@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, waitFor } from '../helpers/ports.js';
-import { ServiceProcess } from '../helpers/process-harness.js';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 import { EVENT_PORT_OFFSET, REPLAY_PORT_OFFSET, findFreeEngineBase, layoutEngines, type PlannedEngine } from '../../tools/stack/port-plan.js';
 import type { QueryResult } from '../../shared/view/query-result.js';
 import { CLEAR_PATH, RESIDENCY_PATH, type WireResidencyAnswer } from './engine-residency.js';

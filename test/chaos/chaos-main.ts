@@ -6,7 +6,7 @@
  * CHAOS_SHORT=1 runs the short form `npm test` runs.
  */
 import { FULL_CHAOS, SHORT_CHAOS, chaosMarkdown, runChaos, type ChaosOptions } from './chaos-run.js';
-import { stopAllProcesses } from '../helpers/process-harness.js';
+import { stopAllProcesses } from '../../shared/process/service-process.js';
 
 function envInt(name: string, fallback: number): number {
   const v = process.env[name];

@@ -4,7 +4,7 @@
  * exits 1 when a slope is above SOAK_MAX_SLOPE_KIB_S (default 64 KiB/s, about 225 MiB/h), the
  * index never filled, or requests failed.
  */
-import { stopAllProcesses } from '../helpers/process-harness.js';
+import { stopAllProcesses } from '../../shared/process/service-process.js';
 import { SERIES, runSoak, soakSummary } from './soak-run.js';
 
 function envInt(name: string, fallback: number): number {

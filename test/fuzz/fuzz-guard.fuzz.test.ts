@@ -3,7 +3,7 @@
 // exception outside the contract is reported; both name the seed, the iteration and the input,
 // so `FUZZ_SEED=<seed>` reproduces them.
 import { expect } from 'chai';
-import { Rng } from '../helpers/fuzz.js';
+import { Rng } from './lib/rng.js';
 import { SELFTEST_BAD_INPUT } from './fuzz-targets.js';
 import { runGuardedFuzz } from './fuzz-runner.js';
 

@@ -2,7 +2,8 @@
 // progress counter, and turns every way a run can go wrong into one failure message that names
 // the seed, the iteration and the input, so `FUZZ_SEED=<seed>` reproduces it.
 import { Worker } from 'node:worker_threads';
-import { MIB, Rng } from '../helpers/fuzz.js';
+import { MIB } from './lib/memory.js';
+import { Rng } from './lib/rng.js';
 import { makeTarget } from './fuzz-targets.js';
 import type { FuzzWorkerData, FuzzWorkerMessage } from './fuzz-worker.js';
 

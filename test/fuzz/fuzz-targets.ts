@@ -28,7 +28,12 @@ import { isRouterHttpError } from '../../router-svc/http/router-http-errors.js';
 import { parseKvQueryRequest, parseRouteRequest } from '../../router-svc/http/route-request.js';
 import { containsExt, hasDuplicateMapKeys, referenceBatch, referenceChunk } from './reference-batch.js';
 import type { RefEvent, RefSnapshotBlock } from './reference-batch.js';
-import { Rng, hex, loadCorpus, mutateBytes, mutateJsonText, mutateMsgpackInput, scanMsgpack } from '../helpers/fuzz.js';
+import { Rng } from './lib/rng.js';
+import { hex } from './lib/memory.js';
+import { loadCorpus } from './lib/corpus.js';
+import { mutateBytes } from './lib/byte-mutations.js';
+import { mutateJsonText } from './lib/json-mutations.js';
+import { mutateMsgpackInput, scanMsgpack } from './lib/msgpack-mutations.js';
 
 /** What a target's `run` reports: the outcome class ('ok' or the allowed error's class). */
 export type Outcome = string;

@@ -5,7 +5,8 @@
 //   main ──{target, seed, iterations, slowMs}──▶ worker: for i: progress[0] = i; run(generate(i))
 //   main ◀── {kind: 'done', outcomes, heap…} | {kind: 'failure', iteration, detail} ──
 import { parentPort, workerData } from 'node:worker_threads';
-import { Rng, exposedGc, settledHeapUsed } from '../helpers/fuzz.js';
+import { Rng } from './lib/rng.js';
+import { exposedGc, settledHeapUsed } from './lib/memory.js';
 import { ContractViolation, describeError, makeTarget, prepareTargets } from './fuzz-targets.js';
 
 export interface FuzzWorkerData {

@@ -8,7 +8,8 @@
 // index (shared/index) fed by the index's residency observer against the index itself. FUZZ_SEED reproduces a run, FUZZ_ITERATIONS
 // lengthens it (default: a short form for npm test).
 import { expect } from 'chai';
-import { MIB, fuzzIterations, fuzzSeed } from '../helpers/fuzz.js';
+import { MIB } from './lib/memory.js';
+import { fuzzIterations, fuzzSeed } from './lib/knobs.js';
 import { HEAP_GROWTH_BOUND_BYTES, runGuardedFuzz } from './fuzz-runner.js';
 
 const SEED = fuzzSeed();

@@ -8,7 +8,7 @@ import { BlockPool } from '../../tools/engine-sim/block-pool.js';
 import { WireEncoder, encodeSnapshotChunks } from '../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent, WireSnapshotBlock } from '../../tools/engine-sim/wire-types.js';
 import { DEFAULT_META_CONFIG_JSON } from '../../meta-svc/config/default-meta-config.js';
-import { CORPUS_ROOT } from '../helpers/fuzz.js';
+import { CORPUS_ROOT } from './lib/corpus.js';
 
 const enc = new WireEncoder();
 const TS = 1700000000.5;

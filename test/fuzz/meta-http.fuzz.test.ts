@@ -7,7 +7,13 @@
 // FUZZ_SEED reproduces a run, FUZZ_ITERATIONS lengthens it.
 import { expect } from 'chai';
 import { DEFAULT_META_CONFIG_JSON } from '../../meta-svc/config/default-meta-config.js';
-import { MIB, Rng, describeGrowth, exposedGc, fuzzIterations, fuzzSeed, loadCorpus, mutateBytes, mutateJsonText, runFuzzLoad } from '../helpers/fuzz.js';
+import { MIB, describeGrowth, exposedGc } from './lib/memory.js';
+import { Rng } from './lib/rng.js';
+import { fuzzIterations, fuzzSeed } from './lib/knobs.js';
+import { loadCorpus } from './lib/corpus.js';
+import { mutateBytes } from './lib/byte-mutations.js';
+import { mutateJsonText } from './lib/json-mutations.js';
+import { runFuzzLoad } from './lib/http-load.js';
 import { MetaHarness } from '../helpers/meta-service-harness.js';
 
 const SEED = fuzzSeed();

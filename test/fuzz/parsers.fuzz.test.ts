@@ -8,7 +8,8 @@
 //   router bodies (routing.md HTTP API) → RouterHttpError only
 // FUZZ_SEED reproduces a run, FUZZ_ITERATIONS lengthens it.
 import { expect } from 'chai';
-import { MIB, fuzzIterations, fuzzSeed } from '../helpers/fuzz.js';
+import { MIB } from './lib/memory.js';
+import { fuzzIterations, fuzzSeed } from './lib/knobs.js';
 import { HEAP_GROWTH_BOUND_BYTES, runGuardedFuzz } from './fuzz-runner.js';
 
 const SEED = fuzzSeed();

@@ -10,7 +10,13 @@ import { RouteDecider } from '../../router-svc/http/route-decider.js';
 import { KV_QUERY_PATH, ROUTE_PATH, RouterHttpServer } from '../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../router-svc/http/router-metrics.js';
 import { ViewCache } from '../../router-svc/viewcache/view-cache.js';
-import { MIB, Rng, describeGrowth, exposedGc, fuzzIterations, fuzzSeed, loadCorpus, mutateBytes, mutateJsonText, runFuzzLoad } from '../helpers/fuzz.js';
+import { MIB, describeGrowth, exposedGc } from './lib/memory.js';
+import { Rng } from './lib/rng.js';
+import { fuzzIterations, fuzzSeed } from './lib/knobs.js';
+import { loadCorpus } from './lib/corpus.js';
+import { mutateBytes } from './lib/byte-mutations.js';
+import { mutateJsonText } from './lib/json-mutations.js';
+import { runFuzzLoad } from './lib/http-load.js';
 import { apply, blockKeys, residency, snapshot, tokens, wireInstance, wireStream } from '../unit/router/view-fixtures.js';
 
 const SEED = fuzzSeed();

@@ -1,11 +1,10 @@
 /**
- * The process lifecycle shared by the real servers tests start (etcd-server.ts, redis-server.ts):
- * keep the tail of a child's output, wait until it answers (failing at once if it exits), and stop
- * it with SIGTERM, then SIGKILL after a grace period.
+ * The lifecycle shared by the real servers tests start (etcd-server.ts, redis-server.ts) on top
+ * of the one process supervisor: start the binary, wait until it answers (failing at once, with
+ * its output tail, if it exits), stop it with SIGTERM, then SIGKILL after a grace period.
  */
-import type { ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
-import { waitFor } from './ports.js';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 
 const STOP_GRACE_MS = 5000;
 
@@ -15,7 +14,7 @@ const STOP_GRACE_MS = 5000;
  * stops it and removes the dir.
  */
 export abstract class ChildServer {
-  protected proc: ChildProcess | null = null;
+  protected proc: ServiceProcess | null = null;
 
   protected constructor(readonly dataDir: string) {}
 
@@ -28,7 +27,7 @@ export abstract class ChildServer {
     const proc = this.proc;
     if (proc === null) return;
     this.proc = null;
-    await stopChild(proc, STOP_GRACE_MS);
+    await proc.stop(STOP_GRACE_MS);
   }
 
   /** Stops and starts again on the same ports and data dir. */
@@ -44,41 +43,16 @@ export abstract class ChildServer {
   }
 
   protected abstract launch(): Promise<void>;
-}
 
-/** Keeps the last 2000 characters of `proc`'s stderr (and stdout when piped) for error messages. */
-export function outputTail(proc: ChildProcess): () => string {
-  let tail = '';
-  const keep = (chunk: Buffer): void => {
-    tail = (tail + chunk.toString('utf8')).slice(-2000);
-  };
-  proc.stdout?.on('data', keep);
-  proc.stderr?.on('data', keep);
-  return () => tail;
-}
-
-/** Waits until `ready()` is true; throws with the output tail if the process exits first or time runs out. */
-export async function waitUntilReady(proc: ChildProcess, ready: () => Promise<boolean>, timeoutMs: number, what: string, tail: () => string): Promise<void> {
-  let exited = false;
-  proc.once('exit', () => {
-    exited = true;
-  });
-  await waitFor(
-    async () => {
-      if (exited) throw new Error(`${what} exited during start: ${tail()}`);
-      return ready();
-    },
-    timeoutMs,
-    what,
-  );
-}
-
-/** SIGTERM, SIGKILL after `graceMs`; resolves once the process is gone. */
-export async function stopChild(proc: ChildProcess, graceMs: number): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-  proc.kill('SIGTERM');
-  const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
-  await exited;
-  clearTimeout(timer);
+  /** Starts `command` and waits until `ready()`; a server that never answers is stopped again. */
+  protected async launchProcess(name: string, command: string, args: readonly string[], ready: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+    const proc = ServiceProcess.spawn({ name, command, args, stopWithAll: false });
+    this.proc = proc;
+    try {
+      await proc.waitUntil('answering', ready, timeoutMs);
+    } catch (e) {
+      await this.stop();
+      throw e;
+    }
+  }
 }

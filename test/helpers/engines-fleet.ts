@@ -16,7 +16,7 @@ import type { WireListStreamsResponse, WireQueryResponse } from '../../directory
 import type { WireListInstancesResponse, WireViewInstance } from '../../shared/view/view-wire.js';
 import { connectKvDirectory } from './kv-directory-client.js';
 import { freePort, freePortRange } from './ports.js';
-import { ServiceProcess } from './process-harness.js';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 
 export const FLEET_BLOCK_SIZE = 4;
 

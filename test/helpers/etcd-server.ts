@@ -4,11 +4,10 @@
  * same ports and data, so "etcd restarted" scenarios see the same keys (leases keep running on
  * the server's own clock).
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ChildServer, outputTail, waitUntilReady } from './child-server.js';
+import { ChildServer } from './child-server.js';
 import { freePort } from './ports.js';
 
 const ETCD_BIN = process.env['ETCD_BIN'] ?? 'etcd';
@@ -48,7 +47,8 @@ export class EtcdServer extends ChildServer {
   protected async launch(): Promise<void> {
     const client = `http://127.0.0.1:${this.clientPort}`;
     const peer = `http://127.0.0.1:${this.peerPort}`;
-    const proc = spawn(
+    await this.launchProcess(
+      `etcd on ${client}`,
       ETCD_BIN,
       [
         '--data-dir', this.dataDir,
@@ -60,16 +60,9 @@ export class EtcdServer extends ChildServer {
         '--initial-cluster', `default=${peer}`,
         '--log-level', 'error',
       ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
+      () => isHealthy(client),
+      START_TIMEOUT_MS,
     );
-    this.proc = proc;
-    const tail = outputTail(proc);
-    try {
-      await waitUntilReady(proc, () => isHealthy(client), START_TIMEOUT_MS, `etcd on ${client}`, tail);
-    } catch (e) {
-      await this.stop();
-      throw e;
-    }
   }
 }
 

@@ -4,49 +4,26 @@
  * SQLite file path or a `redis://` URL. `kill()` is `kill -9`; `stop()` is SIGTERM
  * (§9.3 drain). Output is kept for failure messages.
  */
-import { spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
-import { freePort, waitFor } from './ports.js';
+import { ServiceProcess } from '../../shared/process/service-process.js';
+import { freePort } from './ports.js';
 
 export class MetaProcess {
-  private output = '';
-  private exited: Promise<number | null>;
-
   private constructor(
-    private readonly child: ChildProcess,
+    private readonly proc: ServiceProcess,
     readonly url: string,
-  ) {
-    child.stdout?.on('data', (d: Buffer) => (this.output += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (this.output += d.toString()));
-    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-  }
+  ) {}
 
   /** Starts the process and waits until `/health` answers 200. */
   static async start(store: string, extraArgs: readonly string[] = []): Promise<MetaProcess> {
     const metaPort = await freePort();
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        'meta-svc/main.ts',
-        `--http_port=${metaPort}`,
-        `--meta_store=${store.startsWith('redis://') ? store : `sqlite:${store}`}`,
-        ...extraArgs,
-      ],
-      { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    const p = new MetaProcess(child, `http://127.0.0.1:${metaPort}`);
+    const proc = ServiceProcess.spawn({
+      name: 'meta-svc',
+      entry: 'meta-svc/main.ts',
+      args: [`--http_port=${metaPort}`, `--meta_store=${store.startsWith('redis://') ? store : `sqlite:${store}`}`, ...extraArgs],
+    });
+    const p = new MetaProcess(proc, `http://127.0.0.1:${metaPort}`);
     try {
-      await waitFor(
-        async () => {
-          if (child.exitCode !== null) throw new Error(`meta-svc exited ${child.exitCode}:\n${p.output}`);
-          const res = await fetch(`${p.url}/health`).catch(() => null);
-          return res !== null && res.status === 200;
-        },
-        20000,
-        'MetaService /health 200',
-      );
+      await proc.waitForHttp(`${p.url}/health`, 20000);
     } catch (e) {
       await p.kill();
       throw e;
@@ -54,8 +31,9 @@ export class MetaProcess {
     return p;
   }
 
+  /** Everything the process printed so far. */
   get log(): string {
-    return this.output;
+    return this.proc.output.join('\n');
   }
 
   async call(rpc: string, body: unknown): Promise<any> { // `any`: loosely typed response JSON read by tests
@@ -66,13 +44,11 @@ export class MetaProcess {
 
   /** kill -9: no drain, no flush. */
   async kill(): Promise<void> {
-    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
-    await this.exited;
+    await this.proc.kill();
   }
 
   /** SIGTERM: the §9.3 drain; resolves with the exit code. */
   async stop(): Promise<number | null> {
-    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGTERM');
-    return this.exited;
+    return (await this.proc.stop()).code;
   }
 }

@@ -4,12 +4,11 @@
  * nothing outlives it; `stop()` + `start()` on the same port is the "Redis restarted" of R5 (an
  * empty Redis, since nothing was persisted — which is what a restart without persistence means).
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ChildServer, outputTail, waitUntilReady } from './child-server.js';
+import { ChildServer } from './child-server.js';
 import { freePort } from './ports.js';
 
 const REDIS_BIN = process.env['REDIS_SERVER_BIN'] ?? 'redis-server';
@@ -42,19 +41,13 @@ export class RedisServer extends ChildServer {
   }
 
   protected async launch(): Promise<void> {
-    const proc = spawn(
+    await this.launchProcess(
+      `redis-server on 127.0.0.1:${this.port}`,
       REDIS_BIN,
       ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dataDir, '--loglevel', 'warning', '--daemonize', 'no'],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      () => answersPing(this.port),
+      START_TIMEOUT_MS,
     );
-    this.proc = proc;
-    const tail = outputTail(proc);
-    try {
-      await waitUntilReady(proc, () => answersPing(this.port), START_TIMEOUT_MS, `redis-server on 127.0.0.1:${this.port}`, tail);
-    } catch (e) {
-      await this.stop();
-      throw e;
-    }
   }
 }
 

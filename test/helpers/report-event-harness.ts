@@ -17,7 +17,7 @@ import type { ReporterRegistry } from '../../meta-svc/report/reporter-registry.j
 import type { RedisServer } from './redis-server.js';
 import type { StoredLocation } from '../../meta-svc/store/meta-store.js';
 import { createEventReporting, type EventReporting } from '../../meta-svc/report/event-reporting.js';
-import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../../meta-svc/report/reporter-registry.js';
+import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../../meta-svc/config/event-report-timings.js';
 import { registerReportEventHandler, type ReportInstance } from '../../meta-svc/rpc/report-event.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { FaultyMetaStore } from './faulty-meta-store.js';

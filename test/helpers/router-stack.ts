@@ -8,7 +8,6 @@
  *   EngineSimulator ──ZMQ PUB/ROUTER──▶ directory-svc                           │
  *   OpenAiEndpoint (engine HTTP port) ◀────────── proxied /v1/completions ───────┘
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,12 +15,16 @@ import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import type { WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
+import type { ProtoGrpcType } from '../../proto/generated/kvdirectory.js';
+import type { KvDirectoryClient } from '../../proto/generated/kvdirectory/v1/KvDirectory.js';
 import { isCandidate } from '../../router-svc/policy/candidates.js';
 import type { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import { EngineControl, type EngineType } from '../../tools/engine-sim/engine-control.js';
 import { EngineSimulator } from '../../tools/engine-sim/engine-simulator.js';
 import { OpenAiEndpoint } from '../../tools/engine-sim/openai-server.js';
 import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
+import { ServiceProcess } from '../../shared/process/service-process.js';
+import { EtcdServer } from './etcd-server.js';
 import { freePort, freePortRange, waitFor } from './ports.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -36,55 +39,9 @@ export const STACK_DISCOVERY = {
   refresh_interval_ms: 50,
 } as const;
 
-/** A child process with its output kept for failure messages. */
-export class ServiceProcess {
-  private output = '';
-  readonly exited: Promise<number | null>;
-
-  constructor(readonly child: ChildProcess) {
-    child.stdout?.on('data', (d: Buffer) => (this.output += d.toString()));
-    child.stderr?.on('data', (d: Buffer) => (this.output += d.toString()));
-    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-  }
-
-  get log(): string {
-    return this.output;
-  }
-
-  get running(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  /** SIGTERM; resolves with the exit code (SIGKILL after 10 s). */
-  async stop(): Promise<number | null> {
-    if (this.running) this.child.kill('SIGTERM');
-    const timer = setTimeout(() => this.running && this.child.kill('SIGKILL'), 10000);
-    const code = await this.exited;
-    clearTimeout(timer);
-    return code;
-  }
-
-  async kill(): Promise<void> {
-    if (this.running) this.child.kill('SIGKILL');
-    await this.exited;
-  }
-}
-
-/** Until `url` answers 200; a process that exits first fails with its output. */
-export async function untilAnswering(proc: ServiceProcess, url: string, name: string, timeoutMs: number): Promise<void> {
-  await waitFor(
-    async () => {
-      if (!proc.running) throw new Error(`${name} exited:\n${proc.log}`);
-      const res = await fetch(url).catch(() => null);
-      return res !== null && res.status === 200;
-    },
-    timeoutMs,
-    `${name} ${new URL(url).pathname}`,
-  );
-}
-
-export function spawnTs(script: string, args: readonly string[]): ServiceProcess {
-  return new ServiceProcess(spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] }));
+/** `node --import tsx <entry>` from the repository root. */
+export function spawnService(name: string, entry: string, args: readonly string[]): ServiceProcess {
+  return ServiceProcess.spawn({ name, entry, args, cwd: ROOT });
 }
 
 /** directory-svc with discovery on a real etcd namespace; MetaService off. */
@@ -102,7 +59,7 @@ export class DirectoryProcess {
     writeFileSync(configFile, JSON.stringify({ discovery: STACK_DISCOVERY, replay_timeout_ms: 1000 }));
     const grpcPort = await freePort();
     const httpPort = await freePort();
-    const proc = spawnTs('directory-svc/main.ts', [
+    const proc = spawnService('directory-svc', 'directory-svc/main.ts', [
       `--etcd_addr=${opts.etcdAddress}`,
       `--etcd_namespace=${opts.namespace}`,
       `--kv_events_config_file=${configFile}`,
@@ -114,7 +71,7 @@ export class DirectoryProcess {
     ]);
     const dir = new DirectoryProcess(proc, grpcPort, httpPort, tmp);
     try {
-      await untilAnswering(proc, `${dir.httpUrl}/health`, 'directory-svc', 20000);
+      await proc.waitForHttp(`${dir.httpUrl}/health`, 20000);
     } catch (e) {
       await dir.close();
       throw e;
@@ -136,6 +93,84 @@ export class DirectoryProcess {
   }
 }
 
+/** router-svc as a real process on a free port; `start` resolves once `GET /ready` answers 200. */
+export class RouterProcess {
+  protected constructor(
+    readonly proc: ServiceProcess,
+    readonly url: string,
+  ) {}
+
+  /** `args` go after `--directory_addr` and `--http_port`. */
+  static async start(directoryAddr: string, args: readonly string[] = [], opts: { name?: string; readyTimeoutMs?: number } = {}): Promise<RouterProcess> {
+    const router = await RouterProcess.spawn(directoryAddr, args, opts.name);
+    await router.proc.waitForHttp(`${router.url}/ready`, opts.readyTimeoutMs ?? 30000);
+    return router;
+  }
+
+  /** The process started, not waited for (a test that watches it come up). */
+  static async spawn(directoryAddr: string, args: readonly string[] = [], name = 'router-svc'): Promise<RouterProcess> {
+    const port = await freePort();
+    const proc = spawnService(name, 'router-svc/main.ts', [`--directory_addr=${directoryAddr}`, `--http_port=${port}`, ...args]);
+    return new RouterProcess(proc, `http://127.0.0.1:${port}`);
+  }
+
+  async stop(): Promise<number | null> {
+    return (await this.proc.stop()).code;
+  }
+}
+
+/**
+ * What every router suite starts first: a real etcd and a directory-svc discovering engines in
+ * one etcd namespace; engines and routers join it with `startEngine` / `startRouter`.
+ */
+export class RouterTestStack {
+  private constructor(
+    readonly etcd: EtcdServer,
+    readonly directory: DirectoryProcess,
+    readonly namespace: string,
+  ) {}
+
+  static async start(namespace: string, opts: { internalApiToken?: string } = {}): Promise<RouterTestStack> {
+    const etcd = await EtcdServer.start();
+    try {
+      const directory = await DirectoryProcess.start({ etcdAddress: etcd.address, namespace, internalApiToken: opts.internalApiToken });
+      return new RouterTestStack(etcd, directory, namespace);
+    } catch (e) {
+      await etcd.destroy();
+      throw e;
+    }
+  }
+
+  /** A simulated engine registered in this stack's namespace, heartbeating to its directory. */
+  startEngine(opts: Omit<SimEngineOptions, 'etcdAddress' | 'namespace' | 'directoryHttpUrl'> = {}): Promise<SimEngine> {
+    return SimEngine.start({ ...opts, etcdAddress: this.etcd.address, namespace: this.namespace, directoryHttpUrl: this.directory.httpUrl });
+  }
+
+  /** A router-svc process watching this stack's directory, once `/ready`. */
+  startRouter(args: readonly string[] = [], opts: { name?: string; readyTimeoutMs?: number } = {}): Promise<RouterProcess> {
+    return RouterProcess.start(this.directory.address, args, opts);
+  }
+
+  async close(): Promise<void> {
+    await this.directory.close();
+    await this.etcd.destroy();
+  }
+}
+
+export interface SimEngineOptions {
+  etcdAddress: string;
+  namespace: string;
+  directoryHttpUrl: string;
+  internalApiToken?: string;
+  type?: EngineType;
+  tokenIntervalMs?: number;
+  waiting?: number;
+  /** Default 100 ms; a test that needs loads to stay put sets it far out and calls heartbeatNow. */
+  heartbeatIntervalMs?: number;
+  /** The model's tokenizer (tokenization.md §3: the same code and files as the router's). */
+  tokenizer?: PromptTokenizer | null;
+}
+
 /** One simulated engine: KV ranks, control side and OpenAI endpoint on one port range. */
 export class SimEngine {
   private constructor(
@@ -144,19 +179,7 @@ export class SimEngine {
     readonly openai: OpenAiEndpoint,
   ) {}
 
-  static async start(opts: {
-    etcdAddress: string;
-    namespace: string;
-    directoryHttpUrl: string;
-    internalApiToken?: string;
-    type?: EngineType;
-    tokenIntervalMs?: number;
-    waiting?: number;
-    /** Default 100 ms; a test that needs loads to stay put sets it far out and calls heartbeatNow. */
-    heartbeatIntervalMs?: number;
-    /** The model's tokenizer (tokenization.md §3: the same code and files as the router's). */
-    tokenizer?: PromptTokenizer | null;
-  }): Promise<SimEngine> {
+  static async start(opts: SimEngineOptions): Promise<SimEngine> {
     const p = await freePortRange(3);
     const name = `127.0.0.1:${p}`;
     const sim = await EngineSimulator.start({
@@ -201,21 +224,17 @@ export class SimEngine {
 /** The directory's gRPC Query answer (the directory's own wire shape of it). */
 export type WireQueryAnswer = WireQueryResponse;
 
-type QueryFn = (req: { token_ids: number[] }, cb: (e: grpc.ServiceError | null, r: WireQueryAnswer) => void) => void;
-
 /** The directory's gRPC Query, for comparing with the router's HTTP query endpoint. */
 export class DirectoryQueryClient {
-  private readonly client: grpc.Client & { Query: QueryFn };
+  private readonly client: KvDirectoryClient;
 
   constructor(address: string) {
-    const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as {
-      kvdirectory: { v1: { KvDirectory: grpc.ServiceClientConstructor } };
-    };
-    this.client = new loaded.kvdirectory.v1.KvDirectory(address, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Query: QueryFn };
+    const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as ProtoGrpcType;
+    this.client = new loaded.kvdirectory.v1.KvDirectory(address, grpc.credentials.createInsecure());
   }
 
   query(tokenIds: number[]): Promise<WireQueryAnswer> {
-    return new Promise((resolve, reject) => this.client.Query({ token_ids: tokenIds }, (e, r) => (e ? reject(e) : resolve(r))));
+    return new Promise((resolve, reject) => this.client.Query({ token_ids: tokenIds }, (e, r) => (e ? reject(e) : resolve(r!))));
   }
 
   close(): void {

@@ -26,7 +26,7 @@ import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { InstanceListing } from '../../directory-svc/view/instance-listing.js';
 import { ViewClient } from '../../router-svc/viewcache/view-client.js';
 import { waitFor } from '../helpers/ports.js';
-import { runToCompletion, type CompletedRun } from '../helpers/process-harness.js';
+import { runToCompletion, type CompletedRun } from '../helpers/run-cli.js';
 
 const require = createRequire(import.meta.url);
 const TOKEN = 'tok-3f9a1c77e2b04d18';

@@ -3,7 +3,6 @@
 // Bad flags and configs exit 2 with one stderr line naming the field; a good config serves gRPC
 // on a free port and stops with exit 0 on SIGTERM / SIGINT.
 import { expect } from 'chai';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,48 +10,41 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
-import type { WireListStreamsResponse, WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
+import type { WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
+import type { ProtoGrpcType } from '../../proto/generated/kvdirectory.js';
+import type { KvDirectoryClient } from '../../proto/generated/kvdirectory/v1/KvDirectory.js';
+import type { ListStreamsResponse__Output } from '../../proto/generated/kvdirectory/v1/ListStreamsResponse.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import { freePort, waitFor } from '../helpers/ports.js';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-interface Run {
-  child: ChildProcess;
-  stdout: string;
-  stderr: string;
-  exited: Promise<number | null>;
+/** A directory-svc process of this test (`node --import tsx`, so no build is needed). */
+function startMain(args: string[], env: Record<string, string>): ServiceProcess {
+  return ServiceProcess.spawn({ name: 'directory-svc', entry: 'directory-svc/main.ts', args, cwd: ROOT, env: { ...process.env, ...env } });
 }
 
-function startMain(args: string[], env: Record<string, string> = {}): Run {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'directory-svc/main.ts', ...args], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const run: Run = { child, stdout: '', stderr: '', exited: Promise.resolve(null) };
-  child.stdout!.on('data', (b: Buffer) => (run.stdout += b.toString()));
-  child.stderr!.on('data', (b: Buffer) => (run.stderr += b.toString()));
-  run.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
-  return run;
+function textOf(r: ServiceProcess, stream: 'stdout' | 'stderr'): string {
+  return r.linesOf(stream).join('\n');
 }
 
-type ListStreamsFn = (req: Record<string, never>, cb: (e: grpc.ServiceError | null, r: WireListStreamsResponse) => void) => void;
-type QueryFn = (req: { token_ids: number[] }, cb: (e: grpc.ServiceError | null, r: WireQueryResponse) => void) => void;
-
-function kvClient(port: number): grpc.Client & { Query: QueryFn } {
-  const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as {
-    kvdirectory: { v1: { KvDirectory: grpc.ServiceClientConstructor } };
-  };
-  return new loaded.kvdirectory.v1.KvDirectory(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Query: QueryFn };
+async function exitCode(r: ServiceProcess): Promise<number | null> {
+  return (await r.waitForExit()).code;
 }
 
-function query(client: grpc.Client & { Query: QueryFn }, tokenIds: number[]): Promise<WireQueryResponse> {
-  return new Promise((resolve, reject) => client.Query({ token_ids: tokenIds }, (e, r) => (e ? reject(e) : resolve(r))));
+
+function kvClient(port: number): KvDirectoryClient {
+  const loaded = grpc.loadPackageDefinition(loadKvDirectoryPackage()) as unknown as ProtoGrpcType;
+  return new loaded.kvdirectory.v1.KvDirectory(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+}
+
+function query(client: KvDirectoryClient, tokenIds: number[]): Promise<WireQueryResponse> {
+  return new Promise((resolve, reject) => client.Query({ token_ids: tokenIds }, (e, r) => (e ? reject(e) : resolve(r!))));
 }
 
 describe('architecture.md directory-svc process (main.ts)', () => {
-  let runs: Run[] = [];
+  let runs: ServiceProcess[] = [];
   let tmp = '';
   let publishers: RankPublisher[] = [];
   let clients: grpc.Client[] = [];
@@ -63,15 +55,14 @@ describe('architecture.md directory-svc process (main.ts)', () => {
   afterEach(async () => {
     for (const c of clients) c.close();
     clients = [];
-    for (const r of runs) if (r.child.exitCode === null && r.child.signalCode === null) r.child.kill('SIGKILL');
-    await Promise.all(runs.map((r) => r.exited));
+    await Promise.all(runs.map((r) => r.kill()));
     runs = [];
     await Promise.all(publishers.map((p) => p.close()));
     publishers = [];
     rmSync(tmp, { recursive: true, force: true });
   });
 
-  function main(args: string[], env: Record<string, string> = {}): Run {
+  function main(args: string[], env: Record<string, string> = {}): ServiceProcess {
     const r = startMain(args, env);
     runs.push(r);
     return r;
@@ -79,12 +70,12 @@ describe('architecture.md directory-svc process (main.ts)', () => {
 
   async function expectBadInput(args: string[], line: string | RegExp): Promise<void> {
     const r = main(args);
-    expect(await r.exited).to.equal(2);
-    const lines = r.stderr.split('\n').filter((l) => l !== '');
-    expect(lines, r.stderr).to.have.length(1);
+    expect(await exitCode(r)).to.equal(2);
+    const lines = r.linesOf('stderr');
+    expect(lines, textOf(r, 'stderr')).to.have.length(1);
     if (typeof line === 'string') expect(lines[0]).to.equal(line);
     else expect(lines[0]).to.match(line);
-    expect(r.stdout).to.equal('');
+    expect(textOf(r, 'stdout')).to.equal('');
   }
 
   function writeConfig(json: unknown): string {
@@ -95,12 +86,12 @@ describe('architecture.md directory-svc process (main.ts)', () => {
 
   it('--help prints every flag and exits 0', async () => {
     const r = main(['--help']);
-    expect(await r.exited).to.equal(0);
-    expect(r.stdout).to.match(/^Usage: node dist\/directory-svc\/main\.js/);
+    expect(await exitCode(r)).to.equal(0);
+    expect(textOf(r, 'stdout')).to.match(/^Usage: node dist\/directory-svc\/main\.js/);
     for (const f of ['--etcd_addr', '--kv_events_config_file', '--grpc_port', '--http_port', '--log_level']) {
-      expect(r.stdout).to.include(`${f}=`);
+      expect(textOf(r, 'stdout')).to.include(`${f}=`);
     }
-    expect(r.stderr).to.equal('');
+    expect(textOf(r, 'stderr')).to.equal('');
   });
 
   it('a former MetaService flag exits 2 with one line naming meta-svc and its replacement flag', async () => {
@@ -131,15 +122,15 @@ describe('architecture.md directory-svc process (main.ts)', () => {
   it('an empty --kv_events_config_file warns once, serves Query with zero matches, and SIGTERM exits 0', async () => {
     const [grpcPort, httpPort] = [await freePort(), await freePort()];
     const r = main([`--grpc_port=${grpcPort}`, `--http_port=${httpPort}`]);
-    await waitFor(() => r.stdout.includes('directory-svc started') || r.child.exitCode !== null, 20000, 'start log line');
-    const logs = r.stdout.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as { level: number; msg: string });
+    await waitFor(() => textOf(r, 'stdout').includes('directory-svc started') || !r.isRunning, 20000, 'start log line');
+    const logs = r.linesOf('stdout').map((l) => JSON.parse(l) as { level: number; msg: string });
     expect(logs.filter((l) => l.level === 40 && /directory disabled/.test(l.msg))).to.have.length(1);
     const client = kvClient(grpcPort);
     clients.push(client);
     expect(await query(client, [1, 2, 3, 4])).to.deep.equal({ input_tokens: 4, block_size: 0, matches: [] });
-    r.child.kill('SIGTERM');
-    expect(await r.exited).to.equal(0);
-    expect(r.stdout).to.include('"msg":"stopped"');
+    r.signal('SIGTERM');
+    expect(await exitCode(r)).to.equal(0);
+    expect(textOf(r, 'stdout')).to.include('"msg":"stopped"');
   });
 
   it('a --grpc_port already in use is a start failure: one fatal log line, exit 1', async () => {
@@ -148,8 +139,8 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     try {
       const port = (busy.address() as { port: number }).port;
       const r = main([`--grpc_port=${port}`, `--http_port=${await freePort()}`]);
-      expect(await r.exited).to.equal(1);
-      const fatal = r.stdout.split('\n').filter((l) => l.includes('"level":60'));
+      expect(await exitCode(r)).to.equal(1);
+      const fatal = r.linesOf('stdout').filter((l) => l.includes('"level":60'));
       expect(fatal).to.have.length(1);
       expect(fatal[0]).to.include('grpc_bind: cannot bind');
     } finally {
@@ -180,9 +171,9 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     );
     expect(answer.block_size).to.equal(4);
     expect(answer.matches[0]).to.include({ instance_name: '127.0.0.1:8000', dp_rank: 0, synchronized: true, device_hit_tokens: 8, reusable_prefix_tokens: 8 });
-    r.child.kill('SIGINT');
-    expect(await r.exited).to.equal(0);
-    expect(r.stderr).to.equal('');
+    r.signal('SIGINT');
+    expect(await exitCode(r)).to.equal(0);
+    expect(textOf(r, 'stderr')).to.equal('');
   });
 
   it('engines.md §1 a static vllm stream without replay_endpoint: synchronized from its seq 0, ListStreams shows its kind', async () => {
@@ -193,19 +184,18 @@ describe('architecture.md directory-svc process (main.ts)', () => {
     const r = main([`--kv_events_config_file=${p}`, `--grpc_port=${grpcPort}`, `--http_port=${httpPort}`, '--log_level=warn']);
     await pub.waitForSubscribers(1, 20000);
     await pub.publish([{ type: 'BlockStored', block_hashes: [11], parent_block_hash: null, token_ids: [1, 2, 3, 4], block_size: 4, medium: 'GPU' }]);
-    // The same generated client; ListStreams is one more method of the KvDirectory service.
-    const client = kvClient(grpcPort) as unknown as grpc.Client & { ListStreams: ListStreamsFn };
+    const client = kvClient(grpcPort);
     clients.push(client);
     const listed = await waitFor(
       async () => {
-        const l = await new Promise<WireListStreamsResponse>((resolve, reject) => client.ListStreams({}, (e, res) => (e ? reject(e) : resolve(res)))).catch(() => null);
+        const l = await new Promise<ListStreamsResponse__Output>((resolve, reject) => client.ListStreams({}, (e, res) => (e ? reject(e) : resolve(res!)))).catch(() => null);
         return l !== null && l.streams[0]?.sequence === '0' ? l : null;
       },
       20000,
       'the vllm stream synchronized at sequence 0',
     );
     expect(listed.streams[0]).to.include({ instance_name: 'vllm-0', engine_kind: 'vllm', replay_endpoint: '', synchronized: true });
-    r.child.kill('SIGINT');
-    expect(await r.exited).to.equal(0);
+    r.signal('SIGINT');
+    expect(await exitCode(r)).to.equal(0);
   });
 });

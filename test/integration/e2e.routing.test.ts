@@ -18,7 +18,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { EtcdServer } from '../helpers/etcd-server.js';
 import { freePort, waitFor } from '../helpers/ports.js';
-import { ServiceProcess, stopAllProcesses } from '../helpers/process-harness.js';
+import { ServiceProcess, stopAllProcesses } from '../../shared/process/service-process.js';
+import { RouterProcess } from '../helpers/router-stack.js';
 import { findFreeEngineBase, layoutEngines, type PlannedEngine } from '../../tools/stack/port-plan.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 
@@ -134,15 +135,8 @@ class Cluster {
   }
 
   async startRouter(name: string): Promise<Router> {
-    const port = await freePort();
-    const proc = ServiceProcess.spawn({
-      name,
-      entry: 'router-svc/main.ts',
-      args: [`--directory_addr=127.0.0.1:${this.grpcPort}`, `--http_port=${port}`, '--load_balance_policy=CAR', `--view_stale_after_ms=${VIEW_STALE_AFTER_MS}`],
-    });
-    const url = `http://127.0.0.1:${port}`;
-    await proc.waitForHttp(`${url}/ready`, START_MS);
-    return new Router(proc, url);
+    const router = await RouterProcess.start(`127.0.0.1:${this.grpcPort}`, ['--load_balance_policy=CAR', `--view_stale_after_ms=${VIEW_STALE_AFTER_MS}`], { name, readyTimeoutMs: START_MS });
+    return new Router(router.proc, router.url);
   }
 
   /** Sends `tokens` straight to an engine's own OpenAI endpoint (no router). */

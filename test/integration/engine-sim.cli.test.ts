@@ -10,7 +10,7 @@ import { Etcd3 } from 'etcd3';
 import * as zmq from 'zeromq';
 import { EtcdServer } from '../helpers/etcd-server.js';
 import { waitFor } from '../helpers/ports.js';
-import { ServiceProcess, stopAllProcesses } from '../helpers/process-harness.js';
+import { ServiceProcess, stopAllProcesses } from '../../shared/process/service-process.js';
 import { Inbox } from '../unit/engine-sim/zmq-inbox.js';
 import { findFreeEngineBase } from '../../tools/stack/port-plan.js';
 import { readU64be } from '../../tools/engine-sim/wire-encoding.js';

@@ -9,7 +9,8 @@ import { EngineScraper } from '../../directory-svc/engines/engine-scraper.js';
 import { parseEnginesFile } from '../../directory-svc/engines/engines-file.js';
 import { FleetDirectory, SimProcess } from '../helpers/engines-fleet.js';
 import { freePort, waitFor } from '../helpers/ports.js';
-import { ServiceProcess, stopAllProcesses } from '../helpers/process-harness.js';
+import { stopAllProcesses } from '../../shared/process/service-process.js';
+import { RouterProcess } from '../helpers/router-stack.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import type { WireViewInstance } from '../../shared/view/view-wire.js';
 
@@ -215,15 +216,9 @@ describe('engines.md §4 the engines file (real processes)', function () {
     const a = await SimProcess.start('vllm-a');
     dir = await FleetDirectory.start([a.entry()]);
     await waitFor(async () => (await hits('vllm-a')) === 0, 30000, 'synchronized');
-    const port = await freePort();
-    const router = ServiceProcess.spawn({
-      name: 'router',
-      entry: 'router-svc/main.ts',
-      args: [`--directory_addr=127.0.0.1:${dir.grpcPort}`, `--http_port=${port}`, '--load_balance_policy=CAR', '--log_level=warn'],
-    });
-    await router.waitForHttp(`http://127.0.0.1:${port}/ready`, 30000);
+    const router = await RouterProcess.start(`127.0.0.1:${dir.grpcPort}`, ['--load_balance_policy=CAR', '--log_level=warn'], { name: 'router' });
     const send = (): Promise<Response> =>
-      fetch(`http://127.0.0.1:${port}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: TOKENS, max_tokens: 1 }) });
+      fetch(`${router.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt: TOKENS, max_tokens: 1 }) });
     const res = await waitFor(async () => {
       const r = await send();
       return r.status === 200 ? r : null;

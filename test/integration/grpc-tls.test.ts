@@ -8,7 +8,7 @@
 // Bad flag combinations are checked twice: in process against the same reader the mains call,
 // and through directory-svc, router-svc and kvctl as processes (one stderr line, exit 2).
 import { expect } from 'chai';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -22,7 +22,8 @@ import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-ser
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { ViewClient } from '../../router-svc/viewcache/view-client.js';
 import { freePort, waitFor } from '../helpers/ports.js';
-import { runToCompletion } from '../helpers/process-harness.js';
+import { runToCompletion } from '../helpers/run-cli.js';
+import { ServiceProcess } from '../../shared/process/service-process.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
 const TOKEN = 'tls-test-token-5d1e';
@@ -213,18 +214,12 @@ describe('gRPC TLS between the directory and its clients', function () {
   it('directory-svc as a process serves TLS from its flags: kvctl with the CA answers; with a token and no TLS it warns once', async () => {
     const grpcPort = await freePort();
     const args = [`--grpc_port=${grpcPort}`, `--http_port=${await freePort()}`, `--etcd_addr=127.0.0.1:${await freePort()}`];
-    const dir = spawn(process.execPath, ['--import', 'tsx', 'directory-svc/main.ts', ...args, `--grpc_tls_cert=${pki.serverCert}`, `--grpc_tls_key=${pki.serverKey}`], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    dir.stdout.on('data', (b: Buffer) => (out += b.toString()));
-    const exited = new Promise<void>((resolve) => dir.once('close', () => resolve()));
+    const dir = ServiceProcess.spawn({ name: 'directory-svc', entry: 'directory-svc/main.ts', args: [...args, `--grpc_tls_cert=${pki.serverCert}`, `--grpc_tls_key=${pki.serverKey}`], cwd: ROOT });
     closers.push(async () => {
-      dir.kill('SIGTERM');
-      await exited;
+      await dir.stop();
     });
-    await waitFor(() => out.includes('"msg":"directory-svc started"'), 30_000, 'directory started');
+    await dir.waitForLog((l) => l['msg'] === 'directory-svc started', 30_000, 'directory started');
+    const out = dir.linesOf('stdout').join('\n');
     expect(out).to.include('"tls":"server"');
     expect(out).to.not.include('crosses the network readable');
     const stats = await runToCompletion('tools/kvctl.ts', ['stats', `--directory_addr=localhost:${grpcPort}`, `--grpc_tls_ca=${pki.ca}`, '--json']);
@@ -234,16 +229,13 @@ describe('gRPC TLS between the directory and its clients', function () {
     // The warning: same directory flags on other ports, a token, no TLS.
     const plainPort = await freePort();
     const plainArgs = [`--grpc_port=${plainPort}`, `--http_port=${await freePort()}`, `--etcd_addr=127.0.0.1:${await freePort()}`, `--internal_api_token=${TOKEN}`];
-    const plain = spawn(process.execPath, ['--import', 'tsx', 'directory-svc/main.ts', ...plainArgs], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let plainOut = '';
-    plain.stdout.on('data', (b: Buffer) => (plainOut += b.toString()));
-    const plainExited = new Promise<void>((resolve) => plain.once('close', () => resolve()));
+    const plain = ServiceProcess.spawn({ name: 'directory-svc (plaintext)', entry: 'directory-svc/main.ts', args: plainArgs, cwd: ROOT });
     closers.push(async () => {
-      plain.kill('SIGTERM');
-      await plainExited;
+      await plain.stop();
     });
-    await waitFor(() => plainOut.includes('"msg":"directory-svc started"'), 30_000, 'plaintext directory started');
-    const warnings = plainOut.split('\n').filter((l) => l.includes('--internal_api_token is set but gRPC is plaintext'));
+    await plain.waitForLog((l) => l['msg'] === 'directory-svc started', 30_000, 'plaintext directory started');
+    const plainOut = plain.linesOf('stdout').join('\n');
+    const warnings = plain.linesOf('stdout').filter((l) => l.includes('--internal_api_token is set but gRPC is plaintext'));
     expect(warnings).to.have.length(1);
     expect(plainOut).to.not.include(TOKEN);
   });

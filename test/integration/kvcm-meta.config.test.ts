@@ -1,7 +1,6 @@
 // kvcm-meta §8 configuration: the built-in default (CFG-01), validation with one
 // `config error at <json.path>` line per problem and exit 2 (CFG-02), and bootstrap/group
 // changes across restarts over a real SQLite file (CFG-03).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +9,7 @@ import { parseMetaConfig } from '../../meta-svc/config/meta-config.js';
 import type { MetaConfig, MetaConfigInput } from '../../meta-svc/config/meta-config.js';
 import { loadMetaConfig } from '../../meta-svc/config/load-meta-config.js';
 import { checkStorageAvailability } from '../../meta-svc/config/storage-availability.js';
+import { runToCompletion, type CompletedRun } from '../helpers/run-cli.js';
 import { MetaHarness, capturingLogger } from '../helpers/meta-service-harness.js';
 import type { AnyJson } from '../helpers/meta-service-harness.js';
 import { freePort } from '../helpers/ports.js';
@@ -233,17 +233,7 @@ describe('kvcm-meta §8 configuration', () => {
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, JSON.stringify({ event_report: { heartbeat_timeout_ms: 0 }, unknown_key: true }));
     const expected = parseMetaConfig({ ...HOST, fileText: JSON.stringify({ event_report: { heartbeat_timeout_ms: 0 }, unknown_key: true }) });
-    const run = async (args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stderr: string }> => {
-      const child = spawn(
-        process.execPath,
-        ['--import', 'tsx', 'meta-svc/main.ts', `--http_port=${await freePort()}`, ...args],
-        { cwd: process.cwd(), stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
-      );
-      let stderr = '';
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-      return { code, stderr };
-    };
+    const run = async (args: string[], env: NodeJS.ProcessEnv = {}): Promise<CompletedRun> => runToCompletion('meta-svc/main.ts', [`--http_port=${await freePort()}`, ...args], env);
     const viaFlag = await run([`--meta_config_file=${bad}`]);
     expect(viaFlag.code).to.equal(2);
     expect(viaFlag.stderr.trim().split('\n')).to.deep.equal(expected.ok ? [] : [...expected.errors]);

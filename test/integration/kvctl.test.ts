@@ -16,7 +16,8 @@ import { Directory } from '../../directory-svc/directory.js';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import { EtcdServer } from '../helpers/etcd-server.js';
-import { ServiceProcess, runToCompletion, stopAllProcesses, type CompletedRun } from '../helpers/process-harness.js';
+import { ServiceProcess, stopAllProcesses } from '../../shared/process/service-process.js';
+import { runToCompletion, type CompletedRun } from '../helpers/run-cli.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { BLOCK_SIZE, chainTokens, stored } from '../helpers/stream-harness.js';
 

@@ -5,27 +5,16 @@
  *
  *   test ──spawn──▶ node --import tsx meta-svc/main.ts ──▶ SQLite file | (unreachable) Redis
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { MetaProcess } from '../helpers/meta-process.js';
+import { runToCompletion, type CompletedRun } from '../helpers/run-cli.js';
 import { freePort } from '../helpers/ports.js';
 
-interface Exit {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function runMain(args: string[]): Promise<Exit> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'meta-svc/main.ts', ...args], { cwd: process.cwd(), stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })));
+function runMain(args: string[]): Promise<CompletedRun> {
+  return runToCompletion('meta-svc/main.ts', args);
 }
 
 describe('meta-svc main (node dist/meta-svc/main.js)', function () {

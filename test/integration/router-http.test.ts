@@ -9,9 +9,9 @@ import { request as httpRequest } from 'node:http';
 import { parseRouterFlags, type RouterFlags } from '../../shared/config/router-flags.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { RouterService } from '../../router-svc/router-service.js';
-import { EtcdServer } from '../helpers/etcd-server.js';
 import { freePort, waitFor } from '../helpers/ports.js';
-import { DirectoryProcess, DirectoryQueryClient, SimEngine, spawnTs, untilCandidates, type ServiceProcess, type WireQueryAnswer } from '../helpers/router-stack.js';
+import { DirectoryQueryClient, RouterProcess, RouterTestStack, spawnService, untilCandidates, type SimEngine, type WireQueryAnswer } from '../helpers/router-stack.js';
+import type { ServiceProcess } from '../../shared/process/service-process.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 
 const NAMESPACE = 'router-http-test';
@@ -78,8 +78,8 @@ function normalizeGrpc(a: WireQueryAnswer): unknown {
 
 describe('routing.md HTTP API (router-svc against directory-svc, etcd and simulated engines)', function () {
   this.timeout(60000);
-  let etcd: EtcdServer;
-  let directory: DirectoryProcess;
+  let stack: RouterTestStack;
+  let directory: RouterTestStack['directory'];
   let routers: RouterService[] = [];
   let engines: SimEngine[] = [];
   let proxies: TcpProxy[] = [];
@@ -87,12 +87,11 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
   let grpcClients: DirectoryQueryClient[] = [];
 
   before(async () => {
-    etcd = await EtcdServer.start();
-    directory = await DirectoryProcess.start({ etcdAddress: etcd.address, namespace: NAMESPACE });
+    stack = await RouterTestStack.start(NAMESPACE);
+    directory = stack.directory;
   });
   after(async () => {
-    await directory?.close();
-    await etcd?.destroy();
+    await stack?.close();
   });
   afterEach(async () => {
     for (const r of routers) await r.close();
@@ -119,7 +118,7 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
   }
 
   async function startEngine(waiting = 0): Promise<SimEngine> {
-    const e = await SimEngine.start({ etcdAddress: etcd.address, namespace: NAMESPACE, directoryHttpUrl: directory.httpUrl, waiting });
+    const e = await stack.startEngine({ waiting });
     engines.push(e);
     return e;
   }
@@ -295,58 +294,62 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
 
   describe('main.ts (the real router-svc process)', () => {
     it('--help prints the flags and exits 0; a bad flag exits 2 with one line naming it', async () => {
-      const help = spawnTs('router-svc/main.ts', ['--help']);
+      const help = spawnService('router-svc', 'router-svc/main.ts', ['--help']);
       procs.push(help);
-      expect(await help.exited).to.equal(0);
-      expect(help.log).to.include('--load_balance_policy');
-      const bad = spawnTs('router-svc/main.ts', ['--load_balance_policy=FASTEST']);
+      expect((await help.waitForExit()).code).to.equal(0);
+      expect(logOf(help)).to.include('--load_balance_policy');
+      const bad = spawnService('router-svc', 'router-svc/main.ts', ['--load_balance_policy=FASTEST']);
       procs.push(bad);
-      expect(await bad.exited).to.equal(2);
-      expect(bad.log.trim().split('\n')).to.have.length(1);
-      expect(bad.log).to.include('--load_balance_policy');
+      expect((await bad.waitForExit()).code).to.equal(2);
+      expect(bad.output).to.have.length(1);
+      expect(logOf(bad)).to.include('--load_balance_policy');
     });
 
     it('SIGTERM while still waiting for the first view stops it with exit 0', async () => {
-      const router = spawnTs('router-svc/main.ts', [`--directory_addr=127.0.0.1:${await freePort()}`, `--http_port=${await freePort()}`]);
+      const { proc: router } = await RouterProcess.spawn(`127.0.0.1:${await freePort()}`);
       procs.push(router);
-      await waitFor(() => router.log.includes('waiting for the first view snapshot'), 20000, 'router waiting for the view');
-      expect(await router.stop()).to.equal(0);
-      expect(router.log).to.include('"msg":"stopped"');
+      await waitFor(() => logOf(router).includes('waiting for the first view snapshot'), 20000, 'router waiting for the view');
+      expect((await router.stop()).code).to.equal(0);
+      expect(logOf(router)).to.include('"msg":"stopped"');
     });
 
     it('the port opens only once the first view snapshot is applied; SIGTERM stops it with exit 0', async () => {
       const tcp = new TcpProxy(await freePort(), directory.grpcPort); // down: the directory is unreachable
       proxies.push(tcp);
-      const httpPort = await freePort();
-      const router = spawnTs('router-svc/main.ts', [`--directory_addr=${tcp.address}`, `--http_port=${httpPort}`, '--log_level=info']);
+      const { proc: router, url: routerUrl } = await RouterProcess.spawn(tcp.address, ['--log_level=info']);
       procs.push(router);
-      await waitFor(() => router.log.includes('waiting for the first view snapshot'), 20000, 'router waiting for the view');
-      const refused = await fetch(`http://127.0.0.1:${httpPort}/health`).then(
+      await waitFor(() => logOf(router).includes('waiting for the first view snapshot'), 20000, 'router waiting for the view');
+      const refused = await fetch(`${routerUrl}/health`).then(
         () => false,
         () => true,
       );
       expect(refused, 'port open before the view').to.equal(true);
 
       // The directory stays unreachable across several retries: the process must keep waiting.
-      await waitFor(() => router.log.split('view: stream lost').length > 3, 20000, 'three failed watches');
-      expect(router.running, 'router still running').to.equal(true);
+      await waitFor(() => logOf(router).split('view: stream lost').length > 3, 20000, 'three failed watches');
+      expect(router.isRunning, 'router still running').to.equal(true);
       await tcp.up();
       await waitFor(
         async () => {
-          if (!router.running) throw new Error(`router exited while waiting:\n${router.log}`);
-          return (await fetch(`http://127.0.0.1:${httpPort}/ready`).catch(() => null))?.status === 200;
+          if (!router.isRunning) throw new Error(`router exited while waiting:\n${logOf(router)}`);
+          return (await fetch(`${routerUrl}/ready`).catch(() => null))?.status === 200;
         },
         30000,
         'router ready',
       ).catch((e: Error) => {
-        throw new Error(`${e.message}; router log:\n${router.log}`);
+        throw new Error(`${e.message}; router log:\n${logOf(router)}`);
       });
-      expect(router.log).to.include('router-svc ready');
+      expect(logOf(router)).to.include('router-svc ready');
       // routing.md: an empty view (no streams) warns once at startup, never more.
-      expect(router.log.split('no cache credit').length - 1).to.be.at.most(1);
-      for (const line of router.log.trim().split('\n')) expect(() => JSON.parse(line), line).to.not.throw();
+      expect(logOf(router).split('no cache credit').length - 1).to.be.at.most(1);
+      for (const line of router.output) expect(() => JSON.parse(line), line).to.not.throw();
 
-      expect(await router.stop()).to.equal(0);
+      expect((await router.stop()).code).to.equal(0);
     });
   });
 });
+
+/** Everything the process printed, one line each. */
+function logOf(proc: ServiceProcess): string {
+  return proc.output.join('\n');
+}

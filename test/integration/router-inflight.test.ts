@@ -10,9 +10,8 @@
  * Waits poll a condition; nothing asserts a duration (entries live 2 s, far beyond propagation).
  */
 import { expect } from 'chai';
-import { EtcdServer } from '../helpers/etcd-server.js';
-import { freePort, waitFor } from '../helpers/ports.js';
-import { DirectoryProcess, SimEngine, spawnTs, type ServiceProcess } from '../helpers/router-stack.js';
+import { waitFor } from '../helpers/ports.js';
+import { RouterProcess, RouterTestStack, type SimEngine } from '../helpers/router-stack.js';
 
 const NAMESPACE = 'router-inflight-test';
 const NO_HEARTBEAT_MS = 3_600_000;
@@ -37,30 +36,20 @@ async function route(url: string, dryRun: boolean): Promise<{ status: number; an
 
 describe('routing.md In-flight load: two router processes do not herd', function () {
   this.timeout(90000);
-  let etcd: EtcdServer;
-  let directory: DirectoryProcess;
+  let stack: RouterTestStack;
   const engines: SimEngine[] = [];
-  const routers: { proc: ServiceProcess; url: string }[] = [];
+  const routers: RouterProcess[] = [];
 
   before(async () => {
-    etcd = await EtcdServer.start();
-    directory = await DirectoryProcess.start({ etcdAddress: etcd.address, namespace: NAMESPACE });
-    for (let i = 0; i < 4; i++) {
-      engines.push(
-        await SimEngine.start({ etcdAddress: etcd.address, namespace: NAMESPACE, directoryHttpUrl: directory.httpUrl, waiting: i === 0 ? 0 : 2, heartbeatIntervalMs: NO_HEARTBEAT_MS }),
-      );
-    }
+    stack = await RouterTestStack.start(NAMESPACE);
+    for (let i = 0; i < 4; i++) engines.push(await stack.startEngine({ waiting: i === 0 ? 0 : 2, heartbeatIntervalMs: NO_HEARTBEAT_MS }));
     // One accepted heartbeat each (the first may precede the directory seeing the etcd key).
     for (const e of engines) await waitFor(async () => (await e.control.heartbeatNow()) === 200, 20000, `${e.name} heartbeat accepted`);
-    for (let i = 0; i < 2; i++) {
-      const port = await freePort();
-      const proc = spawnTs('router-svc/main.ts', [`--directory_addr=${directory.address}`, `--http_port=${port}`, '--load_balance_policy=CAR', '--log_level=warn']);
-      routers.push({ proc, url: `http://127.0.0.1:${port}` });
-    }
+    for (let i = 0; i < 2; i++) routers.push(await RouterProcess.spawn(stack.directory.address, ['--load_balance_policy=CAR', '--log_level=warn'], `router-${i + 1}`));
     for (const r of routers) {
       await waitFor(
         async () => {
-          if (!r.proc.running) throw new Error(`router exited:\n${r.proc.log}`);
+          if (!r.proc.isRunning) throw new Error(`router exited:\n${r.proc.tail()}`);
           const res = await route(r.url, true).catch(() => null);
           return res !== null && res.status === 200 && res.answer.candidates.length === 4;
         },
@@ -71,10 +60,9 @@ describe('routing.md In-flight load: two router processes do not herd', function
   });
 
   after(async () => {
-    for (const r of routers) await r.proc.stop();
+    for (const r of routers) await r.stop();
     for (const e of engines) await e.close();
-    await directory?.close();
-    await etcd?.destroy();
+    await stack?.close();
   });
 
   const a = (): string => engines[0]!.name;

@@ -7,7 +7,7 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
 import { freePort, waitFor } from '../helpers/ports.js';
-import { pidAlive, ServiceProcess, stopAllProcesses } from '../helpers/process-harness.js';
+import { pidAlive, ServiceProcess, stopAllProcesses } from '../../shared/process/service-process.js';
 
 const STACK_ENTRY = 'tools/stack.ts';
 /** Everything from tsx's first compile to the last stop, on a shared 2-core machine. */

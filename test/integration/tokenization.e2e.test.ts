@@ -20,9 +20,8 @@ import { Tokenizer as ReferenceTokenizer } from '@huggingface/tokenizers';
 import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
 import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import type { SimRequestEvent } from '../../tools/engine-sim/openai-server.js';
-import { EtcdServer } from '../helpers/etcd-server.js';
-import { freePort, waitFor } from '../helpers/ports.js';
-import { DirectoryProcess, SimEngine, STACK_DISCOVERY, spawnTs, untilAnswering, type ServiceProcess } from '../helpers/router-stack.js';
+import { waitFor } from '../helpers/ports.js';
+import { RouterProcess, RouterTestStack, STACK_DISCOVERY, spawnService, type SimEngine } from '../helpers/router-stack.js';
 
 const NAMESPACE = 'tokenization-e2e';
 const BLOCK = STACK_DISCOVERY.block_size;
@@ -80,18 +79,16 @@ function sharedBlockTokens(held: number[], next: number[]): number {
   return Math.floor(n / BLOCK) * BLOCK;
 }
 
-class RouterProcess {
-  private constructor(
-    readonly proc: ServiceProcess,
-    readonly url: string,
-  ) {}
+/** A CAR router-svc process and the calls this suite makes on it. */
+class TokenizingRouter {
+  private constructor(readonly process: RouterProcess) {}
 
-  static async start(directoryAddr: string, extra: string[]): Promise<RouterProcess> {
-    const port = await freePort();
-    const proc = spawnTs('router-svc/main.ts', [`--directory_addr=${directoryAddr}`, `--http_port=${port}`, '--load_balance_policy=CAR', '--log_level=warn', ...extra]);
-    const router = new RouterProcess(proc, `http://127.0.0.1:${port}`);
-    await untilAnswering(proc, `${router.url}/ready`, 'router-svc', 30000);
-    return router;
+  static async start(directoryAddr: string, extra: string[]): Promise<TokenizingRouter> {
+    return new TokenizingRouter(await RouterProcess.start(directoryAddr, ['--load_balance_policy=CAR', '--log_level=warn', ...extra]));
+  }
+
+  get url(): string {
+    return this.process.url;
   }
 
   async post(path: string, body: unknown): Promise<Response> {
@@ -114,9 +111,9 @@ class RouterProcess {
 
 /** Runs `args` as a router process that must refuse to start; its exit code and stderr. */
 async function refusedStart(args: string[]): Promise<{ code: number | null; lines: string[] }> {
-  const proc = spawnTs('router-svc/main.ts', args);
-  const code = await proc.exited;
-  return { code, lines: proc.log.trim().split('\n') };
+  const proc = spawnService('router-svc', 'router-svc/main.ts', args);
+  const { code } = await proc.waitForExit();
+  return { code, lines: [...proc.output] };
 }
 
 function hitsOf(answer: RouteAnswer, instance: string): number {
@@ -126,19 +123,15 @@ function hitsOf(answer: RouteAnswer, instance: string): number {
 describe('tokenization.md §5 end to end (router process, directory, etcd, tokenizing engines)', function () {
   this.timeout(120000);
   const reference = new Reference();
-  let etcd: EtcdServer;
-  let directory: DirectoryProcess;
-  let router: RouterProcess;
+  let stack: RouterTestStack;
+  let router: TokenizingRouter;
   let engines: SimEngine[] = [];
 
   before(async () => {
-    etcd = await EtcdServer.start();
-    directory = await DirectoryProcess.start({ etcdAddress: etcd.address, namespace: NAMESPACE });
+    stack = await RouterTestStack.start(NAMESPACE);
     const tokenizer = PromptTokenizer.load(DIR, '');
-    for (let i = 0; i < 2; i++) {
-      engines.push(await SimEngine.start({ etcdAddress: etcd.address, namespace: NAMESPACE, directoryHttpUrl: directory.httpUrl, tokenizer }));
-    }
-    router = await RouterProcess.start(directory.address, [`--tokenizer=${DIR}`]);
+    for (let i = 0; i < 2; i++) engines.push(await stack.startEngine({ tokenizer }));
+    router = await TokenizingRouter.start(stack.directory.address, [`--tokenizer=${DIR}`]);
     // Both engines routable in the router's own view.
     await waitFor(
       async () => {
@@ -150,11 +143,10 @@ describe('tokenization.md §5 end to end (router process, directory, etcd, token
     );
   });
   after(async () => {
-    await router?.proc.stop();
+    await router?.process.stop();
     for (const e of engines) await e.close();
     engines = [];
-    await directory?.close();
-    await etcd?.destroy();
+    await stack?.close();
   });
 
   /** Sends through the proxy and returns the engine that served it and what it received. */
@@ -287,7 +279,7 @@ describe('tokenization.md §5 end to end (router process, directory, etcd, token
   });
 
   it('T5 no tokenizer: text is routed by load, counted and explained', async () => {
-    const plain = await RouterProcess.start(directory.address, []);
+    const plain = await TokenizingRouter.start(stack.directory.address, []);
     try {
       const answer = await plain.route({ prompt: 'no tokenizer here' });
       expect(answer.token_source).to.equal('estimate');
@@ -300,7 +292,7 @@ describe('tokenization.md §5 end to end (router process, directory, etcd, token
       expect(status.tokenizer).to.equal(null);
       expect(status.untokenized_requests.total).to.equal(2);
     } finally {
-      await plain.proc.stop();
+      await plain.process.stop();
     }
   });
 

@@ -7,7 +7,7 @@
 //
 // Default: FC_RUNS=6 runs of up to 30 actions; FC_RUNS / FC_SEED lengthen or reproduce a run.
 import fc from 'fast-check';
-import { envInt } from '../helpers/fuzz.js';
+import { envInt } from '../helpers/env-int.js';
 import { historyScenarioArb } from './engine-history.js';
 import { coverage, runHistory } from './subscriber-truth.js';
 

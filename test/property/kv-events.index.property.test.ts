@@ -17,7 +17,7 @@ import type { EngineHash, KvEvent, SnapshotBlock } from '../../directory-svc/dec
 import type { TierBits } from '../../shared/keys/tier-bits.js';
 import { isStreamError } from '../../directory-svc/errors/stream-errors.js';
 import { StreamIndex } from '../../directory-svc/index/stream-index.js';
-import { envInt } from '../helpers/fuzz.js';
+import { envInt } from '../helpers/env-int.js';
 import { groupHits } from '../helpers/index-prefix.js';
 
 const RUNS = envInt('FC_INDEX_RUNS', 400);

@@ -17,7 +17,7 @@
 // Default: FC_RUNS=8 runs of up to 30 actions; FC_RUNS / FC_SEED lengthen or reproduce a run
 // (fast-check prints the seed and path of a failure).
 import fc from 'fast-check';
-import { envInt } from '../helpers/fuzz.js';
+import { envInt } from '../helpers/env-int.js';
 import { historyScenarioArb } from './engine-history.js';
 import { coverage, runHistory } from './subscriber-truth.js';
 

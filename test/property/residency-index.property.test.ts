@@ -13,7 +13,7 @@ import fc from 'fast-check';
 import { ContentKeyHasher, contentKeyHex } from '../../shared/keys/content-key.js';
 import { MAX_SLOTS } from '../../shared/index/holder-sets.js';
 import { ResidencyIndex } from '../../shared/index/residency-index.js';
-import { envInt } from '../helpers/fuzz.js';
+import { envInt } from '../helpers/env-int.js';
 
 const RUNS = envInt('FC_RESIDENCY_RUNS', 150);
 const FC_SEED = process.env['FC_SEED'];

@@ -23,7 +23,7 @@ import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { protoViewUpdateEncoder } from '../../directory-svc/view/view-update-encoder.js';
 import type { WireViewUpdate } from '../../directory-svc/view/view-wire.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
-import { envInt } from '../helpers/fuzz.js';
+import { envInt } from '../helpers/env-int.js';
 import { freePort, waitFor } from '../helpers/ports.js';
 import { stableClock } from '../helpers/stream-harness.js';
 import { CheckedWatch } from '../helpers/checked-watch.js';

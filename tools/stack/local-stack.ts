@@ -14,17 +14,21 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { assertPortsFree, enginePorts, findFreeEngineBase, layoutEngines, type PlannedEngine, type PlannedPort } from './port-plan.js';
 import { directoryCommand, engineCommand, metaCommand, etcdCommand, REPO_ROOT, routerCommand, writeDiscoveryConfig, writeEnginesFile, type Command } from './service-commands.js';
-import { StackChild } from './stack-child.js';
 import type { StackConfig } from './stack-flags.js';
+import { httpStatus, ServiceProcess } from '../../shared/process/service-process.js';
 
 const ETCD_START_MS = 20000;
 /** tsx compiles the sources on first start; on a shared 2-core machine that takes a while. */
 const SERVICE_START_MS = 90000;
 /** The services' own stop deadline is 10 s; SIGKILL only after that. */
 const STOP_GRACE_MS = 12000;
+/** Lines kept in memory for readiness and failure messages; the log file has everything. */
+const KEPT_LINES = 2000;
+/** Lines of a dead child's log shown when the stack fails to start. */
+export const TAIL_LINES = 20;
 
 export class LocalStack {
-  private readonly children: StackChild[] = [];
+  private readonly children: ServiceProcess[] = [];
   private ownsRunDir = false;
   /** Set by stop(): a start still in progress must not spawn anything stop() would miss. */
   private stopping = false;
@@ -87,7 +91,7 @@ export class LocalStack {
     await router.waitUntil('GET /ready 200', async () => (await httpStatus(`${this.routerUrl}/ready`)) === 200, SERVICE_START_MS);
     // An engine that could not register (etcd) exits after its /health opened: say so here.
     const dead = this.exitedChild();
-    if (dead !== undefined) throw new Error(`${dead.name} exited (code ${dead.exit?.code}, signal ${dead.exit?.signal}); last lines of its log:\n${dead.tail()}`);
+    if (dead !== undefined) throw new Error(`${dead.name} exited (code ${dead.exit?.code}, signal ${dead.exit?.signal}); last lines of its log:\n${dead.tail(TAIL_LINES)}`);
     this.print(`[stack] router ready at ${this.routerUrl}`);
   }
 
@@ -107,15 +111,15 @@ export class LocalStack {
   }
 
   /** A child that exited on its own while the stack runs (shown, and the stack stops). */
-  exitedChild(): StackChild | undefined {
+  exitedChild(): ServiceProcess | undefined {
     return this.children.find((c) => c.exit !== null);
   }
 
-  private spawn(name: string, cmd: Command): StackChild {
+  private spawn(name: string, cmd: Command): ServiceProcess {
     if (this.stopping) throw new Error(`stack is stopping: ${name} not started`);
-    const child = StackChild.start({ name, command: cmd.command, args: cmd.args, cwd: REPO_ROOT, logFile: join(this.runDir, 'logs', `${name}.log`) });
+    const child = ServiceProcess.spawn({ name, command: cmd.command, args: cmd.args, cwd: REPO_ROOT, logFile: join(this.runDir, 'logs', `${name}.log`), keptLines: KEPT_LINES });
     this.children.push(child);
-    this.print(`[stack] started ${name} (pid ${child.pid ?? '?'})`);
+    this.print(`[stack] started ${name} (pid ${child.pid !== 0 ? child.pid : '?'})`);
     return child;
   }
 }
@@ -128,15 +132,5 @@ async function etcdHealthy(port: number): Promise<boolean> {
     return body.health === 'true' || body.health === true;
   } catch {
     return false;
-  }
-}
-
-async function httpStatus(url: string): Promise<number> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-    await res.arrayBuffer().catch(() => undefined);
-    return res.status;
-  } catch {
-    return 0;
   }
 }

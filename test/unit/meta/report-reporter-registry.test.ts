@@ -1,6 +1,7 @@
 /** kvcm-meta §7.5 / §7.9 reporter state, evaluated at read time with an injected clock. */
 import { expect } from 'chai';
-import { DEFAULT_EVENT_REPORT_TIMINGS, ReporterRegistry, type ReporterIdentity } from '../../../meta-svc/report/reporter-registry.js';
+import { ReporterRegistry, type ReporterIdentity } from '../../../meta-svc/report/reporter-registry.js';
+import { DEFAULT_EVENT_REPORT_TIMINGS } from '../../../meta-svc/config/event-report-timings.js';
 
 const ID: ReporterIdentity = { instanceId: 'i', storageType: 8, hostIpPort: 'h:1', storageName: 'event_report_l2' };
 const T = DEFAULT_EVENT_REPORT_TIMINGS;

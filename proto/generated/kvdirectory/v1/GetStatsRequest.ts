@@ -1,0 +1,8 @@
+// Original file: proto/kvdirectory.proto
+
+
+export interface GetStatsRequest {
+}
+
+export interface GetStatsRequest__Output {
+}

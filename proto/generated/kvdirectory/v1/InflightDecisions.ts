@@ -1,0 +1,16 @@
+// Original file: proto/kvdirectory.proto
+
+
+export interface InflightDecisions {
+  'instance_name'?: (string);
+  'count'?: (number);
+  'age_ms'?: (number);
+  'answered'?: (number);
+}
+
+export interface InflightDecisions__Output {
+  'instance_name': (string);
+  'count': (number);
+  'age_ms': (number);
+  'answered': (number);
+}

@@ -1,0 +1,8 @@
+// Original file: proto/kvdirectory.proto
+
+
+export interface InflightReportAck {
+}
+
+export interface InflightReportAck__Output {
+}

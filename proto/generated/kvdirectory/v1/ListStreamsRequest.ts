@@ -1,0 +1,8 @@
+// Original file: proto/kvdirectory.proto
+
+
+export interface ListStreamsRequest {
+}
+
+export interface ListStreamsRequest__Output {
+}

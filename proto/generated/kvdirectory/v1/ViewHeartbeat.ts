@@ -1,0 +1,8 @@
+// Original file: proto/kvdirectory.proto
+
+
+export interface ViewHeartbeat {
+}
+
+export interface ViewHeartbeat__Output {
+}
