@@ -21,14 +21,19 @@
  * counts as Device. Which streams may get credit at all (synchronized, view fresh) is the caller's
  * choice of candidates. Pure: no I/O; the request path allocates nothing.
  *
- * Memory: one 20-byte slot per distinct key (4 key words + set id, inline in the hash table, so a
- * lookup touches one cache line) at 3/8–3/4 load, shared by every holder; 36 B per distinct
- * holder set.
+ * Key ids (the directory): a stream index names its content keys by stable ids of this table
+ * (pinKey / unpinKey), so the directory keeps each key once per group, not once per stream; a
+ * pinned key stays, with no holder, while some stream index refers to it. Pins of an index that
+ * was dropped without unpinning come back through dropPinsLater and are released a few per update.
+ *
+ * Memory: one 24-byte slot per distinct key (4 key words, set id, key id; inline in the hash
+ * table, so a lookup touches one cache line) at 3/8–3/4 load, shared by every holder; 8 B per
+ * pinned key id; 36 B per distinct holder set.
  */
 import type { ContentKeyHasher } from '../keys/content-key.js';
 import { keyWordAt } from '../keys/content-key-table.js';
 import { EMPTY_SET, HOST_OFFSET, HolderSets, MAX_SLOTS, SET_STRIDE, SET_WORDS } from './holder-sets.js';
-import { HOLDER_SET, KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
+import { KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
 
 
 const TIER_DEVICE = 1;
@@ -37,6 +42,8 @@ const TIER_HOST = 2;
 const WINDOW = 8;
 /** Key-table slots the orphan sweep looks at per key update (see sweepOrphans). */
 const ORPHAN_SWEEP_STEP = 4;
+/** Dropped pins released per key update (see dropPinsLater). */
+const UNPIN_STEP = 16;
 
 export class ResidencyIndex {
   readonly blockSize: number;
@@ -84,6 +91,11 @@ export class ResidencyIndex {
   private sweepCursor = 0;
   /** Holder set ids the last clearStream visited (its cost; tests and benchmarks). */
   private clearWork = 0;
+  /** Keys in the table only because they are pinned (empty holder set). */
+  private pinnedOnly = 0;
+  /** Key ids whose pin is to be dropped (dropPinsLater), oldest first, and the next to drop. */
+  private readonly unpinQueue: Uint32Array[] = [];
+  private unpinAt = 0;
 
   constructor(blockSize: number, hasher: ContentKeyHasher) {
     if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
@@ -98,7 +110,19 @@ export class ResidencyIndex {
 
   /** Distinct resident keys over all streams. */
   get keyCount(): number {
-    return this.keys.size - this.orphanedKeys;
+    return this.keys.size - this.orphanedKeys - this.pinnedOnly;
+  }
+
+  /** Keys held only for the stream indexes pinning them (no holder). */
+  get pinnedOnlyKeys(): number {
+    return this.pinnedOnly;
+  }
+
+  /** Dropped pins not yet released (dropPinsLater). */
+  get pendingUnpins(): number {
+    let n = -this.unpinAt;
+    for (const ids of this.unpinQueue) n += ids.length;
+    return n;
   }
 
   /** Keys left with no holder by clearStream and not yet swept (memory only: never matched). */
@@ -178,7 +202,7 @@ export class ResidencyIndex {
    * uint32 words, the directory index's observer form). O(1) expected.
    */
   setKeyTiers(slot: number, words: Uint32Array, offset: number, tiers: number): void {
-    if (this.orphanedKeys !== 0) this.sweepOrphans(ORPHAN_SWEEP_STEP);
+    this.maintain();
     const table = this.keys;
     const w0 = words[offset]! >>> 0;
     const w1 = words[offset + 1]! >>> 0;
@@ -197,9 +221,93 @@ export class ResidencyIndex {
     sets.release(oldSet);
     this.deviceCounts[slot] += (tiers & TIER_DEVICE) - (before & TIER_DEVICE);
     this.hostCounts[slot] += ((tiers & TIER_HOST) - (before & TIER_HOST)) >> 1;
-    if (at < 0) table.insert(w0, w1, w2, w3, newSet);
-    else if (newSet === EMPTY_SET) table.deleteAt(at);
-    else table.updateAt(at, newSet);
+    if (at < 0) {
+      table.insert(w0, w1, w2, w3, newSet);
+      return;
+    }
+    if (oldSet === EMPTY_SET) this.pinnedOnly--;
+    if (newSet !== EMPTY_SET) table.updateAt(at, newSet);
+    else if (!table.pinnedAt(at)) table.deleteAt(at);
+    else {
+      table.updateAt(at, EMPTY_SET);
+      this.pinnedOnly++;
+    }
+  }
+
+  /**
+   * One more pin on the key words[offset .. offset+4): it stays in the table (resident or not)
+   * until unpinned. Returns its stable key id. O(1) expected.
+   */
+  pinKey(words: Uint32Array, offset: number): number {
+    this.maintain();
+    const table = this.keys;
+    const size = table.size;
+    const id = table.pin(words, offset);
+    if (table.size !== size) this.pinnedOnly++;
+    return id;
+  }
+
+  /** One pin fewer on key `id`; a key with no pin and no holder is deleted. */
+  unpinKey(id: number): void {
+    if (this.keys.unpin(id)) this.pinnedOnly--;
+  }
+
+  /**
+   * A stream index that will not unpin its keys itself (it was dropped): each id in `ids` loses
+   * one pin, UNPIN_STEP per later key update, so a large index costs no long pause.
+   */
+  dropPinsLater(ids: Uint32Array): void {
+    if (ids.length !== 0) this.unpinQueue.push(ids);
+  }
+
+  /** Releases every pending dropped pin now (tests, idle time). */
+  drainDroppedPins(): void {
+    while (this.unpinQueue.length !== 0) this.unpinSome(Number.POSITIVE_INFINITY);
+  }
+
+  /** Key id of the 16-byte key at keys[offset ..], −1 when it is not pinned. */
+  keyIdOf(keys: Uint8Array, offset: number): number {
+    const at = this.keys.findBytes(keys, offset);
+    return at < 0 ? -1 : this.keys.idAt(at);
+  }
+
+  /** Byte view holding the keys: key `id`'s 16 bytes start at keyByteOffset(id). */
+  get keyBytes(): Uint8Array {
+    return this.keys.bytes;
+  }
+
+  /** Offset of key `id` in keyBytes (valid until the next table update). */
+  keyByteOffset(id: number): number {
+    return this.keys.slotOfId(id) * KEY_HOLDER_STRIDE * 4;
+  }
+
+  /** Copies key `id`'s words into out[off .. off+4). */
+  copyKey(id: number, out: Uint32Array, off: number): void {
+    this.keys.copyKey(id, out, off);
+  }
+
+  /** True when key `id` equals words[off .. off+4). */
+  keyEquals(id: number, words: Uint32Array, off: number): boolean {
+    return this.keys.keyEquals(id, words, off);
+  }
+
+  /** Per key update: a step of the orphan sweep and of the dropped pins. */
+  private maintain(): void {
+    if (this.orphanedKeys !== 0) this.sweepOrphans(ORPHAN_SWEEP_STEP);
+    if (this.unpinQueue.length !== 0) this.unpinSome(UNPIN_STEP);
+  }
+
+  private unpinSome(budget: number): void {
+    const ids = this.unpinQueue[0]!;
+    let i = this.unpinAt;
+    const end = Math.min(ids.length, i + budget);
+    for (; i < end; i++) this.unpinKey(ids[i]!);
+    if (i < ids.length) {
+      this.unpinAt = i;
+      return;
+    }
+    this.unpinQueue.shift();
+    this.unpinAt = 0;
   }
 
   /** Tier bits of one key for one stream (0 = not resident). */
@@ -240,11 +348,17 @@ export class ResidencyIndex {
         at++;
         continue;
       }
+      sets.release(set);
+      this.orphanedKeys--;
+      if (table.pinnedAt(at)) {
+        table.updateAt(at, EMPTY_SET);
+        this.pinnedOnly++;
+        at++;
+        continue;
+      }
       const capacity = table.capacity;
       // Backward shift may move a later key into `at`: look at it again.
       table.deleteAt(at);
-      sets.release(set);
-      this.orphanedKeys--;
       if (table.capacity !== capacity) at = 0;
     }
     this.sweepCursor = at;
