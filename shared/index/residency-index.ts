@@ -120,9 +120,9 @@ export class ResidencyIndex {
 
   /** Dropped pins not yet released (dropPinsLater). */
   get pendingUnpins(): number {
-    let n = -this.unpinAt;
+    let n = 0;
     for (const ids of this.unpinQueue) n += ids.length;
-    return n;
+    return n - this.unpinAt;
   }
 
   /** Keys left with no holder by clearStream and not yet swept (memory only: never matched). */
