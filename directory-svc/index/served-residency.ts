@@ -53,7 +53,12 @@ export class ServedResidency implements GroupSlot {
     if (this.closed || index === this.mirrored) return;
     this.group.clearStream(this.slot);
     this.mirrored = index;
-    if (index !== null) {
+    if (index === null) return;
+    // An index of this group names its keys by the group's ids: loaded without hashing them.
+    if (index.keySpace === this.group) {
+      const now = index.exportKeyIds();
+      this.group.setIdTiers(this.slot, now.ids, now.tiers);
+    } else {
       const now = index.exportResidency();
       this.group.setTiers(this.slot, now.keys, now.tiers);
     }

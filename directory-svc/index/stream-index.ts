@@ -102,7 +102,7 @@ export class StreamIndex {
   /** Where the content keys live (key ids of the records). */
   readonly keySpace: ResidencyIndex;
   private readonly refs = new KeyRefs();
-  /** One key's words handed to the observer (the key space may move them meanwhile). */
+  /** One key's words handed to the observer, or compared across key spaces. */
   private readonly observedKey = new Uint32Array(4);
   private entries = 0;
   private deviceKeys = 0;
@@ -255,6 +255,22 @@ export class StreamIndex {
       tiers[n++] = t;
     });
     return { keys, tiers };
+  }
+
+  /**
+   * exportResidency by key ids of `keySpace` (ids[i] has tier bits tiers[i]): what a slot of the
+   * same group loads without hashing a key again (served-residency.ts). O(keys).
+   */
+  exportKeyIds(): { ids: Uint32Array; tiers: Uint8Array } {
+    const refs = this.refs;
+    const ids = new Uint32Array(refs.size);
+    const tiers = new Uint8Array(refs.size);
+    let n = 0;
+    refs.forEach((id, t) => {
+      ids[n] = id;
+      tiers[n++] = t;
+    });
+    return { ids, tiers };
   }
 
   /**
@@ -482,12 +498,12 @@ export class StreamIndex {
     else this.hasher.keyInto(this.keySpace.keyBytes, this.keySpace.keyByteOffset(p), tokens, start, this.blockSize, this.scratchKey, 0);
   }
 
-  /** Key id of the scratch key, pinned once for this index (retierKey then lists it). */
+  /**
+   * Key id of the scratch key, with one more pin: the record about to take it calls retierKey,
+   * which keeps the pin for a key new to this index and gives it back otherwise.
+   */
   private internKey(): number {
-    const id = this.keySpace.pinKey(this.scratchWords, 0);
-    // Already ours: the pin we hold is enough (and this one cannot be the last).
-    if (this.refs.tiersOf(id) !== 0) this.keySpace.unpinKey(id);
-    return id;
+    return this.keySpace.pinKey(this.scratchWords, 0);
   }
 
   /** New record {scratch key or UNINDEXED, tiers}; checks the entry budget first. Returns its slot. */
@@ -534,10 +550,13 @@ export class StreamIndex {
     const change = this.refs.retier(keyId, oldRecordTiers, newRecordTiers);
     const before = change & 3;
     const after = change >>> 2;
+    // A new record of a key this index already lists: internKey's extra pin goes back.
+    if (oldRecordTiers === 0 && before !== 0) this.keySpace.unpinKey(keyId);
     if (before === after) return;
     this.deviceKeys += (after & TIER_DEVICE) - (before & TIER_DEVICE);
     this.hostKeys += ((after & TIER_HOST) - (before & TIER_HOST)) >> 1;
     if (this.onResidencyChange !== undefined) {
+      // A copy: whoever hears it may update the group (served-residency.ts), which can move keys.
       this.keySpace.copyKey(keyId, this.observedKey, 0);
       this.onResidencyChange(this.observedKey, 0, before, after);
     }

@@ -38,8 +38,13 @@ import { KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
 
 const TIER_DEVICE = 1;
 const TIER_HOST = 2;
-/** Blocks looked up ahead of the narrowing in matchChain (misses in flight at once). */
-const WINDOW = 8;
+/**
+ * Blocks looked up ahead of the narrowing in matchChain (misses in flight at once): the first
+ * window is short, so a walk that ends early wastes few lookups; each next one is twice as long
+ * up to WINDOW, so a long walk keeps many misses in flight.
+ */
+const FIRST_WINDOW = 4;
+const WINDOW = 32;
 /** Key-table slots the orphan sweep looks at per key update (see sweepOrphans). */
 const ORPHAN_SWEEP_STEP = 4;
 /** Dropped pins released per key update (see dropPinsLater). */
@@ -198,19 +203,47 @@ export class ResidencyIndex {
   }
 
   /**
+   * setTiers for pinned keys named by id (ids[i] gets tiers[i]): no key hashing or probing, the
+   * directory's load of a whole stream index into its slot. Sizes are the caller's to check.
+   */
+  setIdTiers(slot: number, ids: Uint32Array, tiers: Uint8Array): void {
+    this.checkSlot(slot);
+    for (let i = 0; i < tiers.length; i++) {
+      // Maintenance may move keys: the id's slot is read after it.
+      this.maintain();
+      this.retierAt(slot, this.keys.slotOfId(ids[i]!), tiers[i]!);
+    }
+  }
+
+  /**
    * Sets the stream's tier bits of the key words[offset .. offset+4) (low64 LE || high64 LE as
    * uint32 words, the directory index's observer form). O(1) expected.
    */
   setKeyTiers(slot: number, words: Uint32Array, offset: number, tiers: number): void {
-    this.maintain();
-    const table = this.keys;
+    // Read before maintenance, which may move keys.
     const w0 = words[offset]! >>> 0;
     const w1 = words[offset + 1]! >>> 0;
     const w2 = words[offset + 2]! >>> 0;
     const w3 = words[offset + 3]! >>> 0;
+    this.maintain();
+    const table = this.keys;
     const at = table.find(w0, w1, w2, w3);
-    if (at < 0 && tiers === 0) return;
-    const oldSet = at < 0 ? EMPTY_SET : table.setAt(at);
+    if (at >= 0) {
+      this.retierAt(slot, at, tiers);
+      return;
+    }
+    if (tiers === 0) return;
+    const newSet = this.sets.transition(EMPTY_SET, slot, tiers);
+    this.sets.retain(newSet);
+    this.deviceCounts[slot] += tiers & TIER_DEVICE;
+    this.hostCounts[slot] += tiers >> 1;
+    table.insert(w0, w1, w2, w3, newSet);
+  }
+
+  /** The stream's tier bits of the key at table slot `at` become `tiers`. */
+  private retierAt(slot: number, at: number, tiers: number): void {
+    const table = this.keys;
+    const oldSet = table.setAt(at);
     const sets = this.sets;
     const before = sets.tiersOf(oldSet, slot);
     if (before === tiers) return;
@@ -221,10 +254,6 @@ export class ResidencyIndex {
     sets.release(oldSet);
     this.deviceCounts[slot] += (tiers & TIER_DEVICE) - (before & TIER_DEVICE);
     this.hostCounts[slot] += ((tiers & TIER_HOST) - (before & TIER_HOST)) >> 1;
-    if (at < 0) {
-      table.insert(w0, w1, w2, w3, newSet);
-      return;
-    }
     if (oldSet === EMPTY_SET) this.pinnedOnly--;
     if (newSet !== EMPTY_SET) table.updateAt(at, newSet);
     else if (!table.pinnedAt(at)) table.deleteAt(at);
@@ -428,7 +457,7 @@ export class ResidencyIndex {
 
   /**
    * The same match over an already computed §4 chain (`blocks` keys of 16 bytes). Without hashing
-   * between them, the lookups run WINDOW blocks ahead of the narrowing, so their cache misses
+   * between them, the lookups run a window of blocks ahead of the narrowing, so their cache misses
    * overlap instead of following one another (the table is far larger than the CPU cache).
    */
   matchChain(keys: Uint8Array, blocks: number): void {
@@ -444,9 +473,11 @@ export class ResidencyIndex {
     const table = this.keys;
     const win = this.window;
     let b = 0;
+    let width = FIRST_WINDOW;
     walk: while (b < n) {
       const start = b;
-      const end = Math.min(n, start + WINDOW);
+      const end = Math.min(n, start + width);
+      if (width < WINDOW) width <<= 1;
       for (let j = start; j < end; j++) win[j - start] = table.setOfWords(kw, j << 2);
       for (; b < end; b++) if (!this.narrow(win[b - start]!, b)) break walk;
     }
@@ -460,25 +491,18 @@ export class ResidencyIndex {
       this.pending.fill(0);
     }
     this.pendingAny = false;
-    const alive = this.alive;
-    const onDevice = this.onDevice;
-    const since = this.since;
-    const deviceHits = this.deviceHits;
-    const hostOnlyHits = this.hostOnlyHits;
     let any = 0;
     for (let k = 0; k < SET_WORDS; k++) {
       const c = this.candidates[k]!;
-      alive[k] = c;
+      this.alive[k] = c;
       // Block 0's set corrects "on Device" at no cost.
-      onDevice[k] = c;
+      this.onDevice[k] = c;
       any |= c;
-      for (let m = c; m !== 0; m &= m - 1) {
-        const s = (k << 5) | (31 - Math.clz32(m & -m));
-        deviceHits[s] = 0;
-        hostOnlyHits[s] = 0;
-        since[s] = 0;
-      }
     }
+    // Whole columns (MAX_SLOTS ints each): cheaper than a pass over the candidates' bits.
+    this.deviceHits.fill(0);
+    this.hostOnlyHits.fill(0);
+    this.since.fill(0);
     this.lastSet = -1;
     return any !== 0;
   }
