@@ -38,13 +38,8 @@ import { KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
 
 const TIER_DEVICE = 1;
 const TIER_HOST = 2;
-/**
- * Blocks looked up ahead of the narrowing in matchChain (misses in flight at once): the first
- * window is short, so a walk that ends early wastes few lookups; each next one is twice as long
- * up to WINDOW, so a long walk keeps many misses in flight.
- */
-const FIRST_WINDOW = 4;
-const WINDOW = 32;
+/** Blocks looked up ahead of the narrowing in matchChain (misses in flight at once). */
+const WINDOW = 8;
 /** Key-table slots the orphan sweep looks at per key update (see sweepOrphans). */
 const ORPHAN_SWEEP_STEP = 4;
 /** Dropped pins released per key update (see dropPinsLater). */
@@ -457,7 +452,7 @@ export class ResidencyIndex {
 
   /**
    * The same match over an already computed §4 chain (`blocks` keys of 16 bytes). Without hashing
-   * between them, the lookups run a window of blocks ahead of the narrowing, so their cache misses
+   * between them, the lookups run WINDOW blocks ahead of the narrowing, so their cache misses
    * overlap instead of following one another (the table is far larger than the CPU cache).
    */
   matchChain(keys: Uint8Array, blocks: number): void {
@@ -473,11 +468,9 @@ export class ResidencyIndex {
     const table = this.keys;
     const win = this.window;
     let b = 0;
-    let width = FIRST_WINDOW;
     walk: while (b < n) {
       const start = b;
-      const end = Math.min(n, start + width);
-      if (width < WINDOW) width <<= 1;
+      const end = Math.min(n, start + WINDOW);
       for (let j = start; j < end; j++) win[j - start] = table.setOfWords(kw, j << 2);
       for (; b < end; b++) if (!this.narrow(win[b - start]!, b)) break walk;
     }
