@@ -60,8 +60,21 @@ export class ResidencyIndex {
   private readonly alive = new Uint32Array(SET_WORDS);
   /** Alive streams whose current status is Device (else Host-only). */
   private readonly onDevice = new Uint32Array(SET_WORDS);
-  /** Block where each alive stream's current status began. */
-  private readonly since = new Int32Array(MAX_SLOTS);
+  /**
+   * Device blocks of every alive stream over the holder-set runs closed so far, as bit-sliced
+   * counters: plane p (SET_WORDS words) holds bit p of each stream's count, so adding a run's
+   * length to all its Device streams costs O(log length) word operations, whatever the number of
+   * streams, and a stream moving between Device and Host costs nothing (what a per-stream count
+   * would pay on every such move).
+   */
+  private readonly planes = new Uint32Array(32 * SET_WORDS);
+  /** Planes in use this walk: enough bits for the prompt's block count. */
+  private planesUsed = 0;
+  /** Streams that were Host-only, and that were on Device, in some run of this walk. */
+  private readonly hostSeen = new Uint32Array(SET_WORDS);
+  private readonly deviceSeen = new Uint32Array(SET_WORDS);
+  /** First block of the current holder-set run (not yet in the planes). */
+  private runStart = 0;
   private readonly deviceHits = new Int32Array(MAX_SLOTS);
   private readonly hostOnlyHits = new Int32Array(MAX_SLOTS);
   private chain = new Uint8Array(64 * 16);
@@ -437,7 +450,7 @@ export class ResidencyIndex {
       this.chainWords = new Uint32Array(this.chain.buffer);
     }
     this.hashedBlocks = 0;
-    if (!this.startWalk() || blocks === 0) return;
+    if (!this.startWalk(blocks) || blocks === 0) return;
     const bs = this.blockSize;
     const chain = this.chain;
     const keys = this.keys;
@@ -458,7 +471,7 @@ export class ResidencyIndex {
   matchChain(keys: Uint8Array, blocks: number): void {
     const n = Math.min(blocks, keys.length >>> 4);
     this.hashedBlocks = 0;
-    if (!this.startWalk() || n === 0) return;
+    if (!this.startWalk(n) || n === 0) return;
     if (this.chain.length < n * 16) {
       this.chain = new Uint8Array(n * 16);
       this.chainWords = new Uint32Array(this.chain.buffer);
@@ -477,8 +490,8 @@ export class ResidencyIndex {
     this.finishWalk(b, n);
   }
 
-  /** Loads the candidates as the alive streams, all "on Device since block 0"; false when none. */
-  private startWalk(): boolean {
+  /** Loads the candidates as the alive streams, from block 0 of `blocks`; false when none. */
+  private startWalk(blocks: number): boolean {
     if (this.minimumWeight >= 0) {
       this.groupMin.fill(Number.POSITIVE_INFINITY);
       this.pending.fill(0);
@@ -488,30 +501,32 @@ export class ResidencyIndex {
     for (let k = 0; k < SET_WORDS; k++) {
       const c = this.candidates[k]!;
       this.alive[k] = c;
-      // Block 0's set corrects "on Device" at no cost.
-      this.onDevice[k] = c;
+      this.onDevice[k] = 0;
+      this.hostSeen[k] = 0;
+      this.deviceSeen[k] = 0;
       any |= c;
     }
     // Whole columns (MAX_SLOTS ints each): cheaper than a pass over the candidates' bits.
     this.deviceHits.fill(0);
     this.hostOnlyHits.fill(0);
-    this.since.fill(0);
+    this.planesUsed = 32 - Math.clz32(blocks);
+    this.planes.fill(0, 0, this.planesUsed * SET_WORDS);
+    this.runStart = 0;
     this.lastSet = -1;
     return any !== 0;
   }
 
   /**
-   * Block b's holder set narrows the alive streams; false when none is left. Each alive stream has
-   * a status (Device or Host-only) held since block `since[s]`; only a status change (the stream
-   * drops out or changes tier) credits the blocks since then, so a block whose holder set differs
-   * only in streams no longer alive costs nothing per stream.
+   * Block b's holder set narrows the alive streams; false when none is left. A run of blocks with
+   * one holder set costs nothing per block; where the set changes, the run's length is added to
+   * the counters of its Device streams (bit-sliced: O(log run) word operations), and only a stream
+   * that drops out gets work of its own: its counts are read once and written.
    */
   private narrow(set: number, b: number): boolean {
     if (set === this.lastSet) return true;
     this.lastSet = set;
+    this.closeRun(b);
     const alive = this.alive;
-    const onDevice = this.onDevice;
-    const since = this.since;
     const setWords = this.sets.words;
     const o = set * SET_STRIDE;
     let any = 0;
@@ -520,24 +535,66 @@ export class ResidencyIndex {
       if (a === 0) continue;
       const device = setWords[o + k]!;
       const nextAlive = a & (device | setWords[o + HOST_OFFSET + k]!);
-      const nextDevice = nextAlive & device;
-      const wasDevice = onDevice[k]!;
-      // Streams leaving, or staying with the other tier: credit the blocks since their status began.
-      const changed = (a & ~nextAlive) | (nextAlive & (wasDevice ^ nextDevice));
-      for (let m = changed; m !== 0; m &= m - 1) {
+      for (let m = a & ~nextAlive; m !== 0; m &= m - 1) {
         const low = m & -m;
         const s = (k << 5) | (31 - Math.clz32(low));
-        if (wasDevice & low) this.deviceHits[s] += b - since[s]!;
-        else this.hostOnlyHits[s] += b - since[s]!;
-        since[s] = b;
-        if (this.minimumWeight >= 0 && (nextAlive & low) === 0) this.rankDropped(s);
+        this.credit(s, k, low, b);
+        if (this.minimumWeight >= 0) this.rankDropped(s);
       }
+      const nextDevice = nextAlive & device;
+      this.deviceSeen[k] = this.deviceSeen[k]! | nextDevice;
+      this.hostSeen[k] = this.hostSeen[k]! | (nextAlive & ~device);
       alive[k] = nextAlive;
-      onDevice[k] = nextDevice;
+      this.onDevice[k] = nextDevice;
       any |= nextAlive;
     }
     if (this.pendingAny) any = this.settle(b);
     return any !== 0;
+  }
+
+  /** Ends the holder-set run [runStart, b): its length goes into its Device streams' counters. */
+  private closeRun(b: number): void {
+    const len = b - this.runStart;
+    this.runStart = b;
+    if (len === 0) return;
+    const planes = this.planes;
+    for (let k = 0; k < SET_WORDS; k++) {
+      const lanes = this.onDevice[k]!;
+      if (lanes === 0) continue;
+      for (let bit = 0, rest = len; rest !== 0; bit++, rest >>>= 1) {
+        if ((rest & 1) === 0) continue;
+        // Add 2^bit to every lane: ripple the carry up the planes.
+        let carry = lanes;
+        for (let p = bit; carry !== 0; p++) {
+          const at = p * SET_WORDS + k;
+          const v = planes[at]!;
+          planes[at] = v ^ carry;
+          carry &= v;
+        }
+      }
+    }
+  }
+
+  /**
+   * Device blocks of alive stream s (word k, bit `low`) over blocks [0, end): the closed runs plus,
+   * when it is on Device, the current run up to `end`. A stream seen on one tier only needs none.
+   */
+  private deviceBlocksTo(s: number, k: number, low: number, end: number): number {
+    if ((this.hostSeen[k]! & low) === 0) return end;
+    const run = this.onDevice[k]! & low ? end - this.runStart : 0;
+    if ((this.deviceSeen[k]! & low) === 0) return run;
+    const planes = this.planes;
+    const shift = s & 31;
+    let n = 0;
+    for (let p = 0; p < this.planesUsed; p++) n |= ((planes[p * SET_WORDS + k]! >>> shift) & 1) << p;
+    return n + run;
+  }
+
+  /** Stream s held blocks [0, end): its hit counts, final for this walk. */
+  private credit(s: number, k: number, low: number, end: number): void {
+    const device = this.deviceBlocksTo(s, k, low, end);
+    this.deviceHits[s] = device;
+    this.hostOnlyHits[s] = end - device;
   }
 
   /** Stream s dropped out (keepMinimumOnly): its value may be its group's new minimum. */
@@ -556,9 +613,8 @@ export class ResidencyIndex {
    */
   private settle(b: number): number {
     const alive = this.alive;
-    const onDevice = this.onDevice;
-    const since = this.since;
     const w = this.minimumWeight;
+    const end = b + 1;
     let stillPending = false;
     for (let pk = 0; pk < SET_WORDS; pk++) {
       for (let pm = this.pending[pk]!; pm !== 0; pm &= pm - 1) {
@@ -573,9 +629,8 @@ export class ResidencyIndex {
             const low = m & -m;
             const r = (k << 5) | (31 - Math.clz32(low));
             open = true;
-            const span = b + 1 - since[r]!;
-            const partial = this.deviceHits[r]! + w * this.hostOnlyHits[r]! + (onDevice[k]! & low ? span : w * span);
-            if (partial <= min) {
+            const device = this.deviceBlocksTo(r, k, low, end);
+            if (device + w * (end - device) <= min) {
               settled = false;
               break;
             }
@@ -594,12 +649,10 @@ export class ResidencyIndex {
           const m0 = this.groupMask[g + k]! & alive[k]!;
           for (let m = m0; m !== 0; m &= m - 1) {
             const low = m & -m;
-            const r = (k << 5) | (31 - Math.clz32(low));
-            if (onDevice[k]! & low) this.deviceHits[r] += b + 1 - since[r]!;
-            else this.hostOnlyHits[r] += b + 1 - since[r]!;
+            this.credit((k << 5) | (31 - Math.clz32(low)), k, low, end);
           }
           alive[k] = alive[k]! & ~m0;
-          onDevice[k] = onDevice[k]! & ~m0;
+          this.onDevice[k] = this.onDevice[k]! & ~m0;
         }
         this.pending[pk] = this.pending[pk]! & ~pLow;
       }
@@ -610,17 +663,14 @@ export class ResidencyIndex {
     return any;
   }
 
-  /** Streams alive at the end (block `stop` of `blocks`) hold every block since their status began. */
+  /** Streams alive at the end (block `stop` of `blocks`) hold every block of the prompt. */
   private finishWalk(stop: number, blocks: number): void {
     if (stop < blocks) return;
     const alive = this.alive;
-    const since = this.since;
     for (let k = 0; k < SET_WORDS; k++) {
       for (let m = alive[k]!; m !== 0; m &= m - 1) {
         const low = m & -m;
-        const s = (k << 5) | (31 - Math.clz32(low));
-        if (this.onDevice[k]! & low) this.deviceHits[s] += blocks - since[s]!;
-        else this.hostOnlyHits[s] += blocks - since[s]!;
+        this.credit((k << 5) | (31 - Math.clz32(low)), k, low, blocks);
       }
     }
   }
