@@ -7,8 +7,9 @@
  *
  * A prefix match (§8) walks the prompt once for all streams of the group: block i costs one key
  * lookup; the streams still matching ("alive") are a bitset narrowed by each block's holder set.
- * Per-stream work happens only where a stream's status changes (it drops out, or moves between
- * Device and Host) and once at the end for the streams still alive. Content keys are computed lazily (§4 chain): block i is hashed only
+ * Device block counts are bit-sliced counters added once per run of equal holder sets, so
+ * per-stream work happens only where a stream drops out, and once at the end for the streams
+ * still alive. Content keys are computed lazily (§4 chain): block i is hashed only
  * while some candidate still matches blocks 0..i−1, so a prompt whose first block is nowhere
  * hashes one block. For CAR (keepMinimumOnly), ranks of an instance that can no longer be its
  * DP minimum stop early, so the walk can end before the longest prefix of any stream.
