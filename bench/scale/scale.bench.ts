@@ -40,9 +40,10 @@
  *
  * Run: node --expose-gc --max-old-space-size=16384 --import tsx bench/scale/scale.bench.ts
  *      [--quick] [--streams=N] [--blocks=B] [--max_concurrent_recoveries=C]
- * Full: 128 × 262,144 (~33.5M blocks): ~15 min on a shared 2-core host, over half of it the
- * all-stream recovery; ~3 GiB RSS once filled, ~11 GiB peak while all streams recover (old
- * indexes and received chunks awaiting GC). --quick: 16 × 16,384, ~15 s.
+ * Full: 128 × 262,144 (~33.5M blocks): ~14 min on a shared 2-core host, a third of it the
+ * all-stream recovery; 1.4 GiB RSS once filled, 1.9 GiB peak while all streams recover (measured
+ * 2026-12-01 with the group key ids, bench/results/scale-full-issue13.jsonl). --quick: 16 ×
+ * 16,384, ~15 s.
  */
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
