@@ -44,7 +44,11 @@ export class ServedResidency implements GroupSlot {
 
   /** `index` changed one key's residency (its ResidencyObserver); ignored unless it is mirrored. */
   change(index: StreamIndex, words: Uint32Array, offset: number, newTiers: number): void {
-    if (index === this.mirrored) this.group.setKeyTiers(this.slot, words, offset, newTiers);
+    if (index !== this.mirrored) return;
+    // An index of this group names the key by its id: no second lookup of its words.
+    const id = index.keySpace === this.group ? index.changingKeyId : -1;
+    if (id >= 0) this.group.setIdTier(this.slot, id, newTiers);
+    else this.group.setKeyTiers(this.slot, words, offset, newTiers);
   }
 
   /** Mirrors `index` from now on (null: nothing is served). O(holder sets + keys of the new index). */

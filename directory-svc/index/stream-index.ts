@@ -116,6 +116,7 @@ export class StreamIndex {
   /** engines.md §2 STORAGE blocks; created on the first one (never for xllm streams). */
   private unserved: UnservedBlocks | null = null;
   private disposed = false;
+  private changingKey = -1;
 
   constructor(opts: StreamIndexOptions) {
     if (!Number.isInteger(opts.blockSize) || opts.blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${opts.blockSize}`);
@@ -127,6 +128,14 @@ export class StreamIndex {
     this.keySpace = opts.keySpace ?? new ResidencyIndex(opts.blockSize, opts.hasher);
     // A private key space goes with the index; a shared one must get the pins back.
     if (opts.keySpace !== undefined) droppedIndexes.register(this, { space: this.keySpace, refs: this.refs }, this);
+  }
+
+  /**
+   * The key id (in `keySpace`) of the residency change being reported, valid only during an
+   * onResidencyChange call (−1 otherwise): lets a slot of the same group apply it by id.
+   */
+  get changingKeyId(): number {
+    return this.changingKey;
   }
 
   /**
@@ -558,7 +567,9 @@ export class StreamIndex {
     if (this.onResidencyChange !== undefined) {
       // A copy: whoever hears it may update the group (served-residency.ts), which can move keys.
       this.keySpace.copyKey(keyId, this.observedKey, 0);
+      this.changingKey = keyId;
       this.onResidencyChange(this.observedKey, 0, before, after);
+      this.changingKey = -1;
     }
     if (after === 0) this.keySpace.unpinKey(keyId);
   }

@@ -216,12 +216,15 @@ export class ResidencyIndex {
    * directory's load of a whole stream index into its slot. Sizes are the caller's to check.
    */
   setIdTiers(slot: number, ids: Uint32Array, tiers: Uint8Array): void {
+    for (let i = 0; i < tiers.length; i++) this.setIdTier(slot, ids[i]!, tiers[i]!);
+  }
+
+  /** setIdTiers of one pinned key. O(1). */
+  setIdTier(slot: number, id: number, tiers: number): void {
     this.checkSlot(slot);
-    for (let i = 0; i < tiers.length; i++) {
-      // Maintenance may move keys: the id's slot is read after it.
-      this.maintain();
-      this.retierAt(slot, this.keys.slotOfId(ids[i]!), tiers[i]!);
-    }
+    // Maintenance may move keys: the id's slot is read after it.
+    this.maintain();
+    this.retierAt(slot, this.keys.slotOfId(id), tiers);
   }
 
   /**
