@@ -3,9 +3,10 @@
  *
  * What is measured (one JSON line per result on stdout):
  *  1. `bytes_per_block`: heap + ArrayBuffer growth (process.memoryUsage heapUsed + arrayBuffers,
- *     after global.gc) of ONE directory StreamIndex (the per-stream engine-hash records and keys)
- *     holding 1M indexed blocks (100k with --quick), next to its own typed-array estimate
- *     (approxBytes). Baseline in the same run: a naive Map-based index of the same blocks.
+ *     after global.gc) of ONE directory StreamIndex (the per-stream engine-hash records and key
+ *     refs, plus, being alone, its own group's copy of every key) holding 1M indexed blocks (100k
+ *     with --quick), next to its own typed-array estimate (approxBytes: the per-stream part only).
+ *     Baseline in the same run: a naive Map-based index of the same blocks.
  *  2. `bytes_per_holder_block`, mix `shared_50_35_15`: the shared group ResidencyIndex
  *     (shared/index) of 128 streams where 50 / 35 / 15 % of the holder-blocks (a block held by k
  *     streams counts k) are in blocks held by 1 / 8 / 64 streams; 2M holder-blocks (16M full).

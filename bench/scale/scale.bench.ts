@@ -14,6 +14,8 @@
  *     relative to the synchronized empty subscribers) per indexed block, the marginal bytes per
  *     block of that quarter, the indexes' own typed-array estimate (approxBytes) and RSS;
  *     `memory_linearity` sums it up (max / min of the four bytes-per-block points).
+ *  3b. `router_view_memory`: a router's view cache of the same full view (the shared group index
+ *     only), built in-process from the streams' residency, per block and the RSS it adds.
  *  4. `snapshot_fetch_baseline` (baseline): one full rank's §6 reply fetched by a bare DEALER
  *     and decoded with @msgpack/msgpack: the transfer and decode alone.
  *  5. `recovery_one_stream`: a publisher rank restarts keeping its cache (seq back to 0, one
@@ -38,9 +40,10 @@
  *
  * Run: node --expose-gc --max-old-space-size=16384 --import tsx bench/scale/scale.bench.ts
  *      [--quick] [--streams=N] [--blocks=B] [--max_concurrent_recoveries=C]
- * Full: 128 × 262,144 (~33.5M blocks): ~15 min on a shared 2-core host, over half of it the
- * all-stream recovery; ~3 GiB RSS once filled, ~11 GiB peak while all streams recover (old
- * indexes and received chunks awaiting GC). --quick: 16 × 16,384, ~15 s.
+ * Full: 128 × 262,144 (~33.5M blocks): ~14 min on a shared 2-core host, a third of it the
+ * all-stream recovery; 1.4 GiB RSS once filled, 1.9 GiB peak while all streams recover (measured
+ * 2026-12-01 with the group key ids, bench/results/scale-full-issue13.jsonl). --quick: 16 ×
+ * 16,384, ~15 s.
  */
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -54,6 +57,8 @@ import { ResidencyGroups } from '../../shared/index/residency-groups.js';
 import { RecoveryAdmission } from '../../directory-svc/recovery/recovery-admission.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import { StreamObservers } from '../../directory-svc/subscription/stream-observer.js';
+import { ViewCache } from '../../router-svc/viewcache/view-cache.js';
+import type { DecodedViewStream, RouterInstance, StreamId } from '../../router-svc/viewcache/view-update.js';
 import type { StreamLimits } from '../../shared/config/kv-events-config.js';
 import type { StreamState } from '../../directory-svc/subscription/stream-state.js';
 import { emitResult, hasExposedGc, isQuickRun, median, percentile, retainedBytes } from '../lib/bench-kit.js';
@@ -173,6 +178,53 @@ function publisherOf(pubs: PublisherProcess[], rank: number): PublisherProcess {
 }
 
 // ---- phases -------------------------------------------------------------------------------------
+
+/**
+ * `router_view_memory`: what a router holds for the same full view (router-svc/viewcache: the
+ * group residency index, no per-stream tables), built in this process from the streams' exported
+ * residency as one snapshot, then released. heap + arrayBuffers after gc relative to before, per
+ * indexed block, and the RSS it adds, next to this (directory) process's RSS.
+ */
+async function measureRouterView(subs: StreamSubscriber[], indexed: number): Promise<void> {
+  const rssBefore = process.memoryUsage().rss;
+  const before = retainedBytes();
+  const view = new ViewCache({ staleAfterMs: 3_600_000 });
+  await view.hashers.ensure([1024n]);
+  const instances = new Map<string, RouterInstance>();
+  const streams: DecodedViewStream[] = subs.map((sub, i) => {
+    const name = sub.config.instanceName;
+    if (!instances.has(name)) {
+      instances.set(name, {
+        name, type: 'DEFAULT', currentRole: '', incarnationId: `inc-${name}`, registerTsMs: 1, dpSize: 4, state: 'ACTIVE', schedulable: true,
+        load: { waitingRequestsNum: 0, gpuCacheUsagePerc: 0, recentMaxTtftMs: 0, recentMaxTbtMs: 0, reportedAtMs: 1 },
+        ttftProfile: [], tpotProfile: [], generation: 1n, inflight: [],
+      });
+    }
+    const { keys, tiers } = (sub.index as NonNullable<typeof sub.index>).exportResidency();
+    return {
+      streamId: (i + 1) as StreamId, instanceName: name, dpRank: sub.config.dpRank, blockSize: SHAPE.blockSize, hashSeed: 1024n,
+      incarnationId: `inc-${name}`, generation: 1n, synchronized: true, sequence: 1n, error: '', keys, tiers,
+    };
+  });
+  const t0 = performance.now();
+  view.applyUpdate({ kind: 'snapshot', epoch: 'scale', version: 1n, sentAtMs: 0, instances: [...instances.values()], streams }, 0);
+  const applyMs = performance.now() - t0;
+  streams.length = 0;
+  const bytes = retainedBytes() - before;
+  const rss = process.memoryUsage().rss;
+  emit({
+    metric: 'router_view_memory',
+    streams: subs.length,
+    indexed_blocks: indexed,
+    heap_plus_array_buffers_bytes: bytes,
+    bytes_per_block: round1(bytes / indexed),
+    rss_added_mib: Math.round((rss - rssBefore) / 2 ** 20),
+    process_rss_mib: Math.round(rss / 2 ** 20),
+    snapshot_apply_ms: Math.round(applyMs),
+  });
+  // The view must hold every stream (and stays alive until measured, released on return).
+  if (view.streams().length !== subs.length) throw new Error(`router view holds ${view.streams().length} of ${subs.length} streams`);
+}
 
 async function runIngestBaseline(pubs: PublisherProcess[], endpoints: string[], batches: number): Promise<number> {
   const socks: zmq.Subscriber[] = [];
@@ -368,7 +420,8 @@ async function main(): Promise<void> {
       });
       const bytes = retainedBytes();
       const indexed = subs.reduce((a, x) => a + (x.index?.deviceBlocks ?? 0), 0);
-      const approx = subs.reduce((a, x) => a + (x.index?.approxBytes() ?? 0), 0);
+      // The streams' own arrays plus the group index they share (keys, holder sets).
+      const approx = subs.reduce((a, x) => a + (x.index?.approxBytes() ?? 0), 0) + residencyGroups.all.reduce((a, g) => a + g.approxBytes(), 0);
       const perBlock = (bytes - empty) / indexed;
       memPoints.push(perBlock);
       emit({
@@ -402,6 +455,7 @@ async function main(): Promise<void> {
       ratio_vs_baseline: Math.round((fullRate / baselineRate) * 1000) / 1000,
       last_quarter_over_first: Math.round((quarterRates[3] / quarterRates[0]) * 1000) / 1000,
     });
+    await measureRouterView(subs, prevBlocks);
     const maxOverMin = Math.max(...memPoints) / Math.min(...memPoints);
     emit({
       metric: 'memory_linearity',

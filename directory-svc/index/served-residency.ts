@@ -44,7 +44,11 @@ export class ServedResidency implements GroupSlot {
 
   /** `index` changed one key's residency (its ResidencyObserver); ignored unless it is mirrored. */
   change(index: StreamIndex, words: Uint32Array, offset: number, newTiers: number): void {
-    if (index === this.mirrored) this.group.setKeyTiers(this.slot, words, offset, newTiers);
+    if (index !== this.mirrored) return;
+    // An index of this group names the key by its id: no second lookup of its words.
+    const id = index.keySpace === this.group ? index.changingKeyId : -1;
+    if (id >= 0) this.group.setIdTier(this.slot, id, newTiers);
+    else this.group.setKeyTiers(this.slot, words, offset, newTiers);
   }
 
   /** Mirrors `index` from now on (null: nothing is served). O(holder sets + keys of the new index). */
@@ -53,7 +57,12 @@ export class ServedResidency implements GroupSlot {
     if (this.closed || index === this.mirrored) return;
     this.group.clearStream(this.slot);
     this.mirrored = index;
-    if (index !== null) {
+    if (index === null) return;
+    // An index of this group names its keys by the group's ids: loaded without hashing them.
+    if (index.keySpace === this.group) {
+      const now = index.exportKeyIds();
+      this.group.setIdTiers(this.slot, now.ids, now.tiers);
+    } else {
       const now = index.exportResidency();
       this.group.setTiers(this.slot, now.keys, now.tiers);
     }

@@ -6,15 +6,24 @@
  *
  * Layout: records live in an open-addressing table over typed arrays keyed by the engine hash's
  * two uint32 halves (read through a Uint32Array view of the decoder's BigUint64Array, so no bigint
- * per block); content keys are interned as small integer ids with Device/Host reference counts.
+ * per block), each naming its content key by a stable key id of the stream's residency group
+ * (`keySpace`, shared/index/residency-index.ts): the 16 key bytes are stored once per group, not
+ * once per stream. `KeyRefs` lists the ids this index pins, with each key's residency here.
  * Every residency change of a content key goes through `retierKey`, the one place an observer
  * (`onResidencyChange`) hears about it. The halves view assumes a little-endian host (x86-64,
  * arm64), as the decoder's BigUint64Array contract does (lo = [2i], hi = [2i+1]).
  *
+ * Pins: an index holds one pin per key it refers to and gives them back when it is disposed, or,
+ * for an index simply dropped (the subscriber replaces indexes in many places), once the garbage
+ * collector has reclaimed it (a FinalizationRegistry hands its ids to the group, which releases
+ * them a few per update). Until then those keys stay in the group with no holder: memory only,
+ * never a match or a count.
+ *
  * Costs: applying a block is O(1) expected plus one XXH3 for token-bearing in-scope blocks;
  * AllBlocksCleared and sameStateAs are O(records). Prefix matching is not done here: the served
- * index's residency is mirrored into the shared group index (served-residency.ts,
- * shared/index/residency-index.ts), which matches every stream of a group in one walk. Memory ≈ 70 B per indexed block at 1M blocks (bench/query).
+ * index's residency is mirrored into the shared group index (served-residency.ts), which matches
+ * every stream of a group in one walk. Memory ≈ 34 B per indexed block plus the group's share of
+ * each key (bench/scale).
  *
  * Where the spec is silent: an out-of-scope *tokenless* event counts skipped{out_of_scope} once
  * per hash it ignores (unknown), not for hashes it adds a tier to; a snapshot block's in-scope
@@ -24,8 +33,9 @@ import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
 import { TIER_DEVICE, TIER_HOST, TIER_UNSERVED } from '../../shared/keys/tier-bits.js';
 import type { BlockStoredEvent, KvEvent, SnapshotBlock } from '../decoder/kv-batch.js';
-import { ContentKeyTable, KEY_STRIDE, REF_DEVICE, REF_HOST } from '../../shared/keys/content-key-table.js';
+import { ResidencyIndex } from '../../shared/index/residency-index.js';
 import { EngineHashTable, UNINDEXED } from './engine-hash-table.js';
+import { KeyRefs } from './key-refs.js';
 import { NOT_FOUND, UnservedBlocks } from './unserved-blocks.js';
 
 /** skipped{reason} counters of §10, incremented in place by the index. */
@@ -56,7 +66,20 @@ export interface StreamIndexOptions {
   maxEntries: number;
   /** Residency-change hook for the view stream (architecture.md, deltas). */
   onResidencyChange?: ResidencyObserver;
+  /**
+   * The residency group whose key ids the records use (the stream's group in the directory, so
+   * its indexes share one copy of each key); a private one when absent (tests, tools).
+   */
+  keySpace?: ResidencyIndex;
 }
+
+/** A dropped index's pins, handed back to its group after garbage collection. */
+interface HeldPins {
+  readonly space: ResidencyIndex;
+  readonly refs: KeyRefs;
+}
+
+const droppedIndexes = new FinalizationRegistry<HeldPins>((held) => held.space.dropPinsLater(held.refs.ids()));
 
 /** Parent of a first block (nil parent): the key has no 16-byte prefix (§4). */
 const ROOT = -2;
@@ -76,7 +99,11 @@ export class StreamIndex {
   private readonly maxEntries: number;
   private readonly onResidencyChange: ResidencyObserver | undefined;
   private readonly records = new EngineHashTable();
-  private readonly keys = new ContentKeyTable();
+  /** Where the content keys live (key ids of the records). */
+  readonly keySpace: ResidencyIndex;
+  private readonly refs = new KeyRefs();
+  /** One key's words handed to the observer, or compared across key spaces. */
+  private readonly observedKey = new Uint32Array(4);
   private entries = 0;
   private deviceKeys = 0;
   private hostKeys = 0;
@@ -88,6 +115,8 @@ export class StreamIndex {
   private readonly parentScratchWords = new Uint32Array(this.parentScratch.buffer);
   /** engines.md §2 STORAGE blocks; created on the first one (never for xllm streams). */
   private unserved: UnservedBlocks | null = null;
+  private disposed = false;
+  private changingKey = -1;
 
   constructor(opts: StreamIndexOptions) {
     if (!Number.isInteger(opts.blockSize) || opts.blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${opts.blockSize}`);
@@ -96,6 +125,29 @@ export class StreamIndex {
     this.hasher = opts.hasher;
     this.maxEntries = opts.maxEntries;
     this.onResidencyChange = opts.onResidencyChange;
+    this.keySpace = opts.keySpace ?? new ResidencyIndex(opts.blockSize, opts.hasher);
+    // A private key space goes with the index; a shared one must get the pins back.
+    if (opts.keySpace !== undefined) droppedIndexes.register(this, { space: this.keySpace, refs: this.refs }, this);
+  }
+
+  /**
+   * The key id (in `keySpace`) of the residency change being reported, valid only during an
+   * onResidencyChange call (−1 otherwise): lets a slot of the same group apply it by id.
+   */
+  get changingKeyId(): number {
+    return this.changingKey;
+  }
+
+  /**
+   * Gives back every pin at once; the index must not be used afterwards. Optional (a dropped
+   * index's pins come back after garbage collection); for owners that know when they are done.
+   */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    droppedIndexes.unregister(this);
+    const ids = this.refs.ids();
+    for (let i = 0; i < ids.length; i++) this.keySpace.unpinKey(ids[i]!);
   }
 
   /** (engine hash, tier) pairs over all records, indexed or not (§5.2). */
@@ -120,7 +172,7 @@ export class StreamIndex {
 
   /** Slots of the record table and of the key index, for churn tests and metrics. */
   get tableCapacity(): { records: number; keys: number } {
-    return { records: this.records.capacity, keys: this.keys.slotCapacity };
+    return { records: this.records.capacity, keys: this.refs.capacity };
   }
 
   /**
@@ -190,11 +242,8 @@ export class StreamIndex {
 
   /** Residency (tier bits, 0 = absent) of the 16-byte content key at keys[offset..]. */
   residencyOf(keys: Uint8Array, offset: number): number {
-    const id = this.keys.findBytes(keys, offset);
-    if (id < 0) return 0;
-    const o = id * KEY_STRIDE;
-    const cells = this.keys.cells;
-    return (cells[o + REF_DEVICE] > 0 ? TIER_DEVICE : 0) | (cells[o + REF_HOST] > 0 ? TIER_HOST : 0);
+    const id = this.keySpace.keyIdOf(keys, offset);
+    return id < 0 ? 0 : this.refs.tiersOf(id);
   }
 
   /**
@@ -204,24 +253,33 @@ export class StreamIndex {
    * allocates exactly the two result arrays. Like the observer, assumes a little-endian host.
    */
   exportResidency(): { keys: Uint8Array; tiers: Uint8Array } {
-    const table = this.keys;
-    const cells = table.cells;
-    const keys = new Uint8Array(table.size * 16);
+    const refs = this.refs;
+    const keys = new Uint8Array(refs.size * 16);
     const words = new Uint32Array(keys.buffer);
-    const tiers = new Uint8Array(table.size);
+    const tiers = new Uint8Array(refs.size);
+    const space = this.keySpace;
     let n = 0;
-    // Unused and released ids have both reference counts at zero, so they are skipped.
-    for (let o = 0; o + KEY_STRIDE <= cells.length && n < tiers.length; o += KEY_STRIDE) {
-      const t = (cells[o + REF_DEVICE] > 0 ? TIER_DEVICE : 0) | (cells[o + REF_HOST] > 0 ? TIER_HOST : 0);
-      if (t === 0) continue;
-      const w = n << 2;
-      words[w] = cells[o];
-      words[w + 1] = cells[o + 1];
-      words[w + 2] = cells[o + 2];
-      words[w + 3] = cells[o + 3];
+    refs.forEach((id, t) => {
+      space.copyKey(id, words, n << 2);
       tiers[n++] = t;
-    }
-    return { keys: keys.subarray(0, n << 4), tiers: tiers.subarray(0, n) };
+    });
+    return { keys, tiers };
+  }
+
+  /**
+   * exportResidency by key ids of `keySpace` (ids[i] has tier bits tiers[i]): what a slot of the
+   * same group loads without hashing a key again (served-residency.ts). O(keys).
+   */
+  exportKeyIds(): { ids: Uint32Array; tiers: Uint8Array } {
+    const refs = this.refs;
+    const ids = new Uint32Array(refs.size);
+    const tiers = new Uint8Array(refs.size);
+    let n = 0;
+    refs.forEach((id, t) => {
+      ids[n] = id;
+      tiers[n++] = t;
+    });
+    return { ids, tiers };
   }
 
   /**
@@ -239,14 +297,21 @@ export class StreamIndex {
       if (os < 0 || theirs.tiers[os] !== t) return false;
       const k = mine.keyIds[s];
       const ok = theirs.keyIds[os];
-      if (k >= 0 && ok >= 0 && !other.keys.equals(ok, this.keys.cells, k * KEY_STRIDE)) return false;
+      if (k >= 0 && ok >= 0 && !this.sameKey(k, other, ok)) return false;
     }
     return true;
   }
 
+  /** Key id `k` here and key id `ok` of `other` are the same content key. */
+  private sameKey(k: number, other: StreamIndex, ok: number): boolean {
+    if (other.keySpace === this.keySpace) return k === ok;
+    this.keySpace.copyKey(k, this.observedKey, 0);
+    return other.keySpace.keyEquals(ok, this.observedKey, 0);
+  }
+
   /** Estimated retained bytes (typed arrays), for metrics and the memory benchmark. */
   approxBytes(): number {
-    return this.records.approxBytes() + this.keys.approxBytes() + (this.unserved?.approxBytes() ?? 0);
+    return this.records.approxBytes() + this.refs.approxBytes() + (this.unserved?.approxBytes() ?? 0);
   }
 
   /** §5.1 tokenless BlockStored: a replica notice for hashes already known. */
@@ -316,9 +381,9 @@ export class StreamIndex {
         const current = this.records.keyIds[slot];
         if (indexed) {
           if (current >= 0) {
-            if (!this.keys.equals(current, this.scratchWords, 0)) throw new InconsistentError(`content key conflict on hash ${hashHex(lo, hi)}`);
+            if (!this.keySpace.keyEquals(current, this.scratchWords, 0)) throw new InconsistentError(`content key conflict on hash ${hashHex(lo, hi)}`);
           } else {
-            this.assignKey(slot, this.keys.intern(this.scratchWords, 0));
+            this.assignKey(slot, this.internKey());
           }
         }
         // Tiers only grow here, so setTiers neither deletes nor moves the slot.
@@ -439,13 +504,21 @@ export class StreamIndex {
   private computeKey(p: number, tokens: Int32Array, start: number): void {
     if (p === ROOT) this.hasher.keyInto(null, 0, tokens, start, this.blockSize, this.scratchKey, 0);
     else if (p === PARENT_SCRATCH) this.hasher.keyInto(this.parentScratch, 0, tokens, start, this.blockSize, this.scratchKey, 0);
-    else this.hasher.keyInto(this.keys.bytes, p * KEY_STRIDE * 4, tokens, start, this.blockSize, this.scratchKey, 0);
+    else this.hasher.keyInto(this.keySpace.keyBytes, this.keySpace.keyByteOffset(p), tokens, start, this.blockSize, this.scratchKey, 0);
+  }
+
+  /**
+   * Key id of the scratch key, with one more pin: the record about to take it calls retierKey,
+   * which keeps the pin for a key new to this index and gives it back otherwise.
+   */
+  private internKey(): number {
+    return this.keySpace.pinKey(this.scratchWords, 0);
   }
 
   /** New record {scratch key or UNINDEXED, tiers}; checks the entry budget first. Returns its slot. */
   private createRecord(lo: number, hi: number, indexed: boolean, tiers: number): number {
     this.reserveEntries(TIER_COUNT[tiers]);
-    const keyId = indexed ? this.keys.intern(this.scratchWords, 0) : UNINDEXED;
+    const keyId = indexed ? this.internKey() : UNINDEXED;
     const slot = this.records.insert(lo, hi, keyId, tiers);
     this.entries += TIER_COUNT[tiers];
     if (keyId >= 0) this.retierKey(keyId, 0, tiers);
@@ -483,18 +556,21 @@ export class StreamIndex {
    * and releases the key once no record holds it.
    */
   private retierKey(keyId: number, oldRecordTiers: number, newRecordTiers: number): void {
-    const keys = this.keys;
-    const cells = keys.cells;
-    const d = keyId * KEY_STRIDE + REF_DEVICE;
-    const h = keyId * KEY_STRIDE + REF_HOST;
-    const before = (cells[d] > 0 ? TIER_DEVICE : 0) | (cells[h] > 0 ? TIER_HOST : 0);
-    cells[d] += (newRecordTiers & TIER_DEVICE) - (oldRecordTiers & TIER_DEVICE);
-    cells[h] += ((newRecordTiers & TIER_HOST) - (oldRecordTiers & TIER_HOST)) >> 1;
-    const after = (cells[d] > 0 ? TIER_DEVICE : 0) | (cells[h] > 0 ? TIER_HOST : 0);
+    const change = this.refs.retier(keyId, oldRecordTiers, newRecordTiers);
+    const before = change & 3;
+    const after = change >>> 2;
+    // A new record of a key this index already lists: internKey's extra pin goes back.
+    if (oldRecordTiers === 0 && before !== 0) this.keySpace.unpinKey(keyId);
     if (before === after) return;
     this.deviceKeys += (after & TIER_DEVICE) - (before & TIER_DEVICE);
     this.hostKeys += ((after & TIER_HOST) - (before & TIER_HOST)) >> 1;
-    if (this.onResidencyChange !== undefined) this.onResidencyChange(cells, keyId * KEY_STRIDE, before, after);
-    if (after === 0) keys.release(keyId);
+    if (this.onResidencyChange !== undefined) {
+      // A copy: whoever hears it may update the group (served-residency.ts), which can move keys.
+      this.keySpace.copyKey(keyId, this.observedKey, 0);
+      this.changingKey = keyId;
+      this.onResidencyChange(this.observedKey, 0, before, after);
+      this.changingKey = -1;
+    }
+    if (after === 0) this.keySpace.unpinKey(keyId);
   }
 }

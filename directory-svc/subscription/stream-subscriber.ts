@@ -660,6 +660,8 @@ export class StreamSubscriber {
       blockSize: this.config.blockSize,
       hasher: this.hasher,
       maxEntries: this.limits.maxBlocksPerStream,
+      // The group's key ids: every index of every stream of the group shares one copy of a key.
+      keySpace: served.group,
       onResidencyChange: (words, offset, oldTiers, newTiers) => {
         if (this.live !== index || this.current !== 'SYNCHRONIZED') return;
         served.change(index, words, offset, newTiers);

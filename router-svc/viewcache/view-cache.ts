@@ -95,6 +95,18 @@ class CachedStream implements RouterStream, GroupSlot {
 
 
 
+/** The candidates of a DP-minimum match, in order: group, slot and rank-group leader (−1: none). */
+interface RankPlan {
+  state: ViewState | null;
+  streamsRev: number;
+  instancesRev: number;
+  stale: boolean;
+  count: number;
+  groups: ResidencyIndex[];
+  slots: Int32Array;
+  leaders: Int32Array;
+}
+
 /** Orders streams by instance name (UTF-16 code units, as the directory does), then dp rank. */
 function byNameThenRank(a: CachedStream, b: CachedStream): number {
   if (a.instanceName !== b.instanceName) return a.instanceName < b.instanceName ? -1 : 1;
@@ -170,6 +182,8 @@ export class ViewCache {
   private assembly: SnapshotAssembly | null = null;
   private instancesRev = 0;
   private streamsRev = 0;
+  /** CAR's rank groups for the current revisions (rankPlanFor). */
+  private readonly rankPlan: RankPlan = { state: null, streamsRev: -1, instancesRev: -1, stale: false, count: 0, groups: [], slots: new Int32Array(0), leaders: new Int32Array(0) };
   private hashedBlocks = 0;
   // Scratch of matchStreams, grown as needed and reused between requests.
   private hits: { -readonly [K in keyof StreamHits]: StreamHits[K] } = {
@@ -371,7 +385,8 @@ export class ViewCache {
         if (!stale && s.synchronized) s.group.addCandidate(s.slot);
       }
     } else {
-      this.addRankGroups(list, stale);
+      const plan = this.rankPlanFor(list, stale);
+      for (let i = 0; i < plan.count; i++) plan.groups[i]!.addCandidate(plan.slots[i]!, plan.leaders[i]!);
       for (let g = 0; g < groups.length; g++) groups[g]!.keepMinimumOnly(dpMinimumHostWeight);
     }
     let hashed = 0;
@@ -397,9 +412,23 @@ export class ViewCache {
   /**
    * Candidates of a DP-minimum match: the ranks CAR counts (0..dp_size−1 of a registered instance,
    * the first stream of each rank) of one instance and one group form a rank group, led by the
-   * first of them; other streams are candidates on their own (exact hits).
+   * first of them; other streams are candidates on their own (exact hits). The plan depends only
+   * on the stream list, the instances' dp sizes and staleness, so it is kept until the view's
+   * revisions change: a decision replays it instead of looking every stream's instance up.
    */
-  private addRankGroups(list: readonly CachedStream[], stale: boolean): void {
+  private rankPlanFor(list: readonly CachedStream[], stale: boolean): RankPlan {
+    const p = this.rankPlan;
+    if (p.state === this.state && p.streamsRev === this.streamsRev && p.instancesRev === this.instancesRev && p.stale === stale) return p;
+    p.state = this.state;
+    p.streamsRev = this.streamsRev;
+    p.instancesRev = this.instancesRev;
+    p.stale = stale;
+    p.count = 0;
+    if (p.slots.length < list.length) {
+      p.slots = new Int32Array(list.length);
+      p.leaders = new Int32Array(list.length);
+    }
+    p.groups.length = 0;
     let runStart = 0;
     for (let i = 0; i < list.length; i++) {
       const s = list[i]!;
@@ -407,20 +436,22 @@ export class ViewCache {
       if (stale || !s.synchronized) continue;
       const inst = this.state.instances.get(s.instanceName);
       const counted = inst !== undefined && s.dpRank < inst.dpSize && (i === runStart || list[i - 1]!.dpRank !== s.dpRank);
-      if (!counted) {
-        s.group.addCandidate(s.slot);
-        continue;
-      }
-      let leader = s.slot;
-      for (let j = runStart; j < i; j++) {
-        const o = list[j]!;
-        if (o.group === s.group && o.synchronized && o.dpRank < inst.dpSize && (j === runStart || list[j - 1]!.dpRank !== o.dpRank)) {
-          leader = o.slot;
-          break;
+      let leader = -1;
+      if (counted) {
+        leader = s.slot;
+        for (let j = runStart; j < i; j++) {
+          const o = list[j]!;
+          if (o.group === s.group && o.synchronized && o.dpRank < inst.dpSize && (j === runStart || list[j - 1]!.dpRank !== o.dpRank)) {
+            leader = o.slot;
+            break;
+          }
         }
       }
-      s.group.addCandidate(s.slot, leader);
+      p.groups.push(s.group);
+      p.slots[p.count] = s.slot;
+      p.leaders[p.count++] = leader;
     }
+    return p;
   }
 
   /**

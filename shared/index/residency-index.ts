@@ -7,8 +7,9 @@
  *
  * A prefix match (§8) walks the prompt once for all streams of the group: block i costs one key
  * lookup; the streams still matching ("alive") are a bitset narrowed by each block's holder set.
- * Per-stream work happens only where a stream's status changes (it drops out, or moves between
- * Device and Host) and once at the end for the streams still alive. Content keys are computed lazily (§4 chain): block i is hashed only
+ * Device block counts are bit-sliced counters added once per run of equal holder sets, so
+ * per-stream work happens only where a stream drops out, and once at the end for the streams
+ * still alive. Content keys are computed lazily (§4 chain): block i is hashed only
  * while some candidate still matches blocks 0..i−1, so a prompt whose first block is nowhere
  * hashes one block. For CAR (keepMinimumOnly), ranks of an instance that can no longer be its
  * DP minimum stop early, so the walk can end before the longest prefix of any stream.
@@ -21,14 +22,19 @@
  * counts as Device. Which streams may get credit at all (synchronized, view fresh) is the caller's
  * choice of candidates. Pure: no I/O; the request path allocates nothing.
  *
- * Memory: one 20-byte slot per distinct key (4 key words + set id, inline in the hash table, so a
- * lookup touches one cache line) at 3/8–3/4 load, shared by every holder; 36 B per distinct
- * holder set.
+ * Key ids (the directory): a stream index names its content keys by stable ids of this table
+ * (pinKey / unpinKey), so the directory keeps each key once per group, not once per stream; a
+ * pinned key stays, with no holder, while some stream index refers to it. Pins of an index that
+ * was dropped without unpinning come back through dropPinsLater and are released a few per update.
+ *
+ * Memory: one 24-byte slot per distinct key (4 key words, set id, key id; inline in the hash
+ * table, so a lookup touches one cache line) at 3/8–3/4 load, shared by every holder; 8 B per
+ * pinned key id; 36 B per distinct holder set.
  */
 import type { ContentKeyHasher } from '../keys/content-key.js';
 import { keyWordAt } from '../keys/content-key-table.js';
 import { EMPTY_SET, HOST_OFFSET, HolderSets, MAX_SLOTS, SET_STRIDE, SET_WORDS } from './holder-sets.js';
-import { HOLDER_SET, KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
+import { KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
 
 
 const TIER_DEVICE = 1;
@@ -37,6 +43,8 @@ const TIER_HOST = 2;
 const WINDOW = 8;
 /** Key-table slots the orphan sweep looks at per key update (see sweepOrphans). */
 const ORPHAN_SWEEP_STEP = 4;
+/** Dropped pins released per key update (see dropPinsLater). */
+const UNPIN_STEP = 16;
 
 export class ResidencyIndex {
   readonly blockSize: number;
@@ -53,8 +61,21 @@ export class ResidencyIndex {
   private readonly alive = new Uint32Array(SET_WORDS);
   /** Alive streams whose current status is Device (else Host-only). */
   private readonly onDevice = new Uint32Array(SET_WORDS);
-  /** Block where each alive stream's current status began. */
-  private readonly since = new Int32Array(MAX_SLOTS);
+  /**
+   * Device blocks of every alive stream over the holder-set runs closed so far, as bit-sliced
+   * counters: plane p (SET_WORDS words) holds bit p of each stream's count, so adding a run's
+   * length to all its Device streams costs O(log length) word operations, whatever the number of
+   * streams, and a stream moving between Device and Host costs nothing (what a per-stream count
+   * would pay on every such move).
+   */
+  private readonly planes = new Uint32Array(32 * SET_WORDS);
+  /** Planes in use this walk: enough bits for the prompt's block count. */
+  private planesUsed = 0;
+  /** Streams that were Host-only, and that were on Device, in some run of this walk. */
+  private readonly hostSeen = new Uint32Array(SET_WORDS);
+  private readonly deviceSeen = new Uint32Array(SET_WORDS);
+  /** First block of the current holder-set run (not yet in the planes). */
+  private runStart = 0;
   private readonly deviceHits = new Int32Array(MAX_SLOTS);
   private readonly hostOnlyHits = new Int32Array(MAX_SLOTS);
   private chain = new Uint8Array(64 * 16);
@@ -84,6 +105,11 @@ export class ResidencyIndex {
   private sweepCursor = 0;
   /** Holder set ids the last clearStream visited (its cost; tests and benchmarks). */
   private clearWork = 0;
+  /** Keys in the table only because they are pinned (empty holder set). */
+  private pinnedOnly = 0;
+  /** Key ids whose pin is to be dropped (dropPinsLater), oldest first, and the next to drop. */
+  private readonly unpinQueue: Uint32Array[] = [];
+  private unpinAt = 0;
 
   constructor(blockSize: number, hasher: ContentKeyHasher) {
     if (!Number.isInteger(blockSize) || blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
@@ -98,7 +124,19 @@ export class ResidencyIndex {
 
   /** Distinct resident keys over all streams. */
   get keyCount(): number {
-    return this.keys.size - this.orphanedKeys;
+    return this.keys.size - this.orphanedKeys - this.pinnedOnly;
+  }
+
+  /** Keys held only for the stream indexes pinning them (no holder). */
+  get pinnedOnlyKeys(): number {
+    return this.pinnedOnly;
+  }
+
+  /** Dropped pins not yet released (dropPinsLater). */
+  get pendingUnpins(): number {
+    let n = 0;
+    for (const ids of this.unpinQueue) n += ids.length;
+    return n - this.unpinAt;
   }
 
   /** Keys left with no holder by clearStream and not yet swept (memory only: never matched). */
@@ -174,19 +212,50 @@ export class ResidencyIndex {
   }
 
   /**
+   * setTiers for pinned keys named by id (ids[i] gets tiers[i]): no key hashing or probing, the
+   * directory's load of a whole stream index into its slot. Sizes are the caller's to check.
+   */
+  setIdTiers(slot: number, ids: Uint32Array, tiers: Uint8Array): void {
+    for (let i = 0; i < tiers.length; i++) this.setIdTier(slot, ids[i]!, tiers[i]!);
+  }
+
+  /** setIdTiers of one pinned key. O(1). */
+  setIdTier(slot: number, id: number, tiers: number): void {
+    this.checkSlot(slot);
+    // Maintenance may move keys: the id's slot is read after it.
+    this.maintain();
+    this.retierAt(slot, this.keys.slotOfId(id), tiers);
+  }
+
+  /**
    * Sets the stream's tier bits of the key words[offset .. offset+4) (low64 LE || high64 LE as
    * uint32 words, the directory index's observer form). O(1) expected.
    */
   setKeyTiers(slot: number, words: Uint32Array, offset: number, tiers: number): void {
-    if (this.orphanedKeys !== 0) this.sweepOrphans(ORPHAN_SWEEP_STEP);
-    const table = this.keys;
+    // Read before maintenance, which may move keys.
     const w0 = words[offset]! >>> 0;
     const w1 = words[offset + 1]! >>> 0;
     const w2 = words[offset + 2]! >>> 0;
     const w3 = words[offset + 3]! >>> 0;
+    this.maintain();
+    const table = this.keys;
     const at = table.find(w0, w1, w2, w3);
-    if (at < 0 && tiers === 0) return;
-    const oldSet = at < 0 ? EMPTY_SET : table.setAt(at);
+    if (at >= 0) {
+      this.retierAt(slot, at, tiers);
+      return;
+    }
+    if (tiers === 0) return;
+    const newSet = this.sets.transition(EMPTY_SET, slot, tiers);
+    this.sets.retain(newSet);
+    this.deviceCounts[slot] += tiers & TIER_DEVICE;
+    this.hostCounts[slot] += tiers >> 1;
+    table.insert(w0, w1, w2, w3, newSet);
+  }
+
+  /** The stream's tier bits of the key at table slot `at` become `tiers`. */
+  private retierAt(slot: number, at: number, tiers: number): void {
+    const table = this.keys;
+    const oldSet = table.setAt(at);
     const sets = this.sets;
     const before = sets.tiersOf(oldSet, slot);
     if (before === tiers) return;
@@ -197,9 +266,89 @@ export class ResidencyIndex {
     sets.release(oldSet);
     this.deviceCounts[slot] += (tiers & TIER_DEVICE) - (before & TIER_DEVICE);
     this.hostCounts[slot] += ((tiers & TIER_HOST) - (before & TIER_HOST)) >> 1;
-    if (at < 0) table.insert(w0, w1, w2, w3, newSet);
-    else if (newSet === EMPTY_SET) table.deleteAt(at);
-    else table.updateAt(at, newSet);
+    if (oldSet === EMPTY_SET) this.pinnedOnly--;
+    if (newSet !== EMPTY_SET) table.updateAt(at, newSet);
+    else if (!table.pinnedAt(at)) table.deleteAt(at);
+    else {
+      table.updateAt(at, EMPTY_SET);
+      this.pinnedOnly++;
+    }
+  }
+
+  /**
+   * One more pin on the key words[offset .. offset+4): it stays in the table (resident or not)
+   * until unpinned. Returns its stable key id. O(1) expected.
+   */
+  pinKey(words: Uint32Array, offset: number): number {
+    this.maintain();
+    const table = this.keys;
+    const size = table.size;
+    const id = table.pin(words, offset);
+    if (table.size !== size) this.pinnedOnly++;
+    return id;
+  }
+
+  /** One pin fewer on key `id`; a key with no pin and no holder is deleted. */
+  unpinKey(id: number): void {
+    if (this.keys.unpin(id)) this.pinnedOnly--;
+  }
+
+  /**
+   * A stream index that will not unpin its keys itself (it was dropped): each id in `ids` loses
+   * one pin, UNPIN_STEP per later key update, so a large index costs no long pause.
+   */
+  dropPinsLater(ids: Uint32Array): void {
+    if (ids.length !== 0) this.unpinQueue.push(ids);
+  }
+
+  /** Releases every pending dropped pin now (tests, idle time). */
+  drainDroppedPins(): void {
+    while (this.unpinQueue.length !== 0) this.unpinSome(Number.POSITIVE_INFINITY);
+  }
+
+  /** Key id of the 16-byte key at keys[offset ..], −1 when it is not pinned. */
+  keyIdOf(keys: Uint8Array, offset: number): number {
+    const at = this.keys.findBytes(keys, offset);
+    return at < 0 ? -1 : this.keys.idAt(at);
+  }
+
+  /** Byte view holding the keys: key `id`'s 16 bytes start at keyByteOffset(id). */
+  get keyBytes(): Uint8Array {
+    return this.keys.bytes;
+  }
+
+  /** Offset of key `id` in keyBytes (valid until the next table update). */
+  keyByteOffset(id: number): number {
+    return this.keys.slotOfId(id) * KEY_HOLDER_STRIDE * 4;
+  }
+
+  /** Copies key `id`'s words into out[off .. off+4). */
+  copyKey(id: number, out: Uint32Array, off: number): void {
+    this.keys.copyKey(id, out, off);
+  }
+
+  /** True when key `id` equals words[off .. off+4). */
+  keyEquals(id: number, words: Uint32Array, off: number): boolean {
+    return this.keys.keyEquals(id, words, off);
+  }
+
+  /** Per key update: a step of the orphan sweep and of the dropped pins. */
+  private maintain(): void {
+    if (this.orphanedKeys !== 0) this.sweepOrphans(ORPHAN_SWEEP_STEP);
+    if (this.unpinQueue.length !== 0) this.unpinSome(UNPIN_STEP);
+  }
+
+  private unpinSome(budget: number): void {
+    const ids = this.unpinQueue[0]!;
+    let i = this.unpinAt;
+    const end = Math.min(ids.length, i + budget);
+    for (; i < end; i++) this.unpinKey(ids[i]!);
+    if (i < ids.length) {
+      this.unpinAt = i;
+      return;
+    }
+    this.unpinQueue.shift();
+    this.unpinAt = 0;
   }
 
   /** Tier bits of one key for one stream (0 = not resident). */
@@ -240,11 +389,17 @@ export class ResidencyIndex {
         at++;
         continue;
       }
+      sets.release(set);
+      this.orphanedKeys--;
+      if (table.pinnedAt(at)) {
+        table.updateAt(at, EMPTY_SET);
+        this.pinnedOnly++;
+        at++;
+        continue;
+      }
       const capacity = table.capacity;
       // Backward shift may move a later key into `at`: look at it again.
       table.deleteAt(at);
-      sets.release(set);
-      this.orphanedKeys--;
       if (table.capacity !== capacity) at = 0;
     }
     this.sweepCursor = at;
@@ -299,7 +454,7 @@ export class ResidencyIndex {
       this.chainWords = new Uint32Array(this.chain.buffer);
     }
     this.hashedBlocks = 0;
-    if (!this.startWalk() || blocks === 0) return;
+    if (!this.startWalk(blocks) || blocks === 0) return;
     const bs = this.blockSize;
     const chain = this.chain;
     const keys = this.keys;
@@ -320,7 +475,7 @@ export class ResidencyIndex {
   matchChain(keys: Uint8Array, blocks: number): void {
     const n = Math.min(blocks, keys.length >>> 4);
     this.hashedBlocks = 0;
-    if (!this.startWalk() || n === 0) return;
+    if (!this.startWalk(n) || n === 0) return;
     if (this.chain.length < n * 16) {
       this.chain = new Uint8Array(n * 16);
       this.chainWords = new Uint32Array(this.chain.buffer);
@@ -339,48 +494,43 @@ export class ResidencyIndex {
     this.finishWalk(b, n);
   }
 
-  /** Loads the candidates as the alive streams, all "on Device since block 0"; false when none. */
-  private startWalk(): boolean {
+  /** Loads the candidates as the alive streams, from block 0 of `blocks`; false when none. */
+  private startWalk(blocks: number): boolean {
     if (this.minimumWeight >= 0) {
       this.groupMin.fill(Number.POSITIVE_INFINITY);
       this.pending.fill(0);
     }
     this.pendingAny = false;
-    const alive = this.alive;
-    const onDevice = this.onDevice;
-    const since = this.since;
-    const deviceHits = this.deviceHits;
-    const hostOnlyHits = this.hostOnlyHits;
     let any = 0;
     for (let k = 0; k < SET_WORDS; k++) {
       const c = this.candidates[k]!;
-      alive[k] = c;
-      // Block 0's set corrects "on Device" at no cost.
-      onDevice[k] = c;
+      this.alive[k] = c;
+      this.onDevice[k] = 0;
+      this.hostSeen[k] = 0;
+      this.deviceSeen[k] = 0;
       any |= c;
-      for (let m = c; m !== 0; m &= m - 1) {
-        const s = (k << 5) | (31 - Math.clz32(m & -m));
-        deviceHits[s] = 0;
-        hostOnlyHits[s] = 0;
-        since[s] = 0;
-      }
     }
+    // Whole columns (MAX_SLOTS ints each): cheaper than a pass over the candidates' bits.
+    this.deviceHits.fill(0);
+    this.hostOnlyHits.fill(0);
+    this.planesUsed = 32 - Math.clz32(blocks);
+    this.planes.fill(0, 0, this.planesUsed * SET_WORDS);
+    this.runStart = 0;
     this.lastSet = -1;
     return any !== 0;
   }
 
   /**
-   * Block b's holder set narrows the alive streams; false when none is left. Each alive stream has
-   * a status (Device or Host-only) held since block `since[s]`; only a status change (the stream
-   * drops out or changes tier) credits the blocks since then, so a block whose holder set differs
-   * only in streams no longer alive costs nothing per stream.
+   * Block b's holder set narrows the alive streams; false when none is left. A run of blocks with
+   * one holder set costs nothing per block; where the set changes, the run's length is added to
+   * the counters of its Device streams (bit-sliced: O(log run) word operations), and only a stream
+   * that drops out gets work of its own: its counts are read once and written.
    */
   private narrow(set: number, b: number): boolean {
     if (set === this.lastSet) return true;
     this.lastSet = set;
+    this.closeRun(b);
     const alive = this.alive;
-    const onDevice = this.onDevice;
-    const since = this.since;
     const setWords = this.sets.words;
     const o = set * SET_STRIDE;
     let any = 0;
@@ -389,24 +539,66 @@ export class ResidencyIndex {
       if (a === 0) continue;
       const device = setWords[o + k]!;
       const nextAlive = a & (device | setWords[o + HOST_OFFSET + k]!);
-      const nextDevice = nextAlive & device;
-      const wasDevice = onDevice[k]!;
-      // Streams leaving, or staying with the other tier: credit the blocks since their status began.
-      const changed = (a & ~nextAlive) | (nextAlive & (wasDevice ^ nextDevice));
-      for (let m = changed; m !== 0; m &= m - 1) {
+      for (let m = a & ~nextAlive; m !== 0; m &= m - 1) {
         const low = m & -m;
         const s = (k << 5) | (31 - Math.clz32(low));
-        if (wasDevice & low) this.deviceHits[s] += b - since[s]!;
-        else this.hostOnlyHits[s] += b - since[s]!;
-        since[s] = b;
-        if (this.minimumWeight >= 0 && (nextAlive & low) === 0) this.rankDropped(s);
+        this.credit(s, k, low, b);
+        if (this.minimumWeight >= 0) this.rankDropped(s);
       }
+      const nextDevice = nextAlive & device;
+      this.deviceSeen[k] = this.deviceSeen[k]! | nextDevice;
+      this.hostSeen[k] = this.hostSeen[k]! | (nextAlive & ~device);
       alive[k] = nextAlive;
-      onDevice[k] = nextDevice;
+      this.onDevice[k] = nextDevice;
       any |= nextAlive;
     }
     if (this.pendingAny) any = this.settle(b);
     return any !== 0;
+  }
+
+  /** Ends the holder-set run [runStart, b): its length goes into its Device streams' counters. */
+  private closeRun(b: number): void {
+    const len = b - this.runStart;
+    this.runStart = b;
+    if (len === 0) return;
+    const planes = this.planes;
+    for (let k = 0; k < SET_WORDS; k++) {
+      const lanes = this.onDevice[k]!;
+      if (lanes === 0) continue;
+      for (let bit = 0, rest = len; rest !== 0; bit++, rest >>>= 1) {
+        if ((rest & 1) === 0) continue;
+        // Add 2^bit to every lane: ripple the carry up the planes.
+        let carry = lanes;
+        for (let p = bit; carry !== 0; p++) {
+          const at = p * SET_WORDS + k;
+          const v = planes[at]!;
+          planes[at] = v ^ carry;
+          carry &= v;
+        }
+      }
+    }
+  }
+
+  /**
+   * Device blocks of alive stream s (word k, bit `low`) over blocks [0, end): the closed runs plus,
+   * when it is on Device, the current run up to `end`. A stream seen on one tier only needs none.
+   */
+  private deviceBlocksTo(s: number, k: number, low: number, end: number): number {
+    if ((this.hostSeen[k]! & low) === 0) return end;
+    const run = this.onDevice[k]! & low ? end - this.runStart : 0;
+    if ((this.deviceSeen[k]! & low) === 0) return run;
+    const planes = this.planes;
+    const shift = s & 31;
+    let n = 0;
+    for (let p = 0; p < this.planesUsed; p++) n |= ((planes[p * SET_WORDS + k]! >>> shift) & 1) << p;
+    return n + run;
+  }
+
+  /** Stream s held blocks [0, end): its hit counts, final for this walk. */
+  private credit(s: number, k: number, low: number, end: number): void {
+    const device = this.deviceBlocksTo(s, k, low, end);
+    this.deviceHits[s] = device;
+    this.hostOnlyHits[s] = end - device;
   }
 
   /** Stream s dropped out (keepMinimumOnly): its value may be its group's new minimum. */
@@ -425,9 +617,8 @@ export class ResidencyIndex {
    */
   private settle(b: number): number {
     const alive = this.alive;
-    const onDevice = this.onDevice;
-    const since = this.since;
     const w = this.minimumWeight;
+    const end = b + 1;
     let stillPending = false;
     for (let pk = 0; pk < SET_WORDS; pk++) {
       for (let pm = this.pending[pk]!; pm !== 0; pm &= pm - 1) {
@@ -442,9 +633,8 @@ export class ResidencyIndex {
             const low = m & -m;
             const r = (k << 5) | (31 - Math.clz32(low));
             open = true;
-            const span = b + 1 - since[r]!;
-            const partial = this.deviceHits[r]! + w * this.hostOnlyHits[r]! + (onDevice[k]! & low ? span : w * span);
-            if (partial <= min) {
+            const device = this.deviceBlocksTo(r, k, low, end);
+            if (device + w * (end - device) <= min) {
               settled = false;
               break;
             }
@@ -463,12 +653,10 @@ export class ResidencyIndex {
           const m0 = this.groupMask[g + k]! & alive[k]!;
           for (let m = m0; m !== 0; m &= m - 1) {
             const low = m & -m;
-            const r = (k << 5) | (31 - Math.clz32(low));
-            if (onDevice[k]! & low) this.deviceHits[r] += b + 1 - since[r]!;
-            else this.hostOnlyHits[r] += b + 1 - since[r]!;
+            this.credit((k << 5) | (31 - Math.clz32(low)), k, low, end);
           }
           alive[k] = alive[k]! & ~m0;
-          onDevice[k] = onDevice[k]! & ~m0;
+          this.onDevice[k] = this.onDevice[k]! & ~m0;
         }
         this.pending[pk] = this.pending[pk]! & ~pLow;
       }
@@ -479,17 +667,14 @@ export class ResidencyIndex {
     return any;
   }
 
-  /** Streams alive at the end (block `stop` of `blocks`) hold every block since their status began. */
+  /** Streams alive at the end (block `stop` of `blocks`) hold every block of the prompt. */
   private finishWalk(stop: number, blocks: number): void {
     if (stop < blocks) return;
     const alive = this.alive;
-    const since = this.since;
     for (let k = 0; k < SET_WORDS; k++) {
       for (let m = alive[k]!; m !== 0; m &= m - 1) {
         const low = m & -m;
-        const s = (k << 5) | (31 - Math.clz32(low));
-        if (this.onDevice[k]! & low) this.deviceHits[s] += blocks - since[s]!;
-        else this.hostOnlyHits[s] += blocks - since[s]!;
+        this.credit((k << 5) | (31 - Math.clz32(low)), k, low, blocks);
       }
     }
   }

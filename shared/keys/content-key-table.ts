@@ -10,8 +10,9 @@
  *   Content keys are XXH3-128 output, so word 0 is uniformly distributed and is the probe start.
  * Deletion is backward-shift (no tombstones); ids are recycled through a free list, so the cells
  * are bounded by the peak number of live keys, and the slot index halves below 1/8 full.
- * Used by the directory's stream index (reference counts from records; the parent keys it chains
- * on). Prefix matching uses the shared group index instead (shared/index/residency-index.ts).
+ * Used only for the keys of blocks a stream holds on a medium we do not serve
+ * (directory-svc/index/unserved-blocks.ts); served blocks name their keys by the stable key ids of
+ * the shared group index (shared/index/residency-index.ts), which also does the prefix matching.
  */
 
 /** uint32 per id in `cells`: 4 key words, Device refs, Host refs. */

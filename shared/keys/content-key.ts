@@ -6,8 +6,9 @@
  *
  * hash-wasm's digest('binary') is xxHash's canonical big-endian digest; the content key is its
  * byte reverse (using the canonical digest as the key is the bug the spec warns about).
- * Hot path: one preallocated preimage buffer per hasher, no per-block allocation apart from
- * what hash-wasm itself does for the digest.
+ * Hot path: one preallocated preimage buffer per hasher, written as int32 words (a little-endian
+ * host, x86-64 or arm64, as the index's typed-array views assume too), and one cached view of the
+ * preimage's length, so no per-block allocation apart from what hash-wasm itself does.
  */
 import { createXXHash128 } from 'hash-wasm';
 import type { IHasher } from 'hash-wasm/dist/lib/WASMInterface.js';
@@ -19,11 +20,16 @@ const hasherBySeed = new Map<string, Promise<ContentKeyHasher>>();
 
 export class ContentKeyHasher {
   private preimage: Uint8Array;
-  private preimageView: DataView;
+  /** Int32 view of `preimage`: token ids go in as words (int32 LE on a little-endian host). */
+  private preimageWords: Int32Array;
+  /** preimage.subarray(0, viewLength), re-made only when the length changes. */
+  private preimageSlice: Uint8Array;
+  private viewLength = -1;
 
   private constructor(private readonly xxh: IHasher, readonly seed: bigint) {
     this.preimage = new Uint8Array(16 + 4 * 128);
-    this.preimageView = new DataView(this.preimage.buffer);
+    this.preimageWords = new Int32Array(this.preimage.buffer);
+    this.preimageSlice = this.preimage;
   }
 
   /** One hasher per seed, shared by every stream using it (hashing is synchronous once created). */
@@ -44,7 +50,8 @@ export class ContentKeyHasher {
   private ensureCapacity(bytes: number): void {
     if (this.preimage.length >= bytes) return;
     this.preimage = new Uint8Array(Math.max(bytes, this.preimage.length * 2));
-    this.preimageView = new DataView(this.preimage.buffer);
+    this.preimageWords = new Int32Array(this.preimage.buffer);
+    this.viewLength = -1;
   }
 
   /**
@@ -68,11 +75,16 @@ export class ContentKeyHasher {
     if (parent !== null) {
       for (let i = 0; i < 16; i++) buf[i] = parent[parentOffset + i];
     }
-    const view = this.preimageView;
-    for (let i = 0; i < count; i++) view.setInt32(head + 4 * i, tokens[start + i], true);
+    const words = this.preimageWords;
+    const w = head >>> 2;
+    for (let i = 0; i < count; i++) words[w + i] = tokens[start + i];
+    if (len !== this.viewLength) {
+      this.preimageSlice = buf.subarray(0, len);
+      this.viewLength = len;
+    }
     const xxh = this.xxh;
     xxh.init();
-    xxh.update(buf.subarray(0, len));
+    xxh.update(this.preimageSlice);
     const digest = xxh.digest('binary');
     for (let i = 0; i < 16; i++) out[outOffset + i] = digest[15 - i];
   }

@@ -18,7 +18,9 @@ import type { TierBits } from '../../shared/keys/tier-bits.js';
 import { isStreamError } from '../../directory-svc/errors/stream-errors.js';
 import { StreamIndex } from '../../directory-svc/index/stream-index.js';
 import { envInt } from '../helpers/env-int.js';
-import { groupHits } from '../helpers/index-prefix.js';
+import { groupHits, slotHits } from '../helpers/index-prefix.js';
+import { ResidencyGroups } from '../../shared/index/residency-groups.js';
+import { ServedResidency } from '../../directory-svc/index/served-residency.js';
 
 const RUNS = envInt('FC_INDEX_RUNS', 400);
 const FC_SEED = process.env['FC_SEED'];
@@ -199,29 +201,59 @@ describe('kv-events §5/§6 property: StreamIndex equals a literal reading of th
     hasher = await ContentKeyHasher.forSeed(1024n);
   });
 
-  it(`after every batch: same error class, or same records, entries, residency and reported residency (${RUNS} runs)`, () => {
-    const stats = { batches: 0, errors: {} as Record<string, number>, maxRecords: 0 };
-    fc.assert(
+  /**
+   * `shared`: as in the directory, the index's keys are ids of its group (`keySpace`), it is
+   * served into a slot of that group, and a shadow index (a fresh one being built beside it)
+   * pins the same keys, so keys stay in the group after the served index lets them go: those must
+   * neither count nor match, and once every index is disposed and the slot cleared, none is left.
+   */
+  const property = (mode: 'private' | 'shared', stats: { batches: number; errors: Record<string, number>; maxRecords: number }) =>
       fc.property(scenarioArb, ({ maxEntries, snapshot, batches }) => {
         // What onResidencyChange reported (the view stream's deltas), applied to a map.
         const reported = new Map<string, number>();
+        const served = mode === 'shared' ? new ServedResidency(new ResidencyGroups(), BS, hasher) : null;
+        let shadow: StreamIndex | null = null;
         const fresh = (): StreamIndex => {
           reported.clear();
-          return new StreamIndex({
+          const created: StreamIndex = new StreamIndex({
             blockSize: BS,
             hasher,
             maxEntries,
+            ...(served === null ? {} : { keySpace: served.group }),
             onResidencyChange: (words, offset, _old, now) => {
               const key = hexOf(new Uint8Array(words.buffer, words.byteOffset + offset * 4, 16));
               if (now === 0) reported.delete(key);
               else reported.set(key, now);
+              served?.change(created, words, offset, now);
             },
           });
+          if (served !== null) {
+            served.servedIndex?.dispose();
+            served.serve(created);
+            shadow?.dispose();
+            shadow = new StreamIndex({ blockSize: BS, hasher, maxEntries, keySpace: served.group });
+          }
+          return created;
+        };
+        const both = (f: (i: StreamIndex) => void): void => {
+          f(index);
+          if (shadow === null) return;
+          try {
+            f(shadow);
+          } catch {
+            // The shadow sees what the index saw, so it fails alike; it is replaced with it.
+          }
         };
         let index = fresh();
         let ref = new ReferenceIndex(hasher, maxEntries);
         const skipped = { outOfScope: 0, descendant: 0, orphan: 0 };
+        let compares = 0;
         const compare = (where: string): void => {
+          // Every other check, the slot is reloaded whole (a swap) instead of kept by the changes.
+          if (served !== null && compares++ % 2 === 1) {
+            served.serve(null);
+            served.serve(index);
+          }
           expect(index.recordCount, `${where}: records`).to.equal(ref.records.size);
           expect(index.entryCount, `${where}: entries`).to.equal(ref.entries);
           const want = ref.residency();
@@ -249,7 +281,9 @@ describe('kv-events §5/§6 property: StreamIndex equals a literal reading of th
               else h++;
             }
             expect(hit, `${where}: matchPrefix ${chain}`).to.deep.equal({ deviceBlocks: d, hostOnlyBlocks: h });
+            if (served !== null) expect(slotHits(served, tokensOf(chain)), `${where}: served slot ${chain}`).to.deep.equal({ deviceBlocks: d, hostOnlyBlocks: h });
           }
+          if (served !== null) expect(served.group.keyCount, `${where}: group keys`).to.equal(want.size);
           stats.maxRecords = Math.max(stats.maxRecords, ref.records.size);
         };
         const outcome = (f: () => void): string => {
@@ -271,7 +305,9 @@ describe('kv-events §5/§6 property: StreamIndex equals a literal reading of th
             outOfScope: s.outOfScope,
           }));
           const got = outcome(() => {
-            for (const b of blocks) index.addSnapshotBlock(b, skipped);
+            both((i) => {
+              for (const b of blocks) i.addSnapshotBlock(b, skipped);
+            });
           });
           const want = outcome(() => {
             for (const b of blocks) ref.addSnapshotBlock(b);
@@ -285,7 +321,7 @@ describe('kv-events §5/§6 property: StreamIndex equals a literal reading of th
         }
         batches.forEach((events, i) => {
           stats.batches++;
-          const got = outcome(() => index.applyEvents(events, skipped));
+          const got = outcome(() => both((i) => i.applyEvents(events, skipped)));
           const want = outcome(() => ref.apply(events));
           expect(got, `batch ${i} outcome`).to.equal(want);
           if (got === 'ok') compare(`after batch ${i}`);
@@ -296,9 +332,22 @@ describe('kv-events §5/§6 property: StreamIndex equals a literal reading of th
             ref = new ReferenceIndex(hasher, maxEntries);
           }
         });
-      }),
-      { numRuns: RUNS, ...(FC_SEED !== undefined && FC_SEED !== '' ? { seed: Number(FC_SEED) } : {}) },
-    );
-    console.log(`      ${JSON.stringify(stats)}`);
-  });
+        if (served !== null) {
+          // Every pin given back and the slot cleared: the group holds nothing any more.
+          index.dispose();
+          (shadow as StreamIndex | null)?.dispose();
+          served.serve(null);
+          served.group.sweepOrphans(Number.POSITIVE_INFINITY);
+          expect([served.group.keyCount, served.group.pinnedOnlyKeys, served.group.unsweptKeys], 'group after dispose').to.deep.equal([0, 0, 0]);
+        }
+      });
+
+  for (const mode of ['private', 'shared'] as const) {
+    const what = mode === 'shared' ? 'keys shared with the group and a shadow index' : 'a private key space';
+    it(`after every batch: same error class, or same records, entries, residency and reported residency; ${what} (${RUNS} runs)`, () => {
+      const stats = { batches: 0, errors: {} as Record<string, number>, maxRecords: 0 };
+      fc.assert(property(mode, stats), { numRuns: RUNS, ...(FC_SEED !== undefined && FC_SEED !== '' ? { seed: Number(FC_SEED) } : {}) });
+      console.log(`      ${JSON.stringify(stats)}`);
+    });
+  }
 });

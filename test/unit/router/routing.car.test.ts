@@ -11,7 +11,7 @@ import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { createPolicy, type CandidateExplanation, type RouteDecision, type RoutingPolicy } from '../../../router-svc/policy/policy.js';
 import { NoCandidateError } from '../../../router-svc/policy/no-candidate-error.js';
 import type { WireViewInstance, WireViewStream } from '../../../shared/view/view-wire.js';
-import { BOTH, DEVICE, HOST, apply, blockKeys, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
+import { BOTH, DEVICE, HOST, apply, blockKeys, delta, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
 const T16 = tokens(16);
@@ -140,6 +140,18 @@ describe('routing.md CAR', () => {
     const exact = view.query(t64, 1);
     expect(exact.matches.map((m) => m.device_hit_tokens + m.host_only_hit_tokens)).to.deep.equal([64, 8]);
     expect(view.lastHashedBlocks, 'exact walk').to.equal(16);
+  });
+
+  it('DP minimum follows the view: a dp_size change between two decisions changes which ranks count', async () => {
+    // m:1 rank0 k0..k2 Device (12), rank1 nothing. dp_size 2 → min 0; dp_size 1 → rank 0 alone, 12.
+    await load([wireInstance('m:1', { dp_size: 2 })], [
+      wireStream(1, 'm:1', { ...residency([k[0]!, k[1]!, k[2]!], [DEVICE, DEVICE, DEVICE]), dp_rank: 0 }),
+      wireStream(2, 'm:1', { dp_rank: 1 }),
+    ]);
+    const policy = car(1, 0.5);
+    expect(byName(policy.decide({ tokenIds: T16, promptTokens: 0 }, view, 1), 'm:1').hit_tokens).to.equal(0);
+    await apply(view, delta('e1', 2, { instance_upserts: [wireInstance('m:1', { dp_size: 1 })] }), 1);
+    expect(byName(policy.decide({ tokenIds: T16, promptTokens: 0 }, view, 1), 'm:1').hit_tokens).to.equal(12);
   });
 
   it('an unsynchronized rank, or a missing rank, makes the hit 0; the instance stays a candidate by queue cost', async () => {
