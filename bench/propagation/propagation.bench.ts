@@ -32,7 +32,7 @@ import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
 import { Directory } from '../../directory-svc/directory.js';
 import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-server.js';
-import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
+import { loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';

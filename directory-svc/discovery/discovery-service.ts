@@ -29,7 +29,8 @@ import {
   type InstanceView,
   type ProbeRequest,
 } from './instance-table.js';
-import type { HeartbeatReport, InstanceLoad } from './load-report.js';
+import type { HeartbeatReport } from './load-report.js';
+import type { InstanceLoad } from '../load/instance-load.js';
 import { planStreams, type EngineIdentityLookup, type PlanExclusion, type PlannedStream, type StreamPlan } from './stream-planner.js';
 import type { EngineEntry } from '../engines/engines-file.js';
 import type { EnginesSink } from '../engines/engines-source.js';

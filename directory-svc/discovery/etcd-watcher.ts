@@ -23,7 +23,8 @@ import {
   type InstanceType,
 } from './instance-json.js';
 import { instanceKeyId, type InstanceListing } from './instance-table.js';
-import { parseLoadMetrics, type InstanceLoad } from './load-report.js';
+import { parseLoadMetrics } from './load-report.js';
+import type { InstanceLoad } from '../load/instance-load.js';
 
 /** What the watcher reports, already parsed. Called synchronously from etcd callbacks. */
 export interface DiscoveryEventSink {

@@ -12,7 +12,8 @@
 import { DomainError } from '../../shared/errors/domain-error.js';
 import { sameEngineEntry, type EngineEntry } from '../engines/engines-file.js';
 import { sameRegistration, type InstanceRegistration, type InstanceType } from './instance-json.js';
-import type { HeartbeatReport, InstanceLoad, MixRole } from './load-report.js';
+import type { HeartbeatReport, MixRole } from './load-report.js';
+import type { InstanceLoad } from '../load/instance-load.js';
 
 /**
  * Where an instance comes from: an etcd registration, or an entry of the engines file

@@ -4,18 +4,10 @@
  * `invalid_load` DiscoveryError (the HTTP edge answers 400).
  */
 import { DiscoveryError } from './discovery-errors.js';
+import type { InstanceLoad } from '../load/instance-load.js';
 
 export type MixRole = 'PREFILL' | 'DECODE';
 
-/** Fresh load of one instance. */
-export interface InstanceLoad {
-  readonly waitingRequests: number;
-  /** 0..1 */
-  readonly gpuCacheUsage: number;
-  /** Recent max TTFT / TBT in ms; null when not reported. */
-  readonly recentMaxTtftMs: number | null;
-  readonly recentMaxTbtMs: number | null;
-}
 
 /** One validated heartbeat. */
 export interface HeartbeatReport {

@@ -9,7 +9,7 @@
 import { DomainError } from '../../shared/errors/domain-error.js';
 import parsePrometheusTextFormat, { type PrometheusFamily } from 'parse-prometheus-text-format';
 import type { EngineKind } from '../../shared/config/engine-kind.js';
-import type { InstanceLoad } from '../discovery/load-report.js';
+import type { InstanceLoad } from '../load/instance-load.js';
 
 /** The metric names of one engine kind (engines.md §4.2 table). */
 export interface EngineMetricNames {

@@ -6,7 +6,7 @@
  * this class only does the HTTP and the timer.
  */
 import { JoinedRun } from '../../shared/process/joined-run.js';
-import type { InstanceLoad } from '../discovery/load-report.js';
+import type { InstanceLoad } from '../load/instance-load.js';
 import type { EngineIdentity, EngineIdentitySource } from './engine-identity.js';
 import { readEngineMetrics, type EngineMetricsReading } from './engine-metrics.js';
 import type { EngineEntry } from './engines-file.js';

@@ -17,7 +17,7 @@ import { DomainError } from '../../shared/errors/domain-error.js';
 import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
 import type { QueryResult } from '../../shared/view/query-result.js';
 import type { DirectoryStats, StreamStatus } from '../directory.js';
-import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from './kvdirectory-proto.js';
+import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import {
   toWireQueryResponse,
   toWireStats,

@@ -4,7 +4,7 @@
  * Uses the serializer proto-loader builds for `WatchView` from proto/kvdirectory.proto, the same
  * one grpc-js would call per write.
  */
-import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from '../grpc/kvdirectory-proto.js';
+import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import type { WireViewUpdate } from './view-wire.js';
 
 export type ViewUpdateEncoder = (update: WireViewUpdate) => Buffer;

@@ -3,7 +3,7 @@
  * carry whole residencies, so the 4 MiB default receive limit is lifted.
  */
 import * as grpc from '@grpc/grpc-js';
-import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
+import { loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 
 /** `C` names the methods the caller uses (WatchView, ListInstances, …); close it with `close()`. */
 export function connectKvDirectory<C extends grpc.Client>(port: number): C {

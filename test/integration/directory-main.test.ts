@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
-import { loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
+import { loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import type { WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import type { ProtoGrpcType } from '../../proto/generated/kvdirectory.js';
 import type { KvDirectoryClient } from '../../proto/generated/kvdirectory/v1/KvDirectory.js';

@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path';
 import { DEFAULT_STREAM_LIMITS, validateKvEventsConfig } from '../../shared/config/kv-events-config.js';
 import { Directory, type DirectoryStreamFactory } from '../../directory-svc/directory.js';
 import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-server.js';
-import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from '../../directory-svc/grpc/kvdirectory-proto.js';
+import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import type { WireGetStatsResponse, WireListStreamsResponse, WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';

@@ -1,6 +1,7 @@
-// The directory's per-stream layers import one way: subscription/ (the state machine and what it
-// tells) builds on recovery/ (exchanges, buffers, admission, history policy), never the reverse,
-// so either can be read without the other's internals in mind.
+// The directory's folders import one way: subscription/ (the state machine and what it tells)
+// builds on recovery/ (exchanges, buffers, admission, history policy), discovery/ on engines/,
+// grpc/ on view/, and no two folders import each other, so each can be read without the other's
+// internals in mind.
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,5 +24,32 @@ describe('directory-svc layering', () => {
     const back = importsOf('recovery').filter((i) => i.spec.includes('/subscription/'));
     expect(back, 'imports back into subscription/').to.deep.equal([]);
     expect(importsOf('subscription').some((i) => i.spec.includes('/recovery/'))).to.equal(true);
+  });
+
+  it('directory-svc folders import without cycles (no folder reaches itself through others)', () => {
+    const folders = readdirSync(SVC, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
+    const uses = new Map<string, Set<string>>();
+    for (const folder of folders) {
+      const used = new Set<string>();
+      for (const { spec } of importsOf(folder)) {
+        const m = /^\.\.\/([\w-]+)\//.exec(spec);
+        if (m !== null && folders.includes(m[1]!)) used.add(m[1]!);
+      }
+      uses.set(folder, used);
+    }
+    // Depth-first search for a path that comes back to a folder on it (any length, not only pairs).
+    const done = new Set<string>();
+    const cycles: string[] = [];
+    const visit = (folder: string, path: string[]): void => {
+      if (path.includes(folder)) {
+        cycles.push([...path.slice(path.indexOf(folder)), folder].join(' -> '));
+        return;
+      }
+      if (done.has(folder)) return;
+      for (const next of uses.get(folder)!) visit(next, [...path, folder]);
+      done.add(folder);
+    };
+    for (const folder of folders) visit(folder, []);
+    expect(cycles).to.deep.equal([]);
   });
 });
