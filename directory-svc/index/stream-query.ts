@@ -14,6 +14,7 @@ import type { ResidencyIndex } from '../../shared/index/residency-index.js';
 import type { StreamIndex } from './stream-index.js';
 import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
+import { byNameThenRank } from '../../shared/keys/stream-key.js';
 
 // The response types live in shared/ (the router answers the same JSON); re-exported by name for
 // the directory's existing importers.
@@ -33,12 +34,6 @@ export interface QueryableStream {
   index: StreamIndex | null;
   /** The served index's residency in its shared group (what is matched); null unless synchronized. */
   residency: GroupSlot | null;
-}
-
-/** Orders streams by instance name (UTF-16 code units, locale-independent), then dp rank. */
-function byNameThenRank(a: QueryableStream, b: QueryableStream): number {
-  if (a.instanceName !== b.instanceName) return a.instanceName < b.instanceName ? -1 : 1;
-  return a.dpRank - b.dpRank;
 }
 
 export class StreamQuery {

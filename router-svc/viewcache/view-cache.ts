@@ -26,6 +26,7 @@ import type { ResidencyIndex } from '../../shared/index/residency-index.js';
 import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
 import { SnapshotAssembly } from './snapshot-assembly.js';
 import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
+import { byNameThenRank } from '../../shared/keys/stream-key.js';
 
 export type { RouterInstance } from './view-update.js';
 
@@ -105,12 +106,6 @@ interface RankPlan {
   groups: ResidencyIndex[];
   slots: Int32Array;
   leaders: Int32Array;
-}
-
-/** Orders streams by instance name (UTF-16 code units, as the directory does), then dp rank. */
-function byNameThenRank(a: CachedStream, b: CachedStream): number {
-  if (a.instanceName !== b.instanceName) return a.instanceName < b.instanceName ? -1 : 1;
-  return a.dpRank - b.dpRank;
 }
 
 /** Everything one snapshot (plus the deltas after it) describes; sorted lists built lazily. */
