@@ -49,44 +49,29 @@ if (!existsSync(stamp) || statSync(stamp).mtimeMs < srcNewest) {
   run(`node -e "require('fs').writeFileSync('dist/.build-stamp', String(Date.now()))"`);
 }
 
-if (process.argv.includes('--etcd')) {
-  const has = spawnSync('sh', ['-c', 'command -v etcd'], { stdio: 'ignore' }).status === 0;
-  if (!has) {
-    if (process.getuid && process.getuid() === 0) {
-      console.error('[setup] etcd missing: apt-get install -y etcd-server');
-      run('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server');
-    } else {
-      console.error('[setup] etcd is missing and we are not root: install the Debian package etcd-server (sudo apt-get install -y etcd-server)');
-      process.exit(1);
-    }
+/**
+ * Makes sure `binary` is on PATH: the Debian package `pkg` when running as root. Without root, a
+ * `required` binary stops the run with the command to type; an optional one only says what skips.
+ */
+function ensureDebianPackage(binary, pkg, required, withoutIt = '') {
+  if (spawnSync('sh', ['-c', `command -v ${binary}`], { stdio: 'ignore' }).status === 0) return;
+  if (process.getuid && process.getuid() === 0) {
+    console.error(`[setup] ${binary} missing: apt-get install -y ${pkg}`);
+    run(`apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${pkg}`);
+  } else if (required) {
+    console.error(`[setup] ${binary} is missing and we are not root: install the Debian package ${pkg} (sudo apt-get install -y ${pkg})`);
+    process.exit(1);
+  } else {
+    console.error(`[setup] ${binary} is missing and we are not root: ${withoutIt} (sudo apt-get install -y ${pkg})`);
   }
 }
+
+if (process.argv.includes('--etcd')) ensureDebianPackage('etcd', 'etcd-server', true);
 
 // Tests only: the meta-svc Redis suites (kvcm-meta §9.4) start their own redis-server on a free
 // loopback port with persistence off.
-if (process.argv.includes('--redis')) {
-  const hasRedis = spawnSync('sh', ['-c', 'command -v redis-server'], { stdio: 'ignore' }).status === 0;
-  if (!hasRedis) {
-    if (process.getuid && process.getuid() === 0) {
-      console.error('[setup] redis-server missing: apt-get install -y redis-server');
-      run('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server');
-    } else {
-      console.error('[setup] redis-server is missing and we are not root: install the Debian package redis-server (sudo apt-get install -y redis-server)');
-      process.exit(1);
-    }
-  }
-}
+if (process.argv.includes('--redis')) ensureDebianPackage('redis-server', 'redis-server', true);
 
 // Tests only (`npm start` does not need a browser): the status page suite drives headless
 // Chromium; without it (and not root) that suite skips.
-if (process.argv.includes('--chromium')) {
-  const hasChromium = spawnSync('sh', ['-c', 'command -v chromium'], { stdio: 'ignore' }).status === 0;
-  if (!hasChromium) {
-    if (process.getuid && process.getuid() === 0) {
-      console.error('[setup] chromium missing: apt-get install -y chromium');
-      run('apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium');
-    } else {
-      console.error('[setup] chromium is missing and we are not root: the status page suite will skip (sudo apt-get install -y chromium)');
-    }
-  }
-}
+if (process.argv.includes('--chromium')) ensureDebianPackage('chromium', 'chromium', false, 'the status page suite will skip');

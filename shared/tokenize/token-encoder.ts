@@ -101,7 +101,8 @@ export class TokenEncoder {
         const i = missing[k]!;
         const ids = Uint32Array.from(encodings[k]!.getIds());
         found[i] = ids;
-        this.remember(pieces[i]!, ids);
+        // lru-cache refuses a piece above the whole budget by itself (its maxEntrySize is maxSize).
+        this.cache.set(pieces[i]!, ids);
       }
     }
     let total = 0;
@@ -115,10 +116,6 @@ export class TokenEncoder {
     return out;
   }
 
-  private remember(piece: string, ids: Uint32Array): void {
-    // A piece above the whole budget is not kept (lru-cache refuses it too); a duplicate within one batch is kept once.
-    if (entryBytes(piece, ids) <= this.maxCacheBytes && !this.cache.has(piece)) this.cache.set(piece, ids);
-  }
 }
 
 /** Token ids as the number[] routing requests carry. */

@@ -44,6 +44,17 @@ export abstract class ChildServer {
 
   protected abstract launch(): Promise<void>;
 
+  /** `server` launched, or its data dir removed and the launch error thrown (the subclasses' `start`). */
+  protected static async launched<T extends ChildServer>(server: T): Promise<T> {
+    try {
+      await server.launch();
+    } catch (e) {
+      await server.destroy();
+      throw e;
+    }
+    return server;
+  }
+
   /** Starts `command` and waits until `ready()`; a server that never answers is stopped again. */
   protected async launchProcess(name: string, command: string, args: readonly string[], ready: () => Promise<boolean>, timeoutMs: number): Promise<void> {
     const proc = ServiceProcess.spawn({ name, command, args, stopWithAll: false });

@@ -25,14 +25,7 @@ export class EtcdServer extends ChildServer {
 
   /** Starts etcd on fresh free ports and waits until it answers `/health`. */
   static async start(): Promise<EtcdServer> {
-    const server = new EtcdServer(await freePort(), await freePort(), mkdtempSync(join(tmpdir(), 'etcd-test-')));
-    try {
-      await server.launch();
-    } catch (e) {
-      await server.destroy();
-      throw e;
-    }
-    return server;
+    return ChildServer.launched(new EtcdServer(await freePort(), await freePort(), mkdtempSync(join(tmpdir(), 'etcd-test-'))));
   }
 
   /** `127.0.0.1:P`, the form `--etcd_addr` takes. */

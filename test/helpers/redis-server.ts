@@ -25,14 +25,7 @@ export class RedisServer extends ChildServer {
 
   /** Starts redis-server on a fresh free loopback port and waits until it answers PING. */
   static async start(): Promise<RedisServer> {
-    const server = new RedisServer(await freePort(), mkdtempSync(join(tmpdir(), 'redis-test-')));
-    try {
-      await server.launch();
-    } catch (e) {
-      await server.destroy();
-      throw e;
-    }
-    return server;
+    return ChildServer.launched(new RedisServer(await freePort(), mkdtempSync(join(tmpdir(), 'redis-test-'))));
   }
 
   /** `redis://127.0.0.1:P/db`, the form `--meta_store` takes. */
