@@ -6,12 +6,14 @@
  *
  * hash-wasm's digest('binary') is xxHash's canonical big-endian digest; the content key is its
  * byte reverse (using the canonical digest as the key is the bug the spec warns about).
- * Hot path: one preallocated preimage buffer per hasher, written as int32 words (a little-endian
- * host, x86-64 or arm64, as the index's typed-array views assume too), and one cached view of the
- * preimage's length, so no per-block allocation apart from what hash-wasm itself does.
+ * Hot path: the preimage is written as int32 words (a little-endian host, x86-64 or arm64, as the
+ * index's typed-array views assume too) straight into the input area of hash-wasm's xxHash
+ * module (xxh128-direct.ts), with no allocation per block. Where that is not available, through
+ * hash-wasm's wrapper: one preallocated preimage buffer per hasher and one cached view of its length.
  */
 import { createXXHash128 } from 'hash-wasm';
 import type { IHasher } from 'hash-wasm/dist/lib/WASMInterface.js';
+import { Xxh128Direct } from './xxh128-direct.js';
 
 export const CONTENT_KEY_BYTES = 16;
 export const DEFAULT_HASH_SEED = 1024;
@@ -26,10 +28,19 @@ export class ContentKeyHasher {
   private preimageSlice: Uint8Array;
   private viewLength = -1;
 
+  /** hash-wasm's module called directly; null: through its wrapper (`xxh`). */
+  private readonly direct: Xxh128Direct | null;
+
   private constructor(private readonly xxh: IHasher, readonly seed: bigint) {
+    this.direct = Xxh128Direct.load(seed, xxh);
     this.preimage = new Uint8Array(16 + 4 * 128);
     this.preimageWords = new Int32Array(this.preimage.buffer);
     this.preimageSlice = this.preimage;
+  }
+
+  /** Which path hashes: hash-wasm's module called directly, or its wrapper (diagnostics and tests). */
+  get backend(): 'direct' | 'wrapper' {
+    return this.direct === null ? 'wrapper' : 'direct';
   }
 
   /** One hasher per seed, shared by every stream using it (hashing is synchronous once created). */
@@ -70,6 +81,19 @@ export class ContentKeyHasher {
   ): void {
     const head = parent === null ? 0 : 16;
     const len = head + 4 * count;
+    const direct = this.direct;
+    if (direct !== null && len <= direct.capacity) {
+      direct.begin();
+      if (parent !== null) {
+        const input = direct.input;
+        for (let i = 0; i < 16; i++) input[i] = parent[parentOffset + i]!;
+      }
+      const words = direct.words;
+      const w = head >>> 2;
+      for (let i = 0; i < count; i++) words[w + i] = tokens[start + i]!;
+      direct.finish(len, out, outOffset);
+      return;
+    }
     this.ensureCapacity(len);
     const buf = this.preimage;
     if (parent !== null) {

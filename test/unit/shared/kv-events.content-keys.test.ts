@@ -1,5 +1,7 @@
 // kv-events §4 content-key test vectors and kvcm-meta §4.3 block keys (I1, Q-01 vectors).
 import { expect } from 'chai';
+import fc from 'fast-check';
+import { createXXHash128 } from 'hash-wasm';
 import { ContentKeyHasher, contentKeyHex, blockKeyOf } from '../../../shared/keys/content-key.js';
 
 function range(a: number, b: number): number[] {
@@ -37,6 +39,32 @@ describe('kv-events §4 content keys', () => {
     const keys = h.chain(range(1, 8), 4);
     const canonical = Buffer.from(keys.subarray(0, 16)).reverse().toString('hex');
     expect(canonical).to.not.equal('b0c6037e37a15e2de8d8689c759e965f');
+  });
+  it('keys hashed in hash-wasm\'s module directly equal its wrapper\'s, for any tokens, parent and block size (longer preimages take the wrapper)', async () => {
+    const h = await ContentKeyHasher.forSeed(4321);
+    expect(h.backend).to.equal('direct');
+    const reference = await createXXHash128(4321, 0);
+    const expected = (tokens: number[], blockSize: number): string => {
+      let parent: Uint8Array | null = null;
+      let hex = '';
+      for (let b = 0; b + blockSize <= tokens.length; b += blockSize) {
+        const pre = Buffer.alloc((parent === null ? 0 : 16) + 4 * blockSize);
+        if (parent !== null) pre.set(parent, 0);
+        for (let i = 0; i < blockSize; i++) pre.writeInt32LE(tokens[b + i]!, (parent === null ? 0 : 16) + 4 * i);
+        reference.init();
+        reference.update(pre);
+        parent = Uint8Array.from(reference.digest('binary')).reverse();
+        hex += Buffer.from(parent).toString('hex');
+      }
+      return hex;
+    };
+    await fc.assert(
+      fc.property(fc.constantFrom(1, 4, 16, 128, 4092, 4100), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 0, max: 2 ** 31 - 1 }), (blockSize, blocks, salt) => {
+        const tokens = Array.from({ length: blockSize * blocks }, (_, i) => (Math.imul(i + 1, 2654435761) ^ salt) & 0x7fffffff);
+        expect(Buffer.from(h.chain(tokens, blockSize)).toString('hex')).to.equal(expected(tokens, blockSize));
+      }),
+      { numRuns: 60 },
+    );
   });
   it('incomplete trailing blocks are ignored', async () => {
     const h = await ContentKeyHasher.forSeed(1024);
