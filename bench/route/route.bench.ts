@@ -416,6 +416,8 @@ async function main(): Promise<void> {
     tokenize_cold_p50_ms: round3(percentile(cold, 0.5)),
     segment_cache: tokenizer.cacheStats,
     render_threads: tokenizer.info.render_threads,
+    // Chats the event loop rendered itself because the chat threads were busy (caller runs).
+    overflow_chats: tokenizer.overflowChats,
   });
   await tokenizer.close();
   await coldTokenizer.close();

