@@ -5,9 +5,11 @@
  * A few worker threads, each with the template compiled and the tokenizer loaded once, do the
  * whole chat path (chat-encoding.ts) and hand back the ids as a transferred buffer. A conversation
  * goes to the same thread while that thread is not far behind the others, so the thread's segment
- * cache holds its earlier turns. A worker that dies fails only its pending requests (template
- * errors: those requests are routed by load) and is replaced. Workers are unref'd: they never keep
- * a process alive.
+ * cache holds its earlier turns. When every thread already has its next chats queued, the caller
+ * may render a chat itself (`encodeIfRoom`: caller runs, as a saturated thread pool's caller
+ * does), so a busy router spends its own core rather than growing the queue. A worker that dies
+ * fails only its pending requests (template errors: those requests are routed by load) and is
+ * replaced. Workers are unref'd: they never keep a process alive.
  */
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
