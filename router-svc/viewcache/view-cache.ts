@@ -3,7 +3,8 @@
  * view stream"; routing.md: the request path reads only this). Pure: no I/O, no timers, no clock
  * reads — time comes in as `nowMs`.
  *
- * Atomicity: a snapshot builds a whole new ViewState and swaps one reference; a delta is fully
+ * Atomicity: a snapshot builds a whole new ViewState beside the live one (a snapshot in parts,
+ * one part at a time as they arrive) and swaps one reference; a delta is fully
  * validated first (unknown streams, hashers), then applied synchronously in the proto's order
  * (instance removals, instance upserts, stream removals, stream upserts, stream resets,
  * residency), so a request — which also runs synchronously — sees the old view or the new one.
@@ -174,7 +175,7 @@ export class ViewCache {
   private staleReasonValue: string | null = 'no snapshot yet';
   private lastHeard = Number.NEGATIVE_INFINITY;
   /** A multi-message snapshot being received (null: none). */
-  private assembly: SnapshotAssembly | null = null;
+  private assembly: SnapshotAssembly<ViewState> | null = null;
   private instancesRev = 0;
   private streamsRev = 0;
   /** CAR's rank groups for the current revisions (rankPlanFor). */
@@ -262,24 +263,24 @@ export class ViewCache {
         this.applySnapshot(u);
         break;
       case 'snapshot_chunk': {
-        // Parts are assembled beside the live view, which serves unchanged until the last one.
-        let done: boolean;
+        // Each part is applied as it arrives to a state beside the live view, which serves
+        // unchanged until the last one swaps it in.
+        let assembly: SnapshotAssembly<ViewState>;
         try {
-          if (u.index === 0) {
-            this.assembly = new SnapshotAssembly(u);
-            done = u.last;
-          } else {
+          if (u.index === 0) assembly = this.assembly = new SnapshotAssembly(u, new ViewState());
+          else {
             if (this.assembly === null) throw new ViewProtocolError(`snapshot part ${u.index} of ${u.epoch}/${u.version} without part 0`);
-            done = this.assembly.add(u);
+            assembly = this.assembly;
+            assembly.next(u);
           }
+          this.fillState(assembly.state, u.instances, u.streams, false);
         } catch (e) {
           this.assembly = null;
           throw e;
         }
-        if (!done) return;
-        const whole = this.assembly.snapshot(u.sentAtMs);
+        if (!u.last) return;
         this.assembly = null;
-        this.applySnapshot(whole);
+        this.swapIn(assembly.state, u.epoch, u.version);
         break;
       }
       case 'delta':
@@ -485,16 +486,36 @@ export class ViewCache {
   private applySnapshot(u: DecodedSnapshot): void {
     // Built beside the current state: a throw leaves the old view in place, untouched.
     const next = new ViewState();
-    for (const inst of u.instances) next.instances.set(inst.name, inst);
-    for (const s of u.streams) {
-      if (next.streams.has(s.streamId)) throw new ViewProtocolError(`snapshot repeats stream_id ${s.streamId}`);
-      const { group, slot } = this.joinGroup(next, s);
-      group.setTiers(slot, s.keys, s.tiers);
-      next.streams.set(s.streamId, new CachedStream(s, group, slot));
+    this.fillState(next, u.instances, u.streams, true);
+    this.swapIn(next, u.epoch, u.version);
+  }
+
+  /**
+   * Adds a snapshot's (or one part's) instances and streams to `state`, which is not live. A
+   * stream split over parts is in each with the same identity and state and the next run of its
+   * keys; `whole` (one message): a stream may appear once.
+   */
+  private fillState(state: ViewState, instances: readonly RouterInstance[], streams: readonly DecodedViewStream[], whole: boolean): void {
+    for (const inst of instances) state.instances.set(inst.name, inst);
+    for (const s of streams) {
+      let cached = state.streams.get(s.streamId);
+      if (cached !== undefined && whole) throw new ViewProtocolError(`snapshot repeats stream_id ${s.streamId}`);
+      if (cached === undefined) {
+        const { group, slot } = this.joinGroup(state, s);
+        cached = new CachedStream(s, group, slot);
+        state.streams.set(s.streamId, cached);
+      } else if (cached.blockSize !== s.blockSize || cached.hashSeed !== s.hashSeed) {
+        throw new ViewProtocolError(`snapshot parts disagree on stream_id ${s.streamId}'s block_size/hash_seed`);
+      }
+      cached.group.setTiers(cached.slot, s.keys, s.tiers);
     }
+  }
+
+  /** `next` becomes the live view (one reference): a request sees the old view or this one. */
+  private swapIn(next: ViewState, epoch: string, version: bigint): void {
     this.state = next;
-    this.epochValue = u.epoch;
-    this.versionValue = u.version;
+    this.epochValue = epoch;
+    this.versionValue = version;
     this.hasSnapshotValue = true;
     this.awaitingSnapshot = false;
     this.instancesRev++;

@@ -13,7 +13,7 @@ import { StreamIndex, type SkipCounters } from '../../../directory-svc/index/str
 import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
 import type { StreamState } from '../../../directory-svc/subscription/stream-state.js';
 import type { StreamCounters } from '../../../directory-svc/subscription/stream-counters.js';
-import { StreamObservers, UNOBSERVED, type ServedIndex, type StreamObserver } from '../../../directory-svc/subscription/stream-observer.js';
+import { StreamObservers, UNOBSERVED, type StreamObserver } from '../../../directory-svc/subscription/stream-observer.js';
 import { Directory } from '../../../directory-svc/directory.js';
 import { DEFAULT_STREAM_LIMITS } from '../../../shared/config/kv-events-config.js';
 import { ViewPublisher, type InstanceTableSource, type ViewStreamListener } from '../../../directory-svc/view/view-publisher.js';
@@ -22,10 +22,14 @@ import { InstanceListing } from '../../../directory-svc/view/instance-listing.js
 import { decodeViewUpdate, residencyMap, ViewModel, type DecodedViewUpdate } from '../../helpers/view-model.js';
 import { range, removed, stored } from '../index/index-fixtures.js';
 import { ServedResidency } from '../../../directory-svc/index/served-residency.js';
+import { ResidencyGroups } from '../../../shared/index/residency-groups.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { decodeViewUpdate as routerDecode } from '../../../router-svc/viewcache/view-update.js';
 
-/** Stands in for a StreamSubscriber: its served index and state, told to its observer. */
+/**
+ * Stands in for a StreamSubscriber: its served index and state, told to its observer, and the
+ * served index mirrored into the stream's slot of a shared group, as the subscriber does.
+ */
 class SourceStream {
   state: StreamState = 'SYNCHRONIZED';
   index: StreamIndex | null = null;
@@ -33,9 +37,11 @@ class SourceStream {
   error = '';
   readonly counters = {} as StreamCounters;
   private observer: StreamObserver = UNOBSERVED;
-  /** Exports whatever index is current (a test may swap `index` without telling, as before). */
-  private readonly exportCurrent = (): ReturnType<ServedIndex['exportResidency']> => this.index!.exportResidency();
-  constructor(readonly name: string) {}
+  /** The query view's mirror of whatever index is current (a test may swap `index` without telling). */
+  readonly served: ServedResidency;
+  constructor(readonly name: string) {
+    this.served = new ServedResidency(sourceGroups, 4, sourceHasher!);
+  }
   observe(observer: StreamObserver): void {
     this.observer = observer;
     this.announceState();
@@ -44,6 +50,7 @@ class SourceStream {
   start(): void {}
   async close(): Promise<void> {
     this.observer.streamClosed();
+    this.served.close();
   }
   /** A fresh index that reports its residency changes while it is the one served. */
   newIndex(maxEntries = 10_000): StreamIndex {
@@ -51,8 +58,12 @@ class SourceStream {
       blockSize: 4,
       hasher: sourceHasher!,
       maxEntries,
+      keySpace: this.served.group,
       onResidencyChange: (w, o, before, after) => {
-        if (this.index === index) this.observer.residencyChanged(w, o, before, after);
+        if (this.index !== index) return;
+        if (this.served.servedIndex === index) this.served.change(index, w, o, after);
+        else this.served.serve(index);
+        this.observer.residencyChanged(w, o, before, after);
       },
     });
     return index;
@@ -64,10 +75,12 @@ class SourceStream {
   /** The subscriber's swap announcement. */
   announceIndex(): void {
     const index = this.index!;
-    this.observer.indexReplaced(this.sequence, { deviceBlocks: index.deviceBlocks, hostBlocks: index.hostBlocks, exportResidency: this.exportCurrent }, index.exportResidency());
+    this.served.serve(index);
+    this.observer.indexReplaced(this.sequence, this.served, index.exportResidency());
   }
   /** The subscriber's state move. */
   announceState(): void {
+    this.served.serve(this.state === 'SYNCHRONIZED' ? this.index : null);
     this.observer.stateChanged(this.state, this.error, this.sequence);
   }
   toQueryable(): QueryableStream {
@@ -81,7 +94,7 @@ class SourceStream {
       sequence: this.sequence,
       error: this.error,
       index: synchronized ? this.index : null,
-      residency: synchronized && this.index !== null ? ServedResidency.of(this.index) : null,
+      residency: synchronized && this.index !== null ? this.served : null,
     };
   }
 }
@@ -115,6 +128,8 @@ class MemorySink implements ViewSink {
 
 /** The seed-1024 hasher of the sources' indexes (set in `before`). */
 let sourceHasher: ContentKeyHasher | null = null;
+/** The directory's query view the sources mirror into (one group: block size 4, seed 1024); one per test. */
+let sourceGroups = new ResidencyGroups();
 
 function skips(): SkipCounters {
   return { outOfScope: 0, descendant: 0, orphan: 0 };
@@ -173,6 +188,7 @@ describe('architecture.md view stream: publisher', () => {
   });
 
   function open(opts: { maxDeltaKeyChanges?: number; logMaxEntries?: number; logMaxBytes?: number } = {}): ViewPublisher {
+    sourceGroups = new ResidencyGroups();
     publisher = new ViewPublisher({ flushIntervalMs: 3_600_000, epoch: 'epoch-a', nowMs: () => clock, ...opts });
     return publisher;
   }
@@ -485,16 +501,18 @@ describe('architecture.md view stream: publisher', () => {
     for (let i = 0; i < tokens.length; i++) tokens[i] = i + 1;
     batch(big.src, [stored(Array.from({ length: n }, (_, i) => 1000 + i), null, tokens, 1)]);
     p.flush();
-    // A full transport takes one part at a time: the next is encoded and sent only after a drain.
+    // A full transport takes one part at a time: the next is sent only after a drain (and once
+    // built: the parts are built over later event-loop turns).
     const second = new MemorySink();
     second.full = true;
     p.watch({ routerId: 'r2', epoch: '', version: 0 }, second);
     batch(small.src, [stored([3], 2, range(9, 12), 1)]);
     p.flush(); // a delta published meanwhile waits behind the snapshot's parts
     expect(second.sent).to.have.length(1);
-    for (let guard = 0; guard < 10 && second.updates().at(-1)!.body !== 'delta'; guard++) {
+    for (let guard = 0; guard < 1000 && second.updates().at(-1)!.body !== 'delta'; guard++) {
       second.full = true;
       second.drain();
+      await new Promise((r) => setImmediate(r));
     }
     const all = second.updates();
     expect(all.at(-1)!.body).to.equal('delta');
