@@ -34,7 +34,9 @@ import type { WireViewUpdate } from './view-wire.js';
 /** architecture.md: the largest view-stream message. */
 export const MAX_VIEW_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Key ids one slice visits at most: a few ms of integer work. */
-export const SLICE_KEY_IDS = 16_384;
+export const SLICE_KEY_IDS = 8192;
+/** (stream, key) entries one slice reads at most (a key may have up to 128 holders). */
+const SLICE_ENTRIES = 16_384;
 /** Bytes per key in a message: 16 key bytes and 1 tier byte. */
 const BYTES_PER_KEY = 17;
 /** Room kept per stream entry for its identity, state and field framing. */
@@ -67,16 +69,17 @@ export interface SnapshotBuildOptions {
   readonly maxBytes: number;
   /** Key ids per slice (default SLICE_KEY_IDS). */
   readonly sliceKeyIds?: number;
+  /** Counted into by every build (the publisher's stats). */
+  readonly counters: SliceCounters;
 }
 
-/** What a build cost (tests and benchmarks assert the slicing structurally, never by time). */
-export interface SnapshotBuildStats {
-  readonly parts: number;
-  readonly slices: number;
+/** What builds cost, counted as they run (tests and benchmarks assert the slicing structurally, never by time). */
+export interface SliceCounters {
+  slices: number;
   /** Most key ids one slice visited. */
-  readonly maxSliceKeyIds: number;
+  maxSliceKeyIds: number;
   /** Most (stream, key) entries one slice read. */
-  readonly maxSliceEntries: number;
+  maxSliceEntries: number;
 }
 
 /** One group read by the build: the snapshot's slots in it and which stream each one is. */
@@ -144,9 +147,7 @@ export class SnapshotBuild implements KeyTierSink, SnapshotFeed {
   private cancelled = false;
   private scheduled = false;
   private readonly readers = new Map<SnapshotReader, number>();
-  private slices = 0;
-  private maxSliceKeyIds = 0;
-  private maxSliceEntries = 0;
+  private readonly counters: SliceCounters;
 
   constructor(
     private readonly head: SnapshotHead,
@@ -157,6 +158,7 @@ export class SnapshotBuild implements KeyTierSink, SnapshotFeed {
   ) {
     this.encode = opts.encode;
     this.sliceKeyIds = opts.sliceKeyIds ?? SLICE_KEY_IDS;
+    this.counters = opts.counters;
     this.runs = streams.map(() => new ResidencyBuffer());
     const byIndex = new Map<ResidencyIndex, GroupCursor>();
     streams.forEach((s, i) => {
@@ -178,18 +180,9 @@ export class SnapshotBuild implements KeyTierSink, SnapshotFeed {
     return this.head.version;
   }
 
-  /** Still reading, or holding parts some watcher has to take. */
-  get running(): boolean {
-    return !this.cancelled && (!this.done || this.readers.size > 0);
-  }
-
   /** A watcher may still join: no part was dropped yet and the build goes on. */
   get joinable(): boolean {
     return this.base === 0 && !this.cancelled;
-  }
-
-  stats(): SnapshotBuildStats {
-    return { parts: this.produced, slices: this.slices, maxSliceKeyIds: this.maxSliceKeyIds, maxSliceEntries: this.maxSliceEntries };
   }
 
   // ---- readers (watchers) -------------------------------------------------------------------
@@ -264,28 +257,36 @@ export class SnapshotBuild implements KeyTierSink, SnapshotFeed {
 
   /** Reads everything in one go (a view that fits one message). */
   readAll(): void {
-    this.readSome(Number.POSITIVE_INFINITY);
+    this.readSome(Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY);
   }
 
-  /** One slice: up to sliceKeyIds key ids, ending with a part when one is full or all is read. */
+  /**
+   * One slice: up to sliceKeyIds key ids and SLICE_ENTRIES entries; or, once a part is full or
+   * everything is read, the encoding of that part alone (a turn of its own).
+   */
   private readSlice(): void {
-    this.slices++;
-    this.dropRemoved();
-    const entries = this.partEntries;
-    const visited = this.readSome(this.sliceKeyIds);
-    this.maxSliceKeyIds = Math.max(this.maxSliceKeyIds, visited);
-    this.maxSliceEntries = Math.max(this.maxSliceEntries, this.partEntries - entries);
+    this.counters.slices++;
     const end = this.group >= this.groups.length;
     if (end || this.partEntries >= this.partCapacity) {
       this.emit({ ...this.head, snapshot_chunk: { index: this.produced, last: end, instances: [], streams: this.takeRuns(false) } });
+      if (end) this.finish();
+      return;
     }
-    if (end) this.finish();
+    this.dropRemoved();
+    const entries = this.partEntries;
+    const visited = this.readSome(this.sliceKeyIds, entries + SLICE_ENTRIES);
+    this.counters.maxSliceKeyIds = Math.max(this.counters.maxSliceKeyIds, visited);
+    this.counters.maxSliceEntries = Math.max(this.counters.maxSliceEntries, this.partEntries - entries);
   }
 
-  /** Visits up to `budget` key ids, stopping early once the part is full. Returns the ids visited. */
-  private readSome(budget: number): number {
+  /**
+   * Visits up to `budget` key ids, stopping early once the part holds `stopAt` entries (or is
+   * full). Returns the ids visited.
+   */
+  private readSome(budget: number, stopAt: number): number {
+    const limit = Math.min(stopAt, this.partCapacity);
     let visited = 0;
-    while (visited < budget && this.group < this.groups.length && this.partEntries < this.partCapacity) {
+    while (visited < budget && this.group < this.groups.length && this.partEntries < limit) {
       const g = this.groups[this.group]!;
       if (this.nextId >= g.endId) {
         this.group++;
@@ -295,7 +296,7 @@ export class SnapshotBuild implements KeyTierSink, SnapshotFeed {
       const to = Math.min(g.endId, this.nextId + (budget - visited));
       this.toStream = g.toStream;
       const from = this.nextId;
-      this.nextId = g.index.visitKeyIds(from, to, g.slots, this, this.partCapacity - this.partEntries);
+      this.nextId = g.index.visitKeyIds(from, to, g.slots, this, limit - this.partEntries);
       visited += this.nextId - from;
     }
     return visited;

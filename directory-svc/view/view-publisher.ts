@@ -51,7 +51,7 @@ import type { ExportedResidency, ServedIndex, StreamListener } from '../subscrip
 import type { StreamConfig } from '../subscription/stream-config.js';
 import { ChangeLog } from './change-log.js';
 import { ResidencyBuffer, mergeResidency } from './residency-buffer.js';
-import { MAX_VIEW_MESSAGE_BYTES, OneMessageFeed, SLICE_KEY_IDS, SnapshotBuild, startSnapshot, type SnapshotStream } from './snapshot-build.js';
+import { MAX_VIEW_MESSAGE_BYTES, OneMessageFeed, SLICE_KEY_IDS, SnapshotBuild, startSnapshot, type SliceCounters, type SnapshotStream } from './snapshot-build.js';
 import { protoViewUpdateEncoder, type ViewUpdateEncoder } from './view-update-encoder.js';
 import { ViewWatcher, type SnapshotFeed, type ViewSink } from './view-watcher.js';
 import type { WireViewDelta, WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
@@ -105,10 +105,11 @@ export interface ViewPublisherStats {
   readonly deltasPublished: number;
   readonly keyChangesPublished: number;
   readonly snapshotsSent: number;
-  /** Snapshots built in parts, the slices they took and the most key ids one slice read. */
+  /** Snapshots built in parts, the slices they took, the most key ids and entries one slice read. */
   readonly snapshotBuilds: number;
   readonly snapshotSlices: number;
   readonly snapshotSliceMaxKeyIds: number;
+  readonly snapshotSliceMaxEntries: number;
   readonly resumes: number;
   readonly laggingEnded: number;
   readonly logEntries: number;
@@ -189,8 +190,8 @@ export class ViewPublisher implements StreamTracker {
   private snapshotCache: { version: number; bytes: Buffer } | null = null;
   /** The latest snapshot built in parts (joined by watchers asking at its version). */
   private building: SnapshotBuild | null = null;
-  private readonly builds: SnapshotBuild[] = [];
   private readonly sliceKeyIds: number;
+  private readonly sliceCounters: SliceCounters = { slices: 0, maxSliceKeyIds: 0, maxSliceEntries: 0 };
   private flushTimer: NodeJS.Timeout | null = null;
   private readonly heartbeatTimer: NodeJS.Timeout;
   private closed = false;
@@ -200,9 +201,6 @@ export class ViewPublisher implements StreamTracker {
   private keyChangesPublished = 0;
   private snapshotsSent = 0;
   private snapshotBuilds = 0;
-  /** Slices of builds no longer tracked, and their largest. */
-  private finishedSlices = 0;
-  private finishedSliceMaxKeyIds = 0;
   private resumes = 0;
   private laggingEnded = 0;
 
@@ -234,13 +232,6 @@ export class ViewPublisher implements StreamTracker {
   }
 
   stats(): ViewPublisherStats {
-    let slices = this.finishedSlices;
-    let maxKeyIds = this.finishedSliceMaxKeyIds;
-    for (const b of this.builds) {
-      const st = b.stats();
-      slices += st.slices;
-      maxKeyIds = Math.max(maxKeyIds, st.maxSliceKeyIds);
-    }
     return {
       epoch: this.epoch,
       version: this.currentVersion,
@@ -250,8 +241,9 @@ export class ViewPublisher implements StreamTracker {
       keyChangesPublished: this.keyChangesPublished,
       snapshotsSent: this.snapshotsSent,
       snapshotBuilds: this.snapshotBuilds,
-      snapshotSlices: slices,
-      snapshotSliceMaxKeyIds: maxKeyIds,
+      snapshotSlices: this.sliceCounters.slices,
+      snapshotSliceMaxKeyIds: this.sliceCounters.maxSliceKeyIds,
+      snapshotSliceMaxEntries: this.sliceCounters.maxSliceEntries,
       resumes: this.resumes,
       laggingEnded: this.laggingEnded,
       logEntries: this.changeLog.size,
@@ -598,29 +590,15 @@ export class ViewPublisher implements StreamTracker {
     // Right after a flush: each served slot holds exactly what was told up to this version.
     for (const e of this.streams.values()) streams.push({ state: this.wireStream(e, null), residency: e.served, owner: e });
     const head = { epoch: this.epoch, version: this.currentVersion, sent_at_ms: now };
-    const started = startSnapshot(head, instances, streams, { encode: this.encode, maxBytes: this.maxMessageBytes, sliceKeyIds: this.sliceKeyIds });
+    const started = startSnapshot(head, instances, streams, { encode: this.encode, maxBytes: this.maxMessageBytes, sliceKeyIds: this.sliceKeyIds, counters: this.sliceCounters });
     if (!(started instanceof SnapshotBuild)) {
       this.snapshotCache = { version: this.currentVersion, bytes: started };
       return new OneMessageFeed(started);
     }
     this.snapshotBuilds++;
-    this.forgetFinishedBuilds();
-    this.builds.push(started);
     this.building = started;
     started.join(w);
     return started;
-  }
-
-  /** Builds kept for their stats only while they may still run. */
-  private forgetFinishedBuilds(): void {
-    for (let i = this.builds.length - 1; i >= 0; i--) {
-      const b = this.builds[i]!;
-      if (b.running) continue;
-      const st = b.stats();
-      this.finishedSlices += st.slices;
-      this.finishedSliceMaxKeyIds = Math.max(this.finishedSliceMaxKeyIds, st.maxSliceKeyIds);
-      this.builds.splice(i, 1);
-    }
   }
 
   /** Idle, caught-up watchers get a heartbeat at the current version (one encoding per tick). */

@@ -26,7 +26,7 @@ import { MAX_SLOTS } from '../../shared/index/holder-sets.js';
 import type { ResidencyIndex } from '../../shared/index/residency-index.js';
 import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
 import { SnapshotAssembly } from './snapshot-assembly.js';
-import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
+import type { DecodedDelta, DecodedSnapshot, DecodedSnapshotChunk, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
 import { byNameThenRank } from '../../shared/keys/stream-key.js';
 
 export type { RouterInstance } from './view-update.js';
@@ -257,6 +257,17 @@ export class ViewCache {
    * applied).
    */
   applyUpdate(u: DecodedViewUpdate, nowMs: number): void {
+    this.applyStep(u, nowMs, Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * applyUpdate, except that a snapshot part is applied at most `maxKeys` keys at a time: false
+   * means call again with the same `u` (on a later turn, so requests are served meanwhile from
+   * the live view, which a part never touches). Any other update is applied whole (true).
+   */
+  applyStep(u: DecodedViewUpdate, nowMs: number, maxKeys: number): boolean {
+    // A part left half applied is abandoned by anything but itself (the directory sends parts back to back).
+    if (this.assembly !== null && this.assembly.part !== null && this.assembly.part !== u) this.assembly = null;
     switch (u.kind) {
       case 'snapshot':
         this.assembly = null;
@@ -267,18 +278,23 @@ export class ViewCache {
         // unchanged until the last one swaps it in.
         let assembly: SnapshotAssembly<ViewState>;
         try {
-          if (u.index === 0) assembly = this.assembly = new SnapshotAssembly(u, new ViewState());
-          else {
+          if (this.assembly !== null && this.assembly.part === u) assembly = this.assembly;
+          else if (u.index === 0) {
+            assembly = this.assembly = new SnapshotAssembly(u, new ViewState());
+            for (const inst of u.instances) assembly.state.instances.set(inst.name, inst);
+          } else {
             if (this.assembly === null) throw new ViewProtocolError(`snapshot part ${u.index} of ${u.epoch}/${u.version} without part 0`);
             assembly = this.assembly;
             assembly.next(u);
+            for (const inst of u.instances) assembly.state.instances.set(inst.name, inst);
           }
-          this.fillState(assembly.state, u.instances, u.streams, false);
+          if (!this.applyPartKeys(assembly, u, maxKeys)) return false;
         } catch (e) {
           this.assembly = null;
           throw e;
         }
-        if (!u.last) return;
+        assembly.part = null;
+        if (!u.last) return true;
         this.assembly = null;
         this.swapIn(assembly.state, u.epoch, u.version);
         break;
@@ -292,7 +308,7 @@ export class ViewCache {
         break;
       case 'heartbeat':
         // Waiting for the snapshot a resubscription asked for: a heartbeat proves nothing.
-        if (this.awaitingSnapshot) return;
+        if (this.awaitingSnapshot) return true;
         this.checkContinuity(u.epoch, u.version, this.versionValue, 'heartbeat');
         break;
       default: {
@@ -302,6 +318,7 @@ export class ViewCache {
     }
     this.lastHeard = nowMs;
     this.staleReasonValue = null;
+    return true;
   }
 
   /** Withdraws cache credit until the next accepted message (or snapshot, after a gap). */
@@ -486,29 +503,47 @@ export class ViewCache {
   private applySnapshot(u: DecodedSnapshot): void {
     // Built beside the current state: a throw leaves the old view in place, untouched.
     const next = new ViewState();
-    this.fillState(next, u.instances, u.streams, true);
+    this.fillState(next, u.instances, u.streams);
     this.swapIn(next, u.epoch, u.version);
   }
 
-  /**
-   * Adds a snapshot's (or one part's) instances and streams to `state`, which is not live. A
-   * stream split over parts is in each with the same identity and state and the next run of its
-   * keys; `whole` (one message): a stream may appear once.
-   */
-  private fillState(state: ViewState, instances: readonly RouterInstance[], streams: readonly DecodedViewStream[], whole: boolean): void {
+  /** Adds a one-message snapshot's instances and streams to `state`, which is not live. */
+  private fillState(state: ViewState, instances: readonly RouterInstance[], streams: readonly DecodedViewStream[]): void {
     for (const inst of instances) state.instances.set(inst.name, inst);
     for (const s of streams) {
+      if (state.streams.has(s.streamId)) throw new ViewProtocolError(`snapshot repeats stream_id ${s.streamId}`);
+      const { group, slot } = this.joinGroup(state, s);
+      group.setTiers(slot, s.keys, s.tiers);
+      state.streams.set(s.streamId, new CachedStream(s, group, slot));
+    }
+  }
+
+  /**
+   * Applies up to `maxKeys` more keys of part `u` to the assembly's state, from where the last
+   * step stopped; true when the part is done. A stream split over parts is in each with the same
+   * identity and state and the next run of its keys.
+   */
+  private applyPartKeys(a: SnapshotAssembly<ViewState>, u: DecodedSnapshotChunk, maxKeys: number): boolean {
+    const state = a.state;
+    let budget = maxKeys;
+    for (; a.stream < u.streams.length; a.stream++, a.key = 0) {
+      const s = u.streams[a.stream]!;
       let cached = state.streams.get(s.streamId);
-      if (cached !== undefined && whole) throw new ViewProtocolError(`snapshot repeats stream_id ${s.streamId}`);
       if (cached === undefined) {
         const { group, slot } = this.joinGroup(state, s);
         cached = new CachedStream(s, group, slot);
         state.streams.set(s.streamId, cached);
-      } else if (cached.blockSize !== s.blockSize || cached.hashSeed !== s.hashSeed) {
+      } else if (a.key === 0 && (cached.blockSize !== s.blockSize || cached.hashSeed !== s.hashSeed)) {
         throw new ViewProtocolError(`snapshot parts disagree on stream_id ${s.streamId}'s block_size/hash_seed`);
       }
-      cached.group.setTiers(cached.slot, s.keys, s.tiers);
+      const n = s.tiers.length;
+      const take = Math.min(n - a.key, budget);
+      cached.group.setTiers(cached.slot, s.keys.subarray(a.key << 4, (a.key + take) << 4), s.tiers.subarray(a.key, a.key + take));
+      a.key += take;
+      budget -= take;
+      if (a.key < n) return false;
     }
+    return true;
   }
 
   /** `next` becomes the live view (one reference): a request sees the old view or this one. */
