@@ -1,8 +1,8 @@
 /**
  * One view snapshot (architecture.md "The view stream": a full snapshot in messages ≤ 4 MiB),
  * built from the shared group index the directory's query view already keeps (shared/index), in
- * bounded slices, never from a stream's own index. A view that fits one message is one
- * ViewSnapshot, built at once; a larger one is ViewSnapshotChunk parts: part 0 holds the instances
+ * bounded slices, never from a stream's own index. A small view (one message, a few slices of
+ * reading) is one ViewSnapshot, built at once; a larger one is ViewSnapshotChunk parts: part 0 holds the instances
  * and every stream's identity and state (taken at the start, exact at the snapshot's version),
  * the next parts runs of each stream's keys, encoded one part at a time as the watchers take them.
  *
@@ -43,6 +43,9 @@ const BYTES_PER_KEY = 17;
 const STREAM_ENTRY_BYTES = 1024;
 /** Room kept per message for the envelope (epoch, version, framing). */
 const MESSAGE_SLACK_BYTES = 16 * 1024;
+/** A view read at once (one ViewSnapshot) has at most this many entries and key ids to visit; a larger one goes in parts, read in slices, even below maxBytes. */
+const WHOLE_MAX_ENTRIES = 4 * SLICE_ENTRIES;
+const WHOLE_MAX_KEY_IDS = 4 * SLICE_KEY_IDS;
 /** Parts built ahead of the watcher furthest along. */
 const PARTS_AHEAD = 2;
 
@@ -108,18 +111,25 @@ export class OneMessageFeed implements SnapshotFeed {
 
 /**
  * The snapshot of `streams` and `instances` at `head.version`: one ViewSnapshot built now when the
- * view fits in one message (returns its bytes), otherwise a SnapshotBuild in parts.
+ * view is small (fits one message and a few slices' worth of reading; returns its bytes),
+ * otherwise a SnapshotBuild in parts.
  */
 export function startSnapshot(head: SnapshotHead, instances: WireViewInstance[], streams: readonly SnapshotStream[], opts: SnapshotBuildOptions): Buffer | SnapshotBuild {
   const instanceBytes = opts.encode({ ...head, snapshot: { instances, streams: [] } }).length;
-  let estimate = instanceBytes + MESSAGE_SLACK_BYTES;
+  // A key on both tiers counts in both: an upper bound of the entries held.
+  let entries = 0;
+  let keyIds = 0;
+  const seen = new Set<ResidencyIndex>();
   for (const s of streams) {
-    estimate += STREAM_ENTRY_BYTES;
-    // A key on both tiers counts in both: an upper bound of the keys held.
-    if (s.residency !== null) estimate += (s.residency.group.deviceBlocks(s.residency.slot) + s.residency.group.hostBlocks(s.residency.slot)) * BYTES_PER_KEY;
+    if (s.residency === null) continue;
+    const { group, slot } = s.residency;
+    entries += group.deviceBlocks(slot) + group.hostBlocks(slot);
+    if (!seen.has(group)) keyIds += group.keyIdBound;
+    seen.add(group);
   }
-  if (estimate <= opts.maxBytes) {
-    // Bounded by the one message the view fits in: read at once, exact at the version.
+  const bytes = instanceBytes + MESSAGE_SLACK_BYTES + streams.length * STREAM_ENTRY_BYTES + entries * BYTES_PER_KEY;
+  if (bytes <= opts.maxBytes && entries <= WHOLE_MAX_ENTRIES && keyIds <= WHOLE_MAX_KEY_IDS) {
+    // A few slices' worth: read at once, so exact at the version.
     const whole = new SnapshotBuild(head, streams, opts, Number.POSITIVE_INFINITY);
     whole.readAll();
     return opts.encode({ ...head, snapshot: { instances, streams: whole.takeRuns(true) } });

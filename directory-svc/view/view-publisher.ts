@@ -25,7 +25,7 @@
  *   those after it (batches applied before the flush) are merged into the exported residency it
  *   carries, so the delta holds the reset alone.
  * - A snapshot starts right after a flush, so instances and stream states are exactly the view at
- *   `version`; a view that fits one message is read at once, so it is exact too. A larger one is
+ *   `version`; a small view (one message) is read at once, so it is exact too. A larger one is
  *   read over many turns while deltas go on: its parts are fuzzy, and the deltas after `version`,
  *   sent right behind the last part, make the router's view exact (snapshot-build.ts says why).
  * - Watchers that ask at the same version share one build (until its first part is dropped).
