@@ -279,13 +279,13 @@ export class ViewCache {
         let assembly: SnapshotAssembly<ViewState>;
         try {
           if (this.assembly !== null && this.assembly.part === u) assembly = this.assembly;
-          else if (u.index === 0) {
-            assembly = this.assembly = new SnapshotAssembly(u, new ViewState());
-            for (const inst of u.instances) assembly.state.instances.set(inst.name, inst);
-          } else {
-            if (this.assembly === null) throw new ViewProtocolError(`snapshot part ${u.index} of ${u.epoch}/${u.version} without part 0`);
-            assembly = this.assembly;
-            assembly.next(u);
+          else {
+            if (u.index === 0) assembly = this.assembly = new SnapshotAssembly(u, new ViewState());
+            else if (this.assembly === null) throw new ViewProtocolError(`snapshot part ${u.index} of ${u.epoch}/${u.version} without part 0`);
+            else {
+              assembly = this.assembly;
+              assembly.next(u);
+            }
             for (const inst of u.instances) assembly.state.instances.set(inst.name, inst);
           }
           if (!this.applyPartKeys(assembly, u, maxKeys)) return false;
