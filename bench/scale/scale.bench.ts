@@ -16,6 +16,9 @@
  *     `memory_linearity` sums it up (max / min of the four bytes-per-block points).
  *  3b. `router_view_memory`: a router's view cache of the same full view (the shared group index
  *     only), built in-process from the streams' residency, per block and the RSS it adds.
+ *  3c. `snapshot_build`: a router joins the full view (scale-snapshot.ts): the directory's
+ *     event-loop delay (max, p99) while the view snapshot is built and sent, the messages and
+ *     their largest size, and the router's longest synchronous step applying them.
  *  4. `snapshot_fetch_baseline` (baseline): one full rank's §6 reply fetched by a bare DEALER
  *     and decoded with @msgpack/msgpack: the transfer and decode alone.
  *  5. `recovery_one_stream`: a publisher rank restarts keeping its cache (seq back to 0, one
@@ -64,6 +67,8 @@ import type { StreamState } from '../../directory-svc/subscription/stream-state.
 import { emitResult, hasExposedGc, isQuickRun, median, percentile, retainedBytes } from '../lib/bench-kit.js';
 import { ForkedPublisher } from '../lib/forked-publisher.js';
 import { seededRandom } from '../lib/seeded-random.js';
+import type { ServedResidency } from '../../directory-svc/index/served-residency.js';
+import { ViewTap, measureSnapshotBuild } from './scale-snapshot.js';
 import { SCALE_MAX_MESSAGE_BYTES, batchesPerRank, buildPrompt, documentCount, scaleShape } from './scale-load.js';
 
 const QUICK = isQuickRun();
@@ -327,6 +332,7 @@ async function main(): Promise<void> {
     const recoveryAdmission = MAX_CONCURRENT_RECOVERIES > 0 ? new RecoveryAdmission(MAX_CONCURRENT_RECOVERIES) : undefined;
     // As in directory-svc: one shared residency group index for every stream (the query view).
     const residencyGroups = new ResidencyGroups();
+    const viewTaps: ViewTap[] = [];
     for (let s = 0; s < STREAMS; s++) {
       const sub = await StreamSubscriber.create(
         {
@@ -344,6 +350,8 @@ async function main(): Promise<void> {
       const pub = publisherOf(pubs, s);
       // `observe` tells the current state (CONNECTING) first: not a move, so not timed.
       let told = false;
+      const tap = new ViewTap();
+      viewTaps.push(tap);
       sub.observe(new StreamObservers([{
         batchApplied: () => {
           pub.applied();
@@ -361,7 +369,7 @@ async function main(): Promise<void> {
           if (state === 'SYNCHRONIZED' || state === 'UNSYNCHRONIZED') pub.send({ type: 'release', rank: s });
           stateWaiter?.();
         },
-      }]));
+      }, tap]));
       subs.push(sub);
     }
     const allSynced = (): boolean => subs.every((x) => x.state === 'SYNCHRONIZED');
@@ -456,6 +464,8 @@ async function main(): Promise<void> {
       last_quarter_over_first: Math.round((quarterRates[3] / quarterRates[0]) * 1000) / 1000,
     });
     await measureRouterView(subs, prevBlocks);
+    // 3c. A router joins the full view: the directory's event loop while its snapshot is built and sent.
+    emit(await measureSnapshotBuild(subs, viewTaps, (sub) => sub.toQueryable().residency as ServedResidency));
     const maxOverMin = Math.max(...memPoints) / Math.min(...memPoints);
     emit({
       metric: 'memory_linearity',

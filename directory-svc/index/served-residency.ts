@@ -14,6 +14,7 @@ import { ResidencyGroups, type GroupSlot } from '../../shared/index/residency-gr
 import type { ResidencyIndex } from '../../shared/index/residency-index.js';
 import type { StreamIndex } from './stream-index.js';
 
+/** Also what the stream's observers are handed as its served index (stream-observer.ts). */
 export class ServedResidency implements GroupSlot {
   readonly group: ResidencyIndex;
   readonly slot: number;
@@ -40,6 +41,15 @@ export class ServedResidency implements GroupSlot {
   /** The index being mirrored (null: the slot is empty). */
   get servedIndex(): StreamIndex | null {
     return this.mirrored;
+  }
+
+  /** Device blocks of the mirrored index (0 when none). */
+  get deviceBlocks(): number {
+    return this.mirrored?.deviceBlocks ?? 0;
+  }
+
+  get hostBlocks(): number {
+    return this.mirrored?.hostBlocks ?? 0;
   }
 
   /** `index` changed one key's residency (its ResidencyObserver); ignored unless it is mirrored. */

@@ -14,6 +14,7 @@
  *   carries them whole.
  * - `streamClosed` is the last call.
  */
+import type { GroupSlot } from '../../shared/index/residency-groups.js';
 import type { StreamState } from './stream-state.js';
 
 /** A stream's whole residency: N 16-byte content keys (§4 byte order) and their N tier bytes. */
@@ -22,12 +23,14 @@ export interface ExportedResidency {
   readonly tiers: Uint8Array;
 }
 
-/** The index a stream now serves, as far as a listener may look at it. */
-export interface ServedIndex {
+/**
+ * The index a stream now serves, as far as a listener may look at it: its block counts and its
+ * slot in the shared group index (the directory's query view), which mirrors its residency key
+ * for key. A view snapshot reads that slot, never the stream's own index.
+ */
+export interface ServedIndex extends GroupSlot {
   readonly deviceBlocks: number;
   readonly hostBlocks: number;
-  /** O(keys): the whole residency now (a view snapshot reads it; deltas never do). */
-  exportResidency(): ExportedResidency;
 }
 
 /** Outcome of one §7.5 check: 'replaced' = silent loss found, 'lost' = not reached, 'abandoned' = reconcile_failures, 'failed' = the reply's error moved the stream out of SYNCHRONIZED. */

@@ -645,7 +645,7 @@ export class StreamSubscriber {
   private announceIndex(): void {
     const live = this.live as StreamIndex;
     this.served.serve(live);
-    this.observer.indexReplaced(this.last, live, live.exportResidency());
+    this.observer.indexReplaced(this.last, this.served, live.exportResidency());
   }
 
   // ---- helpers ------------------------------------------------------------------------------

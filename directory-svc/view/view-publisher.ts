@@ -10,9 +10,11 @@
  *   instance table changes ─────────────▶ instance upserts/removals ──┘          watchers ◀─ pump ┘
  *
  * Everything a delta says about a stream was pushed by its subscriber: the flush reads nothing
- * back from a stream. Only a snapshot (a router joining) exports the residency of each served
- * index, through the `ServedIndex` its last `indexReplaced` handed over: keeping a copy of every
- * stream's residency here instead would cost memory in proportion to the whole fleet's index.
+ * back from a stream, and neither does a snapshot. A snapshot (a router joining) reads each
+ * served stream's residency from its slot in the shared group index (the `ServedIndex` its last
+ * `indexReplaced` handed over; the directory's query view, which mirrors the served index key
+ * for key), in bounded slices (snapshot-build.ts): keeping a copy of every stream's residency
+ * here instead would cost memory in proportion to the whole fleet's index.
  *
  * - `epoch`: a random id per publisher (one directory process lifetime); `version` +1 per delta.
  * - Deltas are cut by time (`flushIntervalMs` after the first pending change) and by size
@@ -22,7 +24,11 @@
  *   state and residency atomically; the incremental changes pending before it are dropped, and
  *   those after it (batches applied before the flush) are merged into the exported residency it
  *   carries, so the delta holds the reset alone.
- * - A snapshot is always built right after a flush, so it is exactly the view at `version`.
+ * - A snapshot starts right after a flush, so instances and stream states are exactly the view at
+ *   `version`; a small view (one message) is read at once, so it is exact too. A larger one is
+ *   read over many turns while deltas go on: its parts are fuzzy, and the deltas after `version`,
+ *   sent right behind the last part, make the router's view exact (snapshot-build.ts says why).
+ * - Watchers that ask at the same version share one build (until its first part is dropped).
  *
  * Decisions where the spec is silent:
  * - A new stream is announced as a stream reset (state plus its empty residency), so a router
@@ -45,9 +51,9 @@ import type { ExportedResidency, ServedIndex, StreamListener } from '../subscrip
 import type { StreamConfig } from '../subscription/stream-config.js';
 import { ChangeLog } from './change-log.js';
 import { ResidencyBuffer, mergeResidency } from './residency-buffer.js';
-import { MAX_VIEW_MESSAGE_BYTES, snapshotMessages, type LazyMessage } from './snapshot-parts.js';
+import { MAX_VIEW_MESSAGE_BYTES, OneMessageFeed, SLICE_KEY_IDS, SnapshotBuild, startSnapshot, type SliceCounters, type SnapshotStream } from './snapshot-build.js';
 import { protoViewUpdateEncoder, type ViewUpdateEncoder } from './view-update-encoder.js';
-import { ViewWatcher, type ViewSink } from './view-watcher.js';
+import { ViewWatcher, type SnapshotFeed, type ViewSink } from './view-watcher.js';
 import type { WireViewDelta, WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
 import { toWireViewInstance } from './view-wire.js';
 
@@ -81,6 +87,8 @@ export interface ViewPublisherOptions {
   readonly heartbeatIntervalMs?: number;
   /** Largest snapshot message (default 4 MiB, architecture.md); larger views go in parts. */
   readonly maxMessageBytes?: number;
+  /** Key ids a snapshot slice reads per event-loop turn (default SLICE_KEY_IDS). */
+  readonly snapshotSliceKeyIds?: number;
   /** Fixed epoch (tests); default 16 random hex digits. */
   readonly epoch?: string;
   readonly encode?: ViewUpdateEncoder;
@@ -97,6 +105,11 @@ export interface ViewPublisherStats {
   readonly deltasPublished: number;
   readonly keyChangesPublished: number;
   readonly snapshotsSent: number;
+  /** Snapshots built in parts, the slices they took, the most key ids and entries one slice read. */
+  readonly snapshotBuilds: number;
+  readonly snapshotSlices: number;
+  readonly snapshotSliceMaxKeyIds: number;
+  readonly snapshotSliceMaxEntries: number;
   readonly resumes: number;
   readonly laggingEnded: number;
   readonly logEntries: number;
@@ -118,7 +131,7 @@ interface StreamEntry {
   error: string;
   deviceBlocks: number;
   hostBlocks: number;
-  /** The index served (a snapshot exports it); null outside SYNCHRONIZED. */
+  /** The index served (a snapshot reads its group slot); null outside SYNCHRONIZED. */
   served: ServedIndex | null;
   /** Incremental changes since the last delta, or, with `reset`, since `resetResidency`. */
   readonly changes: ResidencyBuffer;
@@ -173,7 +186,12 @@ export class ViewPublisher implements StreamTracker {
   private unsubscribeInflight: (() => void) | null = null;
 
   private readonly watchers = new Set<ViewWatcher>();
-  private snapshotCache: { version: number; messages: LazyMessage[] } | null = null;
+  /** The one-message snapshot of `version` (shared by every watcher asking at it). */
+  private snapshotCache: { version: number; bytes: Buffer } | null = null;
+  /** The latest snapshot built in parts (joined by watchers asking at its version). */
+  private building: SnapshotBuild | null = null;
+  private readonly sliceKeyIds: number;
+  private readonly sliceCounters: SliceCounters = { slices: 0, maxSliceKeyIds: 0, maxSliceEntries: 0 };
   private flushTimer: NodeJS.Timeout | null = null;
   private readonly heartbeatTimer: NodeJS.Timeout;
   private closed = false;
@@ -182,6 +200,7 @@ export class ViewPublisher implements StreamTracker {
   private deltasPublished = 0;
   private keyChangesPublished = 0;
   private snapshotsSent = 0;
+  private snapshotBuilds = 0;
   private resumes = 0;
   private laggingEnded = 0;
 
@@ -190,6 +209,7 @@ export class ViewPublisher implements StreamTracker {
     this.flushIntervalMs = opts.flushIntervalMs ?? DEFAULTS.flushIntervalMs;
     this.maxDeltaKeyChanges = opts.maxDeltaKeyChanges ?? DEFAULTS.maxDeltaKeyChanges;
     this.maxMessageBytes = opts.maxMessageBytes ?? MAX_VIEW_MESSAGE_BYTES;
+    this.sliceKeyIds = opts.snapshotSliceKeyIds ?? SLICE_KEY_IDS;
     this.heartbeatIntervalMs = opts.heartbeatIntervalMs ?? DEFAULTS.heartbeatIntervalMs;
     if (!(this.heartbeatIntervalMs > 0 && this.heartbeatIntervalMs <= 250)) {
       throw new RangeError(`heartbeatIntervalMs must be in (0, 250] (a heartbeat at least every 500 ms), got ${this.heartbeatIntervalMs}`);
@@ -220,6 +240,10 @@ export class ViewPublisher implements StreamTracker {
       deltasPublished: this.deltasPublished,
       keyChangesPublished: this.keyChangesPublished,
       snapshotsSent: this.snapshotsSent,
+      snapshotBuilds: this.snapshotBuilds,
+      snapshotSlices: this.sliceCounters.slices,
+      snapshotSliceMaxKeyIds: this.sliceCounters.maxSliceKeyIds,
+      snapshotSliceMaxEntries: this.sliceCounters.maxSliceEntries,
       resumes: this.resumes,
       laggingEnded: this.laggingEnded,
       logEntries: this.changeLog.size,
@@ -520,9 +544,9 @@ export class ViewPublisher implements StreamTracker {
       this.resumes++;
     } else {
       this.snapshotsSent++;
-      // One message, or parts ≤ 4 MiB sent back to back as the transport takes them (the
-      // router swaps on the last one); deltas after the snapshot follow the last part.
-      w.queueSnapshot(this.snapshotMessages(now));
+      // One message, or parts ≤ 4 MiB sent back to back as they are built and the transport
+      // takes them (the router swaps on the last one); deltas after the snapshot follow the last part.
+      w.queueSnapshot(this.snapshotFeed(w, now));
     }
     this.log.info(
       { router_id: req.routerId, epoch: req.epoch, asked_version: req.version, version: this.currentVersion, start: resumable ? 'resume' : 'snapshot' },
@@ -535,8 +559,7 @@ export class ViewPublisher implements StreamTracker {
   /** The watcher's stream ended on the router's side (cancelled, closed). */
   unwatch(w: ViewWatcher): void {
     if (!this.watchers.delete(w)) return;
-    w.closed = true;
-    w.onDrained = null;
+    w.close();
     this.log.info({ router_id: w.routerId, sent_bytes: w.bytesSent, next_version: w.nextVersion }, 'view watcher left');
   }
 
@@ -548,19 +571,34 @@ export class ViewPublisher implements StreamTracker {
     w.end('lagging', detail);
   }
 
-  /** The snapshot at the current version, encoded once per version however many routers ask. */
-  private snapshotMessages(now: number): LazyMessage[] {
+  /**
+   * The snapshot at the current version for `w`: the one-message snapshot of this version, or the
+   * build in parts of this version while it can still be joined, or a new one.
+   */
+  private snapshotFeed(w: ViewWatcher, now: number): SnapshotFeed {
     const cached = this.snapshotCache;
-    if (cached !== null && cached.version === this.currentVersion) return cached.messages;
+    if (cached !== null && cached.version === this.currentVersion) return new OneMessageFeed(cached.bytes);
+    const running = this.building;
+    if (running !== null && running.version === this.currentVersion && running.joinable) {
+      running.join(w);
+      return running;
+    }
     const instances: WireViewInstance[] = [];
     const names = [...this.instances.keys()].sort();
     for (const n of names) instances.push(this.wireInstance(this.instances.get(n)!));
-    const streams: WireViewStream[] = [];
-    // O(keys of every stream): right after a flush, so each served index is exactly what was told.
-    for (const e of this.streams.values()) streams.push(this.wireStream(e, e.served === null ? NO_RESIDENCY : e.served.exportResidency()));
-    const messages = snapshotMessages({ epoch: this.epoch, version: this.currentVersion, sent_at_ms: now }, instances, streams, this.encode, this.maxMessageBytes);
-    this.snapshotCache = { version: this.currentVersion, messages };
-    return messages;
+    const streams: SnapshotStream[] = [];
+    // Right after a flush: each served slot holds exactly what was told up to this version.
+    for (const e of this.streams.values()) streams.push({ state: this.wireStream(e, null), residency: e.served, owner: e });
+    const head = { epoch: this.epoch, version: this.currentVersion, sent_at_ms: now };
+    const started = startSnapshot(head, instances, streams, { encode: this.encode, maxBytes: this.maxMessageBytes, sliceKeyIds: this.sliceKeyIds, counters: this.sliceCounters });
+    if (!(started instanceof SnapshotBuild)) {
+      this.snapshotCache = { version: this.currentVersion, bytes: started };
+      return new OneMessageFeed(started);
+    }
+    this.snapshotBuilds++;
+    this.building = started;
+    started.join(w);
+    return started;
   }
 
   /** Idle, caught-up watchers get a heartbeat at the current version (one encoding per tick). */
@@ -592,5 +630,6 @@ export class ViewPublisher implements StreamTracker {
     for (const e of this.streams.values()) e.removed = true;
     this.streams.clear();
     this.snapshotCache = null;
+    this.building = null;
   }
 }

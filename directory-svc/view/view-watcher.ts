@@ -8,6 +8,21 @@
  */
 import type { ChangeLog } from './change-log.js';
 
+/** A watcher as a snapshot build sees it: told when a part it waits for is ready. */
+export interface SnapshotReader {
+  partReady(): void;
+}
+
+/** The snapshot a watcher is sent before any log entry (snapshot-build.ts). */
+export interface SnapshotFeed {
+  /** The reader's next part, or null while it is being built (partReady follows). */
+  take(reader: SnapshotReader): Buffer | null;
+  /** True once the reader was sent every part. */
+  doneFor(reader: SnapshotReader): boolean;
+  /** The reader no longer wants it (done, ended, gone). */
+  leave(reader: SnapshotReader): void;
+}
+
 /** Why a watch ended from the directory side. */
 export type ViewEndReason = 'lagging' | 'closing';
 
@@ -21,7 +36,7 @@ export interface ViewSink {
   end(reason: ViewEndReason, detail: string): void;
 }
 
-export class ViewWatcher {
+export class ViewWatcher implements SnapshotReader {
   /** Version of the next delta this watcher needs. */
   nextVersion: number;
   /** Waiting for the sink's drain. */
@@ -63,25 +78,34 @@ export class ViewWatcher {
   /** Set by the publisher: resumes pumping after a drain. */
   onDrained: (() => void) | null = null;
 
-  /** Snapshot messages still to send, before any log entry (encoded as they are sent). */
-  private snapshotParts: readonly (() => Buffer)[] = [];
-  private nextPart = 0;
+  /** The snapshot still to send, before any log entry; null when none. */
+  private snapshot: SnapshotFeed | null = null;
 
-  /** Sends `parts` first, each once the transport has room; log entries wait behind them. */
-  queueSnapshot(parts: readonly (() => Buffer)[]): void {
-    this.snapshotParts = parts;
-    this.nextPart = 0;
+  /** Sends the snapshot's parts first, each once built and the transport has room; log entries wait behind them. */
+  queueSnapshot(feed: SnapshotFeed): void {
+    this.snapshot = feed;
+  }
+
+  /** A part this watcher waits for was built: pump, unless the transport is full (its drain pumps). */
+  partReady(): void {
+    if (!this.blocked && !this.closed) this.onDrained?.();
   }
 
   /**
-   * Sends every log entry this watcher still needs, until its sink is full. Returns false when
-   * it fell out of the log (the caller ends it as lagging).
+   * Sends the snapshot's ready parts, then every log entry this watcher still needs, until its
+   * sink is full. Returns false when it fell out of the log (the caller ends it as lagging).
    */
   pump(log: ChangeLog, nowMs: number): boolean {
-    while (!this.blocked && !this.closed && this.nextPart < this.snapshotParts.length) this.send(this.snapshotParts[this.nextPart++]!(), nowMs);
-    if (this.nextPart < this.snapshotParts.length) return true;
-    this.snapshotParts = [];
-    this.nextPart = 0;
+    while (this.snapshot !== null && !this.blocked && !this.closed) {
+      if (this.snapshot.doneFor(this)) {
+        this.dropSnapshot();
+        break;
+      }
+      const part = this.snapshot.take(this);
+      if (part === null) return true;
+      this.send(part, nowMs);
+    }
+    if (this.snapshot !== null) return true;
     while (!this.blocked && !this.closed && this.nextVersion <= log.newestVersion) {
       const entry = log.get(this.nextVersion);
       if (entry === null) return false;
@@ -93,13 +117,24 @@ export class ViewWatcher {
 
   /** True when it has been sent every published delta. */
   caughtUp(log: ChangeLog): boolean {
-    return this.nextPart >= this.snapshotParts.length && this.nextVersion > log.newestVersion;
+    return this.snapshot === null && this.nextVersion > log.newestVersion;
+  }
+
+  /** The watch is over on either side: nothing more is sent, the snapshot is let go. */
+  close(): void {
+    this.closed = true;
+    this.onDrained = null;
+    this.dropSnapshot();
   }
 
   end(reason: ViewEndReason, detail: string): void {
     if (this.closed) return;
-    this.closed = true;
-    this.onDrained = null;
+    this.close();
     this.sink.end(reason, detail);
+  }
+
+  private dropSnapshot(): void {
+    this.snapshot?.leave(this);
+    this.snapshot = null;
   }
 }

@@ -3,7 +3,8 @@
  * view stream"; routing.md: the request path reads only this). Pure: no I/O, no timers, no clock
  * reads — time comes in as `nowMs`.
  *
- * Atomicity: a snapshot builds a whole new ViewState and swaps one reference; a delta is fully
+ * Atomicity: a snapshot builds a whole new ViewState beside the live one (a snapshot in parts,
+ * one part at a time as they arrive) and swaps one reference; a delta is fully
  * validated first (unknown streams, hashers), then applied synchronously in the proto's order
  * (instance removals, instance upserts, stream removals, stream upserts, stream resets,
  * residency), so a request — which also runs synchronously — sees the old view or the new one.
@@ -25,7 +26,7 @@ import { MAX_SLOTS } from '../../shared/index/holder-sets.js';
 import type { ResidencyIndex } from '../../shared/index/residency-index.js';
 import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-errors.js';
 import { SnapshotAssembly } from './snapshot-assembly.js';
-import type { DecodedDelta, DecodedSnapshot, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
+import type { DecodedDelta, DecodedSnapshot, DecodedSnapshotChunk, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
 import { byNameThenRank } from '../../shared/keys/stream-key.js';
 
 export type { RouterInstance } from './view-update.js';
@@ -174,7 +175,7 @@ export class ViewCache {
   private staleReasonValue: string | null = 'no snapshot yet';
   private lastHeard = Number.NEGATIVE_INFINITY;
   /** A multi-message snapshot being received (null: none). */
-  private assembly: SnapshotAssembly | null = null;
+  private assembly: SnapshotAssembly<ViewState> | null = null;
   private instancesRev = 0;
   private streamsRev = 0;
   /** CAR's rank groups for the current revisions (rankPlanFor). */
@@ -256,30 +257,46 @@ export class ViewCache {
    * applied).
    */
   applyUpdate(u: DecodedViewUpdate, nowMs: number): void {
+    this.applyStep(u, nowMs, Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * applyUpdate, except that a snapshot part is applied at most `maxKeys` keys at a time: false
+   * means call again with the same `u` (on a later turn, so requests are served meanwhile from
+   * the live view, which a part never touches). Any other update is applied whole (true).
+   */
+  applyStep(u: DecodedViewUpdate, nowMs: number, maxKeys: number): boolean {
+    // A part left half applied is abandoned by anything but itself (the directory sends parts back to back).
+    if (this.assembly !== null && this.assembly.part !== null && this.assembly.part !== u) this.assembly = null;
     switch (u.kind) {
       case 'snapshot':
         this.assembly = null;
         this.applySnapshot(u);
         break;
       case 'snapshot_chunk': {
-        // Parts are assembled beside the live view, which serves unchanged until the last one.
-        let done: boolean;
+        // Each part is applied as it arrives to a state beside the live view, which serves
+        // unchanged until the last one swaps it in.
+        let assembly: SnapshotAssembly<ViewState>;
         try {
-          if (u.index === 0) {
-            this.assembly = new SnapshotAssembly(u);
-            done = u.last;
-          } else {
-            if (this.assembly === null) throw new ViewProtocolError(`snapshot part ${u.index} of ${u.epoch}/${u.version} without part 0`);
-            done = this.assembly.add(u);
+          if (this.assembly !== null && this.assembly.part === u) assembly = this.assembly;
+          else {
+            if (u.index === 0) assembly = this.assembly = new SnapshotAssembly(u, new ViewState());
+            else if (this.assembly === null) throw new ViewProtocolError(`snapshot part ${u.index} of ${u.epoch}/${u.version} without part 0`);
+            else {
+              assembly = this.assembly;
+              assembly.next(u);
+            }
+            for (const inst of u.instances) assembly.state.instances.set(inst.name, inst);
           }
+          if (!this.applyPartKeys(assembly, u, maxKeys)) return false;
         } catch (e) {
           this.assembly = null;
           throw e;
         }
-        if (!done) return;
-        const whole = this.assembly.snapshot(u.sentAtMs);
+        assembly.part = null;
+        if (!u.last) return true;
         this.assembly = null;
-        this.applySnapshot(whole);
+        this.swapIn(assembly.state, u.epoch, u.version);
         break;
       }
       case 'delta':
@@ -291,7 +308,7 @@ export class ViewCache {
         break;
       case 'heartbeat':
         // Waiting for the snapshot a resubscription asked for: a heartbeat proves nothing.
-        if (this.awaitingSnapshot) return;
+        if (this.awaitingSnapshot) return true;
         this.checkContinuity(u.epoch, u.version, this.versionValue, 'heartbeat');
         break;
       default: {
@@ -301,6 +318,7 @@ export class ViewCache {
     }
     this.lastHeard = nowMs;
     this.staleReasonValue = null;
+    return true;
   }
 
   /** Withdraws cache credit until the next accepted message (or snapshot, after a gap). */
@@ -485,16 +503,54 @@ export class ViewCache {
   private applySnapshot(u: DecodedSnapshot): void {
     // Built beside the current state: a throw leaves the old view in place, untouched.
     const next = new ViewState();
-    for (const inst of u.instances) next.instances.set(inst.name, inst);
-    for (const s of u.streams) {
-      if (next.streams.has(s.streamId)) throw new ViewProtocolError(`snapshot repeats stream_id ${s.streamId}`);
-      const { group, slot } = this.joinGroup(next, s);
+    this.fillState(next, u.instances, u.streams);
+    this.swapIn(next, u.epoch, u.version);
+  }
+
+  /** Adds a one-message snapshot's instances and streams to `state`, which is not live. */
+  private fillState(state: ViewState, instances: readonly RouterInstance[], streams: readonly DecodedViewStream[]): void {
+    for (const inst of instances) state.instances.set(inst.name, inst);
+    for (const s of streams) {
+      if (state.streams.has(s.streamId)) throw new ViewProtocolError(`snapshot repeats stream_id ${s.streamId}`);
+      const { group, slot } = this.joinGroup(state, s);
       group.setTiers(slot, s.keys, s.tiers);
-      next.streams.set(s.streamId, new CachedStream(s, group, slot));
+      state.streams.set(s.streamId, new CachedStream(s, group, slot));
     }
+  }
+
+  /**
+   * Applies up to `maxKeys` more keys of part `u` to the assembly's state, from where the last
+   * step stopped; true when the part is done. A stream split over parts is in each with the same
+   * identity and state and the next run of its keys.
+   */
+  private applyPartKeys(a: SnapshotAssembly<ViewState>, u: DecodedSnapshotChunk, maxKeys: number): boolean {
+    const state = a.state;
+    let budget = maxKeys;
+    for (; a.stream < u.streams.length; a.stream++, a.key = 0) {
+      const s = u.streams[a.stream]!;
+      let cached = state.streams.get(s.streamId);
+      if (cached === undefined) {
+        const { group, slot } = this.joinGroup(state, s);
+        cached = new CachedStream(s, group, slot);
+        state.streams.set(s.streamId, cached);
+      } else if (a.key === 0 && (cached.blockSize !== s.blockSize || cached.hashSeed !== s.hashSeed)) {
+        throw new ViewProtocolError(`snapshot parts disagree on stream_id ${s.streamId}'s block_size/hash_seed`);
+      }
+      const n = s.tiers.length;
+      const take = Math.min(n - a.key, budget);
+      cached.group.setTiers(cached.slot, s.keys.subarray(a.key << 4, (a.key + take) << 4), s.tiers.subarray(a.key, a.key + take));
+      a.key += take;
+      budget -= take;
+      if (a.key < n) return false;
+    }
+    return true;
+  }
+
+  /** `next` becomes the live view (one reference): a request sees the old view or this one. */
+  private swapIn(next: ViewState, epoch: string, version: bigint): void {
     this.state = next;
-    this.epochValue = u.epoch;
-    this.versionValue = u.version;
+    this.epochValue = epoch;
+    this.versionValue = version;
     this.hasSnapshotValue = true;
     this.awaitingSnapshot = false;
     this.instancesRev++;

@@ -66,6 +66,10 @@ interface Pending {
   readonly wire: WireViewUpdate;
 }
 
+/** Keys of a snapshot part applied per event-loop turn: a few ms of index updates. */
+export const APPLY_STEP_KEYS = 8192;
+/** Updates received but not applied at which the call stops reading until the queue drains. */
+const QUEUE_PAUSE = 4;
 const DEFAULT_BACKOFF_BASE_MS = 100;
 const DEFAULT_BACKOFF_MAX_MS = 2000;
 
@@ -233,6 +237,9 @@ export class ViewClient extends EventEmitter {
       this.emit('connected', this.addrs[this.addrIndex]);
     }
     this.queue.push({ callId: id, wire });
+    // Messages (snapshot parts) arriving faster than they are applied: stop reading, so the
+    // transport's flow control holds the rest at the directory instead of here.
+    if (this.queue.length >= QUEUE_PAUSE) this.call?.pause();
     if (!this.draining) void this.drain();
   }
 
@@ -241,6 +248,7 @@ export class ViewClient extends EventEmitter {
     try {
       while (this.queue.length > 0 && !this.closed) {
         const p = this.queue.shift()!;
+        if (this.queue.length < QUEUE_PAUSE && this.call?.isPaused() === true) this.call.resume();
         if (p.callId !== this.callId) continue;
         await this.applyOne(p);
       }
@@ -257,7 +265,11 @@ export class ViewClient extends EventEmitter {
         await this.cache.hashers.ensure(missing);
         if (p.callId !== this.callId || this.closed) return;
       }
-      this.cache.applyUpdate(u, this.now());
+      // A snapshot part is applied in steps, a turn each, so requests are served in between.
+      while (!this.cache.applyStep(u, this.now(), APPLY_STEP_KEYS)) {
+        await new Promise((r) => setImmediate(r));
+        if (p.callId !== this.callId || this.closed) return;
+      }
       // A heartbeat ignored while waiting for a snapshot is no sign of health.
       if (!this.cache.needsSnapshot) this.failures = 0;
       this.staleAnnounced = false;

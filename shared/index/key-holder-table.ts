@@ -165,6 +165,16 @@ export class KeyHolderTable {
     return this.words[slot * KEY_HOLDER_STRIDE + KEY_ID]! - 1;
   }
 
+  /** Every key id in use is below this bound (a cursor over ids runs over [0, idBound)). */
+  get idBound(): number {
+    return this.idHighWater;
+  }
+
+  /** True when key id `id` is in use (some stream index pins it). */
+  idInUse(id: number): boolean {
+    return id < this.idHighWater && this.pins[id]! > 0;
+  }
+
   /** Slot of key id `id` (valid until the next insert or delete). */
   slotOfId(id: number): number {
     return this.slotOf[id]!;

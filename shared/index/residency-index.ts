@@ -34,7 +34,13 @@
 import type { ContentKeyHasher } from '../keys/content-key.js';
 import { keyWordAt } from '../keys/content-key-table.js';
 import { EMPTY_SET, HOST_OFFSET, HolderSets, MAX_SLOTS, SET_STRIDE, SET_WORDS } from './holder-sets.js';
-import { KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
+import { HOLDER_SET, KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
+
+/** Told one (stream slot, key, tier bits) at a time by visitKeyIds. */
+export interface KeyTierSink {
+  /** The stream in `slot` holds the key words[offset .. offset+4) on `tiers`; copy before returning. */
+  keyTiers(slot: number, words: Uint32Array, offset: number, tiers: number): void;
+}
 
 
 const TIER_DEVICE = 1;
@@ -330,6 +336,50 @@ export class ResidencyIndex {
   /** True when key `id` equals words[off .. off+4). */
   keyEquals(id: number, words: Uint32Array, off: number): boolean {
     return this.keys.keyEquals(id, words, off);
+  }
+
+  /** Every key id in use is below this bound: the range of a visitKeyIds cursor. */
+  get keyIdBound(): number {
+    return this.keys.idBound;
+  }
+
+  /**
+   * Tells `out` the tier bits, for each stream of `slots` (SET_WORDS words, a bit per slot) that
+   * holds it, of every resident key with an id in [from, to), in id order, stopping before the
+   * key that would take the count told past `room` (the first key is always told). Returns the next id to visit. A view
+   * snapshot's cursor: ids survive slot moves (backward shift, resize), so a cursor over them
+   * visits, once, every key that stays pinned while the table changes between calls. Only keys
+   * with an id are visited: in the directory every resident key is pinned by the index serving
+   * it (StreamIndex with this group as keySpace). O(to − from) with no allocation.
+   */
+  visitKeyIds(from: number, to: number, slots: Uint32Array, out: KeyTierSink, room: number): number {
+    const table = this.keys;
+    const tw = table.words;
+    const sw = this.sets.words;
+    const end = Math.min(to, table.idBound);
+    let told = 0;
+    let id = from;
+    for (; id < end; id++) {
+      if (!table.idInUse(id)) continue;
+      const at = table.slotOfId(id) * KEY_HOLDER_STRIDE;
+      const set = tw[at + HOLDER_SET]!;
+      if (set === EMPTY_SET) continue;
+      const o = set * SET_STRIDE;
+      let holders = 0;
+      for (let k = 0; k < SET_WORDS; k++) holders += popcount((sw[o + k]! | sw[o + HOST_OFFSET + k]!) & slots[k]!);
+      if (holders === 0) continue;
+      if (told !== 0 && told + holders > room) break;
+      told += holders;
+      for (let k = 0; k < SET_WORDS; k++) {
+        const device = sw[o + k]! & slots[k]!;
+        const host = sw[o + HOST_OFFSET + k]! & slots[k]!;
+        for (let m = device | host; m !== 0; m &= m - 1) {
+          const low = m & -m;
+          out.keyTiers((k << 5) | (31 - Math.clz32(low)), tw, at, ((device & low) !== 0 ? TIER_DEVICE : 0) | ((host & low) !== 0 ? TIER_HOST : 0));
+        }
+      }
+    }
+    return id;
   }
 
   /** Per key update: a step of the orphan sweep and of the dropped pins. */
@@ -692,4 +742,11 @@ export class ResidencyIndex {
   private checkSlot(slot: number): void {
     if (!(slot >= 0 && slot < MAX_SLOTS && this.slotUsed[slot] === 1)) throw new RangeError(`stream slot ${slot} is not in use`);
   }
+}
+
+/** Set bits of a 32-bit word. */
+function popcount(v: number): number {
+  let x = v - ((v >>> 1) & 0x55555555);
+  x = (x & 0x33333333) + ((x >>> 2) & 0x33333333);
+  return (Math.imul((x + (x >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24);
 }

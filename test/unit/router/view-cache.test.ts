@@ -178,6 +178,32 @@ describe('architecture.md view stream: router view cache', () => {
     expect(cache.streams().map((s) => [s.instanceName, s.deviceBlocks, s.hostBlocks])).to.deep.equal([['a:1', 2, 1]]);
   });
 
+  it('snapshot parts applied in steps (applyStep): the live view answers unchanged until the last step of the last part; anything else abandons a half-applied part', async () => {
+    await baseSnapshot('e1', 10);
+    const before = cache.query(tokens(16), 1);
+    const part = (index: number, last: boolean, streams: ReturnType<typeof wireStream>[]) =>
+      decodeViewUpdate({ epoch: 'e2', version: '20', body: 'snapshot_chunk', snapshot_chunk: { index, last, instances: index === 0 ? [wireInstance('a:1')] : [], streams }, sent_at_ms: '0' });
+    const p0 = part(0, false, [wireStream(7, 'a:1', residency([], []))]);
+    const p1 = part(1, true, [wireStream(7, 'a:1', residency([k[0]!, k[1]!, k[2]!], [DEVICE, DEVICE, HOST]))]);
+    expect(cache.applyStep(p0, 1, 1)).to.equal(true);
+    let steps = 0;
+    while (!cache.applyStep(p1, 1, 1)) {
+      steps++;
+      expect([cache.epoch, cache.version]).to.deep.equal(['e1', 10n]);
+      expect(cache.query(tokens(16), 1)).to.deep.equal(before);
+    }
+    expect(steps, 'steps before the last').to.equal(2);
+    expect([cache.epoch, cache.version, cache.tiersOf(7, k[2]!)]).to.deep.equal(['e2', 20n, HOST]);
+    expect(cache.query(tokens(16), 1).matches.map((m) => [m.instance_name, m.device_hit_tokens, m.host_only_hit_tokens])).to.deep.equal([['a:1', 8, 4]]);
+    // A part left half applied, then a heartbeat: the assembly is dropped, a next part is out of order.
+    const q0 = decodeViewUpdate({ epoch: 'e2', version: '30', body: 'snapshot_chunk', snapshot_chunk: { index: 0, last: false, instances: [], streams: [wireStream(8, 'a:1', residency([k[0]!, k[1]!], [DEVICE, DEVICE]))] }, sent_at_ms: '0' });
+    expect(cache.applyStep(q0, 1, 1)).to.equal(false);
+    cache.applyUpdate(decodeViewUpdate(heartbeat('e2', 20)), 1);
+    const q1 = decodeViewUpdate({ epoch: 'e2', version: '30', body: 'snapshot_chunk', snapshot_chunk: { index: 1, last: true, instances: [], streams: [] }, sent_at_ms: '0' });
+    expect(() => cache.applyUpdate(q1, 1)).to.throw(ViewProtocolError, /without part 0/);
+    expect([cache.version, cache.tiersOf(8, k[0]!)]).to.deep.equal([20n, 0]);
+  });
+
   it('decoder: keys that are not 16 bytes per tier byte are a protocol error', () => {
     const w = delta('e1', 11, { residency: [{ stream_id: 1, keys: new Uint8Array(20), tiers: Uint8Array.from([1]) }] });
     expect(() => decodeViewUpdate(w)).to.throw(ViewProtocolError, /16 per tier byte/);

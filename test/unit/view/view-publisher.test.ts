@@ -10,10 +10,10 @@ import type { InstanceRegistration } from '../../../directory-svc/discovery/inst
 import { InstanceTable, type InstanceChange } from '../../../directory-svc/discovery/instance-table.js';
 import type { PlanExclusion } from '../../../directory-svc/discovery/stream-planner.js';
 import { StreamIndex, type SkipCounters } from '../../../directory-svc/index/stream-index.js';
-import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
+import { StreamQuery, type QueryableStream } from '../../../directory-svc/index/stream-query.js';
 import type { StreamState } from '../../../directory-svc/subscription/stream-state.js';
 import type { StreamCounters } from '../../../directory-svc/subscription/stream-counters.js';
-import { StreamObservers, UNOBSERVED, type ServedIndex, type StreamObserver } from '../../../directory-svc/subscription/stream-observer.js';
+import { StreamObservers, UNOBSERVED, type StreamObserver } from '../../../directory-svc/subscription/stream-observer.js';
 import { Directory } from '../../../directory-svc/directory.js';
 import { DEFAULT_STREAM_LIMITS } from '../../../shared/config/kv-events-config.js';
 import { ViewPublisher, type InstanceTableSource, type ViewStreamListener } from '../../../directory-svc/view/view-publisher.js';
@@ -22,10 +22,14 @@ import { InstanceListing } from '../../../directory-svc/view/instance-listing.js
 import { decodeViewUpdate, residencyMap, ViewModel, type DecodedViewUpdate } from '../../helpers/view-model.js';
 import { range, removed, stored } from '../index/index-fixtures.js';
 import { ServedResidency } from '../../../directory-svc/index/served-residency.js';
+import { ResidencyGroups } from '../../../shared/index/residency-groups.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { decodeViewUpdate as routerDecode } from '../../../router-svc/viewcache/view-update.js';
 
-/** Stands in for a StreamSubscriber: its served index and state, told to its observer. */
+/**
+ * Stands in for a StreamSubscriber: its served index and state, told to its observer, and the
+ * served index mirrored into the stream's slot of a shared group, as the subscriber does.
+ */
 class SourceStream {
   state: StreamState = 'SYNCHRONIZED';
   index: StreamIndex | null = null;
@@ -33,9 +37,11 @@ class SourceStream {
   error = '';
   readonly counters = {} as StreamCounters;
   private observer: StreamObserver = UNOBSERVED;
-  /** Exports whatever index is current (a test may swap `index` without telling, as before). */
-  private readonly exportCurrent = (): ReturnType<ServedIndex['exportResidency']> => this.index!.exportResidency();
-  constructor(readonly name: string) {}
+  /** The query view's mirror of whatever index is current (a test may swap `index` without telling). */
+  readonly served: ServedResidency;
+  constructor(readonly name: string) {
+    this.served = new ServedResidency(sourceGroups, 4, sourceHasher!);
+  }
   observe(observer: StreamObserver): void {
     this.observer = observer;
     this.announceState();
@@ -44,6 +50,7 @@ class SourceStream {
   start(): void {}
   async close(): Promise<void> {
     this.observer.streamClosed();
+    this.served.close();
   }
   /** A fresh index that reports its residency changes while it is the one served. */
   newIndex(maxEntries = 10_000): StreamIndex {
@@ -51,8 +58,12 @@ class SourceStream {
       blockSize: 4,
       hasher: sourceHasher!,
       maxEntries,
+      keySpace: this.served.group,
       onResidencyChange: (w, o, before, after) => {
-        if (this.index === index) this.observer.residencyChanged(w, o, before, after);
+        if (this.index !== index) return;
+        if (this.served.servedIndex === index) this.served.change(index, w, o, after);
+        else this.served.serve(index);
+        this.observer.residencyChanged(w, o, before, after);
       },
     });
     return index;
@@ -64,10 +75,12 @@ class SourceStream {
   /** The subscriber's swap announcement. */
   announceIndex(): void {
     const index = this.index!;
-    this.observer.indexReplaced(this.sequence, { deviceBlocks: index.deviceBlocks, hostBlocks: index.hostBlocks, exportResidency: this.exportCurrent }, index.exportResidency());
+    this.served.serve(index);
+    this.observer.indexReplaced(this.sequence, this.served, index.exportResidency());
   }
   /** The subscriber's state move. */
   announceState(): void {
+    this.served.serve(this.state === 'SYNCHRONIZED' ? this.index : null);
     this.observer.stateChanged(this.state, this.error, this.sequence);
   }
   toQueryable(): QueryableStream {
@@ -81,7 +94,7 @@ class SourceStream {
       sequence: this.sequence,
       error: this.error,
       index: synchronized ? this.index : null,
-      residency: synchronized && this.index !== null ? ServedResidency.of(this.index) : null,
+      residency: synchronized && this.index !== null ? this.served : null,
     };
   }
 }
@@ -115,6 +128,8 @@ class MemorySink implements ViewSink {
 
 /** The seed-1024 hasher of the sources' indexes (set in `before`). */
 let sourceHasher: ContentKeyHasher | null = null;
+/** The directory's query view the sources mirror into (one group: block size 4, seed 1024); one per test. */
+let sourceGroups = new ResidencyGroups();
 
 function skips(): SkipCounters {
   return { outOfScope: 0, descendant: 0, orphan: 0 };
@@ -173,6 +188,7 @@ describe('architecture.md view stream: publisher', () => {
   });
 
   function open(opts: { maxDeltaKeyChanges?: number; logMaxEntries?: number; logMaxBytes?: number } = {}): ViewPublisher {
+    sourceGroups = new ResidencyGroups();
     publisher = new ViewPublisher({ flushIntervalMs: 3_600_000, epoch: 'epoch-a', nowMs: () => clock, ...opts });
     return publisher;
   }
@@ -485,16 +501,18 @@ describe('architecture.md view stream: publisher', () => {
     for (let i = 0; i < tokens.length; i++) tokens[i] = i + 1;
     batch(big.src, [stored(Array.from({ length: n }, (_, i) => 1000 + i), null, tokens, 1)]);
     p.flush();
-    // A full transport takes one part at a time: the next is encoded and sent only after a drain.
+    // A full transport takes one part at a time: the next is sent only after a drain (and once
+    // built: the parts are built over later event-loop turns).
     const second = new MemorySink();
     second.full = true;
     p.watch({ routerId: 'r2', epoch: '', version: 0 }, second);
     batch(small.src, [stored([3], 2, range(9, 12), 1)]);
     p.flush(); // a delta published meanwhile waits behind the snapshot's parts
     expect(second.sent).to.have.length(1);
-    for (let guard = 0; guard < 10 && second.updates().at(-1)!.body !== 'delta'; guard++) {
+    for (let guard = 0; guard < 1000 && second.updates().at(-1)!.body !== 'delta'; guard++) {
       second.full = true;
       second.drain();
+      await new Promise((r) => setImmediate(r));
     }
     const all = second.updates();
     expect(all.at(-1)!.body).to.equal('delta');
@@ -521,5 +539,150 @@ describe('architecture.md view stream: publisher', () => {
     const b = cache.streams().find((s) => s.instanceName === 'b-big')!;
     expect([b.deviceBlocks, b.hostBlocks]).to.deep.equal([n, 0]);
     expect(cache.streams().find((s) => s.instanceName === 'a-small')!.deviceBlocks).to.equal(3);
+  });
+  describe('snapshots in parts, built in slices while the view changes', () => {
+    const LIMIT = 64 * 1024;
+    const SLICE = 512;
+
+    /** `blocks` blocks of one chain: engine hashes from `firstHash`, tokens from `firstToken`. */
+    function chain(firstHash: number, blocks: number, firstToken: number, tier: 1 | 2) {
+      return stored(Array.from({ length: blocks }, (_, i) => firstHash + i), null, range(firstToken, firstToken + 4 * blocks - 1), tier);
+    }
+
+    function routerApply(cache: ViewCache, updates: readonly DecodedViewUpdate[]): void {
+      for (const u of updates) cache.applyUpdate(routerDecode(u), clock);
+    }
+
+    it('ends, after the deltas behind the last part, exactly equal to the directory (stores, removals, a reset, a state change, a stream removed, a new stream); parts ≤ the limit, slices bounded', async () => {
+      const p = new ViewPublisher({ flushIntervalMs: 3_600_000, epoch: 'epoch-a', nowMs: () => clock, maxMessageBytes: LIMIT, snapshotSliceKeyIds: SLICE });
+      publisher = p;
+      sourceGroups = new ResidencyGroups();
+      const a = track(p, 'a');
+      const b = track(p, 'b');
+      const c = track(p, 'c');
+      const e = track(p, 'e');
+      // a and b share a prefix (same content keys, one holder set), c and e hold their own.
+      batch(a.src, [chain(1, 3000, 1, 1)]);
+      batch(b.src, [chain(10_001, 2000, 1, 1), chain(20_001, 500, 900_001, 2)]);
+      batch(c.src, [chain(30_001, 3000, 500_001, 1)]);
+      batch(e.src, [chain(40_001, 1000, 700_001, 2)]);
+      p.flush();
+      const cache = new ViewCache({ staleAfterMs: 3_600_000 });
+      await cache.hashers.ensure([1024n]);
+      const sink = new MemorySink();
+      p.watch({ routerId: 'r1', epoch: '', version: 0 }, sink);
+      const startVersion = p.version;
+      expect(sink.updates().map((u) => [u.body, u.snapshot_chunk?.index])).to.deep.equal([['snapshot_chunk', 0]]);
+      let d: { src: SourceStream; handle: ViewStreamListener } | null = null;
+      const changes: (() => Promise<void> | void)[] = [
+        () => batch(a.src, [stored([3001, 3002], 3000, range(12_001, 12_008), 1)]),
+        () => batch(b.src, [removed(Array.from({ length: 300 }, (_, i) => 10_001 + 1700 + i), 1), removed([20_001 + 499], 2)]),
+        () => {
+          // c recovers: a fresh index replaces its residency (a stream reset).
+          const fresh = c.src.newIndex();
+          fresh.applyEvents([chain(50_001, 1500, 500_001, 2)], skips());
+          c.src.index = fresh;
+          c.src.sequence += 5n;
+          c.src.announceIndex();
+        },
+        () => p.flush(),
+        () => {
+          e.src.state = 'RECOVERING';
+          e.src.error = 'gap: expected seq 2, got 4';
+          e.src.announceState();
+        },
+        () => a.src.close(),
+        () => {
+          // A new stream takes the slot a left (same group).
+          d = track(p, 'd');
+          batch(d.src, [chain(60_001, 800, 1, 1)]);
+        },
+        () => batch(b.src, [stored([20_001 + 499], 20_001 + 498, range(900_001 + 4 * 499, 900_001 + 4 * 499 + 3), 1)]),
+        () => p.flush(),
+      ];
+      let lastPartAt = -1;
+      for (let turn = 0; turn < 10_000 && (lastPartAt < 0 || turn < changes.length); turn++) {
+        if (turn < changes.length) await changes[turn]!();
+        await new Promise((r) => setImmediate(r));
+        if (lastPartAt < 0 && sink.updates().some((u) => u.snapshot_chunk?.last === true)) lastPartAt = turn;
+      }
+      // The changes happened while the parts were being built.
+      expect(lastPartAt, 'turn of the last part').to.be.at.least(changes.length - 1);
+      p.flush();
+      const updates = sink.updates();
+      const parts = updates.filter((u) => u.body === 'snapshot_chunk');
+      expect(parts.length, 'parts').to.be.greaterThan(3);
+      expect(parts.every((u) => Number(u.version) === startVersion)).to.equal(true);
+      // Every part, then every delta after the snapshot's version, in order.
+      const lastPart = updates.findIndex((u) => u.snapshot_chunk?.last === true);
+      expect(lastPart).to.equal(parts.length - 1);
+      expect(updates.slice(lastPart + 1).map((u) => Number(u.version))).to.deep.equal(range(startVersion + 1, p.version));
+      for (const m of sink.sent) expect(m.length, 'message bytes').to.be.at.most(LIMIT);
+      const st = p.stats();
+      expect(st.snapshotBuilds).to.equal(1);
+      expect(st.snapshotSlices, 'slices (event-loop turns)').to.be.greaterThan(parts.length);
+      expect(st.snapshotSliceMaxKeyIds).to.be.at.most(SLICE);
+      routerApply(cache, updates);
+      expect(cache.version).to.equal(BigInt(p.version));
+      // The router's view is the directory's: same streams, states, counts and residency key for key.
+      const sources = [b.src, c.src, e.src, d!.src];
+      expect(cache.streams().map((s) => s.instanceName)).to.deep.equal(['b', 'c', 'd', 'e']);
+      for (const src of sources) {
+        const s = cache.streams().find((x) => x.instanceName === src.name)!;
+        const want = src.state === 'SYNCHRONIZED' ? residencyMap(src.index!.exportResidency()) : new Map<string, number>();
+        expect([s.deviceBlocks, s.hostBlocks, s.synchronized, s.sequence], src.name).to.deep.equal([src.served.group.deviceBlocks(src.served.slot), src.served.group.hostBlocks(src.served.slot), src.state === 'SYNCHRONIZED', src.sequence]);
+        let device = 0;
+        for (const [hex, tiers] of want) {
+          expect(cache.tiersOf(s.streamId, Buffer.from(hex, 'hex')), `${src.name} ${hex}`).to.equal(tiers);
+          device += tiers & 1;
+        }
+        expect(s.deviceBlocks, `${src.name} device blocks`).to.equal(device);
+      }
+      // And the router answers the directory's Query.
+      const query = new StreamQuery();
+      for (const prompt of [range(1, 4 * 3002), range(500_001, 500_001 + 4 * 1600), range(900_001, 900_001 + 4 * 500), range(12_001, 12_008)]) {
+        expect(cache.query(prompt, clock)).to.deep.equal(query.query(prompt, sources.map((x) => x.toQueryable())));
+      }
+    });
+
+    it('the router keeps answering from its old view while parts arrive, and swaps on the last', async () => {
+      const p = new ViewPublisher({ flushIntervalMs: 3_600_000, epoch: 'epoch-a', nowMs: () => clock, maxMessageBytes: LIMIT, snapshotSliceKeyIds: SLICE });
+      publisher = p;
+      sourceGroups = new ResidencyGroups();
+      const a = track(p, 'a');
+      batch(a.src, [chain(1, 10, 1, 1)]);
+      const cache = new ViewCache({ staleAfterMs: 3_600_000 });
+      await cache.hashers.ensure([1024n]);
+      const first = new MemorySink();
+      p.unwatch(p.watch({ routerId: 'r1', epoch: '', version: 0 }, first));
+      routerApply(cache, first.updates());
+      const oldVersion = cache.version;
+      const prompt = range(1, 4 * 8000);
+      const oldAnswer = cache.query(prompt, clock);
+      expect(oldAnswer.matches[0]!.device_hit_tokens).to.equal(40);
+      batch(a.src, [stored(Array.from({ length: 7990 }, (_, i) => 11 + i), 10, range(41, 4 * 8000), 1)]);
+      p.flush();
+      const second = new MemorySink();
+      p.watch({ routerId: 'r2', epoch: '', version: 0 }, second);
+      let applied = 0;
+      for (let turn = 0; turn < 10_000; turn++) {
+        const got = second.updates();
+        for (; applied < got.length; applied++) {
+          const u = got[applied]!;
+          cache.applyUpdate(routerDecode(u), clock);
+          if (u.snapshot_chunk?.last === true) {
+            expect(cache.version).to.equal(BigInt(p.version));
+            expect(cache.query(prompt, clock).matches[0]!.device_hit_tokens).to.equal(4 * 8000);
+          } else {
+            expect(cache.version).to.equal(oldVersion);
+            expect(cache.query(prompt, clock)).to.deep.equal(oldAnswer);
+          }
+        }
+        if (got.some((u) => u.snapshot_chunk?.last === true)) break;
+        await new Promise((r) => setImmediate(r));
+      }
+      expect(applied, 'parts').to.be.greaterThan(3);
+      expect(second.updates().at(-1)!.snapshot_chunk?.last).to.equal(true);
+    });
   });
 });
