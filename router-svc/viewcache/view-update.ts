@@ -14,6 +14,7 @@ import type {
   WireViewUpdate,
 } from '../../shared/view/view-wire.js';
 import { ViewProtocolError } from './view-errors.js';
+import type { StreamIdentity } from '../../shared/keys/stream-key.js';
 
 export type InstanceType = 'DEFAULT' | 'PREFILL' | 'DECODE' | 'MIX';
 export type InstanceRole = 'PREFILL' | 'DECODE';
@@ -64,10 +65,8 @@ export interface InflightShare {
 }
 
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
-export interface ViewStreamState {
+export interface ViewStreamState extends StreamIdentity {
   readonly streamId: StreamId;
-  readonly instanceName: string;
-  readonly dpRank: number;
   readonly blockSize: number;
   readonly hashSeed: bigint;
   /** The registration the stream was subscribed for ('' for static streams). */
