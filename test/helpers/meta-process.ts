@@ -31,6 +31,11 @@ export class MetaProcess {
     return p;
   }
 
+  /** Resolves with the first output line matching `re` (the process writes its log after answering, so a test waits for it). */
+  waitForLog(re: RegExp, timeoutMs = 5000): Promise<string> {
+    return this.proc.waitForOutput(re, timeoutMs);
+  }
+
   /** Everything the process printed so far. */
   get log(): string {
     return this.proc.output.join('\n');
