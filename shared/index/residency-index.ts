@@ -27,14 +27,15 @@
  * pinned key stays, with no holder, while some stream index refers to it. Pins of an index that
  * was dropped without unpinning come back through dropPinsLater and are released a few per update.
  *
- * Memory: one 24-byte slot per distinct key (4 key words, set id, key id; inline in the hash
- * table, so a lookup touches one cache line) at 3/8–3/4 load, shared by every holder; 8 B per
- * pinned key id; 36 B per distinct holder set.
+ * Memory: per distinct key, shared by every holder, a 20-byte record (4 key words, set id; records
+ * in insertion order, the record index being the key id, so a walk reads a chain's keys one after
+ * another) plus an 8-byte hash index slot at 3/8–3/4 load; 4 B per key for the pins once the
+ * directory pins; 36 B per distinct holder set.
  */
 import type { ContentKeyHasher } from '../keys/content-key.js';
 import { keyWordAt } from '../keys/content-key-table.js';
 import { EMPTY_SET, HOST_OFFSET, HolderSets, MAX_SLOTS, SET_STRIDE, SET_WORDS } from './holder-sets.js';
-import { HOLDER_SET, KEY_HOLDER_STRIDE, KeyHolderTable } from './key-holder-table.js';
+import { HOLDER_SET, KEY_RECORD_STRIDE, KeyHolderTable } from './key-holder-table.js';
 
 /** Told one (stream slot, key, tier bits) at a time by visitKeyIds. */
 export interface KeyTierSink {
@@ -105,6 +106,11 @@ export class ResidencyIndex {
   /** Holder set of the last block narrowed (a run of equal sets narrows once). */
   private lastSet = -1;
   private hashedBlocks = 0;
+  /**
+   * Key record of the last key updated or pinned: the next key of a chain is looked up at the
+   * record after it first, and a new key takes that record when free (key-holder-table.ts).
+   */
+  private recent = -1;
   /** Keys in the table with no holder left (a zombie set, after clearStream), not yet deleted. */
   private orphanedKeys = 0;
   /** Next key-table slot the orphan sweep looks at. */
@@ -228,9 +234,9 @@ export class ResidencyIndex {
   /** setIdTiers of one pinned key. O(1). */
   setIdTier(slot: number, id: number, tiers: number): void {
     this.checkSlot(slot);
-    // Maintenance may move keys: the id's slot is read after it.
     this.maintain();
-    this.retierAt(slot, this.keys.slotOfId(id), tiers);
+    this.recent = id;
+    this.retierAt(slot, id, tiers);
   }
 
   /**
@@ -238,15 +244,11 @@ export class ResidencyIndex {
    * uint32 words, the directory index's observer form). O(1) expected.
    */
   setKeyTiers(slot: number, words: Uint32Array, offset: number, tiers: number): void {
-    // Read before maintenance, which may move keys.
-    const w0 = words[offset]! >>> 0;
-    const w1 = words[offset + 1]! >>> 0;
-    const w2 = words[offset + 2]! >>> 0;
-    const w3 = words[offset + 3]! >>> 0;
     this.maintain();
     const table = this.keys;
-    const at = table.find(w0, w1, w2, w3);
+    const at = table.findAfter(words, offset, this.recent);
     if (at >= 0) {
+      this.recent = at;
       this.retierAt(slot, at, tiers);
       return;
     }
@@ -255,10 +257,10 @@ export class ResidencyIndex {
     this.sets.retain(newSet);
     this.deviceCounts[slot] += tiers & TIER_DEVICE;
     this.hostCounts[slot] += tiers >> 1;
-    table.insert(w0, w1, w2, w3, newSet);
+    this.recent = table.insert(words[offset]!, words[offset + 1]!, words[offset + 2]!, words[offset + 3]!, newSet, this.recent);
   }
 
-  /** The stream's tier bits of the key at table slot `at` become `tiers`. */
+  /** The stream's tier bits of key record `at` become `tiers`. */
   private retierAt(slot: number, at: number, tiers: number): void {
     const table = this.keys;
     const oldSet = table.setAt(at);
@@ -289,8 +291,9 @@ export class ResidencyIndex {
     this.maintain();
     const table = this.keys;
     const size = table.size;
-    const id = table.pin(words, offset);
+    const id = table.pin(words, offset, this.recent);
     if (table.size !== size) this.pinnedOnly++;
+    this.recent = id;
     return id;
   }
 
@@ -314,8 +317,8 @@ export class ResidencyIndex {
 
   /** Key id of the 16-byte key at keys[offset ..], −1 when it is not pinned. */
   keyIdOf(keys: Uint8Array, offset: number): number {
-    const at = this.keys.findBytes(keys, offset);
-    return at < 0 ? -1 : this.keys.idAt(at);
+    const id = this.keys.findBytes(keys, offset);
+    return id >= 0 && this.keys.pinnedAt(id) ? id : -1;
   }
 
   /** Byte view holding the keys: key `id`'s 16 bytes start at keyByteOffset(id). */
@@ -323,9 +326,9 @@ export class ResidencyIndex {
     return this.keys.bytes;
   }
 
-  /** Offset of key `id` in keyBytes (valid until the next table update). */
+  /** Offset of key `id` in keyBytes (keyBytes is replaced when the table grows). */
   keyByteOffset(id: number): number {
-    return this.keys.slotOfId(id) * KEY_HOLDER_STRIDE * 4;
+    return id * KEY_RECORD_STRIDE * 4;
   }
 
   /** Copies key `id`'s words into out[off .. off+4). */
@@ -347,8 +350,8 @@ export class ResidencyIndex {
    * Tells `out` the tier bits, for each stream of `slots` (SET_WORDS words, a bit per slot) that
    * holds it, of every resident key with an id in [from, to), in id order, stopping before the
    * key that would take the count told past `room` (the first key is always told). Returns the next id to visit. A view
-   * snapshot's cursor: ids survive slot moves (backward shift, resize), so a cursor over them
-   * visits, once, every key that stays pinned while the table changes between calls. Only keys
+   * snapshot's cursor: a key's record (its id) never moves, so a cursor over ids visits, once,
+   * every key that stays pinned while the table changes between calls. Only keys
    * with an id are visited: in the directory every resident key is pinned by the index serving
    * it (StreamIndex with this group as keySpace). O(to − from) with no allocation.
    */
@@ -361,7 +364,7 @@ export class ResidencyIndex {
     let id = from;
     for (; id < end; id++) {
       if (!table.idInUse(id)) continue;
-      const at = table.slotOfId(id) * KEY_HOLDER_STRIDE;
+      const at = id * KEY_RECORD_STRIDE;
       const set = tw[at + HOLDER_SET]!;
       if (set === EMPTY_SET) continue;
       const o = set * SET_STRIDE;
@@ -423,17 +426,17 @@ export class ResidencyIndex {
   }
 
   /**
-   * Deletes up to `budget` slots' worth of keys left with no holder by clearStream, from where
-   * the last step stopped. Called by every update (ORPHAN_SWEEP_STEP per key), so the table
-   * returns to its live size within about capacity / ORPHAN_SWEEP_STEP updates; callers with idle
-   * time may call it too. O(budget).
+   * Deletes up to `budget` key records' worth of keys left with no holder by clearStream, from
+   * where the last step stopped. Called by every update (ORPHAN_SWEEP_STEP per key), so the table
+   * returns to its live size within about (key records) / ORPHAN_SWEEP_STEP updates; callers with
+   * idle time may call it too. O(budget).
    */
   sweepOrphans(budget: number): void {
     const table = this.keys;
     const sets = this.sets;
     let at = this.sweepCursor;
     for (let n = 0; n < budget && this.orphanedKeys > 0; n++) {
-      if (at >= table.capacity) at = 0;
+      if (at >= table.idBound) at = 0;
       const set = table.setAt(at);
       if (set === EMPTY_SET || !sets.isZombie(set)) {
         at++;
@@ -447,10 +450,9 @@ export class ResidencyIndex {
         at++;
         continue;
       }
-      const capacity = table.capacity;
-      // Backward shift may move a later key into `at`: look at it again.
+      // Records never move: a delete leaves the others where they are.
       table.deleteAt(at);
-      if (table.capacity !== capacity) at = 0;
+      at++;
     }
     this.sweepCursor = at;
   }
@@ -509,9 +511,11 @@ export class ResidencyIndex {
     const chain = this.chain;
     const keys = this.keys;
     let b = 0;
+    let at = -1;
     for (; b < blocks; b++) {
       this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokenIds, b * bs, bs, chain, b << 4);
-      if (!this.narrow(keys.setOfWords(this.chainWords, b << 2), b)) break;
+      at = keys.findAfter(this.chainWords, b << 2, at);
+      if (!this.narrow(at < 0 ? EMPTY_SET : keys.setAt(at), b)) break;
     }
     this.finishWalk(b, blocks);
     this.hashedBlocks = Math.min(b + 1, blocks);
@@ -519,8 +523,9 @@ export class ResidencyIndex {
 
   /**
    * The same match over an already computed §4 chain (`blocks` keys of 16 bytes). Without hashing
-   * between them, the lookups run WINDOW blocks ahead of the narrowing, so their cache misses
-   * overlap instead of following one another (the table is far larger than the CPU cache).
+   * between them, the lookups run WINDOW blocks ahead of the narrowing. Block i + 1 is looked for
+   * in the key record after block i's first (a chain stored at once has consecutive records), so
+   * a walk is a few hash lookups plus sequential reads.
    */
   matchChain(keys: Uint8Array, blocks: number): void {
     const n = Math.min(blocks, keys.length >>> 4);
@@ -535,10 +540,17 @@ export class ResidencyIndex {
     const table = this.keys;
     const win = this.window;
     let b = 0;
+    let at = -1;
     walk: while (b < n) {
       const start = b;
-      const end = Math.min(n, start + WINDOW);
-      for (let j = start; j < end; j++) win[j - start] = table.setOfWords(kw, j << 2);
+      let end = Math.min(n, start + WINDOW);
+      for (let j = start; j < end; j++) {
+        at = table.findAfter(kw, j << 2, at);
+        const set = at < 0 ? EMPTY_SET : table.setAt(at);
+        win[j - start] = set;
+        // No stream holds block j: the walk ends there, the blocks after it need no lookup.
+        if (set === EMPTY_SET) end = j + 1;
+      }
       for (; b < end; b++) if (!this.narrow(win[b - start]!, b)) break walk;
     }
     this.finishWalk(b, n);
