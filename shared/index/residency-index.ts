@@ -48,7 +48,7 @@ const TIER_DEVICE = 1;
 const TIER_HOST = 2;
 /** Blocks looked up ahead of the narrowing in matchChain (misses in flight at once). */
 const WINDOW = 8;
-/** Key-table slots the orphan sweep looks at per key update (see sweepOrphans). */
+/** Key records the orphan sweep looks at per key update (see sweepOrphans). */
 const ORPHAN_SWEEP_STEP = 4;
 /** Dropped pins released per key update (see dropPinsLater). */
 const UNPIN_STEP = 16;
@@ -113,7 +113,7 @@ export class ResidencyIndex {
   private recent = -1;
   /** Keys in the table with no holder left (a zombie set, after clearStream), not yet deleted. */
   private orphanedKeys = 0;
-  /** Next key-table slot the orphan sweep looks at. */
+  /** Next key record the orphan sweep looks at. */
   private sweepCursor = 0;
   /** Holder set ids the last clearStream visited (its cost; tests and benchmarks). */
   private clearWork = 0;
