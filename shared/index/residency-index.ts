@@ -601,12 +601,8 @@ export class ResidencyIndex {
       if (a === 0) continue;
       const device = setWords[o + k]!;
       const nextAlive = a & (device | setWords[o + HOST_OFFSET + k]!);
-      for (let m = a & ~nextAlive; m !== 0; m &= m - 1) {
-        const low = m & -m;
-        const s = (k << 5) | (31 - Math.clz32(low));
-        this.credit(s, k, low, b);
-        if (this.minimumWeight >= 0) this.rankDropped(s);
-      }
+      const dropped = a & ~nextAlive;
+      if (dropped !== 0) this.drop(dropped, k, b);
       const nextDevice = nextAlive & device;
       this.deviceSeen[k] = this.deviceSeen[k]! | nextDevice;
       this.hostSeen[k] = this.hostSeen[k]! | (nextAlive & ~device);
@@ -616,6 +612,24 @@ export class ResidencyIndex {
     }
     if (this.pendingAny) any = this.settle(b);
     return any !== 0;
+  }
+
+  /**
+   * Streams `dropped` (bits of word k) held blocks [0, b): their hit counts, final for this walk.
+   * Most never were Host-only, so all their blocks are Device hits: one store each, no counter
+   * read (at 128 streams a walk drops ~110 streams, the bulk of its per-stream work).
+   */
+  private drop(dropped: number, k: number, b: number): void {
+    const hostSeen = this.hostSeen[k]!;
+    const hits = this.deviceHits;
+    // hostOnlyHits stays 0 from startWalk: a stream is credited once per walk.
+    for (let m = dropped & ~hostSeen; m !== 0; m &= m - 1) hits[(k << 5) | (31 - Math.clz32(m & -m))] = b;
+    for (let m = dropped & hostSeen; m !== 0; m &= m - 1) {
+      const low = m & -m;
+      this.credit((k << 5) | (31 - Math.clz32(low)), k, low, b);
+    }
+    if (this.minimumWeight < 0) return;
+    for (let m = dropped; m !== 0; m &= m - 1) this.rankDropped((k << 5) | (31 - Math.clz32(m & -m)));
   }
 
   /** Ends the holder-set run [runStart, b): its length goes into its Device streams' counters. */
