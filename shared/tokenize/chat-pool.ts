@@ -14,7 +14,7 @@
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { ChatRequest } from './chat-request.js';
+import { conversationKey, type ChatRequest } from './chat-request.js';
 import type { TokenizeOutcome } from './chat-encoding.js';
 import { idsToArray, type SegmentCacheStats } from './token-encoder.js';
 import type { ChatReply, ChatRequestMessage, ChatWorkerData } from './chat-worker.js';
@@ -32,12 +32,9 @@ const AFFINITY_SLACK = 4;
  * Requests a thread may have queued before `encodeIfRoom` declines (the caller then renders
  * itself): two, so a thread finishing one request finds the next already posted.
  */
-const QUEUE_AHEAD = 2;
+const QUEUE_AHEAD = Number(process.env.QA ?? 2);
 
-/** Characters of the first messages that name a conversation for thread affinity. */
-const AFFINITY_CHARS = 256;
-
-const NO_CACHE: SegmentCacheStats = { entries: 0, bytes: 0, hits: 0, misses: 0 };
+const NO_CACHE: SegmentCacheStats = { entries: 0, bytes: 0, hits: 0, misses: 0, reused: 0 };
 
 /**
  * Built, the worker is the .js beside this file. Under tsx (tests, `node --import tsx`) it is the
@@ -76,13 +73,15 @@ export class ChatPool {
     let bytes = 0;
     let hits = 0;
     let misses = 0;
+    let reused = 0;
     for (const s of this.slots) {
       entries += s.cache.entries;
       bytes += s.cache.bytes;
       hits += s.cache.hits;
       misses += s.cache.misses;
+      reused += s.cache.reused;
     }
-    return { entries, bytes, hits, misses };
+    return { entries, bytes, hits, misses, reused };
   }
 
   /** Rendered and encoded on a chat thread; never rejects. */
@@ -124,7 +123,7 @@ export class ChatPool {
 
   /** The thread whose segment cache holds the conversation's earlier turns. */
   private home(request: ChatRequest): Slot {
-    return this.slots.length === 1 ? this.slots[0]! : this.slots[conversationHash(request) % this.slots.length]!;
+    return this.slots.length === 1 ? this.slots[0]! : this.slots[conversationKey(request) % this.slots.length]!;
   }
 
   private leastLoaded(): Slot {
@@ -155,15 +154,4 @@ export class ChatPool {
     worker.on('exit', (code) => lost(`exited (${code})`));
     return worker;
   }
-}
-
-/** FNV-1a over the start of the first two messages' text: the same for every turn of a conversation. */
-function conversationHash(request: ChatRequest): number {
-  let h = 0x811c9dc5;
-  for (let m = 0; m < 2 && m < request.messages.length; m++) {
-    const text = request.messages[m]!.texts[0] ?? '';
-    const n = Math.min(text.length, AFFINITY_CHARS);
-    for (let i = 0; i < n; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-  }
-  return h >>> 0;
 }

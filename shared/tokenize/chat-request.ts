@@ -152,3 +152,21 @@ export function optionalBool(body: Readonly<Record<string, unknown>>, field: str
   if (typeof v !== 'boolean') throw new PromptShapeError(`${field} must be a boolean`);
   return v;
 }
+
+/** Characters of the first two messages that name a conversation. */
+const CONVERSATION_KEY_CHARS = 256;
+
+/**
+ * FNV-1a over the start of the first two messages' text: the same for every turn of a
+ * conversation (its chat thread, and the previous turn whose ids it extends). Conversations with
+ * the same start share a key, which costs only cache reuse, never correctness.
+ */
+export function conversationKey(request: ChatRequest): number {
+  let h = 0x811c9dc5;
+  for (let m = 0; m < 2 && m < request.messages.length; m++) {
+    const text = request.messages[m]!.texts[0] ?? '';
+    const n = Math.min(text.length, CONVERSATION_KEY_CHARS);
+    for (let i = 0; i < n; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  }
+  return h >>> 0;
+}

@@ -115,7 +115,7 @@ export class PromptTokenizer {
     const own = this.encoder.cacheStats;
     const pool = this.pool?.cacheStats;
     if (pool === undefined) return own;
-    return { entries: own.entries + pool.entries, bytes: own.bytes + pool.bytes, hits: own.hits + pool.hits, misses: own.misses + pool.misses };
+    return { entries: own.entries + pool.entries, bytes: own.bytes + pool.bytes, hits: own.hits + pool.hits, misses: own.misses + pool.misses, reused: own.reused + pool.reused };
   }
 
   /**
