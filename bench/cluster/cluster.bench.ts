@@ -27,7 +27,7 @@
  * decision time with CAR's cost function and λ. Before each run every cache is emptied and every
  * view must show empty caches and idle queues; each set of engines starts with one dropped RR
  * pass (JIT, first-use paths); 4 fresh replicas get their rotation turns spread first (see
- * desynchronize).
+ * desynchronize; `--no_desync` leaves them where their router ids start them).
  *
  * CAR and ORACLE runs are repeated REPS times (--reps, default 3; interleaved, each repetition runs
  * every configuration once), RR and SLO_AWARE once. Per (workload, policy, routers) one JSON line
@@ -55,7 +55,7 @@
  *
  * Run: node --import tsx bench/cluster/cluster.bench.ts [--quick] [--heartbeat_ms=500]
  *        [--workload=multi_turn|agentic] [--trace=FILE] [--car_inflight_load=false]
- *        [--no_sweep | --sweep_only] [--reps=3]
+ *        [--no_sweep | --sweep_only] [--reps=3] [--no_desync]
  * (--quick: the short form for CI, a few minutes; full ≈ 15 min. --trace appends every request's sample.)
  * The machine is shared: client TTFT includes its scheduling noise; engine_ttft_p90_ms does not.
  */
@@ -92,6 +92,12 @@ const HEARTBEAT_MS = numberArg('--heartbeat_ms', 500);
 const TRACE = process.argv.find((a) => a.startsWith('--trace='))?.slice('--trace='.length) ?? null;
 /** `--car_inflight_load=false`: routers without in-flight load (the comparison issue 15 asks about). */
 const INFLIGHT_LOAD = !process.argv.includes('--car_inflight_load=false');
+/**
+ * `--no_desync`: 4 fresh replicas start from the rotation state their router ids give them
+ * (routers spread their first tie by id, pick-minimum.ts rotationOffset), as a fleet started at
+ * once would, instead of the harness spreading their turns (desynchronize).
+ */
+const DESYNC = !process.argv.includes('--no_desync');
 const PREFILL: PrefillCostOptions = { baseUs: 1000, usPerToken: 80, hostUsPerToken: 20, concurrency: 1 };
 /**
  * The sweep's engines are 4× slower per token: the cluster must saturate at a rate this one
@@ -425,7 +431,7 @@ async function runOnce(stack: ClusterStack, engines: readonly ClusterEngine[], w
     for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(p.policy === 'ORACLE' ? 'RR' : p.policy, p.lambda ?? 0.5, INFLIGHT_LOAD));
     for (const e of engines) await e.reset();
     for (const r of routers) await untilSettled(r, engines);
-    if (replicas > 1) await desynchronize(routers);
+    if (replicas > 1 && DESYNC) await desynchronize(routers);
     const target = p.policy === 'ORACLE' ? oracleTarget(engines, p.lambda ?? 0.5) : routerTarget(routers);
     const run = await drive(w, target, startsMs);
     if (TRACE !== null) appendFileSync(TRACE, run.samples.map((x) => JSON.stringify({ workload: w.name, policy: p.label, routers: replicas, ...x })).join('\n') + '\n');
@@ -437,9 +443,9 @@ async function runOnce(stack: ClusterStack, engines: readonly ClusterEngine[], w
 }
 
 /**
- * Replicas started together have the same rotation state, so the k-th request of each would pick
- * the same engine (4 in a row on one engine); replicas of a real deployment started and served at
- * different times. Replica k makes k · engines/replicas tied decisions first (`POST /v1/route` with
+ * Replicas started together begin their tie rotations where their router ids put them (random
+ * over the engines, so two may share a start); replicas of a real deployment started and served
+ * at different times. Replica k makes k · engines/replicas tied decisions first (`POST /v1/route` with
  * ids no engine holds, while every queue is idle: all scores equal), which spreads their turns.
  * Dry runs: they move the rotation without leaving in-flight load behind.
  */
@@ -520,6 +526,7 @@ async function runWorkload(stack: ClusterStack, w: Workload): Promise<RunResult[
         host_blocks_per_engine: shape.hostCapacityBlocks,
         heartbeat_ms: HEARTBEAT_MS,
         car_inflight_load: INFLIGHT_LOAD,
+        desynchronized: DESYNC,
         quick: QUICK,
       });
     }

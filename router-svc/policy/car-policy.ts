@@ -24,7 +24,7 @@ import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { RouterInstance, StreamHits, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
-import { countMinimumTies, newRotationCursor, pickMinimumWithRotation } from './pick-minimum.js';
+import { countMinimumTies, newRotationCursor, pickMinimumWithRotation, rotationOffset, type RotationCursor } from './pick-minimum.js';
 import { streamMatchesInstance } from './stream-identity.js';
 import { fillDeviceUsage, tieBreakExplanation } from './tie-break.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
@@ -36,6 +36,8 @@ export interface CarPolicyOptions {
   readonly hostHitWeight: number;
   /** In-flight load (`--car_inflight_load`); null or absent = reported waiting only. */
   readonly inflight?: InflightLoad | null;
+  /** This replica's id: where its tie rotations start (rotationOffset); absent = the first name. */
+  readonly routerId?: string;
 }
 
 /** Why an instance got no prefix credit (explanation notes). */
@@ -57,8 +59,8 @@ export class CarPolicy implements RoutingPolicy {
   private readonly lambda: number;
   private readonly hostWeight: number;
   private readonly candidates = new CandidateCache();
-  private readonly prefillCursor = newRotationCursor();
-  private readonly decodeCursor = newRotationCursor();
+  private readonly prefillCursor: RotationCursor;
+  private readonly decodeCursor: RotationCursor;
   private readonly inflight: InflightLoad | null;
   private scores = new Float64Array(16);
   // Per-decision queue inputs with in-flight load, reused between decisions.
@@ -75,6 +77,9 @@ export class CarPolicy implements RoutingPolicy {
     this.lambda = opts.prefillLambda;
     this.hostWeight = opts.hostHitWeight;
     this.inflight = opts.inflight ?? null;
+    const offset = opts.routerId === undefined ? 0 : rotationOffset(opts.routerId);
+    this.prefillCursor = newRotationCursor(offset);
+    this.decodeCursor = newRotationCursor(offset);
   }
 
   /**

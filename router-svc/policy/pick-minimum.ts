@@ -20,10 +20,25 @@ export interface RotationCursor {
    */
   tied: number;
   equal: number;
+  /**
+   * Where the first rotation starts among the equal candidates (modulo their count), so replicas
+   * started together do not all begin on the first name; 0 = the first.
+   */
+  readonly startOffset: number;
 }
 
-export function newRotationCursor(): RotationCursor {
-  return { last: null, tied: 1, equal: 1 };
+export function newRotationCursor(startOffset = 0): RotationCursor {
+  return { last: null, tied: 1, equal: 1, startOffset };
+}
+
+/**
+ * A rotation start derived from a router id (FNV-1a, 32 bits): stable for one replica, spread
+ * over replicas, no coordination needed.
+ */
+export function rotationOffset(routerId: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < routerId.length; i++) h = Math.imul(h ^ routerId.charCodeAt(i), 0x01000193);
+  return h >>> 0;
 }
 
 /** The smallest of scores[0..count) and how many candidates share it (exact float comparison). */
@@ -45,7 +60,7 @@ export function countMinimumTies(scores: ArrayLike<number>, count: number): numb
  * Index of the smallest of scores[0..count) (exact float comparison). Among exact ties the one
  * with the smallest `tieKeys` entry wins when keys are given (read for tied candidates only);
  * among those still equal the first name after `cursor.last` in `names` order (sorted ascending
- * by the caller) wins, wrapping around. Only decisions that rotate move the cursor, so a decision
+ * by the caller) wins, wrapping around (before any: the cursor's startOffset-th of them). Only decisions that rotate move the cursor, so a decision
  * settled by cost or key in between does not skip anyone's turn. O(count), no allocation.
  */
 export function pickMinimumWithRotation(
@@ -75,13 +90,15 @@ export function pickMinimumWithRotation(
   cursor.tied = ties;
   cursor.equal = equal;
   if (equal === 1) return only;
+  const last = cursor.last;
+  // Before the first rotation: the startOffset-th of the equal candidates; then the next name.
+  let skip = last === null ? cursor.startOffset % equal : 0;
   let first = -1;
   let after = -1;
-  const last = cursor.last;
   for (let i = 0; i < count; i++) {
     if (scores[i] !== min || (tieKeys !== null && tieKeys[i] !== minKey)) continue;
     if (first < 0) first = i;
-    if (last !== null && names[i]! > last) {
+    if (last === null ? skip-- === 0 : names[i]! > last) {
       after = i;
       break;
     }

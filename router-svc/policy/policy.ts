@@ -77,11 +77,14 @@ export interface RoutingPolicy {
 
 export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'>;
 
-/** `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. */
-export function createPolicy(flags: PolicyFlags, inflight: InflightLoad | null = null): RoutingPolicy {
+/**
+ * `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. `routerId`: where
+ * CAR's tie rotations start (absent: the first name).
+ */
+export function createPolicy(flags: PolicyFlags, inflight: InflightLoad | null = null, routerId?: string): RoutingPolicy {
   switch (flags.loadBalancePolicy) {
     case 'CAR':
-      return new CarPolicy({ prefillLambda: flags.carPrefillLambda, hostHitWeight: flags.carHostHitWeight, inflight });
+      return new CarPolicy({ prefillLambda: flags.carPrefillLambda, hostHitWeight: flags.carHostHitWeight, inflight, ...(routerId === undefined ? {} : { routerId }) });
     case 'RR':
       return new RoundRobinPolicy();
     case 'SLO_AWARE':

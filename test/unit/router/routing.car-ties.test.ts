@@ -13,8 +13,8 @@ import { DEVICE, HOST, apply, blockKeys, delta, residency, residencyChanges, sna
 const STALE_AFTER_MS = 3000;
 const T16 = tokens(16);
 
-function car(lambda = 0.5): RoutingPolicy {
-  return createPolicy({ loadBalancePolicy: 'CAR', carPrefillLambda: lambda, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null });
+function car(lambda = 0.5, routerId?: string): RoutingPolicy {
+  return createPolicy({ loadBalancePolicy: 'CAR', carPrefillLambda: lambda, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null }, null, routerId);
 }
 
 describe('CAR ties (issue 15): fewest Device blocks in the view, then rotation', () => {
@@ -144,5 +144,20 @@ describe('CAR ties (issue 15): fewest Device blocks in the view, then rotation',
       tied: [{ instance_name: 'a:1' }, { instance_name: 'b:1' }],
       note: 'directory view stale: no usage key',
     });
+  });
+
+  it('replicas started together begin rotating where their router ids put them, then go on in name order', async () => {
+    await load([wireInstance('a:1'), wireInstance('b:1'), wireInstance('c:1')], []);
+    // rotationOffset mod 3: router-1 → 1, router-2 → 2, router-3 → 0; no id → the first name.
+    const picks = (policy: RoutingPolicy): string[] => [1, 2, 3, 4].map(() => decide(policy).prefill.name);
+    expect(picks(car(0.5, 'router-1'))).to.deep.equal(['b:1', 'c:1', 'a:1', 'b:1']);
+    expect(picks(car(0.5, 'router-2'))).to.deep.equal(['c:1', 'a:1', 'b:1', 'c:1']);
+    expect(picks(car(0.5, 'router-3'))).to.deep.equal(['a:1', 'b:1', 'c:1', 'a:1']);
+    expect(picks(car(0.5))).to.deep.equal(['a:1', 'b:1', 'c:1', 'a:1']);
+    // The offset counts among the candidates still equal after the usage key (b holds a block:
+    // a, c; router-2's offset is odd → the second of them).
+    await apply(view, snapshot('e2', 1, [wireInstance('a:1'), wireInstance('b:1'), wireInstance('c:1')], [holding(1, 'b:1', 1)]), 1);
+    expect(decide(car(0.5, 'router-2')).prefill.name).to.equal('c:1');
+    expect(decide(car(0.5, 'router-3')).prefill.name).to.equal('a:1');
   });
 });
