@@ -47,6 +47,19 @@
  * both oracles at 50%, 70% and 90% of the knee: `cluster_knee` and `cluster_sweep` lines (with
  * engine_tail_queue_share: how much of the slowest tenth's engine TTFT was queue wait).
  *
+ * The sweep runs on two KV sizes (SWEEP_KV, `kv` on its lines; the knee is found again on each),
+ * the same Device 50% + Host 20% shares of two working sets, because the ratio of KV capacity to
+ * the live sessions' prefixes decides what cache-aware routing can save at high load:
+ *   pressured  sized on the policy runs' workload (32 users): a 90% run's sessions need more
+ *              blocks than Device + Host hold, so conversations are evicted between turns and
+ *              CAR's p90 is a whole recomputed conversation — a fleet whose KV is short of its
+ *              live prefixes (human think times of minutes, long contexts, a big model on few GPUs).
+ *   ample      sized on the sweep's own session population (160 users; ~2.5× a 90% run's working
+ *              set): what a run sends fits with room, as on a GPU whose KV holds its live
+ *              sessions (an 8B model on one 80 GB H100 keeps ~350k tokens: a few hundred of
+ *              these ~1k-token conversations, where a 90% run keeps ~5 per engine alive).
+ * `run_working_set_blocks` and `kv_capacity_blocks` on each line give the ratio measured.
+ *
  * `cluster_target` lines check issue 15's targets: CAR hit ratio ≥ 95% of its ORACLE's; 4 replicas'
  * hit ratio within 2% and TTFT p90 within 10% of 1 router's (judged on the pooled value; `per_rep`
  * gives the signed per-repetition gap's mean and 95% interval); CAR TTFT p90 ≥ 10× better than RR
@@ -55,7 +68,7 @@
  *
  * Run: node --import tsx bench/cluster/cluster.bench.ts [--quick] [--heartbeat_ms=500]
  *        [--workload=multi_turn|agentic] [--trace=FILE] [--car_inflight_load=false]
- *        [--no_sweep | --sweep_only] [--reps=3] [--no_desync]
+ *        [--no_sweep | --sweep_only] [--sweep_kv=pressured|ample] [--reps=3] [--no_desync]
  * (--quick: the short form for CI, a few minutes; full ≈ 15 min. --trace appends every request's sample.)
  * The machine is shared: client TTFT includes its scheduling noise; engine_ttft_p90_ms does not.
  */
@@ -70,7 +83,7 @@ import { KNEE_FACTOR, SWEEP_FRACTIONS, kneeRate, poissonStarts, type KneeStep } 
 import { seededRandom } from '../lib/seeded-random.js';
 import { OmniscientRouter } from './oracle.js';
 import { confidence, ratios, relativeGaps } from './rep-stats.js';
-import { buildAgentic, buildMultiTurn, type SessionRequest, type Workload } from './workloads.js';
+import { buildAgentic, buildMultiTurn, workingSetBlocks, type SessionRequest, type Workload } from './workloads.js';
 
 const QUICK = process.argv.includes('--quick');
 const SEED = 0xc1a5;
@@ -105,6 +118,16 @@ const PREFILL: PrefillCostOptions = { baseUs: 1000, usPerToken: 80, hostUsPerTok
  * itself first, or the knee would measure the harness instead of the engines' queues.
  */
 const SWEEP_PREFILL: PrefillCostOptions = { baseUs: 1000, usPerToken: 320, hostUsPerToken: 80, concurrency: 1 };
+/**
+ * The sweep's KV sizes (same Device and Host shares, different working sets; see the header):
+ * `pressured` on the policy runs' workload of the same kind, `ample` on the sweep's own session
+ * population. `--sweep_kv=pressured|ample` runs one of them.
+ */
+const SWEEP_KV = (['pressured', 'ample'] as const).filter((kv) => {
+  const only = process.argv.find((a) => a.startsWith('--sweep_kv='))?.slice('--sweep_kv='.length);
+  return only === undefined || only === kv;
+});
+type SweepKv = (typeof SWEEP_KV)[number];
 
 function numberArg(name: string, fallback: number): number {
   const a = process.argv.find((x) => x.startsWith(`${name}=`));
@@ -535,8 +558,12 @@ async function runWorkload(stack: ClusterStack, w: Workload): Promise<RunResult[
 }
 
 interface SweepResult extends RunResult {
+  kv: SweepKv;
   load_fraction: number;
   sessions_per_s: number;
+  /** Distinct blocks of the sessions this run sends, and the cluster's Device + Host blocks. */
+  run_working_set_blocks: number;
+  kv_capacity_blocks: number;
 }
 
 /**
@@ -546,8 +573,9 @@ interface SweepResult extends RunResult {
  * A run at `rate` sends the first rate × SWEEP.windowS sessions (so every rate is sustained for
  * the same time), all configurations of one fraction on the same Poisson schedule.
  */
-async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload): Promise<SweepResult[]> {
-  return withEngines(stack, w, sizing, SWEEP_PREFILL, async (engines) => {
+async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: SweepKv): Promise<SweepResult[]> {
+  return withEngines(stack, w, sizing, SWEEP_PREFILL, async (engines, shape) => {
+    const capacity = ENGINES * (shape.deviceCapacityBlocks + shape.hostCapacityBlocks);
     const rr = POLICIES[0]!;
     const turns = w.requests / w.sessions.length;
     const seedFor = (rate: number): number => SEED + Math.round(rate * 1000);
@@ -597,6 +625,8 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload): Pro
     emit({
       kind: 'cluster_knee',
       workload: w.name,
+      kv,
+      kv_capacity_blocks: capacity,
       unloaded_sessions_per_s: SWEEP.unloadedRate,
       unloaded_ttft_p90_ms: unloaded.ttft_p90_ms,
       unloaded_engine_ttft_p90_ms: unloaded.engine_ttft_p90_ms,
@@ -613,10 +643,11 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload): Pro
     for (const f of SWEEP_FRACTIONS) {
       const rate = f * full;
       const [sub, starts] = load(rate);
+      const runWorkingSet = workingSetBlocks(sub.sessions, BLOCK_SIZE);
       for (const { run, replicas } of SWEEP_RUNS) {
         const r = await measure(stack, engines, sub, run, replicas, starts);
-        console.error(`[cluster] sweep ${w.name} ${Math.round(f * 100)}% (${round(rate, 2)} sessions/s) ${run.label} routers=${replicas}: ${summaryLine(r)}`);
-        out.push({ ...r, load_fraction: f, sessions_per_s: round(rate, 2) });
+        console.error(`[cluster] sweep ${w.name} kv=${kv} ${Math.round(f * 100)}% (${round(rate, 2)} sessions/s, working set ${runWorkingSet} blocks of ${capacity}) ${run.label} routers=${replicas}: ${summaryLine(r)}`);
+        out.push({ ...r, kv, load_fraction: f, sessions_per_s: round(rate, 2), run_working_set_blocks: runWorkingSet, kv_capacity_blocks: capacity });
       }
     }
     for (const r of out) {
@@ -683,16 +714,19 @@ function targets(results: readonly RunResult[], sweep: readonly SweepResult[]): 
         target('4 replicas engine ttft_p90 within 10% of 1', w, car, REPLICAS, engineRel, engineRel <= 0.1, { clock: 'engine', ...gap('engine_ttft_p90_reps_ms', (r) => r.engine_ttft_p90_ms) });
       }
     }
-    const at90 = sweep.filter((r) => r.workload === w && r.load_fraction === 0.9);
-    const rr90 = at90.find((r) => r.policy === 'RR');
-    if (rr90 === undefined) continue;
-    for (const r of at90) {
-      // The ORACLE lines are the reference: what perfect knowledge with CAR's cost function reaches at this load.
-      if (r.policy === 'RR') continue;
-      const speedup = rr90.ttft_p90_ms / r.ttft_p90_ms;
-      target('ttft_p90 >= 10x better than RR at 90% load', w, r.policy, r.routers, speedup, speedup >= 10, { sessions_per_s: r.sessions_per_s });
-      const engineSpeedup = rr90.engine_ttft_p90_ms / r.engine_ttft_p90_ms;
-      target('engine ttft_p90 >= 10x better than RR at 90% load', w, r.policy, r.routers, engineSpeedup, engineSpeedup >= 10, { sessions_per_s: r.sessions_per_s });
+    for (const kv of SWEEP_KV) {
+      const at90 = sweep.filter((r) => r.workload === w && r.kv === kv && r.load_fraction === 0.9);
+      const rr90 = at90.find((r) => r.policy === 'RR');
+      if (rr90 === undefined) continue;
+      for (const r of at90) {
+        // The ORACLE lines are the reference: what perfect knowledge with CAR's cost function reaches at this load.
+        if (r.policy === 'RR') continue;
+        const extra = { kv, sessions_per_s: r.sessions_per_s, run_working_set_blocks: r.run_working_set_blocks, kv_capacity_blocks: r.kv_capacity_blocks };
+        const speedup = rr90.ttft_p90_ms / r.ttft_p90_ms;
+        target('ttft_p90 >= 10x better than RR at 90% load', w, r.policy, r.routers, speedup, speedup >= 10, extra);
+        const engineSpeedup = rr90.engine_ttft_p90_ms / r.engine_ttft_p90_ms;
+        target('engine ttft_p90 >= 10x better than RR at 90% load', w, r.policy, r.routers, engineSpeedup, engineSpeedup >= 10, extra);
+      }
     }
   }
 }
@@ -701,7 +735,7 @@ async function main(): Promise<void> {
   const only = process.argv.find((a) => a.startsWith('--workload='))?.slice('--workload='.length);
   const noSweep = process.argv.includes('--no_sweep');
   const sweepOnly = process.argv.includes('--sweep_only');
-  // Built even for --sweep_only: the sweep sizes its cluster on the main workload of its name.
+  // Built even for --sweep_only: the pressured sweep sizes its cluster on the main workload of its name.
   const policyWorkloads = await workloads();
   const built = sweepOnly ? [] : policyWorkloads.filter((w) => only === undefined || w.name === only);
   const swept = noSweep ? [] : (await sweepWorkloads()).filter((w) => only === undefined || w.name === only);
@@ -712,7 +746,9 @@ async function main(): Promise<void> {
   const sweep: SweepResult[] = [];
   try {
     for (const w of built) results.push(...(await runWorkload(stack, w)));
-    for (const w of swept) sweep.push(...(await runSweep(stack, w, policyWorkloads.find((m) => m.name === w.name)!)));
+    for (const w of swept) {
+      for (const kv of SWEEP_KV) sweep.push(...(await runSweep(stack, w, kv === 'pressured' ? policyWorkloads.find((m) => m.name === w.name)! : w, kv)));
+    }
   } finally {
     agent.destroy();
     await stack.close();
