@@ -16,9 +16,9 @@
  * formula is unchanged and the explanation shows both parts.
  *
  * Exact P ties go to the fewest Device blocks in the view, then rotate (tie-break.ts; issue 15:
- * every replica reads the same key); D ties rotate (pickMinimumWithRotation). Cost per decision: one walk per (block_size, seed)
- * group over the shared residency index, hashing a block only while some stream still matches
- * (shared/index/residency-index.ts); scratch arrays are reused.
+ * every replica reads the same key); D ties rotate (pickMinimumWithRotation). Cost per decision:
+ * one walk per (block_size, seed) group over the shared residency index, hashing a block only
+ * while some stream still matches (shared/index/residency-index.ts); scratch arrays are reused.
  */
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { RouterInstance, StreamHits, ViewCache } from '../viewcache/view-cache.js';

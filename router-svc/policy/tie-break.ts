@@ -27,7 +27,7 @@ export function deviceBlocksPerRank(view: ViewCache, inst: RouterInstance): numb
   return blocks / inst.dpSize;
 }
 
-/** Fills keys[0..count) with each candidate's Device blocks per rank (the tie key). */
+/** Fills keys[0..side.length) with each candidate's Device blocks per rank (the tie key). */
 export function fillDeviceUsage(view: ViewCache, side: readonly RouterInstance[], keys: Float64Array): void {
   for (let i = 0; i < side.length; i++) keys[i] = deviceBlocksPerRank(view, side[i]!);
 }
