@@ -192,10 +192,13 @@ export class ClusterStack {
 
 /**
  * Until `router`'s view has exactly `engines` as candidates, each stream synchronized, with
- * `blocks` resident in total (0 after a reset) and no engine reporting waiting requests: the
+ * nothing resident (after a reset; `emptyCaches: false` skips that, and waits for the view's
+ * residency to match each engine's pool instead) and no engine reporting waiting requests: the
  * state a run must start from, so no policy inherits the previous run's cache or queues.
  */
-export async function untilSettled(router: RouterService, engines: readonly ClusterEngine[], timeoutMs = 20000): Promise<void> {
+export async function untilSettled(router: RouterService, engines: readonly ClusterEngine[], opts: { emptyCaches?: boolean; timeoutMs?: number } = {}): Promise<void> {
+  const emptyCaches = opts.emptyCaches ?? true;
+  const timeoutMs = opts.timeoutMs ?? 20000;
   const want = engines.map((e) => e.name).sort().join(',');
   await waitFor(
     () => {
@@ -205,11 +208,14 @@ export async function untilSettled(router: RouterService, engines: readonly Clus
       if (candidates.some((i) => i.load === null || i.load.waitingRequestsNum !== 0)) return false;
       for (const e of engines) {
         const streams = view.streamsOf(e.name);
-        if (streams.length === 0 || streams.some((s) => !s.synchronized || s.deviceBlocks + s.hostBlocks !== 0)) return false;
+        if (streams.length === 0 || streams.some((s) => !s.synchronized)) return false;
+        const pool = e.sim.rank(0).pool;
+        const resident = emptyCaches ? 0 : pool.deviceBlocks + pool.hostBlocks;
+        if (streams.reduce((n, s) => n + s.deviceBlocks + s.hostBlocks, 0) !== resident) return false;
       }
       return true;
     },
     timeoutMs,
-    `router view settled on [${want}] with empty caches and idle queues`,
+    `router view settled on [${want}] with ${emptyCaches ? 'empty caches' : 'the engines’ residency'} and idle queues`,
   );
 }
