@@ -44,6 +44,7 @@ export interface EngineShape {
 export class ClusterEngine {
   /** Requests accepted and not answered yet (queued, in prefill, or decoding): the heartbeat's waiting. */
   inFlight = 0;
+  closed = false;
 
   private constructor(
     readonly sim: EngineSimulator,
@@ -82,8 +83,12 @@ export class ClusterEngine {
       throw e;
     }
     const engine = new ClusterEngine(sim, queue, endpoint, control);
-    // Heartbeats carry the load as of their send time (as the engine CLI does).
-    const refresh = (): void => control.setLoad({ waiting_requests_num: engine.inFlight, gpu_cache_usage_perc: sim.rank(0).pool.deviceBlocks / shape.deviceCapacityBlocks });
+    // Heartbeats carry the load as of their send time (as the engine CLI does). A request a
+    // failed run left behind may end after close(): its load no longer goes anywhere.
+    const refresh = (): void => {
+      if (engine.closed) return;
+      control.setLoad({ waiting_requests_num: engine.inFlight, gpu_cache_usage_perc: sim.rank(0).pool.deviceBlocks / shape.deviceCapacityBlocks });
+    };
     endpoint.on('request', () => {
       engine.inFlight++;
       refresh();
@@ -113,6 +118,7 @@ export class ClusterEngine {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     await this.control.close();
     await this.sim.close();
   }
@@ -120,6 +126,7 @@ export class ClusterEngine {
 
 export class ClusterStack {
   private routersStarted = 0;
+  private readonly routerIds = new WeakMap<RouterService, string>();
 
   private constructor(
     private readonly etcd: EtcdServer,
@@ -180,7 +187,17 @@ export class ClusterStack {
       `--car_inflight_load=${inflightLoad}`,
     ]);
     if (parsed.kind !== 'flags') throw new Error('unexpected --help');
-    return RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId: `bench-router-${++this.routersStarted}` });
+    const routerId = `bench-router-${++this.routersStarted}`;
+    const router = await RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId });
+    this.routerIds.set(router, routerId);
+    return router;
+  }
+
+  /** The router id a replica was started with (where its tie rotations start). */
+  routerIdOf(router: RouterService): string {
+    const id = this.routerIds.get(router);
+    if (id === undefined) throw new Error('not a router of this stack');
+    return id;
   }
 
   async close(): Promise<void> {

@@ -92,6 +92,7 @@ import { ClusterStack, untilSettled, type ClusterEngine, type EngineShape } from
 import { KNEE_FACTOR, SWEEP_FRACTIONS, kneeRate, poissonStarts, type KneeStep } from './load-sweep.js';
 import { seededRandom } from '../lib/seeded-random.js';
 import { OmniscientRouter } from './oracle.js';
+import { rotationOffset } from '../../router-svc/policy/pick-minimum.js';
 import { confidence, ratios, relativeGaps } from './rep-stats.js';
 import { buildAgentic, buildMultiTurn, workingSetBlocks, type SessionRequest, type Workload } from './workloads.js';
 
@@ -493,7 +494,7 @@ async function runOnce(
     for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(p.policy === 'ORACLE' ? 'RR' : p.policy, p.lambda ?? 0.5, INFLIGHT_LOAD));
     for (const e of engines) await e.reset();
     for (const r of routers) await untilSettled(r, engines);
-    if (replicas > 1 && DESYNC) await desynchronize(routers);
+    if (replicas > 1 && DESYNC) await desynchronize(routers, routers.map((r) => rotationOffset(stack.routerIdOf(r))));
     const target = p.policy === 'ORACLE' ? oracleTarget(engines, p.lambda ?? 0.5) : routerTarget(routers);
     if (warm !== null) {
       await drive(warm.w, target, warm.startsMs);
@@ -511,16 +512,19 @@ async function runOnce(
 
 /**
  * Replicas started together begin their tie rotations where their router ids put them (random
- * over the engines, so two may share a start); replicas of a real deployment started and served
- * at different times. Replica k makes k · engines/replicas tied decisions first (`POST /v1/route` with
- * ids no engine holds, while every queue is idle: all scores equal), which spreads their turns.
- * Dry runs: they move the rotation without leaving in-flight load behind.
+ * over the engines, so two may share a start: `--no_desync` measures that); replicas of a real
+ * deployment started and served at different times. Replica k is moved to start at engine
+ * k · engines/replicas: from its id's start (`offsets`, rotationOffset), that many tied decisions
+ * first (`POST /v1/route` with ids no engine holds, while every queue is idle and every cache
+ * empty: all scores and usage equal). Dry runs: they move the rotation without leaving in-flight
+ * load behind.
  */
-async function desynchronize(routers: readonly RouterService[]): Promise<void> {
+async function desynchronize(routers: readonly RouterService[], offsets: readonly number[]): Promise<void> {
   const body = JSON.stringify({ token_ids: Array.from({ length: 4 * BLOCK_SIZE }, (_, i) => 0x7ffff000 + i), dry_run: true });
   const step = Math.max(1, Math.floor(ENGINES / routers.length));
   for (let k = 0; k < routers.length; k++) {
-    for (let i = 0; i < k * step; i++) {
+    const moves = (((k * step - offsets[k]!) % ENGINES) + ENGINES) % ENGINES;
+    for (let i = 0; i < moves; i++) {
       const res = await fetch(`http://127.0.0.1:${routers[k]!.port}/v1/route`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
       if (res.status !== 200) throw new Error(`desynchronize: /v1/route answered ${res.status}: ${await res.text()}`);
       await res.arrayBuffer();
