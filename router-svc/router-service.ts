@@ -88,7 +88,7 @@ export class RouterService {
         return { version: Number(view.version), lagMs: sinceHeardMs, staleForMs: view.isStale(now) ? (sinceHeardMs ?? 0) : 0 };
       };
       const metrics = new RouterMetrics(viewStatus);
-      const policy = createPolicy(flags, inflight);
+      const policy = createPolicy(flags, inflight, routerId);
       const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight);
       const tokenizer = opts.tokenizer ?? null;
       const prompts = new PromptResolver(tokenizer, metrics);

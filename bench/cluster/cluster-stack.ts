@@ -44,6 +44,7 @@ export interface EngineShape {
 export class ClusterEngine {
   /** Requests accepted and not answered yet (queued, in prefill, or decoding): the heartbeat's waiting. */
   inFlight = 0;
+  closed = false;
 
   private constructor(
     readonly sim: EngineSimulator,
@@ -82,8 +83,12 @@ export class ClusterEngine {
       throw e;
     }
     const engine = new ClusterEngine(sim, queue, endpoint, control);
-    // Heartbeats carry the load as of their send time (as the engine CLI does).
-    const refresh = (): void => control.setLoad({ waiting_requests_num: engine.inFlight, gpu_cache_usage_perc: sim.rank(0).pool.deviceBlocks / shape.deviceCapacityBlocks });
+    // Heartbeats carry the load as of their send time (as the engine CLI does). A request a
+    // failed run left behind may end after close(): its load no longer goes anywhere.
+    const refresh = (): void => {
+      if (engine.closed) return;
+      control.setLoad({ waiting_requests_num: engine.inFlight, gpu_cache_usage_perc: sim.rank(0).pool.deviceBlocks / shape.deviceCapacityBlocks });
+    };
     endpoint.on('request', () => {
       engine.inFlight++;
       refresh();
@@ -113,6 +118,7 @@ export class ClusterEngine {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     await this.control.close();
     await this.sim.close();
   }
@@ -120,6 +126,7 @@ export class ClusterEngine {
 
 export class ClusterStack {
   private routersStarted = 0;
+  private readonly routerIds = new WeakMap<RouterService, string>();
 
   private constructor(
     private readonly etcd: EtcdServer,
@@ -180,7 +187,17 @@ export class ClusterStack {
       `--car_inflight_load=${inflightLoad}`,
     ]);
     if (parsed.kind !== 'flags') throw new Error('unexpected --help');
-    return RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId: `bench-router-${++this.routersStarted}` });
+    const routerId = `bench-router-${++this.routersStarted}`;
+    const router = await RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId });
+    this.routerIds.set(router, routerId);
+    return router;
+  }
+
+  /** The router id a replica was started with (where its tie rotations start). */
+  routerIdOf(router: RouterService): string {
+    const id = this.routerIds.get(router);
+    if (id === undefined) throw new Error('not a router of this stack');
+    return id;
   }
 
   async close(): Promise<void> {
@@ -192,10 +209,13 @@ export class ClusterStack {
 
 /**
  * Until `router`'s view has exactly `engines` as candidates, each stream synchronized, with
- * `blocks` resident in total (0 after a reset) and no engine reporting waiting requests: the
+ * nothing resident (after a reset; `emptyCaches: false` skips that, and waits for the view's
+ * residency to match each engine's pool instead) and no engine reporting waiting requests: the
  * state a run must start from, so no policy inherits the previous run's cache or queues.
  */
-export async function untilSettled(router: RouterService, engines: readonly ClusterEngine[], timeoutMs = 20000): Promise<void> {
+export async function untilSettled(router: RouterService, engines: readonly ClusterEngine[], opts: { emptyCaches?: boolean; timeoutMs?: number } = {}): Promise<void> {
+  const emptyCaches = opts.emptyCaches ?? true;
+  const timeoutMs = opts.timeoutMs ?? 20000;
   const want = engines.map((e) => e.name).sort().join(',');
   await waitFor(
     () => {
@@ -205,11 +225,14 @@ export async function untilSettled(router: RouterService, engines: readonly Clus
       if (candidates.some((i) => i.load === null || i.load.waitingRequestsNum !== 0)) return false;
       for (const e of engines) {
         const streams = view.streamsOf(e.name);
-        if (streams.length === 0 || streams.some((s) => !s.synchronized || s.deviceBlocks + s.hostBlocks !== 0)) return false;
+        if (streams.length === 0 || streams.some((s) => !s.synchronized)) return false;
+        const pool = e.sim.rank(0).pool;
+        const resident = emptyCaches ? 0 : pool.deviceBlocks + pool.hostBlocks;
+        if (streams.reduce((n, s) => n + s.deviceBlocks + s.hostBlocks, 0) !== resident) return false;
       }
       return true;
     },
     timeoutMs,
-    `router view settled on [${want}] with empty caches and idle queues`,
+    `router view settled on [${want}] with ${emptyCaches ? 'empty caches' : 'the engines’ residency'} and idle queues`,
   );
 }

@@ -8,8 +8,9 @@
  *   hit = device_hit_tokens + w · host_only_hit_tokens;  kv_hit_ratio = hit / input_tokens
  *   queue_cost = queue / max(queue over engines);        score = λ(1 − kv_hit_ratio) + (1 − λ)queue_cost
  *
- * smallest wins, exact ties rotate (the router's pickMinimumWithRotation). It is what CAR would do
- * with a perfect, instantaneous view — the bound in-flight load and the view stream approach.
+ * smallest wins; exact ties go to the engine with the fewest Device blocks (its true pool), then
+ * rotate — CAR's own tie rule (router-svc/policy/tie-break.ts) read from the truth. It is what CAR
+ * would do with a perfect, instantaneous view — the bound in-flight load and the view stream approach.
  */
 import { newRotationCursor, pickMinimumWithRotation } from '../../router-svc/policy/pick-minimum.js';
 import { TIER_DEVICE } from '../../shared/keys/tier-bits.js';
@@ -26,6 +27,7 @@ export class OmniscientRouter {
   private readonly names: string[];
   private readonly queue: Int32Array;
   private readonly scores: Float64Array;
+  private readonly deviceBlocks: Float64Array;
   private readonly cursor = newRotationCursor();
   private readonly releases: (() => void)[];
 
@@ -38,6 +40,7 @@ export class OmniscientRouter {
     this.names = this.byName.map((e) => e.name);
     this.queue = new Int32Array(engines.length);
     this.scores = new Float64Array(engines.length);
+    this.deviceBlocks = new Float64Array(engines.length);
     this.releases = this.byName.map((_, i) => () => void this.queue[i]!--);
   }
 
@@ -62,8 +65,9 @@ export class OmniscientRouter {
       const ratio = tokenIds.length > 0 ? Math.min(1, hit / tokenIds.length) : 0;
       const queueCost = maxQueue === 0 ? 0 : this.queue[i]! / maxQueue;
       this.scores[i] = this.lambda * (1 - ratio) + (1 - this.lambda) * queueCost;
+      this.deviceBlocks[i] = pool.deviceBlocks;
     }
-    const i = pickMinimumWithRotation(this.scores, engines.length, this.names, this.cursor);
+    const i = pickMinimumWithRotation(this.scores, engines.length, this.names, this.cursor, this.deviceBlocks);
     this.queue[i]!++;
     return { url: engines[i]!.url, done: this.releases[i]! };
   }

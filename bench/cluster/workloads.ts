@@ -122,14 +122,21 @@ async function chatRequest(messages: readonly { role: string; content: string }[
 }
 
 function finish(name: WorkloadName, sessions: SessionRequest[][], blockSize: number, shape: Record<string, number>): Workload {
-  // Working set: distinct blocks, each named by a rolling hash of its whole prefix (as block keys chain).
-  const blocks = new Set<string>();
   let requests = 0;
   let promptTokens = 0;
   for (const s of sessions) {
+    requests += s.length;
+    for (const r of s) promptTokens += r.tokenIds.length;
+  }
+  return { name, sessions, requests, promptTokens, workingSetBlocks: workingSetBlocks(sessions, blockSize), shape };
+}
+
+/** Distinct complete blocks over every prompt of `sessions` (what a cache would need to hold them all). */
+export function workingSetBlocks(sessions: readonly (readonly SessionRequest[])[], blockSize: number): number {
+  // Each block named by a rolling hash of its whole prefix (as block keys chain).
+  const blocks = new Set<string>();
+  for (const s of sessions) {
     for (const r of s) {
-      requests++;
-      promptTokens += r.tokenIds.length;
       let h1 = 0x811c9dc5;
       let h2 = 0x01000193;
       const n = Math.floor(r.tokenIds.length / blockSize) * blockSize;
@@ -140,7 +147,7 @@ function finish(name: WorkloadName, sessions: SessionRequest[][], blockSize: num
       }
     }
   }
-  return { name, sessions, requests, promptTokens, workingSetBlocks: blocks.size, shape };
+  return blocks.size;
 }
 
 export async function buildMultiTurn(seed: number, blockSize: number, s: MultiTurnShape): Promise<Workload> {

@@ -15,15 +15,18 @@
  * reported waiting plus the in-flight decisions no load report reflects yet (InflightLoad); the
  * formula is unchanged and the explanation shows both parts.
  *
- * Exact ties rotate (pickMinimumWithRotation). Cost per decision: one walk per (block_size, seed)
- * group over the shared residency index, hashing a block only while some stream still matches
- * (shared/index/residency-index.ts); scratch arrays are reused.
+ * Exact P ties go to the fewest Device blocks in the view, then rotate (tie-break.ts; issue 15:
+ * every replica reads the same key); D ties rotate (pickMinimumWithRotation). Cost per decision:
+ * one walk per (block_size, seed) group over the shared residency index, hashing a block only
+ * while some stream still matches (shared/index/residency-index.ts); scratch arrays are reused.
  */
 import type { InflightLoad } from '../inflight/inflight-load.js';
-import type { RouterInstance, RouterStream, StreamHits, ViewCache } from '../viewcache/view-cache.js';
+import type { RouterInstance, StreamHits, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
-import { newRotationCursor, pickMinimumWithRotation } from './pick-minimum.js';
+import { countMinimumTies, newRotationCursor, pickMinimumWithRotation, rotationOffset, type RotationCursor } from './pick-minimum.js';
+import { streamMatchesInstance } from './stream-identity.js';
+import { fillDeviceUsage, tieBreakExplanation } from './tie-break.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
 
 export interface CarPolicyOptions {
@@ -33,6 +36,8 @@ export interface CarPolicyOptions {
   readonly hostHitWeight: number;
   /** In-flight load (`--car_inflight_load`); null or absent = reported waiting only. */
   readonly inflight?: InflightLoad | null;
+  /** This replica's id: where its tie rotations start (rotationOffset); absent = the first name. */
+  readonly routerId?: string;
 }
 
 /** Why an instance got no prefix credit (explanation notes). */
@@ -40,18 +45,6 @@ const NOTE_STALE = 'directory view stale: no cache credit';
 const NOTE_NO_STREAM = 'a DP rank has no stream: no cache credit';
 const NOTE_UNSYNCHRONIZED = 'a DP rank is not synchronized: no cache credit';
 const NOTE_INCARNATION = 'stream incarnation differs from the registered one: no cache credit';
-
-/**
- * routing.md: credit only for streams subscribed for the instance's current registration — the
- * incarnation id, or for engines without one the registration (generation, which changes exactly
- * when the engine behind the name is replaced). A generation of 0 (static streams) is unknown
- * and not held against the stream.
- */
-export function streamMatchesInstance(stream: RouterStream, inst: RouterInstance): boolean {
-  if (stream.incarnationId !== inst.incarnationId) return false;
-  if (stream.generation !== 0n && inst.generation !== 0n && stream.generation !== inst.generation) return false;
-  return true;
-}
 
 /** The per-instance result of the DP-rank minimum. */
 interface InstanceHit {
@@ -66,14 +59,16 @@ export class CarPolicy implements RoutingPolicy {
   private readonly lambda: number;
   private readonly hostWeight: number;
   private readonly candidates = new CandidateCache();
-  private readonly prefillCursor = newRotationCursor();
-  private readonly decodeCursor = newRotationCursor();
+  private readonly prefillCursor: RotationCursor;
+  private readonly decodeCursor: RotationCursor;
   private readonly inflight: InflightLoad | null;
   private scores = new Float64Array(16);
   // Per-decision queue inputs with in-flight load, reused between decisions.
   private ownInflight = new Float64Array(16);
   private otherInflight = new Float64Array(16);
   private queueCosts = new Float64Array(16);
+  /** Device blocks per rank of the P candidates, filled only when the smallest score is tied. */
+  private tieKeys = new Float64Array(16);
   private readonly scratchHit: InstanceHit = { hit: 0, device: 0, hostOnly: 0, note: null };
 
   constructor(opts: CarPolicyOptions) {
@@ -82,6 +77,9 @@ export class CarPolicy implements RoutingPolicy {
     this.lambda = opts.prefillLambda;
     this.hostWeight = opts.hostHitWeight;
     this.inflight = opts.inflight ?? null;
+    const offset = opts.routerId === undefined ? 0 : rotationOffset(opts.routerId);
+    this.prefillCursor = newRotationCursor(offset);
+    this.decodeCursor = newRotationCursor(offset);
   }
 
   /**
@@ -158,7 +156,15 @@ export class CarPolicy implements RoutingPolicy {
       if (h.note !== null) e.note = h.note;
       explanations.push(e);
     }
-    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor);
+    // Tie rule (tie-break.ts): the usage key is read only when the smallest score is shared.
+    let tieKeys: Float64Array | null = null;
+    if (countMinimumTies(scores, p.length) > 1 && !view.isStale(nowMs)) {
+      if (this.tieKeys.length < p.length) this.tieKeys = new Float64Array(p.length * 2);
+      fillDeviceUsage(view, p, this.tieKeys);
+      tieKeys = this.tieKeys;
+    }
+    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor, tieKeys);
+    const tie = tieBreakExplanation(p, scores, tieKeys, scores[pi]!, this.prefillCursor);
     const prefill = p[pi]!;
     let decode: RouteDecision['decode'] = null;
     const d = set.decode;
@@ -171,7 +177,9 @@ export class CarPolicy implements RoutingPolicy {
       }
       if (needsDecode(prefill, d.length)) decode = chosen(d[pickMinimumWithRotation(scores, d.length, set.decodeNames, this.decodeCursor)]!);
     }
-    return { policy: 'CAR', prefill: chosen(prefill), decode, candidates: explanations };
+    const decision: RouteDecision = { policy: 'CAR', prefill: chosen(prefill), decode, candidates: explanations };
+    if (tie !== null) decision.tie_break = tie;
+    return decision;
   }
 
   /**

@@ -46,12 +46,27 @@ export interface CandidateExplanation {
   note?: string;
 }
 
+/**
+ * CAR P side, when several candidates shared the smallest score_P (tie-break.ts): whether the
+ * fewest Device blocks in the view decided, or the rotation among those still equal on it.
+ */
+export interface TieBreakExplanation {
+  decided_by: 'kv_usage' | 'rotation';
+  /** How many tied candidates were still equal on usage (1 when usage decided). */
+  rotated_among: number;
+  /** The candidates at the smallest score_P and their tie key (absent when the view is stale). */
+  tied: { instance_name: string; device_blocks_per_rank?: number }[];
+  note?: string;
+}
+
 export interface RouteDecision {
   policy: 'RR' | 'SLO_AWARE' | 'CAR';
   prefill: { name: string; incarnation_id: string };
   /** null when there is no D candidate, or the chosen prefill is a DEFAULT serving alone. */
   decode: { name: string; incarnation_id: string } | null;
   candidates: CandidateExplanation[];
+  /** CAR only, and only when the P side tied at its smallest score. */
+  tie_break?: TieBreakExplanation;
 }
 
 export interface RoutingPolicy {
@@ -62,11 +77,14 @@ export interface RoutingPolicy {
 
 export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'>;
 
-/** `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. */
-export function createPolicy(flags: PolicyFlags, inflight: InflightLoad | null = null): RoutingPolicy {
+/**
+ * `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. `routerId`: where
+ * CAR's tie rotations start (absent: the first name).
+ */
+export function createPolicy(flags: PolicyFlags, inflight: InflightLoad | null = null, routerId?: string): RoutingPolicy {
   switch (flags.loadBalancePolicy) {
     case 'CAR':
-      return new CarPolicy({ prefillLambda: flags.carPrefillLambda, hostHitWeight: flags.carHostHitWeight, inflight });
+      return new CarPolicy({ prefillLambda: flags.carPrefillLambda, hostHitWeight: flags.carHostHitWeight, inflight, ...(routerId === undefined ? {} : { routerId }) });
     case 'RR':
       return new RoundRobinPolicy();
     case 'SLO_AWARE':

@@ -1,0 +1,59 @@
+/**
+ * CAR's P-side tie rule (issue 15, which wins over routing.md "Ties" where they differ): among
+ * candidates with exactly equal score_P, the one with the fewest Device blocks resident in the
+ * view wins; only those still equal rotate. score_P itself is unchanged.
+ *
+ * Why residency and not the load report's gpu_cache_usage_perc:
+ * - agreement and freshness: residency comes with the KV events, in the ordered view deltas every
+ *   replica applies alike (tens of ms behind the engine), where a load report is up to a
+ *   heartbeat (500 ms) or a scrape old — longer than the burst of cold prompts the rule is for;
+ * - meaning: vLLM's usage is 1 − free / total blocks, and cached blocks no running request holds
+ *   sit in the free queue, so an idle engine holding another prompt's conversations reports
+ *   about 0. Resident blocks are what a new prompt would evict.
+ * The count is per DP rank (the instance's synchronized streams of its current registration,
+ * summed, over dp_size), so instances of different DP sizes compare by what one rank holds. A
+ * stale view gives no key (its residency is as old as its hit credit, which it no longer gives):
+ * rotation.
+ */
+import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
+import { streamMatchesInstance } from './stream-identity.js';
+import type { RotationCursor } from './pick-minimum.js';
+import type { TieBreakExplanation } from './policy.js';
+
+/** Device blocks one DP rank of `inst` holds, as the view's residency says. */
+export function deviceBlocksPerRank(view: ViewCache, inst: RouterInstance): number {
+  let blocks = 0;
+  for (const s of view.streamsOf(inst.name)) if (s.synchronized && s.dpRank < inst.dpSize && streamMatchesInstance(s, inst)) blocks += s.deviceBlocks;
+  return blocks / inst.dpSize;
+}
+
+/** Fills keys[0..side.length) with each candidate's Device blocks per rank (the tie key). */
+export function fillDeviceUsage(view: ViewCache, side: readonly RouterInstance[], keys: Float64Array): void {
+  for (let i = 0; i < side.length; i++) keys[i] = deviceBlocksPerRank(view, side[i]!);
+}
+
+/**
+ * The route answer's account of a tie at the smallest score_P, null when there was none: who
+ * tied, what the tie key read for each (absent on a stale view), and whether the key decided or
+ * the rotation did. Allocates only on ties.
+ */
+export function tieBreakExplanation(
+  side: readonly RouterInstance[],
+  scores: ArrayLike<number>,
+  keys: ArrayLike<number> | null,
+  pickedScore: number,
+  cursor: RotationCursor,
+): TieBreakExplanation | null {
+  if (cursor.tied < 2) return null;
+  const tied: TieBreakExplanation['tied'] = [];
+  for (let i = 0; i < side.length; i++) {
+    if (scores[i] !== pickedScore) continue;
+    tied.push(keys === null ? { instance_name: side[i]!.name } : { instance_name: side[i]!.name, device_blocks_per_rank: keys[i]! });
+  }
+  return {
+    decided_by: cursor.equal === 1 ? 'kv_usage' : 'rotation',
+    rotated_among: cursor.equal,
+    tied,
+    ...(keys === null ? { note: 'directory view stale: no usage key' } : {}),
+  };
+}
