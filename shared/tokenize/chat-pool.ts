@@ -32,7 +32,7 @@ const AFFINITY_SLACK = 4;
  * Requests a thread may have queued before `encodeIfRoom` declines (the caller then renders
  * itself): two, so a thread finishing one request finds the next already posted.
  */
-const QUEUE_AHEAD = Number(process.env.QA ?? 2);
+const QUEUE_AHEAD = 2;
 
 const NO_CACHE: SegmentCacheStats = { entries: 0, bytes: 0, hits: 0, misses: 0, reused: 0 };
 
