@@ -167,6 +167,9 @@ describe('discovery.md From instances to streams (real etcd, ZeroMQ, subscribers
     const dropped = await startEngine();
     await waitFor(() => streamsOf(kept.name).length === 1 && streamsOf(dropped.name).length === 1, 10000, 'both subscribed');
     await kept.control.loseLease();
+    // A hung engine: /health fails and no heartbeat comes (discovery.md: a heartbeat would move a
+    // SUSPECT instance back to LEASE_LOST, which kept its streams, and raced the unsubscribe).
+    dropped.control.pauseHeartbeats();
     dropped.control.setHealthy(false);
     await dropped.control.loseLease();
     await waitFor(() => svc!.instance(dropped.name)?.state === 'SUSPECT', 10000, 'SUSPECT');

@@ -9,6 +9,7 @@
  *   loseLease()   the lease is revoked while /health and heartbeats go on (→ LEASE_LOST)
  *   restart()     a new process on the same address: new incarnation, new lease (→ replacement)
  *   reregister()  the same process writes its key again (same incarnation: a refresh)
+ *   pauseHeartbeats() heartbeats stop while everything else goes on (a hung engine)
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -130,6 +131,11 @@ export class EngineControl {
   /** Makes `/health` answer 503 (or 200 again) without stopping anything else. */
   setHealthy(healthy: boolean): void {
     this.healthy = healthy;
+  }
+
+  /** Stops the periodic heartbeats (a hung engine): `heartbeatNow` still sends one on demand. */
+  pauseHeartbeats(): void {
+    this.stopHeartbeats();
   }
 
   /** Sends one heartbeat now and resolves with the HTTP status (0 when unreachable). */
