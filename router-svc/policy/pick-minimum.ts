@@ -60,8 +60,9 @@ export function countMinimumTies(scores: ArrayLike<number>, count: number): numb
  * Index of the smallest of scores[0..count) (exact float comparison). Among exact ties the one
  * with the smallest `tieKeys` entry wins when keys are given (read for tied candidates only);
  * among those still equal the first name after `cursor.last` in `names` order (sorted ascending
- * by the caller) wins, wrapping around (before any: the cursor's startOffset-th of them). Only decisions that rotate move the cursor, so a decision
- * settled by cost or key in between does not skip anyone's turn. O(count), no allocation.
+ * by the caller) wins, wrapping around (before any: the cursor's startOffset-th of them). Only
+ * decisions that rotate move the cursor, so a decision settled by cost or key in between does not
+ * skip anyone's turn. O(count), no allocation.
  */
 export function pickMinimumWithRotation(
   scores: ArrayLike<number>,

@@ -81,27 +81,22 @@ export class ContentKeyHasher {
   ): void {
     const head = parent === null ? 0 : 16;
     const len = head + 4 * count;
-    const direct = this.direct;
-    if (direct !== null && len <= direct.capacity) {
-      direct.begin();
-      if (parent !== null) {
-        const input = direct.input;
-        for (let i = 0; i < 16; i++) input[i] = parent[parentOffset + i]!;
-      }
-      const words = direct.words;
-      const w = head >>> 2;
-      for (let i = 0; i < count; i++) words[w + i] = tokens[start + i]!;
+    // The preimage goes straight into the xxHash module's input area, or (too long for it, or
+    // no direct path) into this hasher's own buffer for the wrapper.
+    const direct = this.direct !== null && len <= this.direct.capacity ? this.direct : null;
+    if (direct !== null) direct.begin();
+    else this.ensureCapacity(len);
+    const buf = direct !== null ? direct.input : this.preimage;
+    const words = direct !== null ? direct.words : this.preimageWords;
+    if (parent !== null) {
+      for (let i = 0; i < 16; i++) buf[i] = parent[parentOffset + i]!;
+    }
+    const w = head >>> 2;
+    for (let i = 0; i < count; i++) words[w + i] = tokens[start + i]!;
+    if (direct !== null) {
       direct.finish(len, out, outOffset);
       return;
     }
-    this.ensureCapacity(len);
-    const buf = this.preimage;
-    if (parent !== null) {
-      for (let i = 0; i < 16; i++) buf[i] = parent[parentOffset + i];
-    }
-    const words = this.preimageWords;
-    const w = head >>> 2;
-    for (let i = 0; i < count; i++) words[w + i] = tokens[start + i];
     if (len !== this.viewLength) {
       this.preimageSlice = buf.subarray(0, len);
       this.viewLength = len;

@@ -5,7 +5,7 @@
  * same ids and the same reasons.
  */
 import { TemplateRenderError, type ChatTemplate } from './chat-template.js';
-import { conversationKey, type ChatRequest } from './chat-request.js';
+import type { ChatRequest } from './chat-request.js';
 import { idsToArray, type TokenEncoder } from './token-encoder.js';
 
 /**
@@ -40,7 +40,7 @@ export async function renderAndEncode(template: ChatTemplate, encoder: TokenEnco
   if (rendered.length > MAX_TOKENIZE_CHARS) return tooLong(rendered.length);
   try {
     // vLLM's `add_special_tokens: true` on a chat adds them again (e.g. a second BOS): encoded whole, as it does.
-    const ids = request.addSpecialTokens ? Uint32Array.from(await encoder.encode(rendered, true)) : await encoder.encodeRenderedIds(rendered, conversationKey(request));
+    const ids = request.addSpecialTokens ? Uint32Array.from(await encoder.encode(rendered, true)) : await encoder.encodeRenderedIds(rendered, request.conversation);
     return { ok: true, ids };
   } catch (e) {
     return tokenizerFailed(e);

@@ -14,9 +14,9 @@
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { conversationKey, type ChatRequest } from './chat-request.js';
+import type { ChatRequest } from './chat-request.js';
 import type { TokenizeOutcome } from './chat-encoding.js';
-import { idsToArray, type SegmentCacheStats } from './token-encoder.js';
+import { idsToArray, sumCacheStats, type SegmentCacheStats } from './token-encoder.js';
 import type { ChatReply, ChatRequestMessage, ChatWorkerData } from './chat-worker.js';
 
 interface Slot {
@@ -34,7 +34,7 @@ const AFFINITY_SLACK = 4;
  */
 const QUEUE_AHEAD = 2;
 
-const NO_CACHE: SegmentCacheStats = { entries: 0, bytes: 0, hits: 0, misses: 0, reused: 0 };
+const NO_CACHE: SegmentCacheStats = sumCacheStats([]);
 
 /**
  * Built, the worker is the .js beside this file. Under tsx (tests, `node --import tsx`) it is the
@@ -69,19 +69,7 @@ export class ChatPool {
 
   /** The threads' segment caches together. */
   get cacheStats(): SegmentCacheStats {
-    let entries = 0;
-    let bytes = 0;
-    let hits = 0;
-    let misses = 0;
-    let reused = 0;
-    for (const s of this.slots) {
-      entries += s.cache.entries;
-      bytes += s.cache.bytes;
-      hits += s.cache.hits;
-      misses += s.cache.misses;
-      reused += s.cache.reused;
-    }
-    return { entries, bytes, hits, misses, reused };
+    return sumCacheStats(this.slots.map((s) => s.cache));
   }
 
   /** Rendered and encoded on a chat thread; never rejects. */
@@ -123,7 +111,7 @@ export class ChatPool {
 
   /** The thread whose segment cache holds the conversation's earlier turns. */
   private home(request: ChatRequest): Slot {
-    return this.slots.length === 1 ? this.slots[0]! : this.slots[conversationKey(request) % this.slots.length]!;
+    return this.slots.length === 1 ? this.slots[0]! : this.slots[request.conversation % this.slots.length]!;
   }
 
   private leastLoaded(): Slot {

@@ -34,6 +34,8 @@ export interface ChatRequest {
   readonly textChars: number;
   /** Index of the first message with a non-text part, or -1 (out of scope for credit). */
   readonly firstNonTextMessage: number;
+  /** `conversationKey` of these messages: the same for every turn of a conversation. */
+  readonly conversation: number;
 }
 
 export interface ChatMessage {
@@ -99,6 +101,7 @@ export function parseChatRequest(body: Readonly<Record<string, unknown>>): ChatR
     templateKwargs: (kwargs ?? {}) as Record<string, unknown>,
     textChars,
     firstNonTextMessage,
+    conversation: conversationKey(messages),
   };
 }
 
@@ -157,14 +160,14 @@ export function optionalBool(body: Readonly<Record<string, unknown>>, field: str
 const CONVERSATION_KEY_CHARS = 256;
 
 /**
- * FNV-1a over the start of the first two messages' text: the same for every turn of a
- * conversation (its chat thread, and the previous turn whose ids it extends). Conversations with
+ * FNV-1a over the start of the first two messages' text, computed once per request: the same for
+ * every turn of a conversation (its chat thread, and the previous turn whose ids it extends). Conversations with
  * the same start share a key, which costs only cache reuse, never correctness.
  */
-export function conversationKey(request: ChatRequest): number {
+function conversationKey(messages: readonly ChatMessage[]): number {
   let h = 0x811c9dc5;
-  for (let m = 0; m < 2 && m < request.messages.length; m++) {
-    const text = request.messages[m]!.texts[0] ?? '';
+  for (let m = 0; m < 2 && m < messages.length; m++) {
+    const text = messages[m]!.texts[0] ?? '';
     const n = Math.min(text.length, CONVERSATION_KEY_CHARS);
     for (let i = 0; i < n; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
   }

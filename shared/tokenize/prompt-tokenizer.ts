@@ -10,7 +10,7 @@ import { ChatTemplate, TemplateRenderError } from './chat-template.js';
 import { ChatPool } from './chat-pool.js';
 import type { ChatRequest } from './chat-request.js';
 import { asTokenizeOutcome, encodeOutcome, MAX_TOKENIZE_CHARS, renderAndEncode, tooLong, type TokenizeOutcome } from './chat-encoding.js';
-import { DEFAULT_SEGMENT_CACHE_BYTES, TokenEncoder, type SegmentCacheStats } from './token-encoder.js';
+import { DEFAULT_SEGMENT_CACHE_BYTES, sumCacheStats, TokenEncoder, type SegmentCacheStats } from './token-encoder.js';
 import { readTokenizerFiles } from './tokenizer-files.js';
 
 /**
@@ -112,10 +112,7 @@ export class PromptTokenizer {
 
   /** The segment caches of this thread and the chat threads together. */
   get cacheStats(): SegmentCacheStats {
-    const own = this.encoder.cacheStats;
-    const pool = this.pool?.cacheStats;
-    if (pool === undefined) return own;
-    return { entries: own.entries + pool.entries, bytes: own.bytes + pool.bytes, hits: own.hits + pool.hits, misses: own.misses + pool.misses, reused: own.reused + pool.reused };
+    return this.pool === null ? this.encoder.cacheStats : sumCacheStats([this.encoder.cacheStats, this.pool.cacheStats]);
   }
 
   /**

@@ -26,6 +26,23 @@ export interface SegmentCacheStats {
   readonly reused: number;
 }
 
+/** Several caches' counters together (chat threads and the event loop each keep one). */
+export function sumCacheStats(all: readonly SegmentCacheStats[]): SegmentCacheStats {
+  let entries = 0;
+  let bytes = 0;
+  let hits = 0;
+  let misses = 0;
+  let reused = 0;
+  for (const c of all) {
+    entries += c.entries;
+    bytes += c.bytes;
+    hits += c.hits;
+    misses += c.misses;
+    reused += c.reused;
+  }
+  return { entries, bytes, hits, misses, reused };
+}
+
 export class TokenEncoder {
   private readonly cache: LRUCache<string, Uint32Array>;
   /** Per conversation key, its last rendered turn (half the byte budget). */
@@ -82,7 +99,7 @@ export class TokenEncoder {
 
   /**
    * `encodeRendered` as a typed array (chat threads transfer it without copying). With the key of
-   * its conversation (chat-request.ts `conversationKey`), the pieces it shares with that
+   * its conversation (ChatRequest `conversation`), the pieces it shares with that
    * conversation's previous turn are taken from that turn's ids, without cutting, hashing or
    * looking them up again: a multi-turn chat resends its whole history, and that lookup was most
    * of a cached encode.
