@@ -4,6 +4,9 @@
  * is `{"error": reason}` with the status of its RouterHttpError (400 naming the field, 401, 413,
  * 502, 503), and an unexpected error is a bare 500 (logged, never a stack trace in the response).
  *
+ * `POST /v1/route` itself is answered on node:http in front of the Koa app (route-fast-path.ts);
+ * everything else, the same endpoint under other spellings included, goes through Koa.
+ *
  * routing.md: "The server opens its port only when it is ready to answer (view received)": main
  * starts this server after the first snapshot was applied; `start` refuses an empty view.
  */
