@@ -4,6 +4,9 @@
  * is `{"error": reason}` with the status of its RouterHttpError (400 naming the field, 401, 413,
  * 502, 503), and an unexpected error is a bare 500 (logged, never a stack trace in the response).
  *
+ * `POST /v1/route` itself is answered on node:http in front of the Koa app (route-fast-path.ts);
+ * everything else, the same endpoint under other spellings included, goes through Koa.
+ *
  * routing.md: "The server opens its port only when it is ready to answer (view received)": main
  * starts this server after the first snapshot was applied; `start` refuses an empty view.
  */
@@ -23,11 +26,12 @@ import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from '../../shared/security
 import { MAX_BODY_BYTES, readJsonBody } from './json-body.js';
 import { queryResultJson } from './query-json.js';
 import type { RouteDecider } from './route-decider.js';
-import { jsonObject, parseDryRun, parseKvQueryRequest } from './route-request.js';
+import { failureAnswer, routeAnswer, type RouteEndpointDeps } from './route-endpoint.js';
+import { withRouteFastPath } from './route-fast-path.js';
+import { parseKvQueryRequest } from './route-request.js';
 import { PromptResolver } from '../proxy/prompt-resolver.js';
-import { routeEndpointInput } from '../proxy/prompt-route-input.js';
 import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
-import { RouterHttpError, isRouterHttpError, unauthorized } from './router-http-errors.js';
+import { RouterHttpError, unauthorized } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
 
 export const KV_QUERY_PATH = '/v1/internal/kv-cache/query';
@@ -76,8 +80,9 @@ export class RouterHttpServer {
   /** Binds and resolves once listening. */
   static async start(opts: RouterHttpServerOptions): Promise<RouterHttpServer> {
     if (!opts.view.hasSnapshot) throw new ViewNotReadyError();
-    const app = buildApp(opts);
-    const server = createServer(limitedServerOptions(ROUTER_HTTP_LIMITS), app.callback());
+    const routeDeps = routeEndpointDeps(opts);
+    const app = buildApp(opts, routeDeps);
+    const server = createServer(limitedServerOptions(ROUTER_HTTP_LIMITS), withRouteFastPath(ROUTE_PATH, routeDeps, opts.logger ?? silentLogger, app.callback()));
     // Keep-alive clients (load balancers, benchmarks) reuse connections.
     server.keepAliveTimeout = 65_000;
     // Refusals node makes itself (431, 408, 400) get the API's JSON error shape, never a stack.
@@ -115,13 +120,22 @@ export class RouterHttpServer {
   }
 }
 
-function buildApp(opts: RouterHttpServerOptions): Koa {
+/** What `/v1/route` needs, for the Koa route and the fast path alike. */
+function routeEndpointDeps(opts: RouterHttpServerOptions): RouteEndpointDeps {
+  return {
+    decider: opts.decider,
+    prompts: opts.prompts ?? new PromptResolver(null, opts.metrics),
+    maxBodyBytes: opts.maxBodyBytes ?? MAX_BODY_BYTES,
+    clock: opts.clock ?? Date.now,
+  };
+}
+
+function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps): Koa {
   const log = opts.logger ?? silentLogger;
-  const clock = opts.clock ?? Date.now;
-  const maxBodyBytes = opts.maxBodyBytes ?? MAX_BODY_BYTES;
+  const clock = routeDeps.clock;
+  const maxBodyBytes = routeDeps.maxBodyBytes;
   const token = new InternalTokenCheck(opts.internalApiToken);
   const view = opts.view;
-  const prompts = opts.prompts ?? new PromptResolver(null, opts.metrics);
 
   const app = new Koa();
   // Errors are answered and logged below; koa's own handler would print stacks to stderr.
@@ -130,13 +144,9 @@ function buildApp(opts: RouterHttpServerOptions): Koa {
     try {
       await next();
     } catch (e) {
-      if (isRouterHttpError(e)) {
-        if (e.httpStatus === 413) ctx.set('Connection', 'close'); // the drain may have stopped early
-        if (e.httpStatus >= 500) log.warn({ path: ctx.path, status: e.httpStatus, err: e.reason }, 'request failed');
-        return reply(ctx, e.httpStatus, { error: e.reason });
-      }
-      log.error({ path: ctx.path, err: e instanceof Error ? e.message : String(e) }, 'unexpected error');
-      return reply(ctx, 500, { error: 'internal error' });
+      const failure = failureAnswer(e, ctx.path, log);
+      if (failure.close) ctx.set('Connection', 'close');
+      return reply(ctx, failure.status, failure.body);
     }
   });
 
@@ -162,21 +172,7 @@ function buildApp(opts: RouterHttpServerOptions): Koa {
     ctx.type = 'application/json';
     ctx.body = queryResultJson(view.query(request.tokenIds, clock()));
   });
-  router.post(ROUTE_PATH, async (ctx) => {
-    // JSON.parse of an 8k-token body costs about what a hand-written token scanner does (measured
-    // 0.3 ms each for 50 KB), so there is no special path for it.
-    const body = await readJsonBody(ctx.req, maxBodyBytes);
-    const input = routeEndpointInput(body.json);
-    // Checked before tokenizing; text and chat resolve to a request that does not carry it.
-    const dryRun = parseDryRun(jsonObject(body.json));
-    const resolved = await prompts.resolve(input);
-    const request = (resolved.request.dryRun ?? false) === dryRun ? resolved.request : { ...resolved.request, dryRun };
-    const decision = opts.decider.decide(request, clock());
-    // tokenization.md §2: how many tokens the decision saw and where they came from, and why when estimated.
-    const answer: Record<string, unknown> = { ...decision, input_tokens: resolved.request.promptTokens, token_source: resolved.tokenSource };
-    if (resolved.reason !== null) answer['reason'] = resolved.reason;
-    return reply(ctx, 200, answer);
-  });
+  router.post(ROUTE_PATH, async (ctx) => reply(ctx, 200, await routeAnswer(ctx.req, routeDeps)));
   mountStatusRoutes(router, {
     view,
     hitRatios: opts.metrics.hitRatios,

@@ -26,7 +26,7 @@ import { CandidateCache } from './candidates.js';
 import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
 import { countMinimumTies, newRotationCursor, pickMinimumWithRotation, rotationOffset, type RotationCursor } from './pick-minimum.js';
 import { streamMatchesInstance } from './stream-identity.js';
-import { fillDeviceUsage, tieBreakExplanation } from './tie-break.js';
+import { DeviceUsageKeys, tieBreakExplanation } from './tie-break.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
 
 export interface CarPolicyOptions {
@@ -69,6 +69,7 @@ export class CarPolicy implements RoutingPolicy {
   private queueCosts = new Float64Array(16);
   /** Device blocks per rank of the P candidates, filled only when the smallest score is tied. */
   private tieKeys = new Float64Array(16);
+  private readonly deviceUsage = new DeviceUsageKeys();
   private readonly scratchHit: InstanceHit = { hit: 0, device: 0, hostOnly: 0, note: null };
 
   constructor(opts: CarPolicyOptions) {
@@ -160,7 +161,7 @@ export class CarPolicy implements RoutingPolicy {
     let tieKeys: Float64Array | null = null;
     if (countMinimumTies(scores, p.length) > 1 && !view.isStale(nowMs)) {
       if (this.tieKeys.length < p.length) this.tieKeys = new Float64Array(p.length * 2);
-      fillDeviceUsage(view, p, this.tieKeys);
+      this.deviceUsage.fill(view, p, this.tieKeys);
       tieKeys = this.tieKeys;
     }
     const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor, tieKeys);

@@ -401,6 +401,19 @@ describe('routing.md CAR', () => {
       ]);
     });
 
+    it('one policy across view changes: a stream gone unsynchronized or re-registered stops counting at the next tie', async () => {
+      // a: 1 Device block, b: 2, c: 3 → a. Then a's stream loses sync (0 known) while b's and c's stay.
+      await load([wireInstance('a:1'), wireInstance('b:1'), wireInstance('c:1')], [holding(1, 'a:1', 1), holding(2, 'b:1', 2), holding(3, 'c:1', 3)]);
+      const policy = tieCar();
+      const keys = (d: RouteDecision): unknown => d.tie_break?.tied.map((t) => t.device_blocks_per_rank);
+      expect(keys(decide(policy))).to.deep.equal([1, 2, 3]);
+      await apply(view, delta('e1', 2, { stream_upserts: [wireStream(1, 'a:1', { synchronized: false, error: 'gap' })] }), 1);
+      expect(keys(decide(policy))).to.deep.equal([0, 2, 3]);
+      // c registers again (new incarnation): its stream of the old one no longer counts.
+      await apply(view, delta('e1', 3, { instance_upserts: [wireInstance('c:1', { incarnation_id: 'inc-c-2' })] }), 1);
+      expect(keys(decide(policy))).to.deep.equal([0, 2, 0]);
+    });
+
     it('no tie, no tie_break; a stale view gives no usage key and the tie rotates, saying why', async () => {
       await load([wireInstance('a:1'), wireInstance('b:1', { load: wireLoad(2) })], [holding(1, 'a:1', 3), holding(2, 'b:1', 0)]);
       const policy = tieCar();
