@@ -53,7 +53,7 @@ const GLOBAL_CONSTANTS: readonly (readonly [string, unknown])[] = [
   ['False', false],
   ['None', null],
 ];
-/** Declared by the interpreter, not modelled here: a template naming it is declined. */
+/** Declared by the interpreter, not modelled here (the date would also make the shadow check flaky): reaching it is interpreted. */
 const UNMODELLED_GLOBALS = new Set(['strftime_now']);
 const GLOBAL_FUNCTIONS = globalFunctions();
 const GLOBAL_NAMES = new Set(['namespace', 'raise_exception', 'range', 'strftime_now', ...GLOBAL_CONSTANTS.map(([n]) => n)]);
@@ -83,6 +83,17 @@ export class CompiledTemplate {
 
 function decline(what: string): never {
   throw new TemplateDeclined(what);
+}
+
+/**
+ * A filter, test or global the compiled form does not model: the template still compiles, and a
+ * render that reaches it is done by the interpreter. (Declining the whole template would cost
+ * every render for a branch most never take, e.g. Llama 3.1's `builtin_tools | reject(...)`.)
+ */
+function unmodelled(what: string): (scope: Scope) => never {
+  return () => {
+    throw new NotCompiled(what);
+  };
 }
 
 function block(nodes: readonly Node[]): Block {
@@ -277,7 +288,7 @@ function expression(node: Node): Expr {
       return objectLiteral(node);
     case 'Identifier': {
       const name = node['value'] as string;
-      if (UNMODELLED_GLOBALS.has(name)) decline(`global ${name}`);
+      if (UNMODELLED_GLOBALS.has(name)) return unmodelled(`global ${name}`);
       return (s) => s.lookup(name);
     }
     case 'MemberExpression':
@@ -292,10 +303,11 @@ function expression(node: Node): Expr {
       return filterExpression(node);
     case 'TestExpression': {
       const testNode = node['test'] as Node;
-      const test = TESTS.get(testNode['value'] as string) ?? decline(`test ${String(testNode['value'])}`);
       const operand = expression(node['operand'] as Node);
       const negate = node['negate'] === true;
       if (testNode['value'] === 'iterable') return (s) => iterableTest(operand(s)) !== negate;
+      const test = TESTS.get(testNode['value'] as string);
+      if (test === undefined) return unmodelled(`test ${String(testNode['value'])}`);
       return (s) => test(operand(s)) !== negate;
     }
     case 'SelectExpression': {
@@ -419,12 +431,14 @@ function filterExpression(node: Node): Expr {
   const f = node['filter'] as Node;
   if (f.type === 'Identifier') {
     const name = f['value'] as string;
-    if (!PLAIN_FILTERS.has(name)) decline(`filter ${name}`);
+    if (!PLAIN_FILTERS.has(name)) return unmodelled(`filter ${name}`);
     return (s) => plainFilter(name, operand(s));
   }
   const calleeNode = f['callee'] as Node;
   const name = calleeNode.type === 'Identifier' ? (calleeNode['value'] as string) : decline('filter call');
-  if (!CALL_FILTERS.has(name)) decline(`filter ${name}(...)`);
+  if (!CALL_FILTERS.has(name)) return unmodelled(`filter ${name}(...)`);
+  // The interpreter requires string literals here and errors otherwise.
+  if ((name === 'selectattr' || name === 'rejectattr') && (f['args'] as Node[]).some((a) => a.type !== 'StringLiteral')) return unmodelled(`${name} arguments`);
   const { positional, keywords } = argumentList(f['args'] as Node[]);
   return (s) => {
     const v = operand(s);

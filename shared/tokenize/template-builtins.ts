@@ -177,7 +177,7 @@ function objectMethod(o: Record<string, unknown>, name: string, args: unknown[],
 /** Filters written `x | name`. */
 export const PLAIN_FILTERS = new Set(['safe', 'tojson', 'list', 'first', 'last', 'length', 'reverse', 'join', 'string', 'upper', 'lower', 'title', 'capitalize', 'trim', 'indent', 'int', 'abs', 'items', 'bool']);
 /** Filters written `x | name(...)`. */
-export const CALL_FILTERS = new Set(['tojson', 'join', 'default', 'int']);
+export const CALL_FILTERS = new Set(['tojson', 'join', 'default', 'int', 'selectattr', 'rejectattr', 'map']);
 
 /** A list's items as the interpreter's `join` sees them: raw values, nulls empty. */
 function joinable(items: readonly unknown[]): string[] {
@@ -283,6 +283,11 @@ export function callFilter(name: string, v: unknown, args: unknown[], kwargs: Ma
       if (typeof sep !== 'string') throw new Error('separator must be a string');
       return items.join(sep);
     }
+    case 'map':
+      return mapAttribute(v, kwargs);
+    case 'selectattr':
+    case 'rejectattr':
+      return selectAttr(v, args, name === 'selectattr');
     case 'default': {
       const fallback = args.length > 0 ? args[0] : '';
       const boolean = args.length > 1 ? args[1] : kwargs.has('boolean') ? kwargs.get('boolean') : false;
@@ -300,6 +305,59 @@ export function callFilter(name: string, v: unknown, args: unknown[], kwargs: Ma
       throw new Error('Cannot apply filter "int"');
     }
   }
+}
+
+/** `selectattr("attr", "test", value)`: items whose attribute is present and passes (rejectattr: the others). */
+function selectAttr(v: unknown, args: unknown[], select: boolean): unknown[] {
+  if (!Array.isArray(v)) throw new Error('Cannot apply filter "selectattr"');
+  if (v.some((item) => !(isPlainObject(item) || item instanceof Namespace))) throw new Error('`selectattr` can only be applied to array of objects');
+  const [attr, testName, value] = args as string[];
+  // Without an attribute, or `equalto` without a value, the interpreter reads a property of undefined.
+  if (attr === undefined || ((testName === 'equalto' || testName === 'eq') && value === undefined)) throw new NotCompiled('selectattr arguments');
+  let test: (a: unknown) => boolean = truthy;
+  if (testName !== undefined) {
+    if (testName === 'equalto' || testName === 'eq') test = (a) => a === value;
+    else test = TESTS.get(testName) ?? unmodelledTest(testName);
+  }
+  return v.filter((item: unknown) => {
+    const present = item instanceof Namespace ? item.entries.has(attr!) : Object.hasOwn(item as object, attr!);
+    const a = item instanceof Namespace ? item.entries.get(attr!) : (item as Record<string, unknown>)[attr!];
+    const result = present ? test(a) : false;
+    return select ? result : !result;
+  });
+}
+
+/** `map(attribute='a.b', default=d)`, the only form of `map` the interpreter has. */
+function mapAttribute(v: unknown, kwargs: Map<string, unknown>): unknown[] {
+  if (!Array.isArray(v)) throw new Error('Cannot apply filter "map"');
+  if (!kwargs.has('attribute')) throw new Error('`map` expressions without `attribute` set are not currently supported.');
+  const attr = kwargs.get('attribute');
+  if (typeof attr !== 'string') throw new Error('attribute must be a string');
+  const fallback = kwargs.get('default');
+  return v.map((item: unknown) => {
+    if (!(isPlainObject(item) || item instanceof Namespace)) throw new Error('items in map must be an object');
+    const value = attributePath(item, attr);
+    return value === undefined ? fallback : value;
+  });
+}
+
+/** getAttributeValue: a dotted path through objects and (by index) lists; undefined where it breaks. */
+function attributePath(item: unknown, path: string): unknown {
+  let value = item;
+  for (const part of path.split('.')) {
+    if (value instanceof Namespace) value = value.entries.get(part);
+    else if (isPlainObject(value)) value = Object.hasOwn(value, part) ? value[part] : undefined;
+    else if (Array.isArray(value)) {
+      const index = parseInt(part, 10);
+      if (Number.isNaN(index) || index < 0 || index >= value.length) return undefined;
+      value = value[index];
+    } else return undefined;
+  }
+  return value;
+}
+
+function unmodelledTest(name: string): never {
+  throw new NotCompiled(`test ${name}`);
 }
 
 function jsonOptions(kwargs: Map<string, unknown>): JsonOptions {
