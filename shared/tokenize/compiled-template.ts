@@ -485,11 +485,28 @@ function binary(node: Node): Expr {
         return truthy(l) ? l : right(s);
       };
     case '==':
-      return (s) => looseEquals(left(s), right(s));
+      return (s) => {
+        const l = left(s);
+        const r = right(s);
+        // Two strings (`message.role == 'user'`, the common case) compare as looseEquals would.
+        return typeof l === 'string' && typeof r === 'string' ? l === r : looseEquals(l, r);
+      };
     case '!=':
-      return (s) => !looseEquals(left(s), right(s));
+      return (s) => {
+        const l = left(s);
+        const r = right(s);
+        return typeof l === 'string' && typeof r === 'string' ? l !== r : !looseEquals(l, r);
+      };
+    case '+':
+    case '~':
+      return (s) => {
+        const l = left(s);
+        const r = right(s);
+        // String concatenation, most of a chat template's work: what `operate` gives two strings.
+        return typeof l === 'string' && typeof r === 'string' ? l + r : operate(op, l, r);
+      };
   }
-  if (!(ARITHMETIC.has(op) || COMPARISON.has(op) || MEMBERSHIP.has(op) || op === '~')) return decline(`operator ${op}`);
+  if (!(ARITHMETIC.has(op) || COMPARISON.has(op) || MEMBERSHIP.has(op))) return decline(`operator ${op}`);
   return (s) => operate(op, left(s), right(s));
 }
 

@@ -49,9 +49,18 @@ export interface TokenizerInfo {
   readonly template_engine?: TemplateEngineInfo | null;
 }
 
-/** Chat threads for a service: the cores beside the event loop's, at least 1, at most 4. */
+/**
+ * Chat threads for a service: none on two cores or fewer, else the cores beside the event
+ * loop's, at most 4. With the template compiled, an 8k-token chat costs the event loop about
+ * what an 8k token-id request does (~0.9 ms of CPU: parse, render, encode), and on two cores a
+ * chat thread cost more than it saved (bench/route, README "Tokenization"): each chat is cloned
+ * to it and back, and a conversation whose turns alternate between it and the overflowing event
+ * loop loses the previous-turn reuse of the segment cache (2.0-2.1 ms of CPU per chat with one
+ * thread, 1.3-1.6 ms with none). Larger machines keep the threads (not measured here).
+ */
 export function defaultRenderThreads(): number {
-  return Math.min(4, Math.max(1, availableParallelism() - 1));
+  const cores = availableParallelism();
+  return cores <= 2 ? 0 : Math.min(4, cores - 1);
 }
 
 export interface PromptTokenizerOptions {
