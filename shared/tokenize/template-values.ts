@@ -138,16 +138,6 @@ export function looseEquals(a: unknown, b: unknown): boolean {
     if (ao && bo) return a === b;
     throw new NotCompiled('== between a container and a scalar');
   }
-  // eslint-disable-next-line eqeqeq -- the interpreter's own rule (`left.value == right.value`)
+  // Loose on purpose: the interpreter's own rule (`left.value == right.value`).
   return (a ?? undefined) == (b ?? undefined);
-}
-
-/** A typed label for error-free dispatch: 'undefined' | 'null' | 'string' | 'number' | 'boolean' | 'array' | 'object' | 'namespace' | 'function'. */
-export function kindOf(v: unknown): string {
-  if (v === undefined) return 'undefined';
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  if (v instanceof Namespace) return 'namespace';
-  if (v instanceof Callable) return 'function';
-  return typeof v;
 }
