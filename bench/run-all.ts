@@ -25,6 +25,7 @@ const benches: { name: string; file: string; nodeArgs?: string[] }[] = [
   { name: 'meta', file: 'bench/meta/meta.bench.ts' },
   { name: 'meta-libs', file: 'bench/meta/libraries.bench.ts' },
   { name: 'tokenizer-libs', file: 'bench/tokenize/tokenizer-libs.bench.ts' },
+  { name: 'template-render', file: 'bench/tokenize/template-render.bench.ts' },
   { name: 'route', file: 'bench/route/route.bench.ts' },
   { name: 'propagation', file: 'bench/propagation/propagation.bench.ts' },
   { name: 'scale', file: 'bench/scale/scale.bench.ts', nodeArgs: ['--expose-gc', '--max-old-space-size=16384'] },

@@ -21,6 +21,8 @@ import { RouterService } from './router-service.js';
 const STOP_DEADLINE_MS = 10000;
 
 async function run(): Promise<void> {
+  // The logger exists only after the flags are parsed; the tokenizer (loaded with them) reports through this.
+  let templateSwitchedOff = (reason: string): void => void reason;
   const startup = configOrExit((): { flags: RouterFlags; grpcTls: GrpcClientTls | null; tokenizer: PromptTokenizer | null } | 'help' => {
     const parsed = parseRouterFlags(process.argv.slice(2));
     if (parsed.kind === 'help') return 'help';
@@ -28,7 +30,7 @@ async function run(): Promise<void> {
     if (flags.chatTemplate !== '' && flags.tokenizer === '') throw new ConfigError('--chat_template', 'needs --tokenizer', 'invalid --chat_template: needs --tokenizer (the template renders text for that tokenizer)');
     // The PEM files are read (and loaded once) now, so a bad path or pair is exit 2, not a failed handshake later.
     // So are the tokenizer files (tokenization.md §1): a missing or unparsable one is exit 2 naming it.
-    const tokenizer = flags.tokenizer === '' ? null : PromptTokenizer.load(flags.tokenizer, flags.chatTemplate, { renderThreads: defaultRenderThreads() });
+    const tokenizer = flags.tokenizer === '' ? null : PromptTokenizer.load(flags.tokenizer, flags.chatTemplate, { renderThreads: defaultRenderThreads(), onTemplateSwitchOff: (reason) => templateSwitchedOff(reason) });
     return { flags, grpcTls: readClientTls(flags), tokenizer };
   });
   if (startup === 'help') {
@@ -38,6 +40,7 @@ async function run(): Promise<void> {
   const { flags, grpcTls, tokenizer } = startup;
 
   const log = createLogger('router-svc', flags.logLevel);
+  templateSwitchedOff = (reason) => log.warn({ component: 'tokenizer', reason }, 'compiled chat template switched off: every chat is now rendered by the interpreter');
   if (flags.internalApiToken !== '' && grpcTls === null) {
     log.warn('--internal_api_token is set but gRPC to the directory is plaintext: the token crosses the network readable; set --grpc_tls_ca');
   }

@@ -264,6 +264,21 @@ function emit(obj: Record<string, unknown>): void {
   emitResult({ quick: QUICK, ...obj });
 }
 
+/**
+ * `stats` plus `cpu_ms_per_request`: this process's CPU (every thread: event loop, chat threads,
+ * libuv's pool encoding) over the measured window, per request. On a shared machine the rate
+ * follows the neighbours' load; the CPU a request costs much less so.
+ */
+async function measureCpu(run: () => Promise<LoadResult>): Promise<Record<string, number>> {
+  let start: NodeJS.CpuUsage | null = null;
+  const timer = setTimeout(() => (start = process.cpuUsage()), WARMUP_MS);
+  const result = await run();
+  clearTimeout(timer);
+  const used = start === null ? null : process.cpuUsage(start);
+  const cpuMs = used === null ? Number.NaN : (used.user + used.system) / 1000;
+  return { ...stats(result), cpu_ms_per_request: Math.round((cpuMs / Math.max(1, result.requests)) * 1000) / 1000 };
+}
+
 /** Runs the load generator in a child process against `port`/`path`. */
 function measure(port: number, path: string, bodies?: string[]): Promise<LoadResult> {
   const child = ServiceProcess.spawn({
@@ -325,7 +340,11 @@ async function tokenizeTimes(tokenizer: PromptTokenizer, bodies: readonly string
 async function main(): Promise<void> {
   const { resident: tokenPrompts, bodies } = buildWorkload();
   // As router-svc runs it: templates rendered on worker threads.
-  const tokenizer = PromptTokenizer.load(bundledQwen3TokenizerDir(), '', { renderThreads: defaultRenderThreads() });
+  // `--interpreted`: the chat template interpreted by @huggingface/jinja, as before it was compiled (A/B).
+  // `--render_threads=N`: chat threads other than router-svc's default (A/B of caller-runs against the pool).
+  const threadsArg = process.argv.find((a) => a.startsWith('--render_threads='));
+  const renderThreads = threadsArg === undefined ? defaultRenderThreads() : Number(threadsArg.slice('--render_threads='.length));
+  const tokenizer = PromptTokenizer.load(bundledQwen3TokenizerDir(), '', { renderThreads, compileTemplate: !process.argv.includes('--interpreted') });
   const coldTokenizer = PromptTokenizer.load(bundledQwen3TokenizerDir(), '');
   const chat = await buildChatWorkload(tokenizer);
   // The chats are resident on some ranks too, so CAR scores them against real chains.
@@ -396,8 +415,8 @@ async function main(): Promise<void> {
   const chatRounds: Record<string, number>[] = [];
   const idRounds: Record<string, number>[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    idRounds.push(stats(await measure(chatRouter.port, '/v1/route', chat.idBodies)));
-    chatRounds.push(stats(await measure(chatRouter.port, '/v1/route', chat.chatBodies)));
+    idRounds.push(await measureCpu(() => measure(chatRouter.port, '/v1/route', chat.idBodies)));
+    chatRounds.push(await measureCpu(() => measure(chatRouter.port, '/v1/route', chat.chatBodies)));
   }
   const chatStats = median(chatRounds);
   const idStats = median(idRounds);
@@ -416,6 +435,7 @@ async function main(): Promise<void> {
     tokenize_cold_p50_ms: round3(percentile(cold, 0.5)),
     segment_cache: tokenizer.cacheStats,
     render_threads: tokenizer.info.render_threads,
+    template_engine: tokenizer.templateEngine,
     // Chats the event loop rendered itself because the chat threads were busy (caller runs).
     overflow_chats: tokenizer.overflowChats,
   });

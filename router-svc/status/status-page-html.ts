@@ -214,6 +214,8 @@ function renderTokenizer(s) {
   text(byId('tok-fingerprint'), t ? t.fingerprint : '-');
   text(byId('tok-template'), t ? (t.chat_template || 'none: chat requests are routed by load') : '-');
   text(byId('tok-threads'), t ? t.render_threads + (t.segment_cache ? ', segment cache on' : ', segment cache off') : '-');
+  var e = t && t.template_engine;
+  text(byId('tok-engine'), e ? e.engine + (e.reason ? ' (' + e.reason + ')' : '') + ', ' + e.shadow_checks + ' shadow checks, ' + e.mismatches + ' differences' : '-');
   var u = s.untokenized_requests || { total: 0, by_reason: {} };
   var parts = [];
   for (var r in u.by_reason) if (u.by_reason[r] > 0) parts.push(r + ' ' + u.by_reason[r]);
@@ -283,6 +285,7 @@ const BODY = `
         <tr><th>Fingerprint (sha256 of tokenizer.json + template)</th><td class="mono" id="tok-fingerprint">-</td></tr>
         <tr><th>Chat template</th><td class="mono" id="tok-template">-</td></tr>
         <tr><th>Render threads</th><td id="tok-threads">-</td></tr>
+        <tr><th>Template engine</th><td id="tok-engine">-</td></tr>
         <tr><th>Routed without token ids</th><td id="tok-untokenized">0</td></tr>
       </tbody>
     </table>

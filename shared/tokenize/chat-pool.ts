@@ -17,12 +17,15 @@ import { Worker } from 'node:worker_threads';
 import type { ChatRequest } from './chat-request.js';
 import type { TokenizeOutcome } from './chat-encoding.js';
 import { idsToArray, sumCacheStats, type SegmentCacheStats } from './token-encoder.js';
-import type { ChatReply, ChatRequestMessage, ChatWorkerData } from './chat-worker.js';
+import type { ChatReply, ChatRequestMessage, ChatWorkerData, SwitchOffMessage } from './chat-worker.js';
+import type { TemplateEngineInfo } from './shadow-checked-renderer.js';
 
 interface Slot {
   worker: Worker;
   readonly pending: Map<number, (outcome: TokenizeOutcome) => void>;
   cache: SegmentCacheStats;
+  /** The thread's template engine as its last reply gave it; null before any reply. */
+  engine: TemplateEngineInfo | null;
 }
 
 /** A conversation leaves its thread only when that thread has this many more requests queued than the least loaded. */
@@ -55,12 +58,27 @@ export class ChatPool {
   private readonly slots: Slot[] = [];
   private nextId = 0;
   private closed = false;
+  /** Set once the compiled template is off everywhere: a replacement thread is told too. */
+  private switchedOff: string | null = null;
 
   constructor(
     private readonly data: ChatWorkerData,
     size: number,
+    /** A thread found the compiled template wrong and switched it off (told once; the pool then switches off every thread). */
+    private readonly onSwitchOff: (reason: string) => void = () => {},
   ) {
-    for (let i = 0; i < size; i++) this.slots.push({ worker: this.spawn(i), pending: new Map(), cache: NO_CACHE });
+    for (let i = 0; i < size; i++) this.slots.push({ worker: this.spawn(i), pending: new Map(), cache: NO_CACHE, engine: null });
+  }
+
+  /** Each thread's template engine (null: no reply yet). */
+  get engines(): readonly (TemplateEngineInfo | null)[] {
+    return this.slots.map((s) => s.engine);
+  }
+
+  /** Every thread interprets from now on (its own shadow check or another thread's found a difference). */
+  switchOff(reason: string): void {
+    this.switchedOff = reason;
+    for (const s of this.slots) s.worker.postMessage({ switchOff: reason } satisfies SwitchOffMessage);
   }
 
   get size(): number {
@@ -123,12 +141,18 @@ export class ChatPool {
   private spawn(index: number): Worker {
     const worker = newWorker(this.data);
     worker.unref();
+    if (this.switchedOff !== null) worker.postMessage({ switchOff: this.switchedOff } satisfies SwitchOffMessage);
     worker.on('message', (reply: ChatReply) => {
       const slot = this.slots[index];
       const resolve = slot?.pending.get(reply.id);
       if (slot === undefined || resolve === undefined) return;
       slot.pending.delete(reply.id);
       slot.cache = reply.cache;
+      slot.engine = reply.engine;
+      if (reply.engine.mismatches > 0 && this.switchedOff === null) {
+        this.switchOff(reply.engine.reason ?? 'a chat thread found a difference');
+        this.onSwitchOff(this.switchedOff ?? '');
+      }
       resolve('ids' in reply ? { ok: true, tokenIds: idsToArray(reply.ids) } : { ok: false, reason: reply.reason, detail: reply.detail });
     });
     const lost = (why: string): void => {

@@ -6,14 +6,18 @@
  * strings, AddedToken objects by their content). With `continue_final_message` the text is cut
  * right after the final message's content, transformers' rule, so the model continues it.
  *
- * The template is compiled once at start-up (a syntax error is a ConfigError naming its file); a
- * render that fails for one request throws TemplateRenderError, and only that request loses its
- * credit.
+ * The template is parsed once at start-up (a syntax error is a ConfigError naming its file) and
+ * compiled to closures (compiled-template.ts) unless it uses something the compiler does not
+ * model; the interpreter checks the compiled form and takes over on any difference
+ * (shadow-checked-renderer.ts). A render that fails for one request throws TemplateRenderError
+ * with the interpreter's message, and only that request loses its credit.
  */
 import { Template } from '@huggingface/jinja';
 import { ConfigError } from '../config/config-error.js';
 import { PlainMessageError } from '../errors/domain-error.js';
 import { templateMessage, type ChatRequest, type ContentFormat } from './chat-request.js';
+import { CompiledTemplate, TemplateDeclined } from './compiled-template.js';
+import { ShadowCheckedRenderer, type Renderer, type TemplateEngineInfo } from './shadow-checked-renderer.js';
 
 export class TemplateRenderError extends PlainMessageError {
   readonly class = 'template_error' as const;
@@ -28,20 +32,53 @@ const SPECIAL_TOKEN_KEYS = ['bos_token', 'eos_token', 'unk_token', 'sep_token', 
  */
 const CONTENT_LOOP = /\{%-?\s*for\s+\w+\s+in\s+[\w.]*(?:\.content|\[\s*['"]content['"]\s*\])\s*-?%\}/;
 
+export interface ChatTemplateOptions {
+  /** false: always the interpreter (benchmarks compare the two); default true. */
+  readonly compile?: boolean;
+  /** Told once when the shadow check switches the compiled form off. */
+  readonly onSwitchOff?: (reason: string) => void;
+  /** Replaces the compiled form (tests: a deliberately wrong one shows the shadow check at work). */
+  readonly compiledForTest?: Renderer;
+}
+
 export class ChatTemplate {
   readonly contentFormat: ContentFormat;
-  private readonly template: Template;
+  private readonly renderer: ShadowCheckedRenderer;
   private readonly specialTokens: Readonly<Record<string, unknown>>;
 
-  constructor(source: string, sourcePath: string, config: Readonly<Record<string, unknown>>) {
+  constructor(source: string, sourcePath: string, config: Readonly<Record<string, unknown>>, opts: ChatTemplateOptions = {}) {
+    let template: Template;
     try {
-      this.template = new Template(source);
+      template = new Template(source);
     } catch (e) {
       const reason = `chat template does not parse (${e instanceof Error ? e.message.split('\n', 1)[0] : 'error'})`;
       throw new ConfigError('--chat_template', reason, `invalid chat template ${sourcePath}: ${reason}`);
     }
+    let compiled: Renderer | null = null;
+    let declined: string | null = null;
+    if (opts.compiledForTest !== undefined) compiled = opts.compiledForTest;
+    else if (opts.compile === false) declined = 'compilation turned off';
+    else {
+      try {
+        compiled = CompiledTemplate.compile(template.parsed);
+      } catch (e) {
+        if (!(e instanceof TemplateDeclined)) throw e;
+        declined = `the compiler does not support ${e.message}`;
+      }
+    }
+    this.renderer = new ShadowCheckedRenderer(template, compiled, declined, opts.onSwitchOff);
     this.contentFormat = CONTENT_LOOP.test(source) ? 'openai' : 'string';
     this.specialTokens = specialTokenVariables(config);
+  }
+
+  /** Compiled or interpreted, and the shadow check's counters. */
+  get engine(): TemplateEngineInfo {
+    return this.renderer.info;
+  }
+
+  /** Another thread rendering this template found a difference: interpret from now on. */
+  switchOff(reason: string): void {
+    this.renderer.switchOff(reason);
   }
 
   /** The prompt text the engine builds for `request`. */
@@ -58,7 +95,7 @@ export class ChatTemplate {
     for (const [k, v] of Object.entries(request.templateKwargs)) if (k !== 'messages') vars[k] = v;
     let text: string;
     try {
-      text = this.template.render(vars);
+      text = this.renderer.render(vars);
     } catch (e) {
       // One line: it becomes the `/v1/route` reason and a log field.
       throw new TemplateRenderError(`chat template failed: ${(e instanceof Error ? e.message : String(e)).split('\n', 1)[0]}`);

@@ -12,6 +12,7 @@ import type { ChatRequest } from './chat-request.js';
 import { asTokenizeOutcome, encodeOutcome, MAX_TOKENIZE_CHARS, renderAndEncode, tooLong, type TokenizeOutcome } from './chat-encoding.js';
 import { DEFAULT_SEGMENT_CACHE_BYTES, sumCacheStats, TokenEncoder, type SegmentCacheStats } from './token-encoder.js';
 import { readTokenizerFiles } from './tokenizer-files.js';
+import type { TemplateEngineInfo } from './shadow-checked-renderer.js';
 
 /**
  * Most messages rendered: rendering costs per message (@huggingface/jinja, a few µs per message
@@ -22,9 +23,9 @@ export const MAX_CHAT_MESSAGES = 4096;
 
 /**
  * Largest chat the calling thread renders itself when every chat thread is busy (chat-pool.ts
- * `encodeIfRoom`): about 1.5 ms of rendering on this machine (0.43 ms for 67 messages and
- * 35k characters), so an event loop that takes overflow work still answers within a few ms.
- * Larger chats always wait for a chat thread.
+ * `encodeIfRoom`): about 1.5 ms of interpreted rendering on this machine (0.43 ms for 67 messages
+ * and 35k characters; compiled, 0.1-0.2 ms), so an event loop that takes overflow work still
+ * answers within a few ms. Larger chats always wait for a chat thread.
  */
 const CALLER_RUNS_MAX_CHARS = 128 * 1024;
 const CALLER_RUNS_MAX_MESSAGES = 256;
@@ -41,16 +42,40 @@ export interface TokenizerInfo {
   readonly segment_cache: boolean;
   /** Worker threads rendering and encoding chats; 0: on the event loop. */
   readonly render_threads: number;
+  /**
+   * The chat template compiled or interpreted, why, and the shadow check's counters over every
+   * thread (shadow-checked-renderer.ts); null without a chat template. Read live.
+   */
+  readonly template_engine?: TemplateEngineInfo | null;
 }
 
-/** Chat threads for a service: the cores beside the event loop's, at least 1, at most 4. */
+/**
+ * Chat threads for a service: none on two cores or fewer, else the cores beside the event
+ * loop's, at most 4. With the template compiled, an 8k-token chat costs the event loop about
+ * what an 8k token-id request does (~0.9 ms of CPU: parse, render, encode), and on two cores a
+ * chat thread cost more than it saved (bench/route, README "Tokenization"): each chat is cloned
+ * to it and back, and a conversation whose turns alternate between it and the overflowing event
+ * loop loses the previous-turn reuse of the segment cache (2.0-2.1 ms of CPU per chat with one
+ * thread, 1.3-1.6 ms with none). Larger machines keep the threads (not measured here).
+ */
 export function defaultRenderThreads(): number {
-  return Math.min(4, Math.max(1, availableParallelism() - 1));
+  const cores = availableParallelism();
+  return cores <= 2 ? 0 : Math.min(4, cores - 1);
 }
 
 export interface PromptTokenizerOptions {
   /** Worker threads rendering and encoding chats (chat-pool.ts); 0 (default): the calling thread. */
   readonly renderThreads?: number;
+  /** false: the chat template is always interpreted (benchmarks compare); default true. */
+  readonly compileTemplate?: boolean;
+  /** Told once when the shadow check switches the compiled template off (the router logs it). */
+  readonly onTemplateSwitchOff?: (reason: string) => void;
+}
+
+function sum(all: readonly TemplateEngineInfo[], key: 'renders' | 'shadow_checks' | 'interpreted_renders' | 'mismatches'): number {
+  let n = 0;
+  for (const e of all) n += e[key];
+  return n;
 }
 
 export class PromptTokenizer {
@@ -70,30 +95,65 @@ export class PromptTokenizer {
     // The segment-cache budget is shared by this thread and the chat threads (each takes overflow chats).
     const cacheShare = Math.floor(DEFAULT_SEGMENT_CACHE_BYTES / (threads + 1));
     const encoder = TokenEncoder.fromJson(files.tokenizerJson, `${files.dir}/tokenizer.json`, cacheShare);
+    const compile = opts.compileTemplate ?? true;
+    const told = opts.onTemplateSwitchOff ?? (() => {});
+    // One switch-off, wherever it is found, turns the compiled form off in this thread and every
+    // chat thread; this thread's template tells `onTemplateSwitchOff`, once.
+    let pool: ChatPool | null = null;
     // Compiled here even with a pool: a syntax error is a start-up error in this thread.
-    const template = files.chatTemplate === null ? null : new ChatTemplate(files.chatTemplate, files.chatTemplateSource, files.config);
-    const pool =
-      template === null || threads === 0
+    const template =
+      files.chatTemplate === null
         ? null
-        : new ChatPool(
-            {
-              source: files.chatTemplate!,
-              sourcePath: files.chatTemplateSource,
-              config: files.config,
-              tokenizerJson: files.tokenizerJson,
-              tokenizerPath: `${files.dir}/tokenizer.json`,
-              cacheBytes: cacheShare,
+        : new ChatTemplate(files.chatTemplate, files.chatTemplateSource, files.config, {
+            compile,
+            onSwitchOff: (reason) => {
+              pool?.switchOff(reason);
+              told(reason);
             },
-            threads,
-          );
-    return new PromptTokenizer(encoder, template, pool, {
+          });
+    if (template !== null && threads > 0) {
+      pool = new ChatPool(
+        {
+          source: files.chatTemplate!,
+          sourcePath: files.chatTemplateSource,
+          config: files.config,
+          tokenizerJson: files.tokenizerJson,
+          tokenizerPath: `${files.dir}/tokenizer.json`,
+          cacheBytes: cacheShare,
+          compileTemplate: compile,
+        },
+        threads,
+        (reason) => template.switchOff(reason),
+      );
+    }
+    const info: TokenizerInfo = {
       path: files.dir,
       vocab_size: encoder.vocabSize,
       fingerprint: files.fingerprint,
       chat_template: files.chatTemplateSource,
       segment_cache: encoder.segmented,
       render_threads: pool?.size ?? 0,
-    });
+    };
+    const tokenizer = new PromptTokenizer(encoder, template, pool, info);
+    // A getter, enumerable: `/v1/status` serialises this object on every request and sees the counters as they are.
+    Object.defineProperty(info, 'template_engine', { enumerable: true, get: () => tokenizer.templateEngine });
+    return tokenizer;
+  }
+
+  /** The chat template's engine over this thread and the chat threads; null without a template. */
+  get templateEngine(): TemplateEngineInfo | null {
+    if (this.template === null) return null;
+    const own = this.template.engine;
+    const all = [own, ...(this.pool?.engines ?? [])].filter((e): e is TemplateEngineInfo => e !== null);
+    const off = all.find((e) => e.engine === 'interpreted');
+    return {
+      engine: off === undefined ? 'compiled' : 'interpreted',
+      reason: off === undefined ? null : off.reason,
+      renders: sum(all, 'renders'),
+      shadow_checks: sum(all, 'shadow_checks'),
+      interpreted_renders: sum(all, 'interpreted_renders'),
+      mismatches: sum(all, 'mismatches'),
+    };
   }
 
   /** Stops the render threads (they never hold a process open; tests and benchmarks close them). */
