@@ -107,8 +107,18 @@ export function parseChatRequest(body: Readonly<Record<string, unknown>>): ChatR
 
 /** A message's template value: its fields with content in the template's format. */
 export function templateMessage(m: ChatMessage, format: ContentFormat): Record<string, unknown> {
-  const content = format === 'string' ? m.texts.join('\n') : m.texts.map((text) => ({ type: 'text', text }));
-  return { ...m.fields, content };
+  const texts = m.texts;
+  const content = format === 'string' ? (texts.length === 1 ? texts[0]! : texts.join('\n')) : texts.map((text) => ({ type: 'text', text }));
+  // A for-in copy, not `{ ...fields, content }`: the spread of these rest-destructured objects
+  // was 0.5 µs per message (34 µs of a 66-message chat's render), the loop 0.05. Same own keys,
+  // same order; an own "__proto__" key (JSON.parse makes one) would set the prototype, so it spreads.
+  const out: Record<string, unknown> = {};
+  for (const k in m.fields) {
+    if (k === '__proto__') return { ...m.fields, content };
+    out[k] = m.fields[k];
+  }
+  out['content'] = content;
+  return out;
 }
 
 /**

