@@ -69,9 +69,12 @@ const PROMPTS_PER_RANK = 160;
 const REQUEST_BODIES = QUICK ? 64 : 256;
 const CONCURRENCY = 8;
 const WARMUP_MS = QUICK ? 500 : 2000;
-const MEASURE_MS = QUICK ? 2000 : 5000;
-/** Alternating baseline/router rounds; the median round of each is reported (shared, noisy machine). */
-const ROUNDS = QUICK ? 1 : 3;
+const MEASURE_MS = QUICK ? 1500 : 5000;
+/**
+ * Alternating baseline/router rounds; the median round of each is reported (shared, noisy machine).
+ * Three in --quick too: one round (after 500 ms of warm-up) swung the issue 12/13 ratios by ±0.2.
+ */
+const ROUNDS = 3;
 
 /** 8k-token prompts: family prefix (a multiple of the block size, 2k–6k tokens) + own suffix. */
 function buildPrompts(count: number, rand: () => number, salt: number): number[][] {
