@@ -228,26 +228,20 @@ describe('the shadow check switches a wrong compiled renderer off for good', () 
   });
 
   it('a compiled renderer that fails where the interpreter renders is a difference; NotCompiled is not', () => {
-    const notCompiled = new ShadowCheckedRenderer(
-      interpreter,
-      {
-        render: () => {
-          throw new NotCompiled('x');
+    const throwing = (error: Error): ShadowCheckedRenderer =>
+      new ShadowCheckedRenderer(
+        interpreter,
+        {
+          render: () => {
+            throw error;
+          },
         },
-      },
-      null,
-    );
+        null,
+      );
+    const notCompiled = throwing(new NotCompiled('x'));
     expect(notCompiled.render({ n: 1 })).to.equal('text 1');
     expect(notCompiled.info).to.include({ engine: 'compiled', interpreted_renders: 1, mismatches: 0 });
-    const failing = new ShadowCheckedRenderer(
-      interpreter,
-      {
-        render: () => {
-          throw new Error('boom');
-        },
-      },
-      null,
-    );
+    const failing = throwing(new Error('boom'));
     expect(failing.render({ n: 2 })).to.equal('text 2');
     expect(failing.info).to.include({ engine: 'interpreted', mismatches: 1 });
   });
