@@ -75,8 +75,9 @@ export class ChatPool {
     return this.slots.map((s) => s.engine);
   }
 
-  /** Every thread interprets from now on (its own shadow check or another thread's found a difference). */
+  /** Every thread interprets from now on (its own shadow check or another thread's found a difference); once. */
   switchOff(reason: string): void {
+    if (this.switchedOff !== null) return;
     this.switchedOff = reason;
     for (const s of this.slots) s.worker.postMessage({ switchOff: reason } satisfies SwitchOffMessage);
   }
@@ -150,8 +151,9 @@ export class ChatPool {
       slot.cache = reply.cache;
       slot.engine = reply.engine;
       if (reply.engine.mismatches > 0 && this.switchedOff === null) {
-        this.switchOff(reply.engine.reason ?? 'a chat thread found a difference');
-        this.onSwitchOff(this.switchedOff ?? '');
+        const reason = reply.engine.reason ?? 'a chat thread found a difference';
+        this.switchOff(reason);
+        this.onSwitchOff(reason);
       }
       resolve('ids' in reply ? { ok: true, tokenIds: idsToArray(reply.ids) } : { ok: false, reason: reply.reason, detail: reply.detail });
     });

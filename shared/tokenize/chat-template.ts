@@ -17,7 +17,7 @@ import { ConfigError } from '../config/config-error.js';
 import { PlainMessageError } from '../errors/domain-error.js';
 import { templateMessage, type ChatRequest, type ContentFormat } from './chat-request.js';
 import { CompiledTemplate, TemplateDeclined } from './compiled-template.js';
-import { ShadowCheckedRenderer, type Renderer, type TemplateEngineInfo } from './shadow-checked-renderer.js';
+import { firstLine, ShadowCheckedRenderer, type Renderer, type TemplateEngineInfo } from './shadow-checked-renderer.js';
 
 export class TemplateRenderError extends PlainMessageError {
   readonly class = 'template_error' as const;
@@ -98,7 +98,7 @@ export class ChatTemplate {
       text = this.renderer.render(vars);
     } catch (e) {
       // One line: it becomes the `/v1/route` reason and a log field.
-      throw new TemplateRenderError(`chat template failed: ${(e instanceof Error ? e.message : String(e)).split('\n', 1)[0]}`);
+      throw new TemplateRenderError(`chat template failed: ${firstLine(e)}`);
     }
     return request.continueFinalMessage ? cutAfterFinalMessage(text, request, this.contentFormat) : text;
   }

@@ -8,6 +8,7 @@
  * state shows on `/v1/status` (`template_engine`) and through `onSwitchOff` (the router logs it).
  */
 import { NotCompiled } from './template-values.js';
+import { commonPrefixLength } from './common-prefix.js';
 
 export type TemplateVars = Readonly<Record<string, unknown>>;
 
@@ -93,7 +94,7 @@ export class ShadowCheckedRenderer implements Renderer {
       this.differs(`the interpreter failed (${firstLine(e)}) where the compiled template rendered`);
       throw e;
     }
-    if (expected !== text) this.differs(`the compiled template rendered differently from the interpreter (first difference at character ${firstDifference(expected, text)})`);
+    if (expected !== text) this.differs(`the compiled template rendered differently from the interpreter (first difference at character ${commonPrefixLength(expected, text)})`);
     return expected;
   }
 
@@ -103,13 +104,7 @@ export class ShadowCheckedRenderer implements Renderer {
   }
 }
 
-function firstLine(e: unknown): string {
+/** An error's first line: what a log field or a `/v1/route` reason carries. */
+export function firstLine(e: unknown): string {
   return (e instanceof Error ? e.message : String(e)).split('\n', 1)[0]!;
-}
-
-function firstDifference(a: string, b: string): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
-  return i;
 }
