@@ -411,7 +411,8 @@ function measureScaling(hasher: ContentKeyHasher): void {
     }
     const { m, l, h } = best!;
     p50ByStreams.set(streams, m.p50_us);
-    walkedByStreams.set(streams, Math.round((walked / QUERIES) * 10) / 10);
+    const meanWalked = Math.round((walked / QUERIES) * 10) / 10;
+    walkedByStreams.set(streams, meanWalked);
     emit({
       metric: 'prefix_match_scaling',
       streams,
@@ -428,7 +429,7 @@ function measureScaling(hasher: ContentKeyHasher): void {
       lazy_match_p99_us: l.p99_us,
       hash_p50_us: h.p50_us,
       // The walk ends one block after the longest prefix of any stream (equal at every S unless --fixed-pool).
-      mean_blocks_walked: Math.round((walked / QUERIES) * 10) / 10,
+      mean_blocks_walked: meanWalked,
       match_mean_ns_per_walked_block: Math.round((m.mean_us * 1000) / (walked / QUERIES)),
       mean_reusable_blocks_per_stream: Math.round((reusable / (QUERIES * streams)) * 10) / 10,
       mean_streams_hit: Math.round((streamsHit / QUERIES) * 10) / 10,

@@ -87,7 +87,7 @@ export async function measureSnapshotBuild(subs: readonly StreamSubscriber[], ta
     await finished;
     const sendMs = performance.now() - t0;
     delay.disable();
-    const stats = view.stats() as { snapshotSlices?: number; snapshotSliceMaxKeyIds?: number };
+    const stats = view.stats();
     // The router side, message by message, as its client applies them.
     const cache = new ViewCache({ staleAfterMs: 3_600_000 });
     await cache.hashers.ensure([...new Set(subs.map((s) => s.config.hashSeed))]);
@@ -129,8 +129,8 @@ export async function measureSnapshotBuild(subs: readonly StreamSubscriber[], ta
       build_and_send_ms: round2(sendMs),
       event_loop_delay_max_ms: round2(delay.max / 1e6),
       event_loop_delay_p99_ms: round2(delay.percentile(99) / 1e6),
-      slices: stats.snapshotSlices ?? null,
-      slice_max_key_ids: stats.snapshotSliceMaxKeyIds ?? null,
+      slices: stats.snapshotSlices,
+      slice_max_key_ids: stats.snapshotSliceMaxKeyIds,
       router_max_decode_ms: round2(maxDecodeMs),
       router_max_apply_ms: round2(maxApplyMs),
       router_apply_steps: applySteps,

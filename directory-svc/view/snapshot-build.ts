@@ -70,8 +70,8 @@ export interface SnapshotStream {
 export interface SnapshotBuildOptions {
   readonly encode: Encode;
   readonly maxBytes: number;
-  /** Key ids per slice (default SLICE_KEY_IDS). */
-  readonly sliceKeyIds?: number;
+  /** Key ids per slice (the publisher's; SLICE_KEY_IDS unless a test sets it). */
+  readonly sliceKeyIds: number;
   /** Counted into by every build (the publisher's stats). */
   readonly counters: SliceCounters;
 }
@@ -167,7 +167,7 @@ export class SnapshotBuild implements KeyTierSink, SnapshotFeed {
     private readonly partCapacity: number,
   ) {
     this.encode = opts.encode;
-    this.sliceKeyIds = opts.sliceKeyIds ?? SLICE_KEY_IDS;
+    this.sliceKeyIds = opts.sliceKeyIds;
     this.counters = opts.counters;
     this.runs = streams.map(() => new ResidencyBuffer());
     const byIndex = new Map<ResidencyIndex, GroupCursor>();

@@ -512,9 +512,8 @@ export class ViewCache {
     for (const inst of instances) state.instances.set(inst.name, inst);
     for (const s of streams) {
       if (state.streams.has(s.streamId)) throw new ViewProtocolError(`snapshot repeats stream_id ${s.streamId}`);
-      const { group, slot } = this.joinGroup(state, s);
-      group.setTiers(slot, s.keys, s.tiers);
-      state.streams.set(s.streamId, new CachedStream(s, group, slot));
+      const cached = this.addStream(state, s);
+      cached.group.setTiers(cached.slot, s.keys, s.tiers);
     }
   }
 
@@ -530,9 +529,7 @@ export class ViewCache {
       const s = u.streams[a.stream]!;
       let cached = state.streams.get(s.streamId);
       if (cached === undefined) {
-        const { group, slot } = this.joinGroup(state, s);
-        cached = new CachedStream(s, group, slot);
-        state.streams.set(s.streamId, cached);
+        cached = this.addStream(state, s);
       } else if (a.key === 0 && (cached.blockSize !== s.blockSize || cached.hashSeed !== s.hashSeed)) {
         throw new ViewProtocolError(`snapshot parts disagree on stream_id ${s.streamId}'s block_size/hash_seed`);
       }
@@ -558,6 +555,14 @@ export class ViewCache {
   }
 
   /** A slot in the stream's group of `state`; a group beyond MAX_SLOTS streams is a protocol error. */
+  /** A stream new to `state`: it joins its group (a slot) and is listed; its keys are the caller's to set. */
+  private addStream(state: ViewState, s: DecodedViewStream): CachedStream {
+    const { group, slot } = this.joinGroup(state, s);
+    const cached = new CachedStream(s, group, slot);
+    state.streams.set(s.streamId, cached);
+    return cached;
+  }
+
   private joinGroup(state: ViewState, s: DecodedViewStream): GroupSlot {
     const hasher = this.requireHasher(s.hashSeed);
     if (state.groups.isFull(s.blockSize, s.hashSeed)) throw new ViewProtocolError(`more than ${MAX_SLOTS} streams of block_size ${s.blockSize}, hash_seed ${s.hashSeed}`);

@@ -82,11 +82,6 @@ export class KeyHolderTable {
     return this.end;
   }
 
-  /** True when key id `id` is in use by the directory (some stream index pins it). */
-  idInUse(id: number): boolean {
-    return id < this.end && this.pinnedAt(id);
-  }
-
   approxBytes(): number {
     return this.words.byteLength + this.pins.byteLength + this.freeBits.byteLength + this.index.byteLength;
   }
@@ -175,7 +170,8 @@ export class KeyHolderTable {
   pin(words: Uint32Array, offset: number, after = -1): number {
     let id = this.findAfter(words, offset, after);
     if (id < 0) id = this.insert(words[offset]!, words[offset + 1]!, words[offset + 2]!, words[offset + 3]!, 0, after);
-    if (this.pins.length * KEY_RECORD_STRIDE < this.words.length) this.sizePins();
+    // The first pin makes the column; resizeRecords keeps it sized from then on.
+    if (this.pins.length === 0) this.sizePins();
     this.pins[id]++;
     return id;
   }

@@ -371,7 +371,8 @@ export class ResidencyIndex {
     let told = 0;
     let id = from;
     for (; id < end; id++) {
-      if (!table.idInUse(id)) continue;
+      // In use by the directory: some stream index pins it (ids below `end` are records).
+      if (!table.pinnedAt(id)) continue;
       const at = id * KEY_RECORD_STRIDE;
       const set = tw[at + HOLDER_SET]!;
       if (set === EMPTY_SET) continue;

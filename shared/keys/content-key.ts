@@ -8,7 +8,8 @@
  * byte reverse (using the canonical digest as the key is the bug the spec warns about).
  * Hot path: the preimage is written as int32 words (a little-endian host, x86-64 or arm64, as the
  * index's typed-array views assume too) straight into the input area of hash-wasm's xxHash
- * module (xxh128-direct.ts), with no allocation per block. Where that is not available, through
+ * module (xxh128-direct.ts): no allocation per block from a JS array, one subarray view per block
+ * from an Int32Array (then copied as one memcpy). Where that is not available, through
  * hash-wasm's wrapper: one preallocated preimage buffer per hasher and one cached view of its length.
  */
 import { createXXHash128 } from 'hash-wasm';
