@@ -48,6 +48,8 @@ export class RouterService {
     private readonly forwarder: UpstreamForwarder,
     readonly metrics: RouterMetrics,
     private readonly reporter: InflightReporter | null,
+    /** The id it watches the view and reports in-flight load under (its tie rotations start from it). */
+    readonly routerId: string,
   ) {}
 
   /**
@@ -118,7 +120,7 @@ export class RouterService {
         logger: log.child({ component: 'http' }),
       });
       log.info({ http_port: http.port, policy: flags.loadBalancePolicy, tokenizer: tokenizer?.info.path ?? null, tokenizer_fingerprint: tokenizer?.info.fingerprint ?? null, view_version: Number(view.version), streams: view.streams().length }, 'router-svc ready');
-      return new RouterService(viewClient, http, forwarder, metrics, reporter);
+      return new RouterService(viewClient, http, forwarder, metrics, reporter, routerId);
     } catch (e) {
       reporter?.close();
       forwarder.close();

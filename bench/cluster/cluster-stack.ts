@@ -44,7 +44,7 @@ export interface EngineShape {
 export class ClusterEngine {
   /** Requests accepted and not answered yet (queued, in prefill, or decoding): the heartbeat's waiting. */
   inFlight = 0;
-  closed = false;
+  private closed = false;
 
   private constructor(
     readonly sim: EngineSimulator,
@@ -126,7 +126,6 @@ export class ClusterEngine {
 
 export class ClusterStack {
   private routersStarted = 0;
-  private readonly routerIds = new WeakMap<RouterService, string>();
 
   private constructor(
     private readonly etcd: EtcdServer,
@@ -188,16 +187,7 @@ export class ClusterStack {
     ]);
     if (parsed.kind !== 'flags') throw new Error('unexpected --help');
     const routerId = `bench-router-${++this.routersStarted}`;
-    const router = await RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId });
-    this.routerIds.set(router, routerId);
-    return router;
-  }
-
-  /** The router id a replica was started with (where its tie rotations start). */
-  routerIdOf(router: RouterService): string {
-    const id = this.routerIds.get(router);
-    if (id === undefined) throw new Error('not a router of this stack');
-    return id;
+    return RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId });
   }
 
   async close(): Promise<void> {

@@ -494,7 +494,7 @@ async function runOnce(
     for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(p.policy === 'ORACLE' ? 'RR' : p.policy, p.lambda ?? 0.5, INFLIGHT_LOAD));
     for (const e of engines) await e.reset();
     for (const r of routers) await untilSettled(r, engines);
-    if (replicas > 1 && DESYNC) await desynchronize(routers, routers.map((r) => rotationOffset(stack.routerIdOf(r))));
+    if (replicas > 1 && DESYNC) await desynchronize(routers, routers.map((r) => rotationOffset(r.routerId)));
     const target = p.policy === 'ORACLE' ? oracleTarget(engines, p.lambda ?? 0.5) : routerTarget(routers);
     if (warm !== null) {
       await drive(warm.w, target, warm.startsMs);

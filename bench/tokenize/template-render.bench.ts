@@ -4,11 +4,10 @@
  * as ChatTemplate renders it for a request (message objects built, shadow check included). The
  * two engines alternate in rounds so a shared machine's load falls on both.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
 import { ChatTemplate } from '../../shared/tokenize/chat-template.js';
 import { parseChatRequest } from '../../shared/tokenize/chat-request.js';
+import { readTokenizerFiles } from '../../shared/tokenize/tokenizer-files.js';
 import { emitResult, isQuickRun, percentile } from '../lib/bench-kit.js';
 import { benchChatMessages } from './bench-chat.js';
 
@@ -16,12 +15,13 @@ const QUICK = isQuickRun();
 const ROUNDS = QUICK ? 6 : 20;
 const PER_ROUND = 200;
 
-const config = JSON.parse(readFileSync(join(bundledQwen3TokenizerDir(), 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
-const source = config['chat_template'] as string;
+// The template, its source path and the config exactly as the router reads them.
+const files = readTokenizerFiles(bundledQwen3TokenizerDir(), '');
+const source = files.chatTemplate!;
 const request = parseChatRequest({ messages: benchChatMessages(8192) });
 const engines = [
-  { name: 'compiled', template: new ChatTemplate(source, 'qwen3', config) },
-  { name: 'interpreted', template: new ChatTemplate(source, 'qwen3', config, { compile: false }) },
+  { name: 'compiled', template: new ChatTemplate(source, files.chatTemplateSource, files.config) },
+  { name: 'interpreted', template: new ChatTemplate(source, files.chatTemplateSource, files.config, { compile: false }) },
 ] as const;
 
 const samples = new Map<string, number[]>(engines.map((e) => [e.name, []]));

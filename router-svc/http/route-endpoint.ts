@@ -1,16 +1,14 @@
 /**
- * `POST /v1/route` (routing.md "HTTP API"): body → prompt → decision → the answer object, and
- * what any of the router's JSON endpoints answers when a request fails. Shared by the Koa app and
- * the raw node:http fast path in front of it (route-fast-path.ts), so both answer the same bytes.
+ * `POST /v1/route` (routing.md "HTTP API"): body → prompt → decision → the answer object. Shared
+ * by the Koa app and the raw node:http fast path in front of it (route-fast-path.ts), so both
+ * answer the same bytes.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Logger } from '../../shared/log/logger.js';
 import type { PromptResolver } from '../proxy/prompt-resolver.js';
 import { routeEndpointInput } from '../proxy/prompt-route-input.js';
 import { readJsonBody } from './json-body.js';
 import type { RouteDecider } from './route-decider.js';
 import { jsonObject, parseDryRun } from './route-request.js';
-import { isRouterHttpError } from './router-http-errors.js';
 
 export interface RouteEndpointDeps {
   readonly decider: RouteDecider;
@@ -34,25 +32,4 @@ export async function routeAnswer(req: IncomingMessage, deps: RouteEndpointDeps)
   const answer: Record<string, unknown> = { ...decision, input_tokens: resolved.request.promptTokens, token_source: resolved.tokenSource };
   if (resolved.reason !== null) answer['reason'] = resolved.reason;
   return answer;
-}
-
-/** A failed request's answer: `{"error": reason}` with its status; `close` after a 413. */
-export interface FailureAnswer {
-  readonly status: number;
-  readonly body: { readonly error: string };
-  /** The 413's body drain may have stopped early: the connection cannot be reused. */
-  readonly close: boolean;
-}
-
-/**
- * A RouterHttpError as its status and reason (5xx logged as warnings); anything else is a bare
- * 500, logged, never a stack trace in the response.
- */
-export function failureAnswer(e: unknown, path: string, log: Logger): FailureAnswer {
-  if (isRouterHttpError(e)) {
-    if (e.httpStatus >= 500) log.warn({ path, status: e.httpStatus, err: e.reason }, 'request failed');
-    return { status: e.httpStatus, body: { error: e.reason }, close: e.httpStatus === 413 };
-  }
-  log.error({ path, err: e instanceof Error ? e.message : String(e) }, 'unexpected error');
-  return { status: 500, body: { error: 'internal error' }, close: false };
 }

@@ -10,10 +10,11 @@
  */
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { Logger } from '../../shared/log/logger.js';
-import { failureAnswer, routeAnswer, type RouteEndpointDeps } from './route-endpoint.js';
+import { routeAnswer, type RouteEndpointDeps } from './route-endpoint.js';
+import { failureAnswer } from './router-http-errors.js';
 
 /** What Koa's `ctx.type = 'application/json'` writes. */
-export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 /**
  * A request listener answering `POST <path>` itself and handing everything else to `fallback`

@@ -4,6 +4,7 @@
  * `{"error": reason}`; the message is `<class>: <reason>`. Stack traces never reach a response.
  */
 import { DomainError } from '../../shared/errors/domain-error.js';
+import type { Logger } from '../../shared/log/logger.js';
 
 export type RouterHttpErrorClass =
   | 'bad_request'
@@ -50,4 +51,25 @@ export function upstreamFailed(instance: string, detail: string): RouterHttpErro
 
 export function isRouterHttpError(e: unknown): e is RouterHttpError {
   return e instanceof RouterHttpError;
+}
+
+/** A failed request's answer: `{"error": reason}` with its status; `close` after a 413. */
+export interface FailureAnswer {
+  readonly status: number;
+  readonly body: { readonly error: string };
+  /** The 413's body drain may have stopped early: the connection cannot be reused. */
+  readonly close: boolean;
+}
+
+/**
+ * A RouterHttpError as its status and reason (5xx logged as warnings); anything else is a bare
+ * 500, logged, never a stack trace in the response.
+ */
+export function failureAnswer(e: unknown, path: string, log: Logger): FailureAnswer {
+  if (isRouterHttpError(e)) {
+    if (e.httpStatus >= 500) log.warn({ path, status: e.httpStatus, err: e.reason }, 'request failed');
+    return { status: e.httpStatus, body: { error: e.reason }, close: e.httpStatus === 413 };
+  }
+  log.error({ path, err: e instanceof Error ? e.message : String(e) }, 'unexpected error');
+  return { status: 500, body: { error: 'internal error' }, close: false };
 }

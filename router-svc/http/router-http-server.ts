@@ -26,12 +26,12 @@ import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from '../../shared/security
 import { MAX_BODY_BYTES, readJsonBody } from './json-body.js';
 import { queryResultJson } from './query-json.js';
 import type { RouteDecider } from './route-decider.js';
-import { failureAnswer, routeAnswer, type RouteEndpointDeps } from './route-endpoint.js';
+import { routeAnswer, type RouteEndpointDeps } from './route-endpoint.js';
 import { withRouteFastPath } from './route-fast-path.js';
 import { parseKvQueryRequest } from './route-request.js';
 import { PromptResolver } from '../proxy/prompt-resolver.js';
 import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
-import { RouterHttpError, unauthorized } from './router-http-errors.js';
+import { failureAnswer, RouterHttpError, unauthorized } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
 
 export const KV_QUERY_PATH = '/v1/internal/kv-cache/query';
@@ -81,8 +81,9 @@ export class RouterHttpServer {
   static async start(opts: RouterHttpServerOptions): Promise<RouterHttpServer> {
     if (!opts.view.hasSnapshot) throw new ViewNotReadyError();
     const routeDeps = routeEndpointDeps(opts);
-    const app = buildApp(opts, routeDeps);
-    const server = createServer(limitedServerOptions(ROUTER_HTTP_LIMITS), withRouteFastPath(ROUTE_PATH, routeDeps, opts.logger ?? silentLogger, app.callback()));
+    const log = opts.logger ?? silentLogger;
+    const app = buildApp(opts, routeDeps, log);
+    const server = createServer(limitedServerOptions(ROUTER_HTTP_LIMITS), withRouteFastPath(ROUTE_PATH, routeDeps, log, app.callback()));
     // Keep-alive clients (load balancers, benchmarks) reuse connections.
     server.keepAliveTimeout = 65_000;
     // Refusals node makes itself (431, 408, 400) get the API's JSON error shape, never a stack.
@@ -130,8 +131,7 @@ function routeEndpointDeps(opts: RouterHttpServerOptions): RouteEndpointDeps {
   };
 }
 
-function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps): Koa {
-  const log = opts.logger ?? silentLogger;
+function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps, log: Logger): Koa {
   const clock = routeDeps.clock;
   const maxBodyBytes = routeDeps.maxBodyBytes;
   const token = new InternalTokenCheck(opts.internalApiToken);

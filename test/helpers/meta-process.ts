@@ -32,7 +32,7 @@ export class MetaProcess {
   }
 
   /** Resolves with the first output line matching `re` (the process writes its log after answering, so a test waits for it). */
-  waitForLog(re: RegExp, timeoutMs = 5000): Promise<string> {
+  waitForOutput(re: RegExp, timeoutMs = 5000): Promise<string> {
     return this.proc.waitForOutput(re, timeoutMs);
   }
 

@@ -116,7 +116,7 @@ for (const kind of STORE_KINDS) {
       const onOwner = await p.call('getCacheMetaDetail', { instance_id: 'test_instance_id_2', block_keys: [1234, 4567] });
       expect(onOwner.items.map((it: Json) => it.locations.map((l: Json) => l.status))).to.deep.equal([['CLS_SERVING'], ['CLS_NOT_FOUND']]);
       // Rejects (fails the test) when the warning never comes.
-      await p.waitForLog(/finishWriteCache named another instance/);
+      await p.waitForOutput(/finishWriteCache named another instance/);
 
       const s5 = await p.call('getCacheLocation', published.getCacheLocation);
       expect(code(s5)).to.equal('OK');

@@ -26,9 +26,9 @@ interface RawAnswer {
   readonly body: string;
 }
 
-function post(port: number, path: string, body: Buffer, headers: Record<string, string | number> = {}): Promise<RawAnswer> {
+function post(port: number, path: string, body: Buffer): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': body.length, ...headers } }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (d: Buffer) => chunks.push(d));
       res.on('end', () => {
