@@ -91,7 +91,7 @@ export class RouterService {
       };
       const metrics = new RouterMetrics(viewStatus);
       const policy = createPolicy(flags, inflight, routerId);
-      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight);
+      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight, flags.carPendingPrefix);
       const tokenizer = opts.tokenizer ?? null;
       const prompts = new PromptResolver(tokenizer, metrics);
       if (tokenizer === null) log.warn('no --tokenizer: text and chat requests are routed by load only (counted in router_untokenized_requests_total)');

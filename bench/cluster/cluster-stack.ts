@@ -178,12 +178,13 @@ export class ClusterStack {
    * A router replica with `policy` (and CAR's lambda), HTTP on a free port. Each gets its own
    * router id: replicas share this process, and in-flight load tells routers apart by id.
    */
-  async startRouter(policy: 'RR' | 'SLO_AWARE' | 'CAR', lambda = 0.5, inflightLoad = true): Promise<RouterService> {
+  async startRouter(policy: 'RR' | 'SLO_AWARE' | 'CAR', lambda = 0.5, inflightLoad = true, pendingPrefix = true): Promise<RouterService> {
     const parsed = parseRouterFlags([
       `--directory_addr=${this.directoryGrpc}`,
       `--load_balance_policy=${policy}`,
       `--car_prefill_lambda=${lambda}`,
       `--car_inflight_load=${inflightLoad}`,
+      `--car_pending_prefix=${pendingPrefix}`,
     ]);
     if (parsed.kind !== 'flags') throw new Error('unexpected --help');
     const routerId = `bench-router-${++this.routersStarted}`;

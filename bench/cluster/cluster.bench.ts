@@ -77,7 +77,7 @@
  * there); and the older ≥ 2× better than RR on multi_turn (client and engine clocks).
  *
  * Run: node --import tsx bench/cluster/cluster.bench.ts [--quick] [--heartbeat_ms=500]
- *        [--workload=multi_turn|agentic] [--trace=FILE] [--car_inflight_load=false]
+ *        [--workload=multi_turn|agentic] [--trace=FILE] [--car_inflight_load=false] [--car_pending_prefix=false]
  *        [--no_sweep | --sweep_only] [--sweep_kv=pressured|ample] [--sweep_warm] [--reps=3] [--no_desync]
  * (--quick: the short form for CI, a few minutes; full ≈ 15 min. --trace appends every request's sample.)
  * The machine is shared: client TTFT includes its scheduling noise; engine_ttft_p90_ms does not.
@@ -116,6 +116,8 @@ const HEARTBEAT_MS = numberArg('--heartbeat_ms', 500);
 const TRACE = process.argv.find((a) => a.startsWith('--trace='))?.slice('--trace='.length) ?? null;
 /** `--car_inflight_load=false`: routers without in-flight load (the comparison issue 15 asks about). */
 const INFLIGHT_LOAD = !process.argv.includes('--car_inflight_load=false');
+/** `--car_pending_prefix=false`: routers without pending prefix credit (routing.md "In-flight load"). */
+const PENDING_PREFIX = !process.argv.includes('--car_pending_prefix=false');
 /**
  * `--no_desync`: 4 fresh replicas start from the rotation state their router ids give them
  * (routers spread their first tie by id, pick-minimum.ts rotationOffset), as a fleet started at
@@ -491,7 +493,7 @@ async function runOnce(
 ): Promise<Run> {
   const routers: RouterService[] = [];
   try {
-    for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(p.policy === 'ORACLE' ? 'RR' : p.policy, p.lambda ?? 0.5, INFLIGHT_LOAD));
+    for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(p.policy === 'ORACLE' ? 'RR' : p.policy, p.lambda ?? 0.5, INFLIGHT_LOAD, PENDING_PREFIX));
     for (const e of engines) await e.reset();
     for (const r of routers) await untilSettled(r, engines);
     if (replicas > 1 && DESYNC) await desynchronize(routers, routers.map((r) => rotationOffset(r.routerId)));
@@ -597,6 +599,7 @@ async function runWorkload(stack: ClusterStack, w: Workload): Promise<RunResult[
         host_blocks_per_engine: shape.hostCapacityBlocks,
         heartbeat_ms: HEARTBEAT_MS,
         car_inflight_load: INFLIGHT_LOAD,
+        car_pending_prefix: PENDING_PREFIX,
         desynchronized: DESYNC,
         quick: QUICK,
       });

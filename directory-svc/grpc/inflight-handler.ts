@@ -7,6 +7,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../shared/log/logger.js';
 import type { WireInflightReport } from '../../shared/view/view-wire.js';
+import { MAX_PROMPT_GRANULES } from '../../shared/keys/prompt-fingerprint.js';
 
 /** What the handler feeds; `InflightService` implements it. */
 export interface InflightApi {
@@ -34,6 +35,14 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
     const least = answered > 0 ? 0 : 1;
     if (!Number.isInteger(d.count) || d.count < least || d.count > L.count) return `decisions[${i}].count: expected an integer in [${least}, ${L.count}], got ${String(d.count)}`;
     if (!Number.isInteger(d.age_ms) || d.age_ms < 0 || d.age_ms > L.ageMs) return `decisions[${i}].age_ms: expected an integer in [0, ${L.ageMs}], got ${String(d.age_ms)}`;
+    const prompts = d.prompts ?? [];
+    if (!Array.isArray(prompts) || prompts.length > d.count) return `decisions[${i}].prompts: expected at most count (${d.count}) entries, got ${Array.isArray(prompts) ? prompts.length : typeof prompts}`;
+    for (let j = 0; j < prompts.length; j++) {
+      const p = prompts[j];
+      if (!(p instanceof Uint8Array) || p.length % 4 !== 0 || p.length > MAX_PROMPT_GRANULES * 4) {
+        return `decisions[${i}].prompts[${j}]: expected a multiple of 4 bytes, at most ${MAX_PROMPT_GRANULES * 4} (little-endian uint32 fingerprints), got ${p instanceof Uint8Array ? `${p.length} bytes` : typeof p}`;
+      }
+    }
   }
   return null;
 }

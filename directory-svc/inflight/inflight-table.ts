@@ -12,6 +12,7 @@
  * Pure: time comes in as arguments; `onChange` names each instance whose shares changed.
  */
 import type { WireInflightShare } from '../../shared/view/view-wire.js';
+import { PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 
 export const INFLIGHT_TTL_MS = 2000;
 
@@ -19,7 +20,11 @@ interface Entry {
   readonly routerId: string;
   count: number;
   readonly atMs: number;
+  /** Prompt fingerprints of the entry's decisions (pending prefix credit), oldest first; ≤ count. */
+  prompts: readonly Buffer[];
 }
+
+const NO_PROMPTS: readonly Buffer[] = Object.freeze([]);
 
 const NO_SHARES: readonly WireInflightShare[] = Object.freeze([]);
 
@@ -43,6 +48,8 @@ class InstanceInflight {
       const take = Math.min(e.count, left);
       e.count -= take;
       left -= take;
+      // The engine answers in FIFO order: the oldest decisions' prompts end first.
+      if (e.prompts.length > e.count) e.prompts = e.count === 0 ? NO_PROMPTS : e.prompts.slice(e.prompts.length - e.count);
     }
     if (left === n) return false;
     let kept = 0;
@@ -65,14 +72,28 @@ class InstanceInflight {
       this.shares = NO_SHARES;
       return;
     }
-    const byRouter = new Map<string, number>();
-    for (const e of this.entries) byRouter.set(e.routerId, (byRouter.get(e.routerId) ?? 0) + e.count);
-    this.shares = [...byRouter].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([router_id, count]) => ({ router_id, count }));
+    const byRouter = new Map<string, { count: number; prompts: Buffer[] }>();
+    for (const e of this.entries) {
+      let r = byRouter.get(e.routerId);
+      if (r === undefined) byRouter.set(e.routerId, (r = { count: 0, prompts: [] }));
+      r.count += e.count;
+      for (const p of e.prompts) r.prompts.push(p);
+    }
+    this.shares = [...byRouter]
+      .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+      .map(([router_id, r]) => ({ router_id, count: r.count, prompts: r.prompts.length > PENDING_PROMPTS_PER_SHARE ? r.prompts.slice(-PENDING_PROMPTS_PER_SHARE) : r.prompts }));
   }
 }
 
 export class InflightTable {
   private readonly byInstance = new Map<string, InstanceInflight>();
+  /**
+   * When each instance's latest load report was accepted: a decision dated before it arrives
+   * late (the router's message crossed the report) and is already reflected by it — the router
+   * ended its own copy on that report and will not report its answer, so keeping it would hold a
+   * phantom on every other replica until the next report.
+   */
+  private readonly lastReportAt = new Map<string, number>();
   private readonly listeners: ((instanceName: string) => void)[] = [];
 
   constructor(private readonly ttlMs: number = INFLIGHT_TTL_MS) {}
@@ -97,12 +118,16 @@ export class InflightTable {
     return n;
   }
 
-  /** `count` decisions of `routerId` for `instanceName`, made at `decidedAtMs` (directory clock). */
-  report(routerId: string, instanceName: string, count: number, decidedAtMs: number, nowMs: number): void {
+  /**
+   * `count` decisions of `routerId` for `instanceName`, made at `decidedAtMs` (directory clock),
+   * with the prompt fingerprints of (at most `count` of) them.
+   */
+  report(routerId: string, instanceName: string, count: number, decidedAtMs: number, nowMs: number, prompts: readonly Buffer[] = NO_PROMPTS): void {
     if (count <= 0 || nowMs - decidedAtMs >= this.ttlMs) return;
+    if (decidedAtMs < (this.lastReportAt.get(instanceName) ?? Number.NEGATIVE_INFINITY)) return;
     let inst = this.byInstance.get(instanceName);
     if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
-    inst.add({ routerId, count, atMs: decidedAtMs });
+    inst.add({ routerId, count, atMs: decidedAtMs, prompts: prompts.length > count ? prompts.slice(prompts.length - count) : prompts });
     this.changed(instanceName, inst);
   }
 
@@ -119,6 +144,7 @@ export class InflightTable {
 
   /** A load report for `instanceName` accepted at `atMs` ends every entry dated before it. */
   loadReported(instanceName: string, atMs: number): void {
+    this.lastReportAt.set(instanceName, atMs);
     const inst = this.byInstance.get(instanceName);
     if (inst !== undefined && inst.dropBefore(atMs)) this.changed(instanceName, inst);
   }
@@ -126,6 +152,7 @@ export class InflightTable {
   /** The instance left the table: its entries go with it (no change is announced, it is gone). */
   forget(instanceName: string): void {
     this.byInstance.delete(instanceName);
+    this.lastReportAt.delete(instanceName);
   }
 
   /** Ends entries older than the TTL. */

@@ -19,7 +19,10 @@
  * - `epoch`: a random id per publisher (one directory process lifetime); `version` +1 per delta.
  * - Deltas are cut by time (`flushIntervalMs` after the first pending change) and by size
  *   (`maxDeltaKeyChanges` pending key changes, checked after each applied batch, so a delta never
- *   holds part of an engine batch).
+ *   holds part of an engine batch). A change of in-flight shares pulls the cut forward to
+ *   `inflightFlushMs` after the previous delta (at once after a quiet spell): a router's decision
+ *   reaches the other replicas in a few ms instead of up to 20, which is the window in which
+ *   they would send a burst to the same instance.
  * - A stream reset (recovery swap, restore, reconciliation, any state change) replaces the stream's
  *   state and residency atomically; the incremental changes pending before it are dropped, and
  *   those after it (batches applied before the flush) are merged into the exported residency it
@@ -56,6 +59,7 @@ import { protoViewUpdateEncoder, type ViewUpdateEncoder } from './view-update-en
 import { ViewWatcher, type SnapshotFeed, type ViewSink } from './view-watcher.js';
 import type { WireViewDelta, WireViewInstance, WireViewStream } from '../../shared/view/view-wire.js';
 import { toWireViewInstance } from './view-wire.js';
+import { FlushTimer } from '../../shared/timing/flush-timer.js';
 
 /** A stream as the view shows it: identity, key space and, for discovery streams, the registration (absent for static ones). */
 export type ViewStreamIdentity = Pick<StreamConfig, 'instanceName' | 'dpRank' | 'blockSize' | 'hashSeed' | 'incarnationId' | 'generation'>;
@@ -77,6 +81,12 @@ export interface WatchRequest {
 export interface ViewPublisherOptions {
   /** A delta is cut this long after the first pending change (default 10 ms). */
   readonly flushIntervalMs?: number;
+  /**
+   * A change of in-flight shares is published this long after the previous delta at the earliest,
+   * at once after a quieter spell (default 1 ms): replicas see each other's decisions before the
+   * next burst, and deltas stay bounded at 1/inflightFlushMs per second under load.
+   */
+  readonly inflightFlushMs?: number;
   /** A delta is cut once this many key changes are pending (default 65536). */
   readonly maxDeltaKeyChanges?: number;
   /** Change log bound in deltas (default 4096). */
@@ -152,6 +162,7 @@ const EMPTY = new Uint8Array(0);
 const NO_RESIDENCY: ExportedResidency = Object.freeze({ keys: EMPTY, tiers: EMPTY });
 const DEFAULTS = {
   flushIntervalMs: 10,
+  inflightFlushMs: 1,
   maxDeltaKeyChanges: 65536,
   logMaxEntries: 4096,
   logMaxBytes: 64 * 1024 * 1024,
@@ -161,6 +172,7 @@ const DEFAULTS = {
 export class ViewPublisher implements StreamTracker {
   readonly epoch: string;
   private readonly flushIntervalMs: number;
+  private readonly inflightFlushMs: number;
   private readonly maxDeltaKeyChanges: number;
   private readonly maxMessageBytes: number;
   private readonly heartbeatIntervalMs: number;
@@ -192,7 +204,7 @@ export class ViewPublisher implements StreamTracker {
   private building: SnapshotBuild | null = null;
   private readonly sliceKeyIds: number;
   private readonly sliceCounters: SliceCounters = { slices: 0, maxSliceKeyIds: 0, maxSliceEntries: 0 };
-  private flushTimer: NodeJS.Timeout | null = null;
+  private readonly flushTimer = new FlushTimer(() => this.flush());
   private readonly heartbeatTimer: NodeJS.Timeout;
   private closed = false;
 
@@ -207,6 +219,7 @@ export class ViewPublisher implements StreamTracker {
   constructor(opts: ViewPublisherOptions = {}) {
     this.epoch = opts.epoch ?? randomBytes(8).toString('hex');
     this.flushIntervalMs = opts.flushIntervalMs ?? DEFAULTS.flushIntervalMs;
+    this.inflightFlushMs = opts.inflightFlushMs ?? DEFAULTS.inflightFlushMs;
     this.maxDeltaKeyChanges = opts.maxDeltaKeyChanges ?? DEFAULTS.maxDeltaKeyChanges;
     this.maxMessageBytes = opts.maxMessageBytes ?? MAX_VIEW_MESSAGE_BYTES;
     this.sliceKeyIds = opts.snapshotSliceKeyIds ?? SLICE_KEY_IDS;
@@ -401,7 +414,7 @@ export class ViewPublisher implements StreamTracker {
       const v = this.instances.get(name);
       if (v === undefined) return;
       this.pendingInstances.set(name, v);
-      this.scheduleFlush();
+      if (!this.closed) this.flushTimer.throttled(this.inflightFlushMs);
     });
   }
 
@@ -413,11 +426,7 @@ export class ViewPublisher implements StreamTracker {
   // ---- deltas -------------------------------------------------------------------------------
 
   private scheduleFlush(): void {
-    if (this.flushTimer !== null || this.closed) return;
-    this.flushTimer = setTimeout(() => {
-      this.flushTimer = null;
-      this.flush();
-    }, this.flushIntervalMs);
+    if (!this.closed) this.flushTimer.throttled(this.flushIntervalMs);
   }
 
   /**
@@ -426,10 +435,7 @@ export class ViewPublisher implements StreamTracker {
    * the delta is one consistent cut of the view.
    */
   flush(): void {
-    if (this.flushTimer !== null) {
-      clearTimeout(this.flushTimer);
-      this.flushTimer = null;
-    }
+    this.flushTimer.ranNow();
     if (this.closed) return;
     if (this.pendingInstances.size === 0 && this.removedStreamIds.length === 0 && this.dirtyStreams.length === 0) return;
     const delta: WireViewDelta = {
@@ -618,8 +624,7 @@ export class ViewPublisher implements StreamTracker {
     if (this.closed) return;
     this.closed = true;
     clearInterval(this.heartbeatTimer);
-    if (this.flushTimer !== null) clearTimeout(this.flushTimer);
-    this.flushTimer = null;
+    this.flushTimer.cancel();
     for (const w of [...this.watchers]) w.end('closing', 'directory view publisher stopping; re-watch another directory');
     this.watchers.clear();
     this.unsubscribeInstances?.();

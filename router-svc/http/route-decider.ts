@@ -21,6 +21,7 @@ import { performance } from 'node:perf_hooks';
 import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy.js';
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
+import { promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import { RouterHttpError } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
@@ -34,6 +35,8 @@ export class RouteDecider {
     readonly policyName: string,
     /** `--car_inflight_load`: where decisions are counted; null = not counted. */
     private readonly inflight: InflightLoad | null = null,
+    /** `--car_pending_prefix` (with in-flight load): decisions carry their prompt's fingerprints. */
+    private readonly pendingPrefix = false,
   ) {}
 
   /** The decision, or a `no_candidate` RouterHttpError (503) naming why. */
@@ -54,8 +57,10 @@ export class RouteDecider {
   private decideCounted(input: RouteRequest, nowMs: number): { decision: RouteDecision; seq: number } {
     const t0 = performance.now();
     let decision: RouteDecision;
+    // Hashed once: CAR matches them against the requests in flight, the count keeps them for the others.
+    const fingerprints = this.pendingPrefix && this.inflight !== null && input.tokenIds !== null ? promptFingerprints(input.tokenIds) : null;
     try {
-      decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens }, this.view, nowMs);
+      decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens, promptFingerprints: fingerprints }, this.view, nowMs);
     } catch (e) {
       const seconds = (performance.now() - t0) / 1000;
       if (e instanceof NoCandidateError) {
@@ -68,7 +73,7 @@ export class RouteDecider {
     let seq = -1;
     if (this.inflight !== null && input.dryRun !== true) {
       const inst = this.view.instance(decision.prefill.name);
-      if (inst !== null) seq = this.inflight.record(inst);
+      if (inst !== null) seq = this.inflight.record(inst, this.inflight.now(), fingerprints);
     }
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
     return { decision, seq };

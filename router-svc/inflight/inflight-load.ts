@@ -24,6 +24,7 @@
 import { performance } from 'node:perf_hooks';
 import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
 import type { RouterInstance } from '../viewcache/view-update.js';
+import { fingerprintBytes, sharedGranules } from '../../shared/keys/prompt-fingerprint.js';
 
 /** routing.md: an in-flight entry ends 2 s after the decision at the latest. */
 export const INFLIGHT_TTL_MS = 2000;
@@ -36,6 +37,8 @@ class DecisionRing {
   at = new Float64Array(8);
   seen = new Float64Array(8);
   done = new Uint8Array(8);
+  /** The decision's prompt fingerprints (pending prefix credit); null without token ids. */
+  prompts: (Uint32Array | null)[] = new Array<Uint32Array | null>(8).fill(null);
   head = 0;
   size = 0;
   headSeq = 0;
@@ -55,12 +58,13 @@ class DecisionRing {
   constructor(readonly name: string) {}
 
   /** Appends one decision; returns its sequence number. */
-  push(atMs: number, seenReportMs: number): number {
+  push(atMs: number, seenReportMs: number, prompt: Uint32Array | null): number {
     if (this.size === this.at.length) this.grow();
     const i = (this.head + this.size) & (this.at.length - 1);
     this.at[i] = atMs;
     this.seen[i] = seenReportMs;
     this.done[i] = 0;
+    this.prompts[i] = prompt;
     this.size++;
     return this.headSeq + this.size - 1;
   }
@@ -93,6 +97,7 @@ class DecisionRing {
       const answered = this.done[i] === 1;
       if (!answered && this.seen[i] === currentReportMs && nowMs - this.at[i]! < ttlMs) break;
       if (answered) this.doneCount--;
+      this.prompts[i] = null;
       this.head = (i + 1) & mask;
       this.size--;
       this.headSeq++;
@@ -100,20 +105,47 @@ class DecisionRing {
     return this.size - this.doneCount;
   }
 
+  /** The longest prefix, in granules, `prompt` shares with a counted decision (after `live`). */
+  pendingGranules(prompt: Uint32Array): number {
+    const mask = this.at.length - 1;
+    let best = 0;
+    for (let k = 0; k < this.size; k++) {
+      const i = (this.head + k) & mask;
+      const p = this.prompts[i];
+      if (this.done[i] === 0 && p !== null && p !== undefined) best = Math.max(best, sharedGranules(prompt, p));
+    }
+    return best;
+  }
+
+  /** The fingerprints of the counted decisions not reported yet (those `unreported` counts), oldest first. */
+  unreportedPrompts(): Buffer[] | null {
+    const mask = this.at.length - 1;
+    let out: Buffer[] | null = null;
+    for (let k = Math.max(0, this.reportedBelowSeq - this.headSeq); k < this.size; k++) {
+      const i = (this.head + k) & mask;
+      const p = this.prompts[i];
+      if (this.done[i] === 0 && p !== null && p !== undefined && p.length > 0) (out ??= []).push(fingerprintBytes(p));
+    }
+    return out;
+  }
+
   private grow(): void {
     const n = this.at.length * 2;
     const at = new Float64Array(n);
     const seen = new Float64Array(n);
     const done = new Uint8Array(n);
+    const prompts = new Array<Uint32Array | null>(n).fill(null);
     const mask = this.at.length - 1;
     for (let k = 0; k < this.size; k++) {
       at[k] = this.at[(this.head + k) & mask]!;
       seen[k] = this.seen[(this.head + k) & mask]!;
       done[k] = this.done[(this.head + k) & mask]!;
+      prompts[k] = this.prompts[(this.head + k) & mask]!;
     }
     this.at = at;
     this.seen = seen;
     this.done = done;
+    this.prompts = prompts;
     this.head = 0;
   }
 }
@@ -139,6 +171,8 @@ export class InflightLoad {
   private readonly rings = new Map<string, DecisionRing>();
   /** Rings with unreported decisions, in first-decision order. */
   private outbox: DecisionRing[] = [];
+  /** Told when the outbox gets its first ring since the last drain (the reporter schedules a send). */
+  onOutbox: (() => void) | null = null;
 
   constructor(opts: InflightLoadOptions) {
     this.routerId = opts.routerId;
@@ -155,11 +189,11 @@ export class InflightLoad {
    * One decision for `inst` (the instance as the view carries it), counted at once. Returns its
    * sequence number for `complete`.
    */
-  record(inst: RouterInstance, nowMs: number = this.clock()): number {
+  record(inst: RouterInstance, nowMs: number = this.clock(), prompt: Uint32Array | null = null): number {
     let ring = this.rings.get(inst.name);
     if (ring === undefined) this.rings.set(inst.name, (ring = new DecisionRing(inst.name)));
     ring.stamp = reportStamp(inst);
-    const seq = ring.push(nowMs, ring.stamp);
+    const seq = ring.push(nowMs, ring.stamp, prompt);
     ring.unreported++;
     ring.newestUnreportedAt = nowMs;
     this.queue(ring);
@@ -178,12 +212,33 @@ export class InflightLoad {
     if (ring.queued) return;
     ring.queued = true;
     this.outbox.push(ring);
+    if (this.outbox.length === 1) this.onOutbox?.();
   }
 
   /** This router's decisions for `inst` that no load report reflects yet. */
   own(inst: RouterInstance, nowMs: number = this.clock()): number {
     const ring = this.rings.get(inst.name);
     return ring === undefined ? 0 : ring.live(reportStamp(inst), nowMs, this.ttlMs);
+  }
+
+  /**
+   * Pending prefix credit: the longest prefix, in 16-token granules, `prompt` shares with a
+   * decision for `inst` still counted — this router's (call after `own`, which ends what a
+   * report, the TTL or an answer ended) and, unless the view is stale, the other routers' as the
+   * view carries them.
+   */
+  pendingGranules(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean): number {
+    if (prompt.length === 0) return 0;
+    const ring = this.rings.get(inst.name);
+    let best = ring === undefined ? 0 : ring.pendingGranules(prompt);
+    if (viewStale) return best;
+    const shares = inst.inflight;
+    for (let i = 0; i < shares.length && best < prompt.length; i++) {
+      const s = shares[i]!;
+      if (s.routerId === this.routerId) continue;
+      for (let j = 0; j < s.prompts.length; j++) best = Math.max(best, sharedGranules(prompt, s.prompts[j]!));
+    }
+    return best;
   }
 
   /** The other routers' in-flight for `inst` from the view (0 when the view is stale). */
@@ -212,6 +267,8 @@ export class InflightLoad {
       if (count > 0 || ring.answeredUnreported > 0) {
         const d: WireInflightDecisions = { instance_name: ring.name, count, age_ms: count > 0 ? Math.max(0, Math.floor(age)) : 0 };
         if (ring.answeredUnreported > 0) d.answered = ring.answeredUnreported;
+        const prompts = count > 0 ? ring.unreportedPrompts() : null;
+        if (prompts !== null) d.prompts = prompts;
         out.push(d);
       }
       ring.unreported = 0;

@@ -1,8 +1,11 @@
 /**
- * Sends this router's decisions to the directory (routing.md "In-flight load"): every
- * `intervalMs` the decisions made since the previous send, per instance, go out as one
- * `ReportInflight` message on a client stream to the directory the view is watched from. Off the
- * request path: decisions only land in InflightLoad's outbox, this timer does the I/O.
+ * Sends this router's decisions to the directory (routing.md "In-flight load"): the decisions made
+ * since the previous send, per instance, go out as one `ReportInflight` message on a client stream
+ * to the directory the view is watched from — at the end of the event-loop turn that made the
+ * first of them, or `intervalMs` after the previous send under load (FlushTimer.throttled). The
+ * other replicas must hear of a decision before the next requests of the same burst reach them:
+ * a fixed 10 ms batch was half of the ~20 ms in which 4 replicas sent bursts to one instance.
+ * Off the request path: decisions only land in InflightLoad's outbox, the timer does the I/O.
  *
  * Losing the directory loses nothing the router needs: its own decisions stay counted locally
  * (InflightLoad), batches that cannot be sent are dropped (other routers would see them expire
@@ -13,6 +16,7 @@ import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import type { InflightReportCall } from '../viewcache/view-client.js';
 import type { InflightLoad } from './inflight-load.js';
+import { FlushTimer } from '../../shared/timing/flush-timer.js';
 
 /** What the reporter needs of the view client. */
 export interface InflightReportChannel {
@@ -22,7 +26,7 @@ export interface InflightReportChannel {
 }
 
 export interface InflightReporterOptions {
-  /** Batching interval (default 10 ms: the directory's own delta batching is 10 ms too). */
+  /** Least time between two sends (default 1 ms, as the directory's in-flight deltas). */
   readonly intervalMs?: number;
   /** Least time between two attempts to open the stream (default 500 ms). */
   readonly retryMs?: number;
@@ -31,7 +35,7 @@ export interface InflightReporterOptions {
 }
 
 export class InflightReporter {
-  private readonly timer: NodeJS.Timeout;
+  private readonly timer: FlushTimer;
   private readonly intervalMs: number;
   private readonly retryMs: number;
   private readonly log: Logger;
@@ -49,16 +53,17 @@ export class InflightReporter {
     private readonly channel: InflightReportChannel,
     opts: InflightReporterOptions = {},
   ) {
-    this.intervalMs = opts.intervalMs ?? 10;
+    this.intervalMs = opts.intervalMs ?? 1;
     this.retryMs = opts.retryMs ?? 500;
     this.log = opts.logger ?? silentLogger;
     this.clock = opts.monotonicMs ?? (() => load.now());
-    this.timer = setInterval(() => this.flush(), this.intervalMs);
-    this.timer.unref();
+    this.timer = new FlushTimer(() => this.flush(), this.clock);
+    load.onOutbox = () => this.timer.throttled(this.intervalMs);
   }
 
   /** Sends what is pending now (the timer calls it; tests may too). */
   flush(): void {
+    this.timer.ranNow();
     if (this.closed) return;
     const decisions = this.load.drainReport(this.clock());
     if (decisions === null) return;
@@ -79,7 +84,8 @@ export class InflightReporter {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    clearInterval(this.timer);
+    this.timer.cancel();
+    this.load.onOutbox = null;
     this.endCall();
   }
 

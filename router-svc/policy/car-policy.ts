@@ -13,7 +13,10 @@
  *
  * With in-flight load (routing.md "In-flight load", `--car_inflight_load`) `waiting` is the
  * reported waiting plus the in-flight decisions no load report reflects yet (InflightLoad); the
- * formula is unchanged and the explanation shows both parts.
+ * formula is unchanged and the explanation shows both parts. With pending prefix credit
+ * (`--car_pending_prefix`) an instance's hit is the larger of the view's and the prefix the prompt
+ * shares with a request routed there and still in flight (its KV events not in the view yet),
+ * floored to complete blocks, on single-rank instances whose view credit is trusted.
  *
  * Exact P ties go to the fewest Device blocks in the view, then rotate (tie-break.ts; issue 15:
  * every replica reads the same key); D ties rotate (pickMinimumWithRotation). Cost per decision:
@@ -21,6 +24,7 @@
  * while some stream still matches (shared/index/residency-index.ts); scratch arrays are reused.
  */
 import type { InflightLoad } from '../inflight/inflight-load.js';
+import { GRANULE_TOKENS } from '../../shared/keys/prompt-fingerprint.js';
 import type { RouterInstance, StreamHits, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
@@ -52,6 +56,8 @@ interface InstanceHit {
   device: number;
   hostOnly: number;
   note: string | null;
+  /** Block size of the credited stream (0 when none is): pending credit floors to it. */
+  blockSize: number;
 }
 
 export class CarPolicy implements RoutingPolicy {
@@ -70,7 +76,7 @@ export class CarPolicy implements RoutingPolicy {
   /** Device blocks per rank of the P candidates, filled only when the smallest score is tied. */
   private tieKeys = new Float64Array(16);
   private readonly deviceUsage = new DeviceUsageKeys();
-  private readonly scratchHit: InstanceHit = { hit: 0, device: 0, hostOnly: 0, note: null };
+  private readonly scratchHit: InstanceHit = { hit: 0, device: 0, hostOnly: 0, note: null, blockSize: 0 };
 
   constructor(opts: CarPolicyOptions) {
     if (!(opts.prefillLambda >= 0 && opts.prefillLambda <= 1)) throw new RangeError(`prefillLambda must be in [0,1], got ${opts.prefillLambda}`);
@@ -126,6 +132,9 @@ export class CarPolicy implements RoutingPolicy {
     const lambda = this.lambda;
     const inflight = this.inflight;
     const queueCosts = inflight === null ? set.prefillQueueCost : this.inflightQueueCosts(p, inflight, view, nowMs);
+    // Pending prefix credit (after inflightQueueCosts, which ended the own entries that are over).
+    const fingerprints = inflight !== null && hits !== null ? (req.promptFingerprints ?? null) : null;
+    const stale = fingerprints !== null && view.isStale(nowMs);
     let cursor = 0;
     for (let i = 0; i < p.length; i++) {
       const inst = p[i]!;
@@ -135,8 +144,16 @@ export class CarPolicy implements RoutingPolicy {
         h.device = 0;
         h.hostOnly = 0;
         h.note = null;
+        h.blockSize = 0;
       } else cursor = this.instanceHit(inst, hits, cursor, h);
-      const ratio = inputTokens > 0 ? Math.min(1, Math.max(0, h.hit / inputTokens)) : 0;
+      let pending = 0;
+      // Only where the view's own credit is trusted, and on one DP rank (which rank a request lands on is the engine's choice).
+      if (fingerprints !== null && h.blockSize > 0 && inst.dpSize === 1) {
+        const granules = inflight!.pendingGranules(inst, fingerprints, stale);
+        if (granules > 0) pending = Math.floor(Math.min(granules * GRANULE_TOKENS, inputTokens) / h.blockSize) * h.blockSize;
+      }
+      const hit = pending > h.hit ? pending : h.hit;
+      const ratio = inputTokens > 0 ? Math.min(1, Math.max(0, hit / inputTokens)) : 0;
       const queueCost = queueCosts[i]!;
       const score = lambda * (1 - ratio) + (1 - lambda) * queueCost;
       scores[i] = score;
@@ -144,7 +161,7 @@ export class CarPolicy implements RoutingPolicy {
         instance_name: inst.name,
         incarnation_id: inst.incarnationId,
         role: 'prefill',
-        hit_tokens: h.hit,
+        hit_tokens: hit,
         device_hit_tokens: h.device,
         host_only_hit_tokens: h.hostOnly,
         kv_hit_ratio: ratio,
@@ -154,6 +171,7 @@ export class CarPolicy implements RoutingPolicy {
         waiting_inflight_own: inflight === null ? 0 : this.ownInflight[i]!,
         waiting_inflight_other: inflight === null ? 0 : this.otherInflight[i]!,
       };
+      if (fingerprints !== null) e.pending_hit_tokens = pending;
       if (h.note !== null) e.note = h.note;
       explanations.push(e);
     }
@@ -196,6 +214,7 @@ export class CarPolicy implements RoutingPolicy {
     let min = Number.POSITIVE_INFINITY;
     let minDevice = 0;
     let minHostOnly = 0;
+    let blockSize = 0;
     let note: string | null = hits.stale ? NOTE_STALE : null;
     for (; j < hits.count && streams[j]!.instanceName === inst.name; j++) {
       const s = streams[j]!;
@@ -220,6 +239,7 @@ export class CarPolicy implements RoutingPolicy {
         min = v;
         minDevice = device;
         minHostOnly = hostOnly;
+        blockSize = s.blockSize;
       }
     }
     if (rank < inst.dpSize) note ??= NOTE_NO_STREAM;
@@ -227,10 +247,12 @@ export class CarPolicy implements RoutingPolicy {
       out.hit = 0;
       out.device = 0;
       out.hostOnly = 0;
+      out.blockSize = 0;
     } else {
       out.hit = min;
       out.device = minDevice;
       out.hostOnly = minHostOnly;
+      out.blockSize = blockSize;
     }
     out.note = note;
     return j;

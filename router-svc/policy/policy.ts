@@ -21,6 +21,12 @@ export interface RouteRequest {
    * false (proxied requests always count).
    */
   readonly dryRun?: boolean;
+  /**
+   * The prompt's fingerprints (shared/keys/prompt-fingerprint.ts) when pending prefix credit is
+   * on (`--car_pending_prefix`): CAR credits the prefix they share with requests in flight on an
+   * instance. Absent or null = no pending credit. The route decider fills it.
+   */
+  readonly promptFingerprints?: Uint32Array | null;
 }
 
 /** One candidate's terms, as routing.md asks the route answer to explain them. */
@@ -42,6 +48,12 @@ export interface CandidateExplanation {
   waiting_reported?: number;
   waiting_inflight_own?: number;
   waiting_inflight_other?: number;
+  /**
+   * CAR P side with pending prefix credit: the prefix, in complete blocks' tokens, the prompt
+   * shares with a request routed to the instance and still in flight (own or another router's);
+   * hit_tokens is the larger of it and the view's hit.
+   */
+  pending_hit_tokens?: number;
   predicted_ms?: number;
   note?: string;
 }

@@ -4,6 +4,7 @@
  * bytes). `decodeViewUpdate` is the only place that reads the Wire… shapes; a malformed message is
  * a ViewProtocolError, so the cache never applies part of one.
  */
+import { fingerprintsOf, MAX_PROMPT_GRANULES, PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 import type {
   WireInflightShare,
   WireProfilePoint,
@@ -62,6 +63,8 @@ export interface RouterInstance {
 export interface InflightShare {
   readonly routerId: string;
   readonly count: number;
+  /** Prompt fingerprints of the router's counted decisions (pending prefix credit), oldest first. */
+  readonly prompts: readonly Uint32Array[];
 }
 
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
@@ -216,7 +219,16 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
   if (shares === undefined || shares === null || shares.length === 0) return NO_INFLIGHT;
   return shares.map((s) => {
     if (!(Number.isInteger(s.count) && s.count >= 0)) throw new ViewProtocolError(`instance ${name}: inflight count ${String(s.count)} of router ${JSON.stringify(s.router_id)}`);
-    return { routerId: s.router_id ?? '', count: s.count };
+    const router = s.router_id ?? '';
+    const wire = s.prompts ?? [];
+    if (wire.length > PENDING_PROMPTS_PER_SHARE) throw new ViewProtocolError(`instance ${name}: ${wire.length} pending prompts of router ${JSON.stringify(router)}, at most ${PENDING_PROMPTS_PER_SHARE}`);
+    const prompts: Uint32Array[] = [];
+    for (let i = 0; i < wire.length; i++) {
+      const f = fingerprintsOf(wire[i]!);
+      if (f === null) throw new ViewProtocolError(`instance ${name}: pending prompt ${i} of router ${JSON.stringify(router)}: expected a multiple of 4 bytes, at most ${MAX_PROMPT_GRANULES * 4}, got ${wire[i]!.length}`);
+      if (f.length > 0) prompts.push(f);
+    }
+    return { routerId: router, count: s.count, prompts };
   });
 }
 

@@ -29,6 +29,11 @@ export const ROUTER_FLAGS = {
     default: true,
     help: "CAR adds to each instance's reported waiting the requests routed to it (by this router and, through the directory, the others) that no load report reflects yet",
   },
+  car_pending_prefix: {
+    type: 'bool',
+    default: true,
+    help: 'with --car_inflight_load, CAR credits the prefix a prompt shares with a request routed to an instance and still in flight there (before its KV events reach the view)',
+  },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
   grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },
   grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'client certificate (PEM) for a directory requiring mutual TLS' },

@@ -144,4 +144,6 @@ export interface WireInflightDecisions {
   age_ms: number;
   /** This router's earlier-reported decisions for the instance the engine has answered since (absent or 0 from older routers). */
   answered?: number;
+  /** Per decision, oldest first, its prompt fingerprints (little-endian uint32s); at most `count`, absent from routers without them. */
+  prompts?: Uint8Array[];
 }

@@ -26,11 +26,12 @@ interface Candidate {
 }
 interface RouteAnswer {
   prefill: { name: string };
-  candidates: Candidate[];
+  candidates: (Candidate & { hit_tokens: number; pending_hit_tokens?: number })[];
 }
 
-async function route(url: string, dryRun: boolean): Promise<{ status: number; answer: RouteAnswer }> {
-  const res = await fetch(`${url}/v1/route`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ prompt_tokens: 64, dry_run: dryRun }) });
+async function route(url: string, dryRun: boolean, tokenIds: number[] | null = null): Promise<{ status: number; answer: RouteAnswer }> {
+  const body = tokenIds === null ? { prompt_tokens: 64, dry_run: dryRun } : { token_ids: tokenIds, dry_run: dryRun };
+  const res = await fetch(`${url}/v1/route`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   return { status: res.status, answer: (await res.json()) as RouteAnswer };
 }
 
@@ -92,5 +93,24 @@ describe('routing.md In-flight load: two router processes do not herd', function
     // Without in-flight load all 8 would go to A (queue cost 0 against 1 everywhere else).
     expect(perEngine.size, JSON.stringify([...perEngine])).to.be.greaterThanOrEqual(3);
     expect(Math.max(...perEngine.values()), JSON.stringify([...perEngine])).to.be.at.most(4);
+  });
+
+  it("pending prefix credit: a prompt router 1 routed reaches router 2 with its decision, which credits its prefix there before any KV event", async () => {
+    const [r1, r2] = routers as [(typeof routers)[0], (typeof routers)[0]];
+    // Ids no engine holds; the engines never see the prompt (/v1/route does not forward), so only the decision can credit it.
+    const prompt = Array.from({ length: 512 }, (_, i) => 1_000_000 + i);
+    const x = (await route(r1.url, false, prompt)).answer.prefill.name;
+    const onR2 = await waitFor(
+      async () => {
+        const c = (await route(r2.url, true, prompt)).answer.candidates.find((k) => k.instance_name === x && k.role === 'prefill')!;
+        return (c.pending_hit_tokens ?? 0) > 0 ? c : null;
+      },
+      10000,
+      "router 2 credits router 1's pending prompt on its instance",
+    );
+    expect(onR2).to.include({ pending_hit_tokens: 512, hit_tokens: 512 });
+    expect(onR2.waiting_inflight_other).to.be.greaterThanOrEqual(1);
+    const others = (await route(r2.url, true, prompt)).answer.candidates.filter((k) => k.instance_name !== x && k.role === 'prefill');
+    expect(others.map((k) => k.pending_hit_tokens)).to.deep.equal([0, 0, 0]);
   });
 });

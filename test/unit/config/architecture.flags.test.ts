@@ -250,6 +250,7 @@ describe('architecture.md flags: router-svc table', () => {
       carPrefillLambda: 0.5,
       carHostHitWeight: 0.5,
       carInflightLoad: true,
+      carPendingPrefix: true,
       internalApiToken: '',
       grpcTlsCa: '',
       grpcTlsCert: '',

@@ -27,7 +27,10 @@ function explained(d: RouteDecision, name: string): CandidateExplanation {
   return c;
 }
 
-function withReport(name: string, waiting: number, reportedAtMs: number, inflight: WireInflightShare[] = []): WireViewInstance {
+type ShareInput = Omit<WireInflightShare, 'prompts'> & { prompts?: Buffer[] };
+
+function withReport(name: string, waiting: number, reportedAtMs: number, shares: ShareInput[] = []): WireViewInstance {
+  const inflight: WireInflightShare[] = shares.map((s) => ({ ...s, prompts: s.prompts ?? [] }));
   return wireInstance(name, { load: { ...wireLoad(waiting), reported_at_ms: String(reportedAtMs) }, inflight });
 }
 

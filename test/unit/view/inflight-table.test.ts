@@ -10,6 +10,7 @@ import { InstanceTable, type InstanceChange } from '../../../directory-svc/disco
 import { checkInflightReport } from '../../../directory-svc/grpc/inflight-handler.js';
 import { InflightService } from '../../../directory-svc/inflight/inflight-service.js';
 import { INFLIGHT_TTL_MS, InflightTable } from '../../../directory-svc/inflight/inflight-table.js';
+import { MAX_PROMPT_GRANULES, PENDING_PROMPTS_PER_SHARE } from '../../../shared/keys/prompt-fingerprint.js';
 import { ViewPublisher } from '../../../directory-svc/view/view-publisher.js';
 import type { ViewSink } from '../../../directory-svc/view/view-watcher.js';
 import { decodeViewUpdate, type DecodedViewUpdate } from '../../helpers/view-model.js';
@@ -45,7 +46,7 @@ describe('routing.md In-flight load (directory)', () => {
       t.report('r1', 'a', 1, 101, 101);
       t.report('r2', 'a', 3, 102, 102);
       t.report('r1', 'b', 4, 102, 102);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1 }, { router_id: 'r2', count: 5 }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [] }, { router_id: 'r2', count: 5, prompts: [] }]);
       expect(t.totalOf('b')).to.equal(4);
       expect(t.sharesOf('c')).to.deep.equal([]);
     });
@@ -57,7 +58,7 @@ describe('routing.md In-flight load (directory)', () => {
       t.report('r1', 'a', 2, 100, 100);
       t.report('r2', 'a', 1, 150, 150);
       t.loadReported('a', 120);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1 }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1, prompts: [] }]);
       t.loadReported('a', 140); // nothing older left: no change announced
       expect(changed).to.deep.equal(['a', 'a', 'a']);
       t.loadReported('a', 151);
@@ -85,13 +86,13 @@ describe('routing.md In-flight load (directory)', () => {
       t.report('r2', 'a', 1, 110, 110);
       t.report('r1', 'a', 1, 120, 120);
       t.answered('r1', 'a', 3);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1 }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1, prompts: [] }]);
       t.answered('r1', 'a', 1); // nothing of r1 left: no change
       t.answered('r3', 'b', 1);
       expect(changed).to.deep.equal(['a', 'a', 'a', 'a']);
       t.report('r1', 'a', 1, 130, 130);
       t.loadReported('a', 125);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1 }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [] }]);
     });
 
     it('a report dated earlier than the newest entry (a slower router) is placed by its date', () => {
@@ -99,9 +100,40 @@ describe('routing.md In-flight load (directory)', () => {
       t.report('r1', 'a', 1, 200, 200);
       t.report('r2', 'a', 1, 100, 201);
       t.loadReported('a', 150);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1 }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [] }]);
     });
   });
+
+    it("a decision dated before the instance's latest load report is not added: that report reflects it", () => {
+      const t = new InflightTable();
+      t.loadReported('a', 200);
+      t.report('r1', 'a', 1, 190, 205); // crossed the report on its way
+      expect(t.sharesOf('a')).to.deep.equal([]);
+      t.report('r1', 'a', 1, 210, 211);
+      expect(t.totalOf('a')).to.equal(1);
+      t.forget('a');
+      t.report('r1', 'a', 1, 100, 212); // a new engine behind the name: no report of it yet
+      expect(t.totalOf('a')).to.equal(1);
+    });
+
+    it("pending prefixes: an entry keeps its decisions' prompts, answers end the oldest first, a share carries the newest PENDING_PROMPTS_PER_SHARE", () => {
+      const t = new InflightTable();
+      const p = (n: number): Buffer => Buffer.from([n, 0, 0, 0]);
+      t.report('r1', 'a', 2, 100, 100, [p(1), p(2)]);
+      t.report('r1', 'a', 1, 110, 110, [p(3)]);
+      t.report('r2', 'a', 2, 120, 120, [p(9)]); // fewer prompts than decisions (a router without them for one)
+      expect(t.sharesOf('a')).to.deep.equal([
+        { router_id: 'r1', count: 3, prompts: [p(1), p(2), p(3)] },
+        { router_id: 'r2', count: 2, prompts: [p(9)] },
+      ]);
+      t.answered('r1', 'a', 1);
+      expect(t.sharesOf('a')[0]).to.deep.equal({ router_id: 'r1', count: 2, prompts: [p(2), p(3)] });
+      t.answered('r2', 'a', 1); // the prompt-less decision is the oldest; the one prompt left may be either's: kept
+      expect(t.sharesOf('a')[1]).to.deep.equal({ router_id: 'r2', count: 1, prompts: [p(9)] });
+      const many = Array.from({ length: PENDING_PROMPTS_PER_SHARE + 5 }, (_, i) => p(i));
+      t.report('r3', 'b', many.length, 130, 130, many);
+      expect(t.sharesOf('b')[0]!.prompts).to.deep.equal(many.slice(5));
+    });
 
   describe('ReportInflight messages', () => {
     it('every field is checked with one line naming it', () => {
@@ -113,6 +145,11 @@ describe('routing.md In-flight load (directory)', () => {
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0, answered: 2 }] })).to.equal(null);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0, answered: 0 }] })).to.match(/^decisions\[0\]\.count: .*got 0$/);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, answered: -1 }] })).to.match(/^decisions\[0\]\.answered: /);
+      const fp = Buffer.alloc(8);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [fp] }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [fp, fp] }] })).to.match(/^decisions\[0\]\.prompts: expected at most count \(1\)/);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [Buffer.alloc(6)] }] })).to.match(/^decisions\[0\]\.prompts\[0\]: expected a multiple of 4 bytes.*got 6 bytes$/);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [Buffer.alloc(4 * MAX_PROMPT_GRANULES + 4)] }] })).to.match(/^decisions\[0\]\.prompts\[0\]: /);
     });
   });
 
@@ -134,6 +171,8 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.attachInflight(service);
       instances.heartbeat('a:1', 0);
       instances.heartbeat('b:1', 0);
+      // The decisions below come after those load reports (older ones are reflected by them).
+      mono += 1000;
       sent = [];
       const sink: ViewSink = { write: (b) => sent.push(b) > 0, onDrain: () => undefined, end: () => undefined };
       publisher.watch({ routerId: 'w', epoch: '', version: 0 }, sink);
@@ -154,7 +193,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       const u = last();
       expect(u.delta!.instance_upserts.map((i) => i.name)).to.deep.equal(['a:1']);
-      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2 }, { router_id: 'r2', count: 1 }]);
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2, prompts: [] }, { router_id: 'r2', count: 1, prompts: [] }]);
       expect(service.sharesOf('ghost:1')).to.deep.equal([]);
     });
 
@@ -175,7 +214,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 0, age_ms: 0, answered: 1 }] });
       publisher.flush();
-      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1 }, { router_id: 'r2', count: 1 }]);
+      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [] }, { router_id: 'r2', count: 1, prompts: [] }]);
       service.report({ router_id: 'r2', decisions: [{ instance_name: 'b:1', count: 1, age_ms: 0, answered: 1 }] });
       expect(service.sharesOf('b:1')).to.deep.equal([]);
     });
@@ -198,7 +237,7 @@ describe('routing.md In-flight load (directory)', () => {
       const snap: Buffer[] = [];
       publisher.watch({ routerId: 'w2', epoch: '', version: 0 }, { write: (b) => snap.push(b) > 0, onDrain: () => undefined, end: () => undefined });
       const s = decodeViewUpdate(snap[0]!);
-      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4 }]);
+      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [] }]);
     });
 
     it('a view sent as snapshot parts carries the shares in part 0 (a snapshot above the message bound)', () => {
@@ -213,7 +252,7 @@ describe('routing.md In-flight load (directory)', () => {
         const part = decodeViewUpdate(snap[0]!);
         expect(part.body).to.equal('snapshot_chunk');
         expect(part.snapshot_chunk!.index).to.equal(0);
-        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4 }]);
+        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [] }]);
       } finally {
         chunked.close();
       }

@@ -6,6 +6,7 @@ export interface InflightDecisions {
   'count'?: (number);
   'age_ms'?: (number);
   'answered'?: (number);
+  'prompts'?: (Buffer | Uint8Array | string)[];
 }
 
 export interface InflightDecisions__Output {
@@ -13,4 +14,5 @@ export interface InflightDecisions__Output {
   'count': (number);
   'age_ms': (number);
   'answered': (number);
+  'prompts': (Buffer)[];
 }

@@ -4,9 +4,11 @@
 export interface InflightShare {
   'router_id'?: (string);
   'count'?: (number);
+  'prompts'?: (Buffer | Uint8Array | string)[];
 }
 
 export interface InflightShare__Output {
   'router_id': (string);
   'count': (number);
+  'prompts': (Buffer)[];
 }

@@ -1,0 +1,67 @@
+/**
+ * Prompt fingerprints for pending prefix credit (routing.md "In-flight load", our extension):
+ * the prompt cut into 16-token granules, one 32-bit hash per complete granule, each chained over
+ * every token before it, so fingerprint i names the first 16·(i+1) tokens and two prompts share
+ * a prefix of k granules exactly when (up to a 2⁻³² collision per granule compared) their first
+ * k fingerprints are equal.
+ *
+ * Why not the engines' block keys: those depend on each engine's block size and hash seed, and
+ * are only computed while some stream still matches (a cold prompt stops at its first block);
+ * a pending prompt must compare across routers and instances before any engine has hashed it.
+ * A 16-token granule divides every block size in use (vLLM 16, SGLang 1–64, xLLM 128), so a
+ * granule prefix floors to an instance's complete blocks exactly. A collision can only credit a
+ * prefix the engine then recomputes (a slower request, never wrong output).
+ *
+ * Pure; one pass over the tokens up to `maxGranules` granules, no allocation but the result.
+ */
+
+export const GRANULE_TOKENS = 16;
+/** Granules fingerprinted per prompt (8,192 tokens): the wire and the view carry at most this many. */
+export const MAX_PROMPT_GRANULES = 512;
+/**
+ * Pending prompts the view carries per (instance, router): the directory keeps the newest this
+ * many of a router's counted decisions for an instance, which bounds an instance row at
+ * routers × 32 × 2 KiB however deep a queue grows (a queue that deep is not worth joining anyway).
+ */
+export const PENDING_PROMPTS_PER_SHARE = 32;
+
+/** The first min(⌊len/16⌋, maxGranules) fingerprints of `tokenIds`. */
+export function promptFingerprints(tokenIds: ArrayLike<number>, maxGranules: number = MAX_PROMPT_GRANULES): Uint32Array {
+  const n = Math.min(Math.floor(tokenIds.length / GRANULE_TOKENS), maxGranules);
+  const out = new Uint32Array(n);
+  // FNV-1a over the token ids' 32-bit values, the state carried from granule to granule.
+  let h = 0x811c9dc5;
+  for (let g = 0, t = 0; g < n; g++) {
+    for (const end = t + GRANULE_TOKENS; t < end; t++) h = Math.imul(h ^ (tokenIds[t]! | 0), 0x01000193);
+    // One extra mix per granule so a granule boundary is part of what is hashed.
+    h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d);
+    out[g] = h >>> 0;
+  }
+  return out;
+}
+
+/** How many leading fingerprints `a` and `b` share. */
+export function sharedGranules(a: Uint32Array, b: Uint32Array): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+/** Fingerprints as the wire carries them: little-endian uint32s. */
+export function fingerprintBytes(f: Uint32Array): Buffer {
+  const b = Buffer.allocUnsafe(f.length * 4);
+  for (let i = 0; i < f.length; i++) b.writeUInt32LE(f[i]!, i * 4);
+  return b;
+}
+
+/** The inverse of fingerprintBytes; null when the length is not a multiple of 4 or over the cap. */
+export function fingerprintsOf(bytes: Uint8Array, maxGranules: number = MAX_PROMPT_GRANULES): Uint32Array | null {
+  if (bytes.length % 4 !== 0 || bytes.length / 4 > maxGranules) return null;
+  const out = new Uint32Array(bytes.length / 4);
+  for (let i = 0; i < out.length; i++) {
+    const o = i * 4;
+    out[i] = (bytes[o]! | (bytes[o + 1]! << 8) | (bytes[o + 2]! << 16) | (bytes[o + 3]! << 24)) >>> 0;
+  }
+  return out;
+}

@@ -1,0 +1,38 @@
+/**
+ * Prompt fingerprints (shared/keys/prompt-fingerprint.ts): one chained 32-bit hash per complete
+ * 16-token granule, so equal leading fingerprints mean an equal prefix.
+ */
+import { expect } from 'chai';
+import { fingerprintBytes, fingerprintsOf, GRANULE_TOKENS, MAX_PROMPT_GRANULES, promptFingerprints, sharedGranules } from '../../../shared/keys/prompt-fingerprint.js';
+
+const ids = (n: number, first = 1): number[] => Array.from({ length: n }, (_, i) => first + i);
+
+describe('pending prefix fingerprints', () => {
+  it('complete granules only, capped at maxGranules', () => {
+    expect(promptFingerprints(ids(15))).to.have.length(0);
+    expect(promptFingerprints(ids(47))).to.have.length(2);
+    expect(promptFingerprints(ids(GRANULE_TOKENS * (MAX_PROMPT_GRANULES + 3)))).to.have.length(MAX_PROMPT_GRANULES);
+    expect(promptFingerprints(ids(64), 2)).to.have.length(2);
+  });
+
+  it('prompts share k leading fingerprints exactly when their first 16·k tokens are equal; each one names the whole prefix before it', () => {
+    const a = promptFingerprints(ids(64));
+    const b = promptFingerprints([...ids(40), 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7]);
+    expect(sharedGranules(a, b)).to.equal(2);
+    // The same third granule after a different first one: different fingerprints from there on.
+    const c = promptFingerprints([...ids(16, 500), ...ids(48, 17)]);
+    expect(sharedGranules(a, c)).to.equal(0);
+    expect(c[1]).to.not.equal(a[1]);
+    expect(sharedGranules(a, a.subarray(0, 3))).to.equal(3);
+  });
+
+  it('wire form: little-endian uint32s; a length that is not a multiple of 4 or over the cap is refused', () => {
+    const f = promptFingerprints(ids(80));
+    const b = fingerprintBytes(f);
+    expect(b.length).to.equal(20);
+    expect(b.readUInt32LE(4)).to.equal(f[1]);
+    expect(Array.from(fingerprintsOf(b)!)).to.deep.equal(Array.from(f));
+    expect(fingerprintsOf(new Uint8Array(6))).to.equal(null);
+    expect(fingerprintsOf(new Uint8Array(4 * MAX_PROMPT_GRANULES + 4))).to.equal(null);
+  });
+});
