@@ -35,7 +35,7 @@ export class RouteDecider {
     readonly policyName: string,
     /** `--car_inflight_load`: where decisions are counted; null = not counted. */
     private readonly inflight: InflightLoad | null = null,
-    /** `--car_pending_prefix` (with in-flight load): counted decisions keep their prompt's fingerprints for every router. */
+    /** `--car_pending_prefix` (with in-flight load): decisions carry their prompt's fingerprints. */
     private readonly pendingPrefix = false,
   ) {}
 
@@ -57,9 +57,8 @@ export class RouteDecider {
   private decideCounted(input: RouteRequest, nowMs: number): { decision: RouteDecision; seq: number } {
     const t0 = performance.now();
     let decision: RouteDecision;
-    // Hashed once: CAR's prefix affinity and pending credit read them, the count keeps them for the other routers.
-    const pending = this.pendingPrefix && this.inflight !== null;
-    const fingerprints = input.tokenIds !== null && (pending || this.policy.name === 'CAR') ? promptFingerprints(input.tokenIds) : null;
+    // Hashed once: CAR matches them against the requests in flight, the count keeps them for the others.
+    const fingerprints = this.pendingPrefix && this.inflight !== null && input.tokenIds !== null ? promptFingerprints(input.tokenIds) : null;
     try {
       decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens, promptFingerprints: fingerprints }, this.view, nowMs);
     } catch (e) {
@@ -74,7 +73,7 @@ export class RouteDecider {
     let seq = -1;
     if (this.inflight !== null && input.dryRun !== true) {
       const inst = this.view.instance(decision.prefill.name);
-      if (inst !== null) seq = this.inflight.record(inst, this.inflight.now(), pending ? fingerprints : null);
+      if (inst !== null) seq = this.inflight.record(inst, this.inflight.now(), fingerprints);
     }
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
     return { decision, seq };

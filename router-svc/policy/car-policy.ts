@@ -24,11 +24,11 @@
  * while some stream still matches (shared/index/residency-index.ts); scratch arrays are reused.
  */
 import type { InflightLoad } from '../inflight/inflight-load.js';
-import { affinityKey, GRANULE_TOKENS } from '../../shared/keys/prompt-fingerprint.js';
+import { GRANULE_TOKENS } from '../../shared/keys/prompt-fingerprint.js';
 import type { RouterInstance, StreamHits, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
-import { countMinimumTies, newRotationCursor, pickMinimumWithRotation, rotationOffset, type PrefixAffinity, type RotationCursor } from './pick-minimum.js';
+import { countMinimumTies, newRotationCursor, pickMinimumWithRotation, rotationOffset, type RotationCursor } from './pick-minimum.js';
 import { streamMatchesInstance } from './stream-identity.js';
 import { DeviceUsageKeys, tieBreakExplanation } from './tie-break.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
@@ -40,8 +40,6 @@ export interface CarPolicyOptions {
   readonly hostHitWeight: number;
   /** In-flight load (`--car_inflight_load`); null or absent = reported waiting only. */
   readonly inflight?: InflightLoad | null;
-  /** `--car_pending_prefix`: credit the prefix a prompt shares with requests in flight (needs `inflight`). */
-  readonly pendingPrefix?: boolean;
   /** This replica's id: where its tie rotations start (rotationOffset); absent = the first name. */
   readonly routerId?: string;
 }
@@ -70,11 +68,6 @@ export class CarPolicy implements RoutingPolicy {
   private readonly prefillCursor: RotationCursor;
   private readonly decodeCursor: RotationCursor;
   private readonly inflight: InflightLoad | null;
-  private readonly pendingPrefix: boolean;
-  /** rotationOffset of each P candidate's name, for the set `affinityNames` (prefix affinity). */
-  private affinityNames: readonly string[] | null = null;
-  private nameHashes = new Uint32Array(0);
-  private readonly affinity = { key: 0, nameHashes: this.nameHashes as ArrayLike<number> };
   private scores = new Float64Array(16);
   // Per-decision queue inputs with in-flight load, reused between decisions.
   private ownInflight = new Float64Array(16);
@@ -91,7 +84,6 @@ export class CarPolicy implements RoutingPolicy {
     this.lambda = opts.prefillLambda;
     this.hostWeight = opts.hostHitWeight;
     this.inflight = opts.inflight ?? null;
-    this.pendingPrefix = opts.pendingPrefix === true && this.inflight !== null;
     const offset = opts.routerId === undefined ? 0 : rotationOffset(opts.routerId);
     this.prefillCursor = newRotationCursor(offset);
     this.decodeCursor = newRotationCursor(offset);
@@ -141,8 +133,7 @@ export class CarPolicy implements RoutingPolicy {
     const inflight = this.inflight;
     const queueCosts = inflight === null ? set.prefillQueueCost : this.inflightQueueCosts(p, inflight, view, nowMs);
     // Pending prefix credit (after inflightQueueCosts, which ended the own entries that are over).
-    const prompt = req.promptFingerprints ?? null;
-    const fingerprints = this.pendingPrefix && hits !== null ? prompt : null;
+    const fingerprints = inflight !== null && hits !== null ? (req.promptFingerprints ?? null) : null;
     const stale = fingerprints !== null && view.isStale(nowMs);
     let cursor = 0;
     for (let i = 0; i < p.length; i++) {
@@ -191,7 +182,7 @@ export class CarPolicy implements RoutingPolicy {
       this.deviceUsage.fill(view, p, this.tieKeys);
       tieKeys = this.tieKeys;
     }
-    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor, tieKeys, this.prefixAffinity(prompt, set.prefillNames));
+    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor, tieKeys);
     const tie = tieBreakExplanation(p, scores, tieKeys, scores[pi]!, this.prefillCursor);
     const prefill = p[pi]!;
     let decode: RouteDecision['decode'] = null;
@@ -208,25 +199,6 @@ export class CarPolicy implements RoutingPolicy {
     const decision: RouteDecision = { policy: 'CAR', prefill: chosen(prefill), decode, candidates: explanations };
     if (tie !== null) decision.tie_break = tie;
     return decision;
-  }
-
-  /**
-   * The affinity of `prompt` over the P candidates `names`; null without a complete granule, and
-   * with λ ≤ 0.5. A replica uses affinity for what it cannot see yet: another replica's request
-   * with the same beginning, just sent to one of the tied instances. Knowing it, the cost function
-   * would follow it there only when a full hit outweighs a full queue, λ > 1 − λ: at λ ≤ 0.5 it
-   * spreads, and so does the rotation.
-   */
-  private prefixAffinity(prompt: Uint32Array | null, names: readonly string[]): PrefixAffinity | null {
-    const key = prompt === null || this.lambda <= 0.5 ? -1 : affinityKey(prompt);
-    if (key < 0) return null;
-    if (names !== this.affinityNames) {
-      this.affinityNames = names;
-      this.nameHashes = Uint32Array.from(names, rotationOffset);
-      this.affinity.nameHashes = this.nameHashes;
-    }
-    this.affinity.key = key;
-    return this.affinity;
   }
 
   /**

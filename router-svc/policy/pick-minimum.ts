@@ -20,8 +20,6 @@ export interface RotationCursor {
    */
   tied: number;
   equal: number;
-  /** The last pick among several still equal on the key went by prefix affinity, not the rotation. */
-  byAffinity: boolean;
   /**
    * Where the first rotation starts among the equal candidates (modulo their count), so replicas
    * started together do not all begin on the first name; 0 = the first.
@@ -30,7 +28,7 @@ export interface RotationCursor {
 }
 
 export function newRotationCursor(startOffset = 0): RotationCursor {
-  return { last: null, tied: 1, equal: 1, byAffinity: false, startOffset };
+  return { last: null, tied: 1, equal: 1, startOffset };
 }
 
 /**
@@ -72,7 +70,6 @@ export function pickMinimumWithRotation(
   names: readonly string[],
   cursor: RotationCursor,
   tieKeys: ArrayLike<number> | null = null,
-  affinity: PrefixAffinity | null = null,
 ): number {
   if (count <= 0) throw new RangeError('pickMinimumWithRotation: no candidate');
   let min = scores[0]!;
@@ -93,12 +90,7 @@ export function pickMinimumWithRotation(
   }
   cursor.tied = ties;
   cursor.equal = equal;
-  cursor.byAffinity = false;
   if (equal === 1) return only;
-  if (affinity !== null) {
-    cursor.byAffinity = true;
-    return highestRendezvous(scores, count, min, tieKeys, minKey, affinity);
-  }
   const last = cursor.last;
   // Before the first rotation: the startOffset-th of the equal candidates; then the next name.
   let skip = last === null ? cursor.startOffset % equal : 0;
@@ -115,48 +107,6 @@ export function pickMinimumWithRotation(
   const picked = after >= 0 ? after : first;
   cursor.last = names[picked]!;
   return picked;
-}
-
-/**
- * Prefix affinity among candidates still equal on cost and key (CAR, tie-break.ts): the prompt's
- * leading fingerprint and each candidate's name hash, rendezvous-hashed. Replicas that cannot
- * see each other's latest decisions yet (the ~ms a decision takes through the directory) still
- * send prompts with the same beginning to the same instance, where each rotating on its own
- * split them; prompts with different beginnings spread as hashes do.
- */
-export interface PrefixAffinity {
-  /** The prompt's fingerprint at its affinity depth (prompt-fingerprint.ts AFFINITY_GRANULES). */
-  readonly key: number;
-  /** rotationOffset of each candidate's name, in candidate order. */
-  readonly nameHashes: ArrayLike<number>;
-}
-
-/** murmur3's 32-bit finalizer: every input bit moves every output bit. */
-function mix32(h: number): number {
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
-}
-
-function highestRendezvous(
-  scores: ArrayLike<number>,
-  count: number,
-  min: number,
-  tieKeys: ArrayLike<number> | null,
-  minKey: number,
-  affinity: PrefixAffinity,
-): number {
-  let best = -1;
-  let bestWeight = -1;
-  for (let i = 0; i < count; i++) {
-    if (scores[i] !== min || (tieKeys !== null && tieKeys[i] !== minKey)) continue;
-    const w = mix32(affinity.key ^ affinity.nameHashes[i]!);
-    if (w > bestWeight) {
-      bestWeight = w;
-      best = i;
-    }
-  }
-  return best;
 }
 
 /**

@@ -22,9 +22,9 @@ export interface RouteRequest {
    */
   readonly dryRun?: boolean;
   /**
-   * The prompt's fingerprints (shared/keys/prompt-fingerprint.ts), filled by the route decider
-   * for token ids: CAR's prefix affinity among exact ties, and with `--car_pending_prefix` the
-   * prefix credit of requests in flight. Absent or null = neither.
+   * The prompt's fingerprints (shared/keys/prompt-fingerprint.ts) when pending prefix credit is
+   * on (`--car_pending_prefix`): CAR credits the prefix they share with requests in flight on an
+   * instance. Absent or null = no pending credit. The route decider fills it.
    */
   readonly promptFingerprints?: Uint32Array | null;
 }
@@ -63,7 +63,7 @@ export interface CandidateExplanation {
  * fewest Device blocks in the view decided, or the rotation among those still equal on it.
  */
 export interface TieBreakExplanation {
-  decided_by: 'kv_usage' | 'prefix_affinity' | 'rotation';
+  decided_by: 'kv_usage' | 'rotation';
   /** How many tied candidates were still equal on usage (1 when usage decided). */
   rotated_among: number;
   /** The candidates at the smallest score_P and their tie key (absent when the view is stale). */
@@ -87,8 +87,7 @@ export interface RoutingPolicy {
   decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision;
 }
 
-export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'> &
-  Partial<Pick<RouterFlags, 'carPendingPrefix'>>;
+export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'>;
 
 /**
  * `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. `routerId`: where
@@ -97,13 +96,7 @@ export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLam
 export function createPolicy(flags: PolicyFlags, inflight: InflightLoad | null = null, routerId?: string): RoutingPolicy {
   switch (flags.loadBalancePolicy) {
     case 'CAR':
-      return new CarPolicy({
-        prefillLambda: flags.carPrefillLambda,
-        hostHitWeight: flags.carHostHitWeight,
-        inflight,
-        pendingPrefix: flags.carPendingPrefix === true,
-        ...(routerId === undefined ? {} : { routerId }),
-      });
+      return new CarPolicy({ prefillLambda: flags.carPrefillLambda, hostHitWeight: flags.carHostHitWeight, inflight, ...(routerId === undefined ? {} : { routerId }) });
     case 'RR':
       return new RoundRobinPolicy();
     case 'SLO_AWARE':

@@ -72,7 +72,7 @@ export function tieBreakExplanation(
     tied.push(keys === null ? { instance_name: side[i]!.name } : { instance_name: side[i]!.name, device_blocks_per_rank: keys[i]! });
   }
   return {
-    decided_by: cursor.equal === 1 ? 'kv_usage' : cursor.byAffinity ? 'prefix_affinity' : 'rotation',
+    decided_by: cursor.equal === 1 ? 'kv_usage' : 'rotation',
     rotated_among: cursor.equal,
     tied,
     ...(keys === null ? { note: 'directory view stale: no usage key' } : {}),

@@ -40,18 +40,6 @@ export function promptFingerprints(tokenIds: ArrayLike<number>, maxGranules: num
   return out;
 }
 
-/**
- * Depth of the prefix-affinity key (the first 64 tokens): past a chat template's header and into
- * the system prompt or context a group of requests shares, short of the turns that tell them
- * apart.
- */
-export const AFFINITY_GRANULES = 4;
-
-/** The affinity key: the fingerprint naming the first min(AFFINITY_GRANULES, all) granules; −1 without one. */
-export function affinityKey(f: Uint32Array): number {
-  return f.length === 0 ? -1 : f[Math.min(f.length, AFFINITY_GRANULES) - 1]!;
-}
-
 /** How many leading fingerprints `a` and `b` share. */
 export function sharedGranules(a: Uint32Array, b: Uint32Array): number {
   const n = Math.min(a.length, b.length);

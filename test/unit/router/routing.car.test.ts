@@ -10,7 +10,6 @@ import { expect } from 'chai';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { createPolicy, type CandidateExplanation, type RouteDecision, type RoutingPolicy } from '../../../router-svc/policy/policy.js';
 import { NoCandidateError } from '../../../router-svc/policy/no-candidate-error.js';
-import { promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
 import type { WireViewInstance, WireViewStream } from '../../../shared/view/view-wire.js';
 import { BOTH, DEVICE, HOST, apply, blockKeys, delta, residency, residencyChanges, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
 
@@ -447,29 +446,6 @@ describe('routing.md CAR', () => {
       await apply(view, snapshot('e2', 1, [wireInstance('a:1'), wireInstance('b:1'), wireInstance('c:1')], [holding(1, 'b:1', 1)]), 1);
       expect(decide(tieCar('router-2')).prefill.name).to.equal('c:1');
       expect(decide(tieCar('router-3')).prefill.name).to.equal('a:1');
-    });
-
-    it('prefix affinity (λ > 0.5): a prompt with its fingerprints goes, among those still equal on usage, where its first 64 tokens hash — on every replica whatever its rotation; others spread; λ ≤ 0.5 rotates', async () => {
-      await load(['a:1', 'b:1', 'c:1', 'd:1', 'e:1', 'f:1', 'g:1', 'h:1'].map((n) => wireInstance(n)), []);
-      const tieCar = (routerId: string, lambda = 0.8): RoutingPolicy =>
-        createPolicy({ loadBalancePolicy: 'CAR', carPrefillLambda: lambda, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null }, null, routerId);
-      const withPrompt = (policy: RoutingPolicy, ids: number[]): RouteDecision => policy.decide({ tokenIds: ids, promptTokens: 0, promptFingerprints: promptFingerprints(ids) }, view, 1);
-      // Two users of one system prompt (first 64 tokens equal, then their own turns).
-      const userA = [...tokens(64, 1000), ...tokens(40, 5000)];
-      const userB = [...tokens(64, 1000), ...tokens(56, 7000)];
-      const replicas = ['router-1', 'router-2', 'router-3', 'router-4'].map((id) => tieCar(id));
-      replicas.forEach((r, i) => {
-        for (let j = 0; j < i; j++) decide(r); // different rotation histories
-      });
-      const picks = replicas.map((r, i) => withPrompt(r, i % 2 === 0 ? userA : userB));
-      expect(new Set(picks.map((d) => d.prefill.name)).size).to.equal(1);
-      expect(picks[0]!.tie_break).to.include({ decided_by: 'prefix_affinity', rotated_among: 8 });
-      // Different beginnings: the picks follow the hash, not one instance.
-      const spread = new Set(Array.from({ length: 16 }, (_, i) => withPrompt(replicas[0]!, tokens(64, 100_000 * (i + 1))).prefill.name));
-      expect(spread.size).to.be.greaterThan(3);
-      // Under 16 tokens there is no fingerprint: the rotation decides, as before; so it does at λ 0.5.
-      expect(withPrompt(replicas[0]!, tokens(15, 42)).tie_break).to.include({ decided_by: 'rotation' });
-      expect(withPrompt(tieCar('router-1', 0.5), userA).tie_break).to.include({ decided_by: 'rotation' });
     });
   });
 });

@@ -19,7 +19,7 @@ import { apply, delta, snapshot, tokens, wireInstance, wireLoad, wireStream } fr
 
 const STALE_AFTER_MS = 3000;
 const ME = 'router-me';
-const FLAGS = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.8, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null, carPendingPrefix: true } as const;
+const FLAGS = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.8, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
 
 function explained(d: RouteDecision, name: string): CandidateExplanation {
   const c = d.candidates.find((x) => x.instance_name === name && x.role === 'prefill');
@@ -44,7 +44,7 @@ describe('routing.md In-flight load: pending prefix credit (--car_pending_prefix
 
   const decider = (pendingPrefix = true): RouteDecider => {
     const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
-    return new RouteDecider(createPolicy({ ...FLAGS, carPendingPrefix: pendingPrefix }, inflight), view, metrics, 'CAR', inflight, pendingPrefix);
+    return new RouteDecider(createPolicy(FLAGS, inflight), view, metrics, 'CAR', inflight, pendingPrefix);
   };
 
   beforeEach(async () => {
