@@ -6,6 +6,7 @@
  */
 import type { WireListInstancesResponse } from '../../shared/view/view-wire.js';
 import type { InflightSource } from '../inflight/inflight-service.js';
+import type { WireInflightShare } from '../../shared/view/view-wire.js';
 import type { InstanceView } from '../discovery/instance-table.js';
 import type { PlanExclusion } from '../discovery/stream-planner.js';
 import { toWireViewInstance } from './view-wire.js';
@@ -15,6 +16,13 @@ export interface ListedInstances {
   instances(): readonly InstanceView[];
   /** Connection state and planner exclusions, when discovery has them. */
   diagnostics?(): { readonly etcdConnected: boolean; readonly exclusions: readonly PlanExclusion[] };
+}
+
+const NO_PROMPTS: Buffer[] = [];
+
+/** The listing is for operators: per-router counts, not the pending prompts' fingerprint bytes. */
+function countsOnly(shares: readonly WireInflightShare[] | null): WireInflightShare[] | null {
+  return shares === null ? null : shares.map((s) => ({ router_id: s.router_id, count: s.count, prompts: NO_PROMPTS }));
 }
 
 export class InstanceListing {
@@ -40,7 +48,7 @@ export class InstanceListing {
         toWireViewInstance(v, {
           heartbeatAgeMs: v.lastHeartbeatMs === null ? -1 : Math.max(0, now - v.lastHeartbeatMs),
           excludedReason: reasons.get(v.name) ?? '',
-        }, this.inflight?.sharesOf(v.name) ?? null),
+        }, countsOnly(this.inflight?.sharesOf(v.name) ?? null)),
       ),
       etcd_connected: diag?.etcdConnected ?? false,
     };

@@ -1,8 +1,8 @@
 /**
  * Sends this router's decisions to the directory (routing.md "In-flight load"): the decisions made
  * since the previous send, per instance, go out as one `ReportInflight` message on a client stream
- * to the directory the view is watched from — at the end of the event-loop turn that made the
- * first of them, or `intervalMs` after the previous send under load (FlushTimer.throttled). The
+ * to the directory the view is watched from — right after the code that made the first of them
+ * (a microtask), or `intervalMs` after the previous send under load (FlushTimer.throttled). The
  * other replicas must hear of a decision before the next requests of the same burst reach them:
  * a fixed 10 ms batch was half of the ~20 ms in which 4 replicas sent bursts to one instance.
  * Off the request path: decisions only land in InflightLoad's outbox, the timer does the I/O.
@@ -57,7 +57,8 @@ export class InflightReporter {
     this.retryMs = opts.retryMs ?? 500;
     this.log = opts.logger ?? silentLogger;
     this.clock = opts.monotonicMs ?? (() => load.now());
-    this.timer = new FlushTimer(() => this.flush(), this.clock);
+    // A microtask: right after the decision's own code, not behind the rest of a busy turn.
+    this.timer = new FlushTimer(() => this.flush(), this.clock, 'microtask');
     load.onOutbox = () => this.timer.throttled(this.intervalMs);
   }
 

@@ -5,19 +5,30 @@
  * load). Two requests keep the earlier due time, so a latency-sensitive change can pull a
  * pending batch forward and never push one back.
  *
- * "At once" is the end of the current event-loop turn (setImmediate): the changes made in the
- * same turn — every request parsed from one socket read — still go out together.
+ * "At once" is, by the owner's choice (`soon`), either the end of the current event-loop turn
+ * (setImmediate: every change of the turn goes out together, and a flush never lands between two
+ * awaits of one caller's work) or a microtask, right after the code that made the change returns
+ * and before the loop runs the other callbacks of its turn — on a busy loop those took
+ * milliseconds, longer than the gap between two requests a router must tell the others about.
+ * Changes within the interval after a run are batched by the timer either way.
  */
 import { performance } from 'node:perf_hooks';
 
 export class FlushTimer {
   private timeout: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
+  /** A microtask run is queued (it cannot be withdrawn: `cancel` makes it a no-op by the generation). */
+  private queued = false;
+  private generation = 0;
   private dueAt = Number.POSITIVE_INFINITY;
   private lastRunAt = Number.NEGATIVE_INFINITY;
+  private readonly fireQueued = (gen: number): void => {
+    if (gen === this.generation && this.queued) this.fire();
+  };
   private readonly fire = (): void => {
     this.timeout = null;
     this.immediate = null;
+    this.queued = false;
     this.dueAt = Number.POSITIVE_INFINITY;
     this.lastRunAt = this.clock();
     this.run();
@@ -26,6 +37,7 @@ export class FlushTimer {
   constructor(
     private readonly run: () => void,
     private readonly clock: () => number = () => performance.now(),
+    private readonly soon: 'turn' | 'microtask' = 'turn',
   ) {}
 
   /** A run is scheduled. */
@@ -38,7 +50,7 @@ export class FlushTimer {
     this.at(this.clock() + delayMs);
   }
 
-  /** Run `minIntervalMs` after the previous run, or at the end of this turn when that is past. */
+  /** Run `minIntervalMs` after the previous run, or right after the current code when that is past. */
   throttled(minIntervalMs: number): void {
     this.at(Math.max(this.clock(), this.lastRunAt + minIntervalMs));
   }
@@ -54,6 +66,8 @@ export class FlushTimer {
     if (this.immediate !== null) clearImmediate(this.immediate);
     this.timeout = null;
     this.immediate = null;
+    this.queued = false;
+    this.generation++;
     this.dueAt = Number.POSITIVE_INFINITY;
   }
 
@@ -62,7 +76,11 @@ export class FlushTimer {
     this.cancel();
     this.dueAt = due;
     const delay = due - this.clock();
-    if (delay <= 0) this.immediate = setImmediate(this.fire);
-    else this.timeout = setTimeout(this.fire, delay);
+    if (delay <= 0 && this.soon === 'turn') this.immediate = setImmediate(this.fire);
+    else if (delay <= 0) {
+      this.queued = true;
+      const gen = this.generation;
+      queueMicrotask(() => this.fireQueued(gen));
+    } else this.timeout = setTimeout(this.fire, delay);
   }
 }

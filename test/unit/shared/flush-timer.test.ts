@@ -57,4 +57,19 @@ describe('FlushTimer', () => {
     await sleep(20);
     expect(runs).to.equal(0);
   });
+
+  it("soon = 'microtask': runs right after the current code, before the turn's other callbacks; cancel() withdraws it", async () => {
+    const order: string[] = [];
+    const t = new FlushTimer(() => order.push('flush'), undefined, 'microtask');
+    setImmediate(() => order.push('immediate'));
+    t.throttled(0);
+    t.throttled(0);
+    order.push('sync');
+    await Promise.resolve();
+    expect(order).to.deep.equal(['sync', 'flush']);
+    t.throttled(0);
+    t.cancel();
+    await turn();
+    expect(order).to.deep.equal(['sync', 'flush', 'immediate']);
+  });
 });
