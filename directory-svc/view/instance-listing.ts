@@ -4,9 +4,8 @@
  * shares at call time; the view stream (view-publisher.ts) streams the same rows as deltas but
  * plays no part here.
  */
-import type { WireListInstancesResponse } from '../../shared/view/view-wire.js';
+import type { WireInflightShare, WireListInstancesResponse } from '../../shared/view/view-wire.js';
 import type { InflightSource } from '../inflight/inflight-service.js';
-import type { WireInflightShare } from '../../shared/view/view-wire.js';
 import type { InstanceView } from '../discovery/instance-table.js';
 import type { PlanExclusion } from '../discovery/stream-planner.js';
 import { toWireViewInstance } from './view-wire.js';
