@@ -76,6 +76,9 @@
  * at 90% load (sweep; the ORACLE lines are the reference of what the cost function can reach
  * there); and the older ≥ 2× better than RR on multi_turn (client and engine clocks).
  *
+ * The client (load-client.ts) runs on its own worker thread, so its schedule holds whatever load
+ * the engines and routers put on this one.
+ *
  * Run: node --import tsx bench/cluster/cluster.bench.ts [--quick] [--heartbeat_ms=500]
  *        [--workload=multi_turn|agentic] [--trace=FILE] [--car_inflight_load=false] [--car_pending_prefix=false]
  *        [--no_sweep | --sweep_only] [--sweep_kv=pressured|ample] [--sweep_warm] [--reps=3] [--no_desync]
@@ -83,11 +86,10 @@
  * The machine is shared: client TTFT includes its scheduling noise; engine_ttft_p90_ms does not.
  */
 import { appendFileSync } from 'node:fs';
-import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { RouterService } from '../../router-svc/router-service.js';
-import { INSTANCE_HEADER } from '../../router-svc/proxy/upstream-forwarder.js';
-import { PREFILL_TIMING_HEADERS, type PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
+import type { PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
+import { LoadClient, type ClientTarget, type OracleChooser, type Sample } from './load-client.js';
 import { ClusterStack, untilSettled, type ClusterEngine, type EngineShape } from './cluster-stack.js';
 import { KNEE_FACTOR, SWEEP_FRACTIONS, kneeRate, poissonStarts, type KneeStep } from './load-sweep.js';
 import { seededRandom } from '../lib/seeded-random.js';
@@ -231,127 +233,36 @@ const SWEEP = QUICK
   : { unloadedSessions: 16, unloadedRate: 0.5, startRate: 1, step: 1.3, refine: 2, windowS: 12 };
 
 
-interface Sample {
-  readonly index: number;
-  /** Session (user or agent branch) and its step: what a trace needs to follow a conversation. */
-  session: number;
-  step: number;
-  readonly sentMs: number;
-  readonly doneMs: number;
-  readonly ttftMs: number;
-  readonly engineTtftMs: number;
-  /** The engine's queue wait before its prefill started (engine clock). */
-  readonly engineQueueMs: number;
-  readonly promptTokens: number;
-  readonly cachedTokens: number;
-  readonly deviceHitTokens: number;
-  readonly hostHitTokens: number;
-  readonly instance: string;
+/** Where each request goes: router replicas in turn, or the ORACLE in this thread beside the engines' pools. */
+interface Target {
+  readonly client: ClientTarget;
+  readonly oracle: OracleChooser | null;
 }
-
-const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
-
-/** One completion; TTFT is send → response headers (the engine answers right after the first token). */
-function send(url: string, path: string, body: string, index: number): Promise<Sample> {
-  return new Promise((resolve, reject) => {
-    const sentMs = performance.now();
-    const req = httpRequest(`${url}${path}`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      const ttftMs = performance.now() - sentMs;
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', reject);
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        if (res.statusCode !== 200) return reject(new Error(`${url}: HTTP ${res.statusCode}: ${text}`));
-        const usage = (JSON.parse(text) as { usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } } }).usage;
-        const h = (name: string): number => Number(res.headers[name] ?? NaN);
-        resolve({
-          index,
-          session: -1,
-          step: -1,
-          sentMs,
-          doneMs: performance.now(),
-          ttftMs,
-          engineTtftMs: h(PREFILL_TIMING_HEADERS.ttftMs),
-          engineQueueMs: h(PREFILL_TIMING_HEADERS.queueMs),
-          promptTokens: usage.prompt_tokens,
-          cachedTokens: usage.prompt_tokens_details.cached_tokens,
-          deviceHitTokens: h(PREFILL_TIMING_HEADERS.deviceHitTokens),
-          hostHitTokens: h(PREFILL_TIMING_HEADERS.hostHitTokens),
-          instance: String(res.headers[INSTANCE_HEADER] ?? url.slice('http://'.length)),
-        });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** Where each request goes (a router replica in turn, or the oracle's engine), and its answer hook. */
-type Target = (r: SessionRequest) => { readonly url: string; readonly done: (() => void) | null };
 
 function routerTarget(routers: readonly RouterService[]): Target {
-  const urls = routers.map((r) => ({ url: `http://127.0.0.1:${r.port}`, done: null }));
-  let next = 0;
-  return () => urls[next++ % urls.length]!;
+  return { client: { kind: 'routers', urls: routers.map((r) => `http://127.0.0.1:${r.port}`) }, oracle: null };
 }
 
-function oracleTarget(engines: readonly ClusterEngine[], lambda: number): Target {
+function oracleTarget(engines: readonly ClusterEngine[], lambda: number, w: Workload): Target {
   const oracle = new OmniscientRouter(engines, lambda);
-  return (r) => oracle.choose(r.tokenIds);
+  return { client: { kind: 'oracle' }, oracle: (si, k) => oracle.choose(w.sessions[si]![k]!.tokenIds) };
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/**
- * Every session at once; samples in send order. Closed loop (`startsMs` null): each session sends
- * its next request after the previous answer plus its think time. Open loop (the load sweep):
- * session `si` starts at `startsMs[si]` and sends each turn at its scheduled time (start plus the
- * think times before it) whether or not the previous answer came, so offered load does not fall
- * when the cluster slows down.
- */
-/** One pass of a workload: its samples in send order, wall time and the event loop's utilisation. */
+/** One pass of a workload: its samples in send order, wall time and this thread's event-loop utilisation. */
 interface Run {
   readonly samples: Sample[];
   readonly wallMs: number;
   readonly elu: number;
 }
 
+let loadClient: LoadClient | null = null;
+
+/** Every session at once through the load client's thread (load-client.ts says why), closed or open loop. */
 async function drive(w: Workload, target: Target, startsMs: readonly number[] | null): Promise<Run> {
-  const samples: Sample[] = [];
-  let index = 0;
-  const t0 = performance.now();
+  loadClient ??= await LoadClient.start();
   const elu0 = performance.eventLoopUtilization();
-  const one = async (r: SessionRequest, si: number, k: number): Promise<void> => {
-    const to = target(r);
-    const sample = await send(to.url, r.path, r.body, index++).finally(() => to.done?.());
-    sample.session = si;
-    sample.step = k;
-    samples.push(sample);
-  };
-  await Promise.all(
-    w.sessions.map(async (session, si) => {
-      if (startsMs === null) {
-        for (let k = 0; k < session.length; k++) {
-          await sleep(session[k]!.delayMs);
-          await one(session[k]!, si, k);
-        }
-        return;
-      }
-      const sent: Promise<void>[] = [];
-      let at = startsMs[si]!;
-      for (let k = 0; k < session.length; k++) {
-        if (k > 0) at += session[k]!.delayMs;
-        await sleep(at - (performance.now() - t0));
-        sent.push(one(session[k]!, si, k));
-      }
-      await Promise.all(sent);
-    }),
-  );
-  samples.sort((a, b) => a.index - b.index);
-  return { samples, wallMs: performance.now() - t0, elu: performance.eventLoopUtilization(elu0).utilization };
+  const { samples, wallMs } = await loadClient.drive(w.sessions, target.client, startsMs, target.oracle);
+  return { samples, wallMs, elu: performance.eventLoopUtilization(elu0).utilization };
 }
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -497,9 +408,9 @@ async function runOnce(
     for (const e of engines) await e.reset();
     for (const r of routers) await untilSettled(r, engines);
     if (replicas > 1 && DESYNC) await desynchronize(routers, routers.map((r) => rotationOffset(r.routerId)));
-    const target = p.policy === 'ORACLE' ? oracleTarget(engines, p.lambda ?? 0.5) : routerTarget(routers);
+    const target = p.policy === 'ORACLE' ? oracleTarget(engines, p.lambda ?? 0.5, w) : routerTarget(routers);
     if (warm !== null) {
-      await drive(warm.w, target, warm.startsMs);
+      await drive(warm.w, p.policy === 'ORACLE' ? oracleTarget(engines, p.lambda ?? 0.5, warm.w) : target, warm.startsMs);
       // Queues idle again, caches as the warm-up left them, every view caught up.
       for (const r of routers) await untilSettled(r, engines, { emptyCaches: false });
     }
@@ -806,7 +717,7 @@ async function main(): Promise<void> {
       for (const kv of SWEEP_KV) sweep.push(...(await runSweep(stack, w, kv === 'pressured' ? policyWorkloads.find((m) => m.name === w.name)! : w, kv)));
     }
   } finally {
-    agent.destroy();
+    await loadClient?.close();
     await stack.close();
   }
   targets(results, sweep);

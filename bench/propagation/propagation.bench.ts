@@ -25,8 +25,8 @@
  * Run: node --import tsx bench/propagation/propagation.bench.ts [--quick]
  */
 import { createServer } from 'node:net';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import * as grpc from '@grpc/grpc-js';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
@@ -38,6 +38,7 @@ import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
 import { emitResult, isQuickRun, percentile } from '../lib/bench-kit.js';
+import { nextMessage as next, tsWorker } from '../lib/ts-worker.js';
 
 const QUICK = isQuickRun() || (workerData as { quick?: boolean } | null)?.quick === true;
 const BLOCK_SIZE = 32;
@@ -205,25 +206,6 @@ function freePort(): Promise<number> {
       const port = typeof a === 'object' && a !== null ? a.port : 0;
       srv.close(() => resolve(port));
     });
-  });
-}
-
-/** Node 20 does not apply `--import tsx` to a worker's entry file: register tsx inside, then import. */
-function tsWorker(file: string, data: WorkerInit): Worker {
-  const entry = pathToFileURL(file).href;
-  const boot = `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(entry)}); })`;
-  return new Worker(boot, { eval: true, workerData: data });
-}
-
-function next<T>(w: Worker, kind: string): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const onMsg = (m: { kind: string }): void => {
-      if (m.kind !== kind) return;
-      w.off('message', onMsg);
-      resolve(m as T);
-    };
-    w.on('message', onMsg);
-    w.once('error', reject);
   });
 }
 
