@@ -29,7 +29,7 @@
  * pass (JIT, first-use paths); 4 fresh replicas get their rotation turns spread first (see
  * desynchronize; `--no_desync` leaves them where their router ids start them).
  *
- * CAR and ORACLE runs are repeated REPS times (--reps, default 3; interleaved, each repetition runs
+ * CAR and ORACLE runs are repeated REPS times (--reps, default 6; interleaved, each repetition runs
  * every configuration once), RR and SLO_AWARE once. Per (workload, policy, routers) one JSON line
  * over the pooled repetitions (each drops its own warm-up), with the per-repetition hit ratio and
  * TTFT p90s: hit_ratio = cached / prompt tokens from the
@@ -81,7 +81,7 @@
  *
  * Run: node --import tsx bench/cluster/cluster.bench.ts [--quick] [--heartbeat_ms=500]
  *        [--workload=multi_turn|agentic] [--trace=FILE] [--car_inflight_load=false] [--car_pending_prefix=false]
- *        [--no_sweep | --sweep_only] [--sweep_kv=pressured|ample] [--sweep_warm] [--reps=3] [--no_desync]
+ *        [--no_sweep | --sweep_only] [--sweep_kv=pressured|ample] [--sweep_warm] [--reps=6] [--no_desync]
  * (--quick: the short form for CI, a few minutes; full ≈ 15 min. --trace appends every request's sample.)
  * The machine is shared: client TTFT includes its scheduling noise; engine_ttft_p90_ms does not.
  */
@@ -107,9 +107,11 @@ const WARMUP_FRACTION = 0.1;
 /**
  * Repetitions of every CAR and ORACLE run (interleaved: each repetition runs every policy once):
  * one quick run of 144 measured requests swings by more than the 2% the 4-replica target asks
- * about, so the targets are judged on the pooled samples, with a 95% interval over repetitions.
+ * about, so the targets are judged on the pooled samples (6 × 144 in the quick form: three
+ * repetitions still flipped a 2% or 10% target between identical runs), with a 95% interval over
+ * repetitions.
  */
-const REPS = numberArg('--reps', 3);
+const REPS = numberArg('--reps', 6);
 /** Device and Host shares of the working set, over all engines (70% fits). */
 const DEVICE_SHARE = 0.5;
 const HOST_SHARE = 0.2;
