@@ -24,7 +24,7 @@
 import { performance } from 'node:perf_hooks';
 import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
 import type { RouterInstance } from '../viewcache/view-update.js';
-import { fingerprintBytes, sharedGranules } from '../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, longerShared, PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 
 /** routing.md: an in-flight entry ends 2 s after the decision at the latest. */
 export const INFLIGHT_TTL_MS = 2000;
@@ -105,14 +105,19 @@ class DecisionRing {
     return this.size - this.doneCount;
   }
 
-  /** The longest prefix, in granules, `prompt` shares with a counted decision (after `live`). */
-  pendingGranules(prompt: Uint32Array): number {
+  /**
+   * The longest prefix, in granules, `prompt` shares with one of the newest PENDING_PROMPTS_PER_SHARE
+   * counted decisions (after `live`) — the same bound the directory puts on what the other
+   * replicas see of them.
+   */
+  pendingGranules(prompt: Uint32Array, best: number): number {
     const mask = this.at.length - 1;
-    let best = 0;
-    for (let k = 0; k < this.size; k++) {
+    for (let k = this.size - 1, seen = 0; k >= 0 && seen < PENDING_PROMPTS_PER_SHARE; k--) {
       const i = (this.head + k) & mask;
       const p = this.prompts[i];
-      if (this.done[i] === 0 && p !== null && p !== undefined) best = Math.max(best, sharedGranules(prompt, p));
+      if (this.done[i] !== 0 || p === null || p === undefined) continue;
+      seen++;
+      best = longerShared(prompt, p, best);
     }
     return best;
   }
@@ -230,13 +235,13 @@ export class InflightLoad {
   pendingGranules(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean): number {
     if (prompt.length === 0) return 0;
     const ring = this.rings.get(inst.name);
-    let best = ring === undefined ? 0 : ring.pendingGranules(prompt);
+    let best = ring === undefined ? 0 : ring.pendingGranules(prompt, 0);
     if (viewStale) return best;
     const shares = inst.inflight;
     for (let i = 0; i < shares.length && best < prompt.length; i++) {
       const s = shares[i]!;
       if (s.routerId === this.routerId) continue;
-      for (let j = 0; j < s.prompts.length; j++) best = Math.max(best, sharedGranules(prompt, s.prompts[j]!));
+      for (let j = 0; j < s.prompts.length; j++) best = longerShared(prompt, s.prompts[j]!, best);
     }
     return best;
   }

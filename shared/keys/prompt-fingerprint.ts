@@ -48,6 +48,20 @@ export function sharedGranules(a: Uint32Array, b: Uint32Array): number {
   return i;
 }
 
+/**
+ * max(best, sharedGranules(a, b)) in O(1) when b cannot beat `best`: fingerprints are chained, so
+ * b shares more than `best` granules exactly when it equals a at index `best`; only then is the
+ * rest compared. Scanning many pending prompts costs one comparison each plus the longest match
+ * once, however long the prefix they all share.
+ */
+export function longerShared(a: Uint32Array, b: Uint32Array, best: number): number {
+  if (best >= a.length || best >= b.length || a[best] !== b[best]) return best;
+  const n = Math.min(a.length, b.length);
+  let i = best + 1;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
 /** Fingerprints as the wire carries them: little-endian uint32s. */
 export function fingerprintBytes(f: Uint32Array): Buffer {
   const b = Buffer.allocUnsafe(f.length * 4);

@@ -3,7 +3,7 @@
  * 16-token granule, so equal leading fingerprints mean an equal prefix.
  */
 import { expect } from 'chai';
-import { fingerprintBytes, fingerprintsOf, GRANULE_TOKENS, MAX_PROMPT_GRANULES, promptFingerprints, sharedGranules } from '../../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, fingerprintsOf, GRANULE_TOKENS, longerShared, MAX_PROMPT_GRANULES, promptFingerprints, sharedGranules } from '../../../shared/keys/prompt-fingerprint.js';
 
 const ids = (n: number, first = 1): number[] => Array.from({ length: n }, (_, i) => first + i);
 
@@ -24,6 +24,19 @@ describe('pending prefix fingerprints', () => {
     expect(sharedGranules(a, c)).to.equal(0);
     expect(c[1]).to.not.equal(a[1]);
     expect(sharedGranules(a, a.subarray(0, 3))).to.equal(3);
+  });
+
+  it('longerShared: one comparison decides whether a prompt beats the best so far; the result equals max(best, sharedGranules)', () => {
+    const a = promptFingerprints(ids(160));
+    const others = [promptFingerprints(ids(64)), promptFingerprints([...ids(100), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]), promptFingerprints(ids(32, 900))];
+    let best = 0;
+    for (const o of others) {
+      const expected = Math.max(best, sharedGranules(a, o));
+      best = longerShared(a, o, best);
+      expect(best).to.equal(expected);
+    }
+    expect(best).to.equal(6);
+    expect(longerShared(a, a, 10)).to.equal(10);
   });
 
   it('wire form: little-endian uint32s; a length that is not a multiple of 4 or over the cap is refused', () => {
