@@ -12,20 +12,14 @@ import { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { parseRouteRequest } from '../../../router-svc/http/route-request.js';
 import { RouterHttpServer } from '../../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
-import { createPolicy, type CandidateExplanation, type RouteDecision } from '../../../router-svc/policy/policy.js';
+import { createPolicy, type RouteDecision } from '../../../router-svc/policy/policy.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
-import { apply, delta, snapshot, wireInstance, wireLoad } from './view-fixtures.js';
+import { apply, delta, snapshot, wireInstance, wireLoad, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
 const ME = 'router-me';
 const FLAGS = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.5, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
-
-function explained(d: RouteDecision, name: string): CandidateExplanation {
-  const c = d.candidates.find((x) => x.instance_name === name && x.role === 'prefill');
-  if (c === undefined) throw new Error(`no candidate ${name}`);
-  return c;
-}
 
 type ShareInput = Omit<WireInflightShare, 'prompts'> & { prompts?: Buffer[] };
 

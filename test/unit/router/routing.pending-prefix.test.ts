@@ -11,21 +11,15 @@ import { expect } from 'chai';
 import { INFLIGHT_TTL_MS, InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
 import { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
-import { createPolicy, type CandidateExplanation, type RouteDecision } from '../../../router-svc/policy/policy.js';
+import { createPolicy, type RouteDecision } from '../../../router-svc/policy/policy.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { fingerprintBytes, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
 import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
-import { apply, delta, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
+import { apply, delta, snapshot, tokens, wireInstance, wireLoad, wireStream, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
 const ME = 'router-me';
 const FLAGS = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.8, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
-
-function explained(d: RouteDecision, name: string): CandidateExplanation {
-  const c = d.candidates.find((x) => x.instance_name === name && x.role === 'prefill');
-  if (c === undefined) throw new Error(`no candidate ${name}`);
-  return c;
-}
 
 function instance(name: string, inflight: WireInflightShare[] = [], over: Partial<WireViewInstance> = {}): WireViewInstance {
   return wireInstance(name, { load: { ...wireLoad(0), reported_at_ms: '10' }, inflight, incarnation_id: `inc-${name}`, ...over });

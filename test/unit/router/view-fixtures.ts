@@ -4,6 +4,7 @@
  * real grpc-js server). Defaults: a DEFAULT instance, ACTIVE, with a load report, one DP rank,
  * incarnation `inc-<name>`, generation 1; a synchronized stream of block_size 4, seed 1024.
  */
+import type { CandidateExplanation, RouteDecision } from '../../../router-svc/policy/policy.js';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
 import { TIER_BOTH, TIER_DEVICE, TIER_HOST } from '../../../shared/keys/tier-bits.js';
 import type {
@@ -111,4 +112,11 @@ export async function apply(cache: ViewCache, wire: WireViewUpdate, nowMs: numbe
 /** 1, 2, 3, … n */
 export function tokens(n: number, first = 1): number[] {
   return Array.from({ length: n }, (_, i) => first + i);
+}
+
+/** A decision's explanation of the P candidate `name` (throws when it is not listed). */
+export function explained(d: RouteDecision, name: string): CandidateExplanation {
+  const c = d.candidates.find((x) => x.instance_name === name && x.role === 'prefill');
+  if (c === undefined) throw new Error(`no candidate ${name}`);
+  return c;
 }
