@@ -19,11 +19,13 @@ export const GRANULE_TOKENS = 16;
 /** Granules fingerprinted per prompt (8,192 tokens): the wire and the view carry at most this many. */
 export const MAX_PROMPT_GRANULES = 512;
 /**
- * Pending prompts the view carries per (instance, router): the directory keeps the newest this
- * many of a router's counted decisions for an instance, which bounds an instance row at
- * routers × 32 × 2 KiB however deep a queue grows (a queue that deep is not worth joining anyway).
+ * Pending prompts the view carries per (instance, router), and a router scans of its own: the
+ * newest this many of its counted decisions for an instance. Older ones have mostly been admitted
+ * and their KV events are in the view already, so the credit would add nothing; the bound keeps an
+ * instance row at routers × 8 × 2 KiB and a decision's scan at instances × routers × 8 entries
+ * however deep a queue grows (a queue that deep is not worth joining anyway).
  */
-export const PENDING_PROMPTS_PER_SHARE = 32;
+export const PENDING_PROMPTS_PER_SHARE = 8;
 
 /** The first min(⌊len/16⌋, maxGranules) fingerprints of `tokenIds`. */
 export function promptFingerprints(tokenIds: ArrayLike<number>, maxGranules: number = MAX_PROMPT_GRANULES): Uint32Array {
