@@ -7,7 +7,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../shared/log/logger.js';
 import type { WireInflightReport } from '../../shared/view/view-wire.js';
-import { MAX_PROMPT_GRANULES } from '../../shared/keys/prompt-fingerprint.js';
+import { FINGERPRINT_BYTES_EXPECTED, isFingerprintBytes } from '../../shared/keys/prompt-fingerprint.js';
 
 /** What the handler feeds; `InflightService` implements it. */
 export interface InflightApi {
@@ -39,8 +39,8 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
     if (!Array.isArray(prompts) || prompts.length > d.count) return `decisions[${i}].prompts: expected at most count (${d.count}) entries, got ${Array.isArray(prompts) ? prompts.length : typeof prompts}`;
     for (let j = 0; j < prompts.length; j++) {
       const p = prompts[j];
-      if (!(p instanceof Uint8Array) || p.length % 4 !== 0 || p.length > MAX_PROMPT_GRANULES * 4) {
-        return `decisions[${i}].prompts[${j}]: expected a multiple of 4 bytes, at most ${MAX_PROMPT_GRANULES * 4} (little-endian uint32 fingerprints), got ${p instanceof Uint8Array ? `${p.length} bytes` : typeof p}`;
+      if (!(p instanceof Uint8Array) || !isFingerprintBytes(p)) {
+        return `decisions[${i}].prompts[${j}]: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${p instanceof Uint8Array ? `${p.length} bytes` : typeof p}`;
       }
     }
   }

@@ -26,6 +26,16 @@ interface Entry {
 
 const NO_PROMPTS: readonly Buffer[] = Object.freeze([]);
 
+/**
+ * The newest `n` of `prompts` (oldest first), at most what a share carries: an entry never needs
+ * more, whatever its count.
+ */
+function newestPrompts(prompts: readonly Buffer[], n: number): readonly Buffer[] {
+  const keep = Math.min(n, PENDING_PROMPTS_PER_SHARE);
+  if (prompts.length <= keep) return prompts;
+  return keep === 0 ? NO_PROMPTS : prompts.slice(prompts.length - keep);
+}
+
 const NO_SHARES: readonly WireInflightShare[] = Object.freeze([]);
 
 class InstanceInflight {
@@ -49,7 +59,7 @@ class InstanceInflight {
       e.count -= take;
       left -= take;
       // The engine answers in FIFO order: the oldest decisions' prompts end first.
-      if (e.prompts.length > e.count) e.prompts = e.count === 0 ? NO_PROMPTS : e.prompts.slice(e.prompts.length - e.count);
+      e.prompts = newestPrompts(e.prompts, e.count);
     }
     if (left === n) return false;
     let kept = 0;
@@ -127,7 +137,7 @@ export class InflightTable {
     if (decidedAtMs < (this.lastReportAt.get(instanceName) ?? Number.NEGATIVE_INFINITY)) return;
     let inst = this.byInstance.get(instanceName);
     if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
-    inst.add({ routerId, count, atMs: decidedAtMs, prompts: prompts.length > count ? prompts.slice(prompts.length - count) : prompts });
+    inst.add({ routerId, count, atMs: decidedAtMs, prompts: newestPrompts(prompts, count) });
     this.changed(instanceName, inst);
   }
 

@@ -17,7 +17,8 @@
  * here instead would cost memory in proportion to the whole fleet's index.
  *
  * - `epoch`: a random id per publisher (one directory process lifetime); `version` +1 per delta.
- * - Deltas are cut by time (`flushIntervalMs` after the first pending change) and by size
+ * - Deltas are cut by time (at the end of the turn of the first pending change after a quiet
+ *   spell, else `flushIntervalMs` after the previous delta: at most one per interval) and by size
  *   (`maxDeltaKeyChanges` pending key changes, checked after each applied batch, so a delta never
  *   holds part of an engine batch). A change of in-flight shares pulls the cut forward to
  *   `inflightFlushMs` after the previous delta (at once after a quiet spell): a router's decision
@@ -79,7 +80,7 @@ export interface WatchRequest {
 }
 
 export interface ViewPublisherOptions {
-  /** A delta is cut this long after the first pending change (default 10 ms). */
+  /** Least time between two deltas cut by time (default 10 ms); after a quieter spell a change goes out at the end of its turn. */
   readonly flushIntervalMs?: number;
   /**
    * A change of in-flight shares is published this long after the previous delta at the earliest,

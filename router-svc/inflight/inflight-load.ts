@@ -229,14 +229,14 @@ export class InflightLoad {
   /**
    * Pending prefix credit: the longest prefix, in 16-token granules, `prompt` shares with a
    * decision for `inst` still counted — this router's (call after `own`, which ends what a
-   * report, the TTL or an answer ended) and, unless the view is stale, the other routers' as the
-   * view carries them.
+   * report, the TTL or an answer ended) and the other routers' as the view carries them. For a
+   * fresh view only: the caller gives no cache credit at all on a stale one (CAR: its view hit
+   * must be trusted first), so the others' shares, which nobody expires then, are never read stale.
    */
-  pendingGranules(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean): number {
+  pendingGranules(inst: RouterInstance, prompt: Uint32Array): number {
     if (prompt.length === 0) return 0;
     const ring = this.rings.get(inst.name);
     let best = ring === undefined ? 0 : ring.pendingGranules(prompt, 0);
-    if (viewStale) return best;
     const shares = inst.inflight;
     for (let i = 0; i < shares.length && best < prompt.length; i++) {
       const s = shares[i]!;

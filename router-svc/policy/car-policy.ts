@@ -134,7 +134,6 @@ export class CarPolicy implements RoutingPolicy {
     const queueCosts = inflight === null ? set.prefillQueueCost : this.inflightQueueCosts(p, inflight, view, nowMs);
     // Pending prefix credit (after inflightQueueCosts, which ended the own entries that are over).
     const fingerprints = inflight !== null && hits !== null ? (req.promptFingerprints ?? null) : null;
-    const stale = fingerprints !== null && view.isStale(nowMs);
     let cursor = 0;
     for (let i = 0; i < p.length; i++) {
       const inst = p[i]!;
@@ -147,9 +146,10 @@ export class CarPolicy implements RoutingPolicy {
         h.blockSize = 0;
       } else cursor = this.instanceHit(inst, hits, cursor, h);
       let pending = 0;
-      // Only where the view's own credit is trusted, and on one DP rank (which rank a request lands on is the engine's choice).
+      // Only where the view's own credit is trusted (so never on a stale view), and on one DP rank
+      // (which rank a request lands on is the engine's choice).
       if (fingerprints !== null && h.blockSize > 0 && inst.dpSize === 1) {
-        const granules = inflight!.pendingGranules(inst, fingerprints, stale);
+        const granules = inflight!.pendingGranules(inst, fingerprints);
         if (granules > 0) pending = Math.floor(Math.min(granules * GRANULE_TOKENS, inputTokens) / h.blockSize) * h.blockSize;
       }
       const hit = pending > h.hit ? pending : h.hit;

@@ -4,7 +4,7 @@
  * bytes). `decodeViewUpdate` is the only place that reads the Wire… shapes; a malformed message is
  * a ViewProtocolError, so the cache never applies part of one.
  */
-import { fingerprintsOf, MAX_PROMPT_GRANULES, PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
+import { FINGERPRINT_BYTES_EXPECTED, fingerprintsOf, PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 import type {
   WireInflightShare,
   WireProfilePoint,
@@ -225,7 +225,7 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
     const prompts: Uint32Array[] = [];
     for (let i = 0; i < wire.length; i++) {
       const f = fingerprintsOf(wire[i]!);
-      if (f === null) throw new ViewProtocolError(`instance ${name}: pending prompt ${i} of router ${JSON.stringify(router)}: expected a multiple of 4 bytes, at most ${MAX_PROMPT_GRANULES * 4}, got ${wire[i]!.length}`);
+      if (f === null) throw new ViewProtocolError(`instance ${name}: pending prompt ${i} of router ${JSON.stringify(router)}: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${wire[i]!.length} bytes`);
       if (f.length > 0) prompts.push(f);
     }
     return { routerId: router, count: s.count, prompts };

@@ -44,10 +44,7 @@ export function promptFingerprints(tokenIds: ArrayLike<number>, maxGranules: num
 
 /** How many leading fingerprints `a` and `b` share. */
 export function sharedGranules(a: Uint32Array, b: Uint32Array): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
+  return longerShared(a, b, 0);
 }
 
 /**
@@ -71,9 +68,17 @@ export function fingerprintBytes(f: Uint32Array): Buffer {
   return b;
 }
 
-/** The inverse of fingerprintBytes; null when the length is not a multiple of 4 or over the cap. */
+/** What the wire may carry as one prompt's fingerprints (the message both ends give when it is not). */
+export const FINGERPRINT_BYTES_EXPECTED = `a multiple of 4 bytes, at most ${MAX_PROMPT_GRANULES * 4} (little-endian uint32 fingerprints)`;
+
+/** `bytes` is one prompt's fingerprints as the wire carries them: whole uint32s, at most `maxGranules`. */
+export function isFingerprintBytes(bytes: Uint8Array, maxGranules: number = MAX_PROMPT_GRANULES): boolean {
+  return bytes.length % 4 === 0 && bytes.length / 4 <= maxGranules;
+}
+
+/** The inverse of fingerprintBytes; null when `bytes` is not fingerprints (isFingerprintBytes). */
 export function fingerprintsOf(bytes: Uint8Array, maxGranules: number = MAX_PROMPT_GRANULES): Uint32Array | null {
-  if (bytes.length % 4 !== 0 || bytes.length / 4 > maxGranules) return null;
+  if (!isFingerprintBytes(bytes, maxGranules)) return null;
   const out = new Uint32Array(bytes.length / 4);
   for (let i = 0; i < out.length; i++) {
     const o = i * 4;

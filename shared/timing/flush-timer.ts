@@ -17,18 +17,16 @@ import { performance } from 'node:perf_hooks';
 export class FlushTimer {
   private timeout: NodeJS.Timeout | null = null;
   private immediate: NodeJS.Immediate | null = null;
-  /** A microtask run is queued (it cannot be withdrawn: `cancel` makes it a no-op by the generation). */
-  private queued = false;
+  /** A queued microtask cannot be withdrawn: `cancel` moves the generation on and it finds itself stale. */
   private generation = 0;
   private dueAt = Number.POSITIVE_INFINITY;
   private lastRunAt = Number.NEGATIVE_INFINITY;
   private readonly fireQueued = (gen: number): void => {
-    if (gen === this.generation && this.queued) this.fire();
+    if (gen === this.generation) this.fire();
   };
   private readonly fire = (): void => {
     this.timeout = null;
     this.immediate = null;
-    this.queued = false;
     this.dueAt = Number.POSITIVE_INFINITY;
     this.lastRunAt = this.clock();
     this.run();
@@ -66,7 +64,6 @@ export class FlushTimer {
     if (this.immediate !== null) clearImmediate(this.immediate);
     this.timeout = null;
     this.immediate = null;
-    this.queued = false;
     this.generation++;
     this.dueAt = Number.POSITIVE_INFINITY;
   }
@@ -78,7 +75,6 @@ export class FlushTimer {
     const delay = due - this.clock();
     if (delay <= 0 && this.soon === 'turn') this.immediate = setImmediate(this.fire);
     else if (delay <= 0) {
-      this.queued = true;
       const gen = this.generation;
       queueMicrotask(() => this.fireQueued(gen));
     } else this.timeout = setTimeout(this.fire, delay);
