@@ -106,7 +106,12 @@ export class LoadClient {
 
 // ---- the worker ---------------------------------------------------------------------------
 
-const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+/**
+ * Keep-alive within a run; a fresh pool per run (`drive`): a socket idle since an earlier run may
+ * be closed by its server (5 s keep-alive timeout) just as it is reused, an ECONNRESET that would
+ * end the benchmark.
+ */
+let agent = new Agent({ keepAlive: true, maxSockets: 1024 });
 
 /** One completion; TTFT is send → response headers (the engine answers right after the first token). */
 function send(url: string, path: string, body: string, index: number, t0: number): Promise<Sample> {
@@ -213,6 +218,8 @@ async function drive(m: RunMessage): Promise<{ samples: Sample[]; wallMs: number
 if (!isMainThread && (workerData as { role?: string } | null)?.role === ROLE) {
   parentPort!.on('message', (m: { kind: string }) => {
     if (m.kind !== 'run') return;
+    agent.destroy();
+    agent = new Agent({ keepAlive: true, maxSockets: 1024 });
     drive(m as RunMessage).then(
       (r) => parentPort!.postMessage({ kind: 'result', ...r }),
       (e: unknown) => parentPort!.postMessage({ kind: 'result', samples: [], wallMs: 0, error: e instanceof Error ? e.message : String(e) }),
