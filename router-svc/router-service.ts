@@ -12,6 +12,7 @@ import type { Logger } from '../shared/log/logger.js';
 import type { GrpcClientTls } from '../shared/security/grpc-tls.js';
 import { InflightLoad } from './inflight/inflight-load.js';
 import { InflightReporter } from './inflight/inflight-reporter.js';
+import { ClaimOrder } from './inflight/claim-order.js';
 import { RouteDecider } from './http/route-decider.js';
 import { RouterHttpServer } from './http/router-http-server.js';
 import { RouterMetrics, type ViewStatus } from './http/router-metrics.js';
@@ -48,6 +49,7 @@ export class RouterService {
     private readonly forwarder: UpstreamForwarder,
     readonly metrics: RouterMetrics,
     private readonly reporter: InflightReporter | null,
+    private readonly claims: ClaimOrder | null,
     /** The id it watches the view and reports in-flight load under (its tie rotations start from it). */
     readonly routerId: string,
   ) {}
@@ -91,7 +93,9 @@ export class RouterService {
       };
       const metrics = new RouterMetrics(viewStatus);
       const policy = createPolicy(flags, inflight, routerId);
-      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight, flags.carPendingPrefix);
+      // Claim order needs the prompts' fingerprints, which only pending prefix credit computes.
+      const claims = inflight !== null && flags.carPendingPrefix && flags.carClaimWaitMs > 0 ? new ClaimOrder({ view, updates: viewClient, inflight, waitMs: flags.carClaimWaitMs }) : null;
+      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight, flags.carPendingPrefix, claims);
       const tokenizer = opts.tokenizer ?? null;
       const prompts = new PromptResolver(tokenizer, metrics);
       if (tokenizer === null) log.warn('no --tokenizer: text and chat requests are routed by load only (counted in router_untokenized_requests_total)');
@@ -120,7 +124,7 @@ export class RouterService {
         logger: log.child({ component: 'http' }),
       });
       log.info({ http_port: http.port, policy: flags.loadBalancePolicy, tokenizer: tokenizer?.info.path ?? null, tokenizer_fingerprint: tokenizer?.info.fingerprint ?? null, view_version: Number(view.version), streams: view.streams().length }, 'router-svc ready');
-      return new RouterService(viewClient, http, forwarder, metrics, reporter, routerId);
+      return new RouterService(viewClient, http, forwarder, metrics, reporter, claims, routerId);
     } catch (e) {
       reporter?.close();
       forwarder.close();
@@ -144,6 +148,8 @@ export class RouterService {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    // Waiting cold claims answer with their first decision now, not at the end of their wait.
+    this.claims?.close();
     await this.http.close();
     this.reporter?.close();
     this.forwarder.close();

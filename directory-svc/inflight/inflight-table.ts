@@ -22,18 +22,27 @@ interface Entry {
   readonly atMs: number;
   /** Prompt fingerprints of the entry's decisions (pending prefix credit), oldest first; ≤ count. */
   prompts: readonly Buffer[];
+  /** Per prompt, its arrival order (InflightTable's claim counter). */
+  seqs: readonly number[];
 }
 
 const NO_PROMPTS: readonly Buffer[] = Object.freeze([]);
+const NO_SEQS: readonly number[] = Object.freeze([]);
 
 /**
- * The newest `n` of `prompts` (oldest first), at most what a share carries: an entry never needs
- * more, whatever its count.
+ * The newest `n` of `items` (oldest first), at most what a share carries: an entry never needs
+ * more prompts, whatever its count.
  */
-function newestPrompts(prompts: readonly Buffer[], n: number): readonly Buffer[] {
+function newest<T>(items: readonly T[], n: number, none: readonly T[]): readonly T[] {
   const keep = Math.min(n, PENDING_PROMPTS_PER_SHARE);
-  if (prompts.length <= keep) return prompts;
-  return keep === 0 ? NO_PROMPTS : prompts.slice(prompts.length - keep);
+  if (items.length <= keep) return items;
+  return keep === 0 ? none : items.slice(items.length - keep);
+}
+
+/** Keeps the newest `n` prompts of `e` and their seqs. */
+function keepNewest(e: Entry, n: number): void {
+  e.prompts = newest(e.prompts, n, NO_PROMPTS);
+  e.seqs = newest(e.seqs, n, NO_SEQS);
 }
 
 const NO_SHARES: readonly WireInflightShare[] = Object.freeze([]);
@@ -59,7 +68,7 @@ class InstanceInflight {
       e.count -= take;
       left -= take;
       // The engine answers in FIFO order: the oldest decisions' prompts end first.
-      e.prompts = newestPrompts(e.prompts, e.count);
+      keepNewest(e, e.count);
     }
     if (left === n) return false;
     let kept = 0;
@@ -82,16 +91,22 @@ class InstanceInflight {
       this.shares = NO_SHARES;
       return;
     }
-    const byRouter = new Map<string, { count: number; prompts: Buffer[] }>();
+    const byRouter = new Map<string, { count: number; prompts: Buffer[]; seqs: number[] }>();
     for (const e of this.entries) {
       let r = byRouter.get(e.routerId);
-      if (r === undefined) byRouter.set(e.routerId, (r = { count: 0, prompts: [] }));
+      if (r === undefined) byRouter.set(e.routerId, (r = { count: 0, prompts: [], seqs: [] }));
       r.count += e.count;
       for (const p of e.prompts) r.prompts.push(p);
+      for (const q of e.seqs) r.seqs.push(q);
     }
     this.shares = [...byRouter]
       .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
-      .map(([router_id, r]) => ({ router_id, count: r.count, prompts: r.prompts.length > PENDING_PROMPTS_PER_SHARE ? r.prompts.slice(-PENDING_PROMPTS_PER_SHARE) : r.prompts }));
+      .map(([router_id, r]) => ({
+        router_id,
+        count: r.count,
+        prompts: newest(r.prompts, PENDING_PROMPTS_PER_SHARE, NO_PROMPTS) as Buffer[],
+        prompt_seqs: newest(r.seqs, PENDING_PROMPTS_PER_SHARE, NO_SEQS) as number[],
+      }));
   }
 }
 
@@ -105,6 +120,11 @@ export class InflightTable {
    */
   private readonly lastReportAt = new Map<string, number>();
   private readonly listeners: ((instanceName: string) => void)[] = [];
+  /**
+   * The next prompt's arrival order: replicas that claimed a new prefix at nearly the same time
+   * agree on which claim came first by it (routing.md "In-flight load", claim order).
+   */
+  private nextSeq = 0;
 
   constructor(private readonly ttlMs: number = INFLIGHT_TTL_MS) {}
 
@@ -137,7 +157,13 @@ export class InflightTable {
     if (decidedAtMs < (this.lastReportAt.get(instanceName) ?? Number.NEGATIVE_INFINITY)) return;
     let inst = this.byInstance.get(instanceName);
     if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
-    inst.add({ routerId, count, atMs: decidedAtMs, prompts: newestPrompts(prompts, count) });
+    const kept = newest(prompts, count, NO_PROMPTS);
+    const seqs: number[] = [];
+    for (let i = 0; i < kept.length; i++) {
+      seqs.push(this.nextSeq);
+      this.nextSeq = (this.nextSeq + 1) >>> 0;
+    }
+    inst.add({ routerId, count, atMs: decidedAtMs, prompts: kept, seqs });
     this.changed(instanceName, inst);
   }
 

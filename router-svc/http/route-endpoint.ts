@@ -27,7 +27,7 @@ export async function routeAnswer(req: IncomingMessage, deps: RouteEndpointDeps)
   const dryRun = parseDryRun(jsonObject(body.json));
   const resolved = await deps.prompts.resolve(input);
   const request = (resolved.request.dryRun ?? false) === dryRun ? resolved.request : { ...resolved.request, dryRun };
-  const decision = deps.decider.decide(request, deps.clock());
+  const decision = await deps.decider.decideOrdered(request, deps.clock());
   // tokenization.md §2: how many tokens the decision saw and where they came from, and why when estimated.
   const answer: Record<string, unknown> = { ...decision, input_tokens: resolved.request.promptTokens, token_source: resolved.tokenSource };
   if (resolved.reason !== null) answer['reason'] = resolved.reason;

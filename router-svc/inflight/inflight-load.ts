@@ -24,7 +24,8 @@
 import { performance } from 'node:perf_hooks';
 import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
 import type { RouterInstance } from '../viewcache/view-update.js';
-import { fingerprintBytes, longerShared, PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, longerShared, PENDING_PROMPTS_PER_SHARE, sameFingerprints } from '../../shared/keys/prompt-fingerprint.js';
+import { seqBefore } from './claim-seq.js';
 
 /** routing.md: an in-flight entry ends 2 s after the decision at the latest. */
 export const INFLIGHT_TTL_MS = 2000;
@@ -88,6 +89,17 @@ class DecisionRing {
     return this.seen[i] === this.stamp;
   }
 
+  /** Counted entries (after `live`) decided before `beforeMs`. */
+  liveBefore(beforeMs: number): number {
+    const mask = this.at.length - 1;
+    let n = 0;
+    for (let k = 0; k < this.size; k++) {
+      const i = (this.head + k) & mask;
+      if (this.done[i] === 0 && this.at[i]! < beforeMs) n++;
+    }
+    return n;
+  }
+
   /** Drops the entries a newer load report, the TTL or an answer ended; returns how many count. */
   live(currentReportMs: number, nowMs: number, ttlMs: number): number {
     this.stamp = currentReportMs;
@@ -110,12 +122,13 @@ class DecisionRing {
    * counted decisions (after `live`) — the same bound the directory puts on what the other
    * replicas see of them.
    */
-  pendingGranules(prompt: Uint32Array, best: number): number {
+  pendingGranules(prompt: Uint32Array, best: number, beforeMs: number): number {
     const mask = this.at.length - 1;
     for (let k = this.size - 1, seen = 0; k >= 0 && seen < PENDING_PROMPTS_PER_SHARE; k--) {
       const i = (this.head + k) & mask;
       const p = this.prompts[i];
       if (this.done[i] !== 0 || p === null || p === undefined) continue;
+      if (this.at[i]! >= beforeMs) continue;
       seen++;
       best = longerShared(prompt, p, best);
     }
@@ -155,6 +168,13 @@ class DecisionRing {
   }
 }
 
+/** How many of `seqs` were ordered after `seq`. */
+function laterThan(seqs: readonly number[], seq: number): number {
+  let n = 0;
+  for (let i = 0; i < seqs.length; i++) if (seqBefore(seq, seqs[i]!)) n++;
+  return n;
+}
+
 /** reported_at_ms of the load a decision saw; −1 without a load report (not a candidate then). */
 function reportStamp(inst: RouterInstance): number {
   return inst.load === null ? -1 : inst.load.reportedAtMs;
@@ -178,6 +198,15 @@ export class InflightLoad {
   private outbox: DecisionRing[] = [];
   /** Told when the outbox gets its first ring since the last drain (the reporter schedules a send). */
   onOutbox: (() => void) | null = null;
+  /** Set when `others` finds another router's share (ClaimOrder reads and clears it). */
+  sawOtherRouter = false;
+  /**
+   * While a cold claim is re-decided (ClaimOrder): load and pending credit only from the decisions
+   * ordered before it — the other routers' with a directory seq before `seq` (their decisions
+   * without a prompt, which carry no seq, all count), this router's made before `ownBeforeMs` —
+   * as one router deciding in arrival order would have seen them.
+   */
+  private orderBound: { readonly seq: number; readonly ownBeforeMs: number } | null = null;
 
   constructor(opts: InflightLoadOptions) {
     this.routerId = opts.routerId;
@@ -223,7 +252,9 @@ export class InflightLoad {
   /** This router's decisions for `inst` that no load report reflects yet. */
   own(inst: RouterInstance, nowMs: number = this.clock()): number {
     const ring = this.rings.get(inst.name);
-    return ring === undefined ? 0 : ring.live(reportStamp(inst), nowMs, this.ttlMs);
+    if (ring === undefined) return 0;
+    const n = ring.live(reportStamp(inst), nowMs, this.ttlMs);
+    return this.orderBound === null ? n : ring.liveBefore(this.orderBound.ownBeforeMs);
   }
 
   /**
@@ -236,14 +267,43 @@ export class InflightLoad {
   pendingGranules(inst: RouterInstance, prompt: Uint32Array): number {
     if (prompt.length === 0) return 0;
     const ring = this.rings.get(inst.name);
-    let best = ring === undefined ? 0 : ring.pendingGranules(prompt, 0);
+    const bound = this.orderBound;
+    let best = ring === undefined ? 0 : ring.pendingGranules(prompt, 0, bound === null ? Number.POSITIVE_INFINITY : bound.ownBeforeMs);
     const shares = inst.inflight;
     for (let i = 0; i < shares.length && best < prompt.length; i++) {
       const s = shares[i]!;
       if (s.routerId === this.routerId) continue;
-      for (let j = 0; j < s.prompts.length; j++) best = longerShared(prompt, s.prompts[j]!, best);
+      for (let j = 0; j < s.prompts.length; j++) {
+        // A prompt the directory did not order cannot be placed before the claim.
+        if (bound !== null && !(j < s.seqs.length && seqBefore(s.seqs[j]!, bound.seq))) continue;
+        best = longerShared(prompt, s.prompts[j]!, best);
+      }
     }
     return best;
+  }
+
+  /** Runs `decide` with pending credit bounded to what was ordered before a claim (see orderBound). */
+  orderedBefore<T>(seq: number, ownBeforeMs: number, decide: () => T): T {
+    this.orderBound = { seq, ownBeforeMs };
+    try {
+      return decide();
+    } finally {
+      this.orderBound = null;
+    }
+  }
+
+  /**
+   * The directory's seq of this router's newest decision for `inst` whose prompt is `prompt`, as
+   * the view carries this router's own share; −1 when the view does not carry it (yet).
+   */
+  ownClaimSeq(inst: RouterInstance, prompt: Uint32Array): number {
+    const shares = inst.inflight;
+    for (let i = 0; i < shares.length; i++) {
+      const s = shares[i]!;
+      if (s.routerId !== this.routerId) continue;
+      for (let j = Math.min(s.prompts.length, s.seqs.length) - 1; j >= 0; j--) if (sameFingerprints(s.prompts[j]!, prompt)) return s.seqs[j]!;
+    }
+    return -1;
   }
 
   /** The other routers' in-flight for `inst` from the view (0 when the view is stale). */
@@ -253,7 +313,9 @@ export class InflightLoad {
     const shares = inst.inflight;
     for (let i = 0; i < shares.length; i++) {
       const s = shares[i]!;
-      if (s.routerId !== this.routerId) n += s.count;
+      if (s.routerId === this.routerId) continue;
+      n += this.orderBound === null ? s.count : Math.max(0, s.count - laterThan(s.seqs, this.orderBound.seq));
+      this.sawOtherRouter = true;
     }
     return n;
   }

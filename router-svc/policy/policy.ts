@@ -79,6 +79,19 @@ export interface RouteDecision {
   candidates: CandidateExplanation[];
   /** CAR only, and only when the P side tied at its smallest score. */
   tie_break?: TieBreakExplanation;
+  /** CAR only, and only for a cold claim ordered against the other replicas' (claim-order.ts). */
+  claim_order?: ClaimOrderExplanation;
+}
+
+/**
+ * A cold claim's wait: the directory's seq of the claim (−1: not back within
+ * `--car_claim_wait_ms`, the first decision stands), how long the answer waited, and the
+ * instance of the first decision when the request followed an earlier claim instead.
+ */
+export interface ClaimOrderExplanation {
+  claim_seq: number;
+  held_ms: number;
+  moved_from?: string;
 }
 
 export interface RoutingPolicy {

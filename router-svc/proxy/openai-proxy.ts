@@ -57,7 +57,7 @@ export class OpenAiProxy {
     const input: RouteRequest = (await this.opts.prompts.resolve(prompt)).request;
     let tracked: TrackedDecision;
     try {
-      tracked = this.opts.decider.decideTracked(input, this.opts.clock());
+      tracked = await this.opts.decider.decideTracked(input, this.opts.clock());
     } catch (e) {
       if (isRouterHttpError(e)) this.opts.metrics.proxyRequest(path, 'no_candidate');
       throw e;

@@ -65,6 +65,11 @@ export interface InflightShare {
   readonly count: number;
   /** Prompt fingerprints of the router's counted decisions (pending prefix credit), oldest first. */
   readonly prompts: readonly Uint32Array[];
+  /**
+   * Per prompt, the directory's arrival order of its decision (serial numbers, claim-order.ts);
+   * empty when the directory sent none.
+   */
+  readonly seqs: readonly number[];
 }
 
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
@@ -222,13 +227,18 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
     const router = s.router_id ?? '';
     const wire = s.prompts ?? [];
     if (wire.length > PENDING_PROMPTS_PER_SHARE) throw new ViewProtocolError(`instance ${name}: ${wire.length} pending prompts of router ${JSON.stringify(router)}, at most ${PENDING_PROMPTS_PER_SHARE}`);
+    const wireSeqs = s.prompt_seqs ?? [];
+    if (wireSeqs.length !== 0 && wireSeqs.length !== wire.length) throw new ViewProtocolError(`instance ${name}: ${wireSeqs.length} prompt_seqs of router ${JSON.stringify(router)} for ${wire.length} pending prompts`);
     const prompts: Uint32Array[] = [];
+    const seqs: number[] = [];
     for (let i = 0; i < wire.length; i++) {
       const f = fingerprintsOf(wire[i]!);
       if (f === null) throw new ViewProtocolError(`instance ${name}: pending prompt ${i} of router ${JSON.stringify(router)}: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${wire[i]!.length} bytes`);
-      if (f.length > 0) prompts.push(f);
+      if (f.length === 0) continue;
+      prompts.push(f);
+      if (wireSeqs.length !== 0) seqs.push(wireSeqs[i]!);
     }
-    return { routerId: router, count: s.count, prompts };
+    return { routerId: router, count: s.count, prompts, seqs };
   });
 }
 

@@ -34,6 +34,13 @@ export const ROUTER_FLAGS = {
     default: true,
     help: 'with --car_inflight_load, CAR credits the prefix a prompt shares with a request routed to an instance and still in flight there (before its KV events reach the view)',
   },
+  car_claim_wait_ms: {
+    type: 'int',
+    default: 20,
+    min: 0,
+    max: 1000,
+    help: "with --car_pending_prefix and other router replicas: a request no instance holds any prefix of waits at most this long for the directory to order its decision against the other replicas', and follows an earlier one of the same prefix; 0 = off",
+  },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
   grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },
   grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'client certificate (PEM) for a directory requiring mutual TLS' },

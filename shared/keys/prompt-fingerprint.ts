@@ -61,6 +61,11 @@ export function longerShared(a: Uint32Array, b: Uint32Array, best: number): numb
   return i;
 }
 
+/** The same prompt (up to its fingerprinted length): chained, so the length and the last fingerprint decide. */
+export function sameFingerprints(a: Uint32Array, b: Uint32Array): boolean {
+  return a.length === b.length && (a.length === 0 || a[a.length - 1] === b[b.length - 1]);
+}
+
 /** Fingerprints as the wire carries them: little-endian uint32s. */
 export function fingerprintBytes(f: Uint32Array): Buffer {
   const b = Buffer.allocUnsafe(f.length * 4);

@@ -58,7 +58,8 @@ export interface WireViewInstance {
   inflight?: WireInflightShare[];
 }
 
-export type WireInflightShare = InflightShare__Output;
+/** prompt_seqs is absent from directories that do not order claims (and from the instance listing). */
+export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs'> & { prompt_seqs?: number[] };
 
 export interface WireViewStream {
   stream_id: number;

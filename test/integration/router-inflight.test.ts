@@ -26,6 +26,7 @@ interface Candidate {
 }
 interface RouteAnswer {
   prefill: { name: string };
+  claim_order?: { claim_seq: number; held_ms: number; moved_from?: string };
   candidates: (Candidate & { hit_tokens: number; pending_hit_tokens?: number })[];
 }
 
@@ -112,5 +113,32 @@ describe('routing.md In-flight load: two router processes do not herd', function
     expect(onR2.waiting_inflight_other).to.be.greaterThanOrEqual(1);
     const others = (await route(r2.url, true, prompt)).answer.candidates.filter((k) => k.instance_name !== x && k.role === 'prefill');
     expect(others.map((k) => k.pending_hit_tokens)).to.deep.equal([0, 0, 0]);
+  });
+
+  it('claim order: two cold requests of one new prefix sent to both routers at once land on one engine', async () => {
+    const [r1, r2] = routers as [(typeof routers)[0], (typeof routers)[0]];
+    // Each router must have seen the other's in-flight share (claims are ordered only among replicas).
+    await route(r1.url, false);
+    await route(r2.url, false);
+    for (const [r, other] of [[r1, r2], [r2, r1]] as const) {
+      await waitFor(
+        async () => (await route(r.url, true)).answer.candidates.some((c) => c.waiting_inflight_other > 0),
+        10000,
+        `${r.url} sees ${other.url}'s decisions`,
+      );
+    }
+    // Pairs of new prefixes, both halves at once: both cold, each router's first choice is its own
+    // (ties rotate from each router's id); the later claim in the directory's order follows the earlier.
+    const placements: string[] = [];
+    for (let k = 0; k < 5; k++) {
+      const prompt = Array.from({ length: 256 }, (_, i) => 2_000_000 + k * 1000 + i);
+      const [x, y] = await Promise.all([route(r1.url, false, prompt), route(r2.url, false, prompt)]);
+      expect(x.status).to.equal(200);
+      expect(y.status).to.equal(200);
+      placements.push(`${x.answer.prefill.name}/${y.answer.prefill.name} moved ${x.answer.claim_order?.moved_from ?? '-'}/${y.answer.claim_order?.moved_from ?? '-'}`);
+      expect(x.answer.claim_order?.claim_seq, placements.join('; ')).to.be.at.least(0);
+      expect(y.answer.claim_order?.claim_seq, placements.join('; ')).to.be.at.least(0);
+      expect(x.answer.prefill.name, placements.join('; ')).to.equal(y.answer.prefill.name);
+    }
   });
 });

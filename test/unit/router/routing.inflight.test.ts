@@ -110,9 +110,9 @@ describe('routing.md In-flight load (router)', () => {
     expect(d2.prefill.name).to.not.equal(d1.prefill.name);
   });
 
-  it('a proxied request the engine answered leaves the own count at once; answered before it was reported, it is never sent', () => {
-    const first = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
-    const second = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+  it('a proxied request the engine answered leaves the own count at once; answered before it was reported, it is never sent', async () => {
+    const first = await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+    const second = await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     expect([first.decision.prefill.name, second.decision.prefill.name]).to.deep.equal(['a:1', 'a:1']);
     const a = view.instance('a:1')!;
     expect(inflight.own(a)).to.equal(2);
@@ -125,9 +125,9 @@ describe('routing.md In-flight load (router)', () => {
     expect(inflight.drainReport()).to.equal(null);
   });
 
-  it('an answer to a reported decision is reported too, so the other replicas end it as this router does', () => {
-    const first = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
-    decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+  it('an answer to a reported decision is reported too, so the other replicas end it as this router does', async () => {
+    const first = await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+    await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 2, age_ms: 0 }]);
     first.answered();
     first.answered(); // idempotent
@@ -137,7 +137,7 @@ describe('routing.md In-flight load (router)', () => {
   });
 
   it('an answer after a newer load report ended the decision is not reported (the directory ended it already)', async () => {
-    const first = decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
+    const first = await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     expect(inflight.drainReport()).to.have.length(1);
     await upsert(withReport('a:1', 1, 20), withReport('b:1', 1, 20));
     expect(inflight.own(view.instance('a:1')!)).to.equal(0);

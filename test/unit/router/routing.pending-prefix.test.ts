@@ -69,7 +69,7 @@ describe('routing.md In-flight load: pending prefix credit (--car_pending_prefix
 
   it('an answered request ends its credit (its KV events are the view\'s from then on); so do a newer load report and the TTL', async () => {
     const d = decider();
-    const first = d.decideTracked({ tokenIds: P, promptTokens: 0 }, 0);
+    const first = await d.decideTracked({ tokenIds: P, promptTokens: 0 }, 0);
     const there = first.decision.prefill.name;
     first.answered();
     expect(explained(d.decide({ tokenIds: P, promptTokens: 0, dryRun: true }, 0), there).pending_hit_tokens).to.equal(0);

@@ -46,7 +46,7 @@ describe('routing.md In-flight load (directory)', () => {
       t.report('r1', 'a', 1, 101, 101);
       t.report('r2', 'a', 3, 102, 102);
       t.report('r1', 'b', 4, 102, 102);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [] }, { router_id: 'r2', count: 5, prompts: [] }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [] }, { router_id: 'r2', count: 5, prompts: [], prompt_seqs: [] }]);
       expect(t.totalOf('b')).to.equal(4);
       expect(t.sharesOf('c')).to.deep.equal([]);
     });
@@ -58,7 +58,7 @@ describe('routing.md In-flight load (directory)', () => {
       t.report('r1', 'a', 2, 100, 100);
       t.report('r2', 'a', 1, 150, 150);
       t.loadReported('a', 120);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1, prompts: [] }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] }]);
       t.loadReported('a', 140); // nothing older left: no change announced
       expect(changed).to.deep.equal(['a', 'a', 'a']);
       t.loadReported('a', 151);
@@ -86,13 +86,13 @@ describe('routing.md In-flight load (directory)', () => {
       t.report('r2', 'a', 1, 110, 110);
       t.report('r1', 'a', 1, 120, 120);
       t.answered('r1', 'a', 3);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1, prompts: [] }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] }]);
       t.answered('r1', 'a', 1); // nothing of r1 left: no change
       t.answered('r3', 'b', 1);
       expect(changed).to.deep.equal(['a', 'a', 'a', 'a']);
       t.report('r1', 'a', 1, 130, 130);
       t.loadReported('a', 125);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [] }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [] }]);
     });
 
     it('a report dated earlier than the newest entry (a slower router) is placed by its date', () => {
@@ -100,7 +100,7 @@ describe('routing.md In-flight load (directory)', () => {
       t.report('r1', 'a', 1, 200, 200);
       t.report('r2', 'a', 1, 100, 201);
       t.loadReported('a', 150);
-      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [] }]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [] }]);
     });
   });
 
@@ -123,16 +123,18 @@ describe('routing.md In-flight load (directory)', () => {
       t.report('r1', 'a', 1, 110, 110, [p(3)]);
       t.report('r2', 'a', 2, 120, 120, [p(9)]); // fewer prompts than decisions (a router without them for one)
       expect(t.sharesOf('a')).to.deep.equal([
-        { router_id: 'r1', count: 3, prompts: [p(1), p(2), p(3)] },
-        { router_id: 'r2', count: 2, prompts: [p(9)] },
+        { router_id: 'r1', count: 3, prompts: [p(1), p(2), p(3)], prompt_seqs: [0, 1, 2] },
+        { router_id: 'r2', count: 2, prompts: [p(9)], prompt_seqs: [3] },
       ]);
       t.answered('r1', 'a', 1);
-      expect(t.sharesOf('a')[0]).to.deep.equal({ router_id: 'r1', count: 2, prompts: [p(2), p(3)] });
+      expect(t.sharesOf('a')[0]).to.deep.equal({ router_id: 'r1', count: 2, prompts: [p(2), p(3)], prompt_seqs: [1, 2] });
       t.answered('r2', 'a', 1); // the prompt-less decision is the oldest; the one prompt left may be either's: kept
-      expect(t.sharesOf('a')[1]).to.deep.equal({ router_id: 'r2', count: 1, prompts: [p(9)] });
+      expect(t.sharesOf('a')[1]).to.deep.equal({ router_id: 'r2', count: 1, prompts: [p(9)], prompt_seqs: [3] });
       const many = Array.from({ length: PENDING_PROMPTS_PER_SHARE + 5 }, (_, i) => p(i));
       t.report('r3', 'b', many.length, 130, 130, many);
       expect(t.sharesOf('b')[0]!.prompts).to.deep.equal(many.slice(5));
+      // Claim order (routing.md "In-flight load"): each prompt numbered in arrival order.
+      expect(t.sharesOf('b')[0]!.prompt_seqs).to.deep.equal(Array.from({ length: PENDING_PROMPTS_PER_SHARE }, (_, i) => 4 + i));
     });
 
   describe('ReportInflight messages', () => {
@@ -193,7 +195,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       const u = last();
       expect(u.delta!.instance_upserts.map((i) => i.name)).to.deep.equal(['a:1']);
-      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2, prompts: [] }, { router_id: 'r2', count: 1, prompts: [] }]);
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2, prompts: [], prompt_seqs: [] }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] }]);
       expect(service.sharesOf('ghost:1')).to.deep.equal([]);
     });
 
@@ -214,7 +216,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 0, age_ms: 0, answered: 1 }] });
       publisher.flush();
-      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [] }, { router_id: 'r2', count: 1, prompts: [] }]);
+      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [] }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] }]);
       service.report({ router_id: 'r2', decisions: [{ instance_name: 'b:1', count: 1, age_ms: 0, answered: 1 }] });
       expect(service.sharesOf('b:1')).to.deep.equal([]);
     });
@@ -237,7 +239,7 @@ describe('routing.md In-flight load (directory)', () => {
       const snap: Buffer[] = [];
       publisher.watch({ routerId: 'w2', epoch: '', version: 0 }, { write: (b) => snap.push(b) > 0, onDrain: () => undefined, end: () => undefined });
       const s = decodeViewUpdate(snap[0]!);
-      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [] }]);
+      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [] }]);
     });
 
     it('a view sent as snapshot parts carries the shares in part 0 (a snapshot above the message bound)', () => {
@@ -252,7 +254,7 @@ describe('routing.md In-flight load (directory)', () => {
         const part = decodeViewUpdate(snap[0]!);
         expect(part.body).to.equal('snapshot_chunk');
         expect(part.snapshot_chunk!.index).to.equal(0);
-        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [] }]);
+        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [] }]);
       } finally {
         chunked.close();
       }

@@ -1,0 +1,143 @@
+/**
+ * Claim order (routing.md "In-flight load", our extension): router replicas agreeing on where a
+ * new prefix goes.
+ *
+ * Pending prefix credit lets a replica follow a request another replica routed a moment ago, but
+ * only once that decision has crossed router → directory → router (a few ms). Two users of a new
+ * system prompt arriving at two replicas closer together than that would each find no credit
+ * anywhere and land on two engines: the prefix is computed twice and both engines' caches hold it.
+ * One router never splits them: it decides in arrival order and sees its own decisions at once.
+ *
+ * So a cold claim — a decision whose prompt no candidate holds any prefix of, in the view or in
+ * flight — is counted and reported as usual, and its answer waits until the view carries the claim
+ * back (at most `--car_claim_wait_ms`). The directory numbers decisions in arrival order
+ * (InflightShare.prompt_seqs) and publishes them in that order, so once a router sees its own
+ * claim it has seen every claim ordered before it. It then decides again as one router would
+ * have in that order: load and pending credit only from decisions ordered before its claim, its
+ * own claim left out. If that finds a strictly better instance — one holding an earlier claim of
+ * the same prefix, or an idle one where its first choice was taken by an earlier claim of another
+ * prefix — the router moves the request there and ends its own claim. The earliest claim sees
+ * nothing new and stays, so the replicas converge on it. A claim not back in time keeps its
+ * first decision.
+ *
+ * Only with other replicas: a router that has not seen another router's in-flight share for
+ * OTHER_ROUTER_WINDOW_MS decides at once. Warm requests (credit somewhere) never wait.
+ */
+import { performance } from 'node:perf_hooks';
+import type { InflightLoad } from './inflight-load.js';
+import type { RouteDecision } from '../policy/policy.js';
+import type { ViewCache } from '../viewcache/view-cache.js';
+
+/** How long after another router's share was last seen this router still orders its cold claims. */
+export const OTHER_ROUTER_WINDOW_MS = 60_000;
+
+/** What the view client offers: an event after every applied view update. */
+export interface ViewUpdates {
+  on(event: 'update', listener: () => void): unknown;
+  off(event: 'update', listener: () => void): unknown;
+}
+
+export interface ClaimOrderOptions {
+  readonly view: ViewCache;
+  readonly updates: ViewUpdates;
+  readonly inflight: InflightLoad;
+  /** `--car_claim_wait_ms` (> 0). */
+  readonly waitMs: number;
+  /** Monotonic ms (default performance.now). */
+  readonly monotonicMs?: () => number;
+}
+
+interface Waiter {
+  readonly instanceName: string;
+  readonly prompt: Uint32Array;
+  readonly resolve: (seq: number) => void;
+  readonly timer: NodeJS.Timeout;
+}
+
+export class ClaimOrder {
+  private readonly waiters = new Set<Waiter>();
+  private otherRouterSeenAt = Number.NEGATIVE_INFINITY;
+  private readonly clock: () => number;
+  private readonly onUpdate = (): void => this.check();
+  private listening = false;
+
+  constructor(private readonly opts: ClaimOrderOptions) {
+    this.clock = opts.monotonicMs ?? (() => performance.now());
+  }
+
+  /**
+   * `decision` is a cold claim worth ordering: a counted CAR decision on a fresh view, with a
+   * fingerprinted prompt no prefill candidate has credit for, while other replicas are about.
+   */
+  isColdClaim(decision: RouteDecision, prompt: Uint32Array | null, nowMs: number): boolean {
+    const inflight = this.opts.inflight;
+    const mono = this.clock();
+    if (inflight.sawOtherRouter) {
+      this.otherRouterSeenAt = mono;
+      inflight.sawOtherRouter = false;
+    }
+    if (prompt === null || prompt.length === 0 || decision.policy !== 'CAR') return false;
+    if (mono - this.otherRouterSeenAt > OTHER_ROUTER_WINDOW_MS || this.opts.view.isStale(nowMs)) return false;
+    for (const c of decision.candidates) if (c.role === 'prefill' && c.hit_tokens > 0) return false;
+    return true;
+  }
+
+  /**
+   * The directory's seq of this router's claim of `prompt` on `instanceName`, once the view
+   * carries it; −1 after the wait.
+   */
+  claimSeq(instanceName: string, prompt: Uint32Array): Promise<number> {
+    const now = this.seqInView(instanceName, prompt);
+    if (now >= 0) return Promise.resolve(now);
+    return new Promise((resolve) => {
+      const w: Waiter = {
+        instanceName,
+        prompt,
+        resolve,
+        timer: setTimeout(() => this.settle(w, -1), this.opts.waitMs),
+      };
+      this.waiters.add(w);
+      if (!this.listening) {
+        this.listening = true;
+        this.opts.updates.on('update', this.onUpdate);
+      }
+    });
+  }
+
+  /** Waiting claims (tests, status). */
+  get waiting(): number {
+    return this.waiters.size;
+  }
+
+  /** The instances the waiting claims were first routed to. */
+  waitingOn(): string[] {
+    return [...this.waiters].map((w) => w.instanceName);
+  }
+
+  /** Answers every waiting claim with −1 (the router is closing). */
+  close(): void {
+    for (const w of [...this.waiters]) this.settle(w, -1);
+  }
+
+  private seqInView(instanceName: string, prompt: Uint32Array): number {
+    const inst = this.opts.view.instance(instanceName);
+    return inst === null ? -1 : this.opts.inflight.ownClaimSeq(inst, prompt);
+  }
+
+  private check(): void {
+    for (const w of [...this.waiters]) {
+      const seq = this.seqInView(w.instanceName, w.prompt);
+      if (seq >= 0) this.settle(w, seq);
+    }
+  }
+
+  private settle(w: Waiter, seq: number): void {
+    if (!this.waiters.delete(w)) return;
+    clearTimeout(w.timer);
+    if (this.waiters.size === 0 && this.listening) {
+      this.listening = false;
+      this.opts.updates.off('update', this.onUpdate);
+    }
+    w.resolve(seq);
+  }
+}

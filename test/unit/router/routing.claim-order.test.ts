@@ -1,0 +1,173 @@
+/**
+ * Claim order (routing.md "In-flight load", our extension `--car_claim_wait_ms`): a cold claim —
+ * a prompt no instance holds any prefix of — waits for the view to carry it back, numbered by the
+ * directory, and then follows an earlier claim of the same prefix by another replica.
+ *
+ * View: a:1 and b:1, DEFAULT, idle, one synchronized empty stream each (block size 4), λ = 0.8;
+ * router-x, another replica, has one unrelated request in flight on b:1 (so this router knows it
+ * has company, and its first choice for a cold prompt is a:1).
+ */
+import { EventEmitter } from 'node:events';
+import { expect } from 'chai';
+import { ClaimOrder, OTHER_ROUTER_WINDOW_MS } from '../../../router-svc/inflight/claim-order.js';
+import { seqBefore } from '../../../router-svc/inflight/claim-seq.js';
+import { InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
+import { RouteDecider } from '../../../router-svc/http/route-decider.js';
+import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
+import { createPolicy } from '../../../router-svc/policy/policy.js';
+import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
+import { ViewProtocolError } from '../../../router-svc/viewcache/view-errors.js';
+import { fingerprintBytes, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
+import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
+import { apply, delta, snapshot, tokens, wireInstance, wireLoad, wireStream, explained } from './view-fixtures.js';
+
+const STALE_AFTER_MS = 3000;
+const ME = 'router-me';
+const OTHER = 'router-x';
+const FLAGS = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.8, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
+const P = tokens(64); // 4 granules
+const UNRELATED = tokens(64, 5000);
+const fp = (prompt: readonly number[]): Buffer => fingerprintBytes(promptFingerprints(prompt));
+
+function instance(name: string, inflight: WireInflightShare[] = []): WireViewInstance {
+  return wireInstance(name, { load: { ...wireLoad(0), reported_at_ms: '10' }, inflight });
+}
+
+describe('routing.md In-flight load: claim order between replicas (--car_claim_wait_ms)', () => {
+  let mono: number;
+  let view: ViewCache;
+  let inflight: InflightLoad;
+  let updates: EventEmitter;
+  let claims: ClaimOrder;
+  let decider: RouteDecider;
+  let version: number;
+
+  beforeEach(async () => {
+    mono = 1000;
+    version = 1;
+    view = new ViewCache({ staleAfterMs: STALE_AFTER_MS });
+    inflight = new InflightLoad({ routerId: ME, monotonicMs: () => mono });
+    updates = new EventEmitter();
+    claims = new ClaimOrder({ view, updates, inflight, waitMs: 200, monotonicMs: () => mono });
+    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+    decider = new RouteDecider(createPolicy(FLAGS, inflight), view, metrics, 'CAR', inflight, true, claims);
+    const busyB = { router_id: OTHER, count: 1, prompts: [fp(UNRELATED)], prompt_seqs: [1] };
+    await apply(view, snapshot('e1', 1, [instance('a:1'), instance('b:1', [busyB])], [wireStream(1, 'a:1'), wireStream(2, 'b:1')]), 0);
+  });
+
+  afterEach(() => claims.close());
+
+  /** The directory's next view update, and the view client's event after applying it. */
+  async function publish(...instances: WireViewInstance[]): Promise<void> {
+    version++;
+    await apply(view, delta('e1', version, { instance_upserts: instances }), 0);
+    updates.emit('update');
+  }
+
+  it('a later cold claim follows an earlier claim of the same prefix once the view orders both: its own claim ends, the earlier instance counts it', async () => {
+    const answer = decider.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    // Counted at once on its first choice, and sent to the directory (as the reporter would).
+    expect(inflight.own(view.instance('a:1')!)).to.equal(1);
+    expect(inflight.drainReport()).to.have.length(1);
+    expect(claims.waiting).to.equal(1);
+    // The directory got router-x's claim of P on b:1 first (seq 5), this router's on a:1 next (seq 7).
+    await publish(
+      instance('a:1', [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }]),
+      instance('b:1', [{ router_id: OTHER, count: 2, prompts: [fp(UNRELATED), fp(P)], prompt_seqs: [1, 5] }]),
+    );
+    const d = await answer;
+    expect(d.prefill.name).to.equal('b:1');
+    expect(d.claim_order).to.include({ claim_seq: 7, moved_from: 'a:1' });
+    expect(explained(d, 'b:1').pending_hit_tokens).to.equal(64);
+    expect(inflight.own(view.instance('a:1')!)).to.equal(0);
+    expect(inflight.own(view.instance('b:1')!)).to.equal(1);
+    // The directory hears both: the claim on a:1 answered, the decision on b:1 new.
+    const report = inflight.drainReport()!;
+    expect(report.find((r) => r.instance_name === 'a:1')).to.include({ count: 0, answered: 1 });
+    expect(report.find((r) => r.instance_name === 'b:1')).to.include({ count: 1 });
+    expect(claims.waiting).to.equal(0);
+  });
+
+  it('the earliest claim stays where it is, whatever later claims of the same prefix the view shows', async () => {
+    const answer = decider.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    await publish(
+      instance('a:1', [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [5] }]),
+      instance('b:1', [{ router_id: OTHER, count: 2, prompts: [fp(UNRELATED), fp(P)], prompt_seqs: [1, 7] }]),
+    );
+    const d = await answer;
+    expect(d.prefill.name).to.equal('a:1');
+    expect(d.claim_order).to.deep.equal({ claim_seq: 5, held_ms: d.claim_order!.held_ms });
+    expect(inflight.own(view.instance('a:1')!)).to.equal(1);
+  });
+
+  it('an earlier claim of another prefix does not move it (no credit there, only load)', async () => {
+    const answer = decider.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    await publish(instance('a:1', [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }]));
+    const d = await answer;
+    expect(d.prefill.name).to.equal('a:1');
+    expect(d.claim_order).to.not.have.property('moved_from');
+  });
+
+  it('an earlier claim of another prefix on the same instance moves it to an idle one (the collision one router would not have made)', async () => {
+    await publish(instance('c:1'));
+    const answer = decider.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    const first = [...claims.waitingOn()][0]!;
+    const idle = first === 'a:1' ? 'c:1' : 'a:1';
+    // router-x's claim of another new prompt reached the directory just before this one, on the same instance.
+    await publish(instance(first, [
+      { router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] },
+      { router_id: OTHER, count: 1, prompts: [fp(tokens(64, 8000))], prompt_seqs: [5] },
+    ]));
+    const d = await answer;
+    expect(d.prefill.name).to.equal(idle);
+    expect(d.claim_order).to.include({ claim_seq: 7, moved_from: first });
+    expect(explained(d, first)).to.include({ waiting_inflight_other: 1, waiting_inflight_own: 0 });
+  });
+
+  it('a claim the view does not carry back within the wait keeps its first decision (claim_seq −1)', async () => {
+    const quick = new ClaimOrder({ view, updates, inflight, waitMs: 5, monotonicMs: () => mono });
+    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+    const d = await new RouteDecider(createPolicy(FLAGS, inflight), view, metrics, 'CAR', inflight, true, quick).decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    expect(d.prefill.name).to.equal('a:1');
+    expect(d.claim_order!.claim_seq).to.equal(-1);
+    expect(d.claim_order!.held_ms).to.be.at.least(4);
+    expect(quick.waiting).to.equal(0);
+  });
+
+  it('decides at once: a warm request, a dry run, a prompt under one granule, and a router that has seen no other replica for the window', async () => {
+    await publish(instance('a:1', [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [3] }]));
+    const first = await decider.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    expect(claims.waiting).to.equal(0);
+    expect(first.claim_order!.claim_seq).to.equal(3);
+    // P is in flight on a:1 now: credit there, so no wait.
+    const warm = await decider.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    expect(warm.claim_order).to.equal(undefined);
+    const dry = await decider.decideOrdered({ tokenIds: tokens(64, 9000), promptTokens: 0, dryRun: true }, 0);
+    expect(dry.claim_order).to.equal(undefined);
+    const short = await decider.decideOrdered({ tokenIds: tokens(15, 9000), promptTokens: 0 }, 0);
+    expect(short.claim_order).to.equal(undefined);
+    // router-x's share goes; a minute later this router is alone.
+    await publish(instance('b:1'));
+    mono += OTHER_ROUTER_WINDOW_MS + 1;
+    const alone = decider.decideOrdered({ tokenIds: tokens(64, 7000), promptTokens: 0 }, 0);
+    expect(claims.waiting).to.equal(0);
+    expect((await alone).claim_order).to.equal(undefined);
+  });
+
+  it('claim seqs compare as serial numbers across the uint32 wrap; the view rejects prompt_seqs that do not match the prompts', async () => {
+    expect(seqBefore(5, 7)).to.equal(true);
+    expect(seqBefore(7, 5)).to.equal(false);
+    expect(seqBefore(7, 7)).to.equal(false);
+    expect(seqBefore(0xfffffffe, 1)).to.equal(true);
+    expect(seqBefore(1, 0xfffffffe)).to.equal(false);
+    const bad = instance('a:1', [{ router_id: OTHER, count: 2, prompts: [fp(P), fp(UNRELATED)], prompt_seqs: [4] }]);
+    let error: unknown = null;
+    try {
+      await apply(view, delta('e1', 2, { instance_upserts: [bad] }), 0);
+    } catch (e) {
+      error = e;
+    }
+    expect(error).to.be.instanceOf(ViewProtocolError);
+    expect((error as Error).message).to.equal('view_protocol: instance a:1: 1 prompt_seqs of router "router-x" for 2 pending prompts');
+  });
+});
