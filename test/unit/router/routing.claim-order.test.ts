@@ -12,14 +12,12 @@ import { expect } from 'chai';
 import { ClaimOrder, OTHER_ROUTER_WINDOW_MS } from '../../../router-svc/inflight/claim-order.js';
 import { seqBefore } from '../../../router-svc/inflight/claim-seq.js';
 import { InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
-import { RouteDecider } from '../../../router-svc/http/route-decider.js';
-import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
-import { createPolicy } from '../../../router-svc/policy/policy.js';
+import type { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { ViewProtocolError } from '../../../router-svc/viewcache/view-errors.js';
 import { fingerprintBytes, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
 import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
-import { apply, delta, snapshot, tokens, wireInstance, wireLoad, wireStream, explained } from './view-fixtures.js';
+import { apply, delta, snapshot, testDecider, tokens, wireInstance, wireLoad, wireStream, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
 const ME = 'router-me';
@@ -49,8 +47,7 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     inflight = new InflightLoad({ routerId: ME, monotonicMs: () => mono });
     updates = new EventEmitter();
     claims = new ClaimOrder({ view, updates, inflight, waitMs: 200, monotonicMs: () => mono });
-    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
-    decider = new RouteDecider(createPolicy(FLAGS, inflight), view, metrics, 'CAR', inflight, true, claims);
+    decider = testDecider(view, FLAGS, inflight, true, claims);
     const busyB = { router_id: OTHER, count: 1, prompts: [fp(UNRELATED)], prompt_seqs: [1] };
     await apply(view, snapshot('e1', 1, [instance('a:1'), instance('b:1', [busyB])], [wireStream(1, 'a:1'), wireStream(2, 'b:1')]), 0);
   });
@@ -126,8 +123,7 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
 
   it('a claim the view does not carry back within the wait keeps its first decision (claim_seq −1)', async () => {
     const quick = new ClaimOrder({ view, updates, inflight, waitMs: 5, monotonicMs: () => mono });
-    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
-    const d = await new RouteDecider(createPolicy(FLAGS, inflight), view, metrics, 'CAR', inflight, true, quick).decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    const d = await testDecider(view, FLAGS, inflight, true, quick).decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
     expect(d.prefill.name).to.equal('a:1');
     expect(d.claim_order!.claim_seq).to.equal(-1);
     expect(d.claim_order!.held_ms).to.be.at.least(4);

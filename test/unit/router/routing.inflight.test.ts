@@ -8,14 +8,14 @@
  */
 import { expect } from 'chai';
 import { InflightLoad, INFLIGHT_TTL_MS } from '../../../router-svc/inflight/inflight-load.js';
-import { RouteDecider } from '../../../router-svc/http/route-decider.js';
+import type { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { parseRouteRequest } from '../../../router-svc/http/route-request.js';
 import { RouterHttpServer } from '../../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
-import { createPolicy, type RouteDecision } from '../../../router-svc/policy/policy.js';
+import type { RouteDecision } from '../../../router-svc/policy/policy.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
-import { apply, delta, snapshot, wireInstance, wireLoad, explained } from './view-fixtures.js';
+import { apply, delta, snapshot, testDecider, wireInstance, wireLoad, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
 const ME = 'router-me';
@@ -40,8 +40,7 @@ describe('routing.md In-flight load (router)', () => {
     version = 1;
     view = new ViewCache({ staleAfterMs: STALE_AFTER_MS });
     inflight = new InflightLoad({ routerId: ME, monotonicMs: () => mono });
-    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
-    decider = new RouteDecider(createPolicy(FLAGS, inflight), view, metrics, 'CAR', inflight);
+    decider = testDecider(view, FLAGS, inflight);
     await apply(view, snapshot('e1', 1, [withReport('a:1', 0, 10), withReport('b:1', 1, 10)], []), 0);
   });
 
@@ -166,8 +165,7 @@ describe('routing.md In-flight load (router)', () => {
   });
 
   it('--car_inflight_load=false: reported waiting only, in-flight parts 0', () => {
-    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
-    const off = new RouteDecider(createPolicy(FLAGS), view, metrics, 'CAR');
+    const off = testDecider(view, FLAGS);
     for (let i = 0; i < 3; i++) {
       const d = off.decide({ tokenIds: null, promptTokens: 64 }, 0);
       expect(d.prefill.name).to.equal('a:1');

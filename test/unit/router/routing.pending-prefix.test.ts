@@ -9,13 +9,11 @@
  */
 import { expect } from 'chai';
 import { INFLIGHT_TTL_MS, InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
-import { RouteDecider } from '../../../router-svc/http/route-decider.js';
-import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
-import { createPolicy, type RouteDecision } from '../../../router-svc/policy/policy.js';
+import type { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { fingerprintBytes, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
 import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
-import { apply, delta, snapshot, tokens, wireInstance, wireLoad, wireStream, explained } from './view-fixtures.js';
+import { apply, delta, snapshot, testDecider, tokens, wireInstance, wireLoad, wireStream, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
 const ME = 'router-me';
@@ -37,8 +35,7 @@ describe('routing.md In-flight load: pending prefix credit (--car_pending_prefix
   const P_EXTENDED = [...tokens(50), 9001, 9002, 9003, 9004, 9005, 9006]; // shares 50 tokens: 3 granules (48)
 
   const decider = (pendingPrefix = true): RouteDecider => {
-    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
-    return new RouteDecider(createPolicy(FLAGS, inflight), view, metrics, 'CAR', inflight, pendingPrefix);
+    return testDecider(view, FLAGS, inflight, pendingPrefix);
   };
 
   beforeEach(async () => {

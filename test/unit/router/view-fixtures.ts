@@ -4,7 +4,11 @@
  * real grpc-js server). Defaults: a DEFAULT instance, ACTIVE, with a load report, one DP rank,
  * incarnation `inc-<name>`, generation 1; a synchronized stream of block_size 4, seed 1024.
  */
-import type { CandidateExplanation, RouteDecision } from '../../../router-svc/policy/policy.js';
+import { createPolicy, type CandidateExplanation, type PolicyFlags, type RouteDecision } from '../../../router-svc/policy/policy.js';
+import { RouteDecider } from '../../../router-svc/http/route-decider.js';
+import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
+import type { ClaimOrder } from '../../../router-svc/inflight/claim-order.js';
+import type { InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
 import { TIER_BOTH, TIER_DEVICE, TIER_HOST } from '../../../shared/keys/tier-bits.js';
 import type {
@@ -119,4 +123,10 @@ export function explained(d: RouteDecision, name: string): CandidateExplanation 
   const c = d.candidates.find((x) => x.instance_name === name && x.role === 'prefill');
   if (c === undefined) throw new Error(`no candidate ${name}`);
   return c;
+}
+
+/** A RouteDecider of `flags`' policy over `view`, with metrics nobody reads (the routing suites). */
+export function testDecider(view: ViewCache, flags: PolicyFlags, inflight: InflightLoad | null = null, pendingPrefix = false, claims: ClaimOrder | null = null): RouteDecider {
+  const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+  return new RouteDecider(createPolicy(flags, inflight), view, metrics, flags.loadBalancePolicy, inflight, pendingPrefix, claims);
 }
