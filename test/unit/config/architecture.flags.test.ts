@@ -251,6 +251,7 @@ describe('architecture.md flags: router-svc table', () => {
       carHostHitWeight: 0.5,
       carInflightLoad: true,
       carPendingPrefix: true,
+      carClaimWaitMs: 20,
       internalApiToken: '',
       grpcTlsCa: '',
       grpcTlsCert: '',
@@ -285,6 +286,14 @@ describe('architecture.md flags: router-svc table', () => {
     expect(router(['--car_inflight_load=false']).carInflightLoad).to.equal(false);
     expect(router(['--car_inflight_load']).carInflightLoad).to.equal(true);
     expect(configError(() => router(['--car_inflight_load=maybe'])).message).to.match(/^invalid --car_inflight_load: /);
+  });
+
+  it('router: --car_claim_wait_ms accepts 0..1000 ms and names the range otherwise', () => {
+    expect(router(['--car_claim_wait_ms=0']).carClaimWaitMs).to.equal(0);
+    expect(router(['--car_claim_wait_ms=1000']).carClaimWaitMs).to.equal(1000);
+    expect(configError(() => router(['--car_claim_wait_ms=1001'])).message).to.match(/^invalid --car_claim_wait_ms: /);
+    configError(() => router(['--car_claim_wait_ms=-1']));
+    configError(() => router(['--car_claim_wait_ms=soon']));
   });
 
   it('router: view staleness, SLO targets, directory list', () => {
