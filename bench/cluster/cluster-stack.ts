@@ -214,6 +214,9 @@ export async function untilSettled(router: RouterService, engines: readonly Clus
       const candidates = view.instances().filter(isCandidate);
       if (candidates.map((i) => i.name).sort().join(',') !== want) return false;
       if (candidates.some((i) => i.load === null || i.load.waitingRequestsNum !== 0)) return false;
+      // No decision of an earlier run's routers still in flight: each run starts alone (and a lone
+      // router does not take them for other replicas about: claim-order.ts).
+      if (candidates.some((i) => i.inflight.length !== 0)) return false;
       for (const e of engines) {
         const streams = view.streamsOf(e.name);
         if (streams.length === 0 || streams.some((s) => !s.synchronized)) return false;

@@ -47,3 +47,12 @@ export function confidence(xs: readonly number[], digits = 4): { reps: number; m
   const r = (x: number): number => Number(x.toFixed(digits));
   return { reps: xs.length, mean: r(mean), ci95: halfWidth === null ? null : [r(mean - halfWidth), r(mean + halfWidth)] };
 }
+
+/**
+ * The paired relative gap (b − a) / a is known to within ±`halfWidth` (95%): its interval is no
+ * wider than the margin a target asks about. Fewer than 2 pairs are never resolved.
+ */
+export function gapResolved(a: readonly number[], b: readonly number[], halfWidth: number): boolean {
+  const h = meanCi95(relativeGaps(a, b)).halfWidth;
+  return h !== null && h <= halfWidth;
+}

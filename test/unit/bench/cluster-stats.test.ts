@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import { kneeRate, poissonStarts } from '../../../bench/cluster/load-sweep.js';
-import { confidence, meanCi95, ratios, relativeGaps, t95 } from '../../../bench/cluster/rep-stats.js';
+import { confidence, gapResolved, meanCi95, ratios, relativeGaps, t95 } from '../../../bench/cluster/rep-stats.js';
 
 describe('cluster benchmark statistics', () => {
   it('kneeRate interpolates between the last step below the limit and the first above; null when none reaches it', () => {
@@ -35,5 +35,14 @@ describe('cluster benchmark statistics', () => {
     expect(ratios([2, 4], [1, 4])).to.deep.equal([0.5, 1]);
     expect(confidence([0.1, 0.1, 0.1])).to.deep.equal({ reps: 3, mean: 0.1, ci95: [0.1, 0.1] });
     expect(confidence([0.2]).ci95).to.equal(null);
+  });
+
+  it('gapResolved: the paired gap\'s 95% half-width against a margin, whatever the gap itself; never on one pair', () => {
+    // Gaps 10%, 10%, 10%: wide of any 2% verdict, but known exactly.
+    expect(gapResolved([1, 1, 1], [1.1, 1.1, 1.1], 0.02)).to.equal(true);
+    // Gaps −5%, +5%, −5%, +5%: mean 0, half-width 3.182 · 0.0577/2 ≈ 9.2%.
+    expect(gapResolved([1, 1, 1, 1], [0.95, 1.05, 0.95, 1.05], 0.02)).to.equal(false);
+    expect(gapResolved([1, 1, 1, 1], [0.95, 1.05, 0.95, 1.05], 0.1)).to.equal(true);
+    expect(gapResolved([1], [1], 0.5)).to.equal(false);
   });
 });
