@@ -15,7 +15,7 @@ export interface InflightApi {
 }
 
 /** Bounds of one message: far above any real batch (10 ms of one router's decisions). */
-export const INFLIGHT_LIMITS = Object.freeze({ routerIdChars: 256, instanceNameChars: 1024, decisions: 65536, count: 1_000_000, ageMs: 60_000 });
+export const INFLIGHT_LIMITS = Object.freeze({ routerIdChars: 256, instanceNameChars: 1024, decisions: 65536, count: 1_000_000, ageMs: 60_000, withdrawnSeqs: 65536 });
 
 /** Why `msg` is malformed (one line naming the field), or null. */
 export function checkInflightReport(msg: Partial<WireInflightReport> | undefined): string | null {
@@ -29,10 +29,18 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
     if (typeof d.instance_name !== 'string' || d.instance_name === '' || d.instance_name.length > L.instanceNameChars) {
       return `decisions[${i}].instance_name: expected 1..${L.instanceNameChars} characters`;
     }
-    // Older routers leave `answered` out (0); a message may carry only answers (count 0).
+    // Older routers leave `answered` and `withdrawn_seqs` out; a message may carry only those (count 0).
     const answered = d.answered ?? 0;
     if (!Number.isInteger(answered) || answered < 0 || answered > L.count) return `decisions[${i}].answered: expected an integer in [0, ${L.count}], got ${String(d.answered)}`;
-    const least = answered > 0 ? 0 : 1;
+    const withdrawn = d.withdrawn_seqs ?? [];
+    if (!Array.isArray(withdrawn) || withdrawn.length > L.withdrawnSeqs) {
+      return `decisions[${i}].withdrawn_seqs: expected at most ${L.withdrawnSeqs} entries, got ${Array.isArray(withdrawn) ? withdrawn.length : typeof withdrawn}`;
+    }
+    for (let j = 0; j < withdrawn.length; j++) {
+      const q = withdrawn[j];
+      if (!Number.isInteger(q) || q! < 0 || q! > 0xffffffff) return `decisions[${i}].withdrawn_seqs[${j}]: expected a uint32, got ${String(q)}`;
+    }
+    const least = answered > 0 || withdrawn.length > 0 ? 0 : 1;
     if (!Number.isInteger(d.count) || d.count < least || d.count > L.count) return `decisions[${i}].count: expected an integer in [${least}, ${L.count}], got ${String(d.count)}`;
     if (!Number.isInteger(d.age_ms) || d.age_ms < 0 || d.age_ms > L.ageMs) return `decisions[${i}].age_ms: expected an integer in [0, ${L.ageMs}], got ${String(d.age_ms)}`;
     const prompts = d.prompts ?? [];

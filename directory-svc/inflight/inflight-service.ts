@@ -63,6 +63,7 @@ export class InflightService implements InflightSource {
       this.table.report(msg.router_id, d.instance_name, d.count, now - d.age_ms, now, (d.prompts ?? []) as Buffer[]);
       // After the decisions of the same message: an answer may end one reported just now.
       this.table.answered(msg.router_id, d.instance_name, d.answered ?? 0);
+      if (d.withdrawn_seqs !== undefined) this.table.withdrawn(msg.router_id, d.instance_name, d.withdrawn_seqs);
     }
   }
 

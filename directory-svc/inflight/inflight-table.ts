@@ -8,7 +8,8 @@
  * and ends when a load report for its instance is accepted after that date, or INFLIGHT_TTL_MS
  * after it, or when its router reports the engine answered it (oldest of that router's first,
  * as the router ends its own count: replicas then agree on a request's end to within the
- * report interval, instead of the others counting it until the engine's next heartbeat).
+ * report interval, instead of the others counting it until the engine's next heartbeat), or
+ * when its router withdraws that very decision (claim order moved it elsewhere).
  * Pure: time comes in as arguments; `onChange` names each instance whose shares changed.
  */
 import type { WireInflightShare } from '../../shared/view/view-wire.js';
@@ -75,6 +76,25 @@ class InstanceInflight {
     for (const e of this.entries) if (e.count > 0) this.entries[kept++] = e;
     this.entries.length = kept;
     return true;
+  }
+
+  /**
+   * Ends `routerId`'s decision whose prompt has directory seq `seq`: that prompt and one of its
+   * entry's count, not the oldest. True when this table still held it.
+   */
+  withdraw(routerId: string, seq: number): boolean {
+    for (let i = 0; i < this.entries.length; i++) {
+      const e = this.entries[i]!;
+      if (e.routerId !== routerId) continue;
+      const j = e.seqs.indexOf(seq);
+      if (j < 0) continue;
+      e.prompts = e.prompts.filter((_, k) => k !== j);
+      e.seqs = e.seqs.filter((_, k) => k !== j);
+      e.count--;
+      if (e.count === 0) this.entries.splice(i, 1);
+      return true;
+    }
+    return false;
   }
 
   /** Drops entries dated before `limitMs` (or at it, when `inclusive`); true when any was dropped. */
@@ -176,6 +196,19 @@ export class InflightTable {
   answered(routerId: string, instanceName: string, count: number): void {
     const inst = this.byInstance.get(instanceName);
     if (count > 0 && inst !== undefined && inst.answered(routerId, count)) this.changed(instanceName, inst);
+  }
+
+  /**
+   * `routerId` moved the decisions whose prompts have these seqs away from `instanceName` before
+   * the engine saw them (claim order): exactly those end, so no other replica keeps crediting
+   * their prefix there. A seq already ended (a load report, the TTL) ends nothing.
+   */
+  withdrawn(routerId: string, instanceName: string, seqs: readonly number[]): void {
+    const inst = this.byInstance.get(instanceName);
+    if (inst === undefined) return;
+    let any = false;
+    for (const q of seqs) any = inst.withdraw(routerId, q) || any;
+    if (any) this.changed(instanceName, inst);
   }
 
   /** A load report for `instanceName` accepted at `atMs` ends every entry dated before it. */

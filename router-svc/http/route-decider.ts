@@ -92,7 +92,7 @@ export class RouteDecider {
     const to = again.prefill.name;
     const inst = to !== from && prefillScore(again, to) < prefillScore(again, from) ? this.view.instance(to) : null;
     if (inst === null) return { ...counted, decision: { ...counted.decision, claim_order: note } };
-    inflight.complete(from, counted.seq);
+    inflight.withdraw(from, counted.seq, claimSeq);
     const seq = inflight.record(inst, inflight.now(), prompt);
     return { ...counted, seq, decision: { ...again, claim_order: { ...note, moved_from: from } } };
   }

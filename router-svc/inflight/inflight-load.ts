@@ -49,6 +49,8 @@ class DecisionRing {
   unreported = 0;
   /** Reported decisions answered while still counted, not reported yet. */
   answeredUnreported = 0;
+  /** The directory seqs of reported decisions moved elsewhere (claim order), not reported yet. */
+  withdrawnUnreported: number[] = [];
   /** Sequence numbers below this were sent to the directory. */
   reportedBelowSeq = 0;
   /** The load report stamp the latest decision or scoring saw (answers to older decisions are not reported). */
@@ -75,18 +77,32 @@ class DecisionRing {
    * it (it was reported already and no newer load report has ended it).
    */
   complete(seq: number): boolean {
+    const i = this.end(seq);
+    return i >= 0 && this.seen[i] === this.stamp;
+  }
+
+  /**
+   * Ends decision `seq`, moved to another instance (claim order); true when the directory must
+   * hear of it (it was reported; the directory itself knows whether a load report ended it).
+   */
+  withdraw(seq: number): boolean {
+    return this.end(seq) >= 0;
+  }
+
+  /** Marks decision `seq` ended; its ring index when it was counted and already reported, else −1. */
+  private end(seq: number): number {
     const k = seq - this.headSeq;
-    if (k < 0 || k >= this.size) return false;
+    if (k < 0 || k >= this.size) return -1;
     const i = (this.head + k) & (this.at.length - 1);
-    if (this.done[i] === 1) return false;
+    if (this.done[i] === 1) return -1;
     this.done[i] = 1;
     this.doneCount++;
     if (seq >= this.reportedBelowSeq) {
       // Not sent yet: it never leaves this router.
       this.unreported--;
-      return false;
+      return -1;
     }
-    return this.seen[i] === this.stamp;
+    return i;
   }
 
   /** Counted entries (after `live`) decided before `beforeMs`. */
@@ -242,6 +258,19 @@ export class InflightLoad {
     this.queue(ring);
   }
 
+  /**
+   * Decision `seq` for `instanceName`, whose prompt the directory numbered `claimSeq`, was moved to
+   * another instance before the engine saw it (claim order): it ends here, and the directory ends
+   * exactly that decision — an `answered` would end this router's oldest one there, leaving the
+   * moved prompt credited on an instance that never gets it.
+   */
+  withdraw(instanceName: string, seq: number, claimSeq: number): void {
+    const ring = this.rings.get(instanceName);
+    if (ring === undefined || !ring.withdraw(seq)) return;
+    ring.withdrawnUnreported.push(claimSeq);
+    this.queue(ring);
+  }
+
   private queue(ring: DecisionRing): void {
     if (ring.queued) return;
     ring.queued = true;
@@ -322,7 +351,7 @@ export class InflightLoad {
 
   /**
    * The decisions made since the previous drain, per instance, dated by their age at `nowMs`, and
-   * the reported ones answered since; null when there are none. Decisions older than the TTL are
+   * the reported ones answered or withdrawn since; null when there are none. Decisions older than the TTL are
    * not worth sending (already ended).
    */
   drainReport(nowMs: number = this.clock()): WireInflightDecisions[] | null {
@@ -331,9 +360,14 @@ export class InflightLoad {
     for (const ring of this.outbox) {
       const age = nowMs - ring.newestUnreportedAt;
       const count = age < this.ttlMs ? ring.unreported : 0;
-      if (count > 0 || ring.answeredUnreported > 0) {
+      const withdrawn = ring.withdrawnUnreported;
+      if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0) {
         const d: WireInflightDecisions = { instance_name: ring.name, count, age_ms: count > 0 ? Math.max(0, Math.floor(age)) : 0 };
         if (ring.answeredUnreported > 0) d.answered = ring.answeredUnreported;
+        if (withdrawn.length > 0) {
+          d.withdrawn_seqs = withdrawn;
+          ring.withdrawnUnreported = [];
+        }
         const prompts = count > 0 ? ring.unreportedPrompts() : null;
         if (prompts !== null) d.prompts = prompts;
         out.push(d);

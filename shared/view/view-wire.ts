@@ -147,4 +147,6 @@ export interface WireInflightDecisions {
   answered?: number;
   /** Per decision, oldest first, its prompt fingerprints (little-endian uint32s); at most `count`, absent from routers without them. */
   prompts?: Uint8Array[];
+  /** This router's decisions for the instance it moved elsewhere (claim order), by their prompt_seqs: exactly those end (absent from older routers). */
+  withdrawn_seqs?: number[];
 }

@@ -78,9 +78,12 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     expect(explained(d, 'b:1').pending_hit_tokens).to.equal(64);
     expect(inflight.own(view.instance('a:1')!)).to.equal(0);
     expect(inflight.own(view.instance('b:1')!)).to.equal(1);
-    // The directory hears both: the claim on a:1 answered, the decision on b:1 new.
+    // The directory hears both: the claim on a:1 withdrawn by its seq (not "answered", which would
+    // end this router's oldest decision there and leave P credited on a:1), the decision on b:1 new.
     const report = inflight.drainReport()!;
-    expect(report.find((r) => r.instance_name === 'a:1')).to.include({ count: 0, answered: 1 });
+    const onA = report.find((r) => r.instance_name === 'a:1')!;
+    expect(onA).to.deep.include({ count: 0, withdrawn_seqs: [7] });
+    expect(onA.answered).to.equal(undefined);
     expect(report.find((r) => r.instance_name === 'b:1')).to.include({ count: 1 });
     expect(claims.waiting).to.equal(0);
   });

@@ -137,6 +137,29 @@ describe('routing.md In-flight load (directory)', () => {
       expect(t.sharesOf('b')[0]!.prompt_seqs).to.deep.equal(Array.from({ length: PENDING_PROMPTS_PER_SHARE }, (_, i) => 4 + i));
     });
 
+    it("a withdrawn decision (claim order moved it) ends exactly its prompt and one count, not the router's oldest; a seq already ended ends nothing", () => {
+      const t = new InflightTable();
+      const p = (n: number): Buffer => Buffer.from([n, 0, 0, 0]);
+      t.report('r1', 'a', 2, 100, 100, [p(1), p(2)]); // seqs 0, 1
+      t.report('r2', 'a', 1, 105, 105, [p(7)]); // seq 2
+      t.report('r1', 'a', 1, 110, 110, [p(3)]); // seq 3: the claim r1 moves
+      t.withdrawn('r1', 'a', [3]);
+      expect(t.sharesOf('a')).to.deep.equal([
+        { router_id: 'r1', count: 2, prompts: [p(1), p(2)], prompt_seqs: [0, 1] },
+        { router_id: 'r2', count: 1, prompts: [p(7)], prompt_seqs: [2] },
+      ]);
+      // Another router's seq, an unknown seq, the same seq again: nothing ends.
+      t.withdrawn('r1', 'a', [2, 99, 3]);
+      expect(t.totalOf('a')).to.equal(3);
+      // From the middle of an entry: that prompt goes, the rest of the entry stays.
+      t.withdrawn('r1', 'a', [0]);
+      expect(t.sharesOf('a')[0]).to.deep.equal({ router_id: 'r1', count: 1, prompts: [p(2)], prompt_seqs: [1] });
+      t.withdrawn('r2', 'a', [2]);
+      t.withdrawn('r1', 'a', [1]);
+      expect(t.sharesOf('a')).to.deep.equal([]);
+      expect(t.active).to.equal(false);
+    });
+
   describe('ReportInflight messages', () => {
     it('every field is checked with one line naming it', () => {
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a:1', count: 1, age_ms: 0 }] })).to.equal(null);
@@ -147,6 +170,11 @@ describe('routing.md In-flight load (directory)', () => {
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0, answered: 2 }] })).to.equal(null);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0, answered: 0 }] })).to.match(/^decisions\[0\]\.count: .*got 0$/);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, answered: -1 }] })).to.match(/^decisions\[0\]\.answered: /);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0, withdrawn_seqs: [0, 0xffffffff] }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0, withdrawn_seqs: [] }] })).to.match(/^decisions\[0\]\.count: .*got 0$/);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, withdrawn_seqs: [1, -1] }] })).to.match(/^decisions\[0\]\.withdrawn_seqs\[1\]: expected a uint32, got -1$/);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, withdrawn_seqs: [2 ** 32] }] })).to.match(/^decisions\[0\]\.withdrawn_seqs\[0\]: /);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, withdrawn_seqs: 'x' as unknown as number[] }] })).to.match(/^decisions\[0\]\.withdrawn_seqs: expected at most/);
       const fp = Buffer.alloc(8);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [fp] }] })).to.equal(null);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [fp, fp] }] })).to.match(/^decisions\[0\]\.prompts: expected at most count \(1\)/);
@@ -219,6 +247,24 @@ describe('routing.md In-flight load (directory)', () => {
       expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [] }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] }]);
       service.report({ router_id: 'r2', decisions: [{ instance_name: 'b:1', count: 1, age_ms: 0, answered: 1 }] });
       expect(service.sharesOf('b:1')).to.deep.equal([]);
+    });
+
+    it("a router's withdrawn claim leaves its share in the same delta as its decision elsewhere (claim order)", () => {
+      const fp = (n: number): Buffer => Buffer.from([n, 0, 0, 0]);
+      service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 2, age_ms: 0, prompts: [fp(1), fp(2)] }] });
+      publisher.flush();
+      const seqs = upsertOf(last(), 'a:1')!.inflight![0]!.prompt_seqs!;
+      service.report({
+        router_id: 'r1',
+        decisions: [
+          { instance_name: 'a:1', count: 0, age_ms: 0, withdrawn_seqs: [seqs[1]!] },
+          { instance_name: 'b:1', count: 1, age_ms: 0, prompts: [fp(2)] },
+        ],
+      });
+      publisher.flush();
+      const u = last();
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [fp(1)], prompt_seqs: [seqs[0]!] }]);
+      expect(upsertOf(u, 'b:1')!.inflight![0]).to.include({ router_id: 'r1', count: 1 });
     });
 
     it(`the TTL: ${INFLIGHT_TTL_MS} ms after the decision (dated by the router's age) the share leaves the view`, () => {

@@ -7,6 +7,7 @@ export interface InflightDecisions {
   'age_ms'?: (number);
   'answered'?: (number);
   'prompts'?: (Buffer | Uint8Array | string)[];
+  'withdrawn_seqs'?: (number)[];
 }
 
 export interface InflightDecisions__Output {
@@ -15,4 +16,5 @@ export interface InflightDecisions__Output {
   'age_ms': (number);
   'answered': (number);
   'prompts': (Buffer)[];
+  'withdrawn_seqs': (number)[];
 }
