@@ -114,7 +114,7 @@ async function buildView(resident: readonly number[][], rand: () => number): Pro
       ttftProfile: [],
       tpotProfile: [],
       generation: 1n,
-      inflight: [],
+      inflight: [], models: null, source: '',
     });
     for (let r = 0; r < DP_SIZE; r++) {
       // Distinct keys of the rank's prompts (shared family prefixes appear once).
@@ -147,6 +147,7 @@ async function buildView(resident: readonly number[][], rand: () => number): Pro
         synchronized: true,
         sequence: 1000n,
         error: '',
+        engineKind: 'xllm',
         keys,
         tiers,
       });

@@ -202,13 +202,13 @@ async function measureRouterView(subs: StreamSubscriber[], indexed: number): Pro
       instances.set(name, {
         name, type: 'DEFAULT', currentRole: '', incarnationId: `inc-${name}`, registerTsMs: 1, dpSize: 4, state: 'ACTIVE', schedulable: true,
         load: { waitingRequestsNum: 0, gpuCacheUsagePerc: 0, recentMaxTtftMs: 0, recentMaxTbtMs: 0, reportedAtMs: 1 },
-        ttftProfile: [], tpotProfile: [], generation: 1n, inflight: [],
+        ttftProfile: [], tpotProfile: [], generation: 1n, inflight: [], models: null, source: '',
       });
     }
     const { keys, tiers } = (sub.index as NonNullable<typeof sub.index>).exportResidency();
     return {
       streamId: (i + 1) as StreamId, instanceName: name, dpRank: sub.config.dpRank, blockSize: SHAPE.blockSize, hashSeed: 1024n,
-      incarnationId: `inc-${name}`, generation: 1n, synchronized: true, sequence: 1n, error: '', keys, tiers,
+      incarnationId: `inc-${name}`, generation: 1n, synchronized: true, sequence: 1n, error: '', engineKind: 'xllm', keys, tiers,
     };
   });
   const t0 = performance.now();

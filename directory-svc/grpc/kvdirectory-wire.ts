@@ -88,6 +88,8 @@ export function toWireStreamStatus(s: StreamStatus): WireStreamStatus {
       silent_loss: String(c.silentLoss),
       reconcile_failures: String(c.reconcileFailures),
       skipped_medium: String(c.skipped.medium ?? 0),
+      skipped_multimodal: String(c.skipped.multimodal ?? 0),
+      skipped_group: String(c.skipped.group ?? 0),
     },
   };
 }

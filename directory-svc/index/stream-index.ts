@@ -48,6 +48,10 @@ export interface SkipCounters {
    * xllm-only callers need not carry it; set on the first such block.
    */
   medium?: number;
+  /** cache-identity §4 rule 2: blocks keyed by multimodal items or prompt embeddings. */
+  multimodal?: number;
+  /** cache-identity §4 rule 4: blocks of a KV cache group the stream does not index. */
+  group?: number;
 }
 
 /**

@@ -15,6 +15,8 @@ import type { StreamIndex } from './stream-index.js';
 import { commonBlockSize, streamMatch } from '../../shared/view/query-result.js';
 import type { QueryResult, StreamMatch } from '../../shared/view/query-result.js';
 import { byNameThenRank } from '../../shared/keys/stream-key.js';
+import type { EngineKind } from '../../shared/config/engine-kind.js';
+import { PLAIN_IDENTITY, type KeyIdentity } from '../../shared/keys/cache-identity.js';
 
 // The response types live in shared/ (the router answers the same JSON); re-exported by name for
 // the directory's existing importers.
@@ -23,6 +25,8 @@ export type { QueryResult, StreamMatch };
 /** One stream as the query sees it (the subscriber's published state, §8). */
 export interface QueryableStream {
   instanceName: string;
+  /** engines.md §1; absent = xllm. */
+  engineKind?: EngineKind;
   dpRank: number;
   blockSize: number;
   hashSeed: bigint;
@@ -41,11 +45,12 @@ export class StreamQuery {
   private readonly groups: ResidencyIndex[] = [];
 
   /**
-   * Prefix hits of `tokenIds` (already validated ints in [0, 2^31)) on every stream. A stream
-   * that is not synchronized, or has no index, reports zero hits and zero block counts (§7, §8);
-   * an empty token list reports state and block counts only.
+   * Prefix hits of `tokenIds` (already validated ints in [0, 2^31)) on every stream, keyed under
+   * `identity` (cache-identity §3; plain by default). A stream that is not synchronized, or has no
+   * index, reports zero hits and zero block counts (§7, §8); an empty token list reports state
+   * and block counts only.
    */
-  query(tokenIds: ArrayLike<number>, streams: readonly QueryableStream[]): QueryResult {
+  query(tokenIds: ArrayLike<number>, streams: readonly QueryableStream[], identity: KeyIdentity = PLAIN_IDENTITY): QueryResult {
     const sorted = streams.slice().sort(byNameThenRank);
     const groups = this.groups;
     groups.length = 0;
@@ -58,7 +63,7 @@ export class StreamQuery {
       }
       r.group.addCandidate(r.slot);
     }
-    for (const g of groups) g.match(tokenIds);
+    for (const g of groups) g.match(tokenIds, identity);
     const matches: StreamMatch[] = new Array<StreamMatch>(sorted.length);
     for (let i = 0; i < sorted.length; i++) {
       const s = sorted[i]!;

@@ -233,6 +233,7 @@ export class StreamSubscriber {
     return {
       instanceName: this.config.instanceName,
       dpRank: this.config.dpRank,
+      engineKind: this.config.engineKind,
       blockSize: this.config.blockSize,
       hashSeed: this.config.hashSeed,
       synchronized,

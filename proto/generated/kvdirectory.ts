@@ -16,6 +16,8 @@ import type { ProfilePoint as _kvdirectory_v1_ProfilePoint, ProfilePoint__Output
 import type { QueryRequest as _kvdirectory_v1_QueryRequest, QueryRequest__Output as _kvdirectory_v1_QueryRequest__Output } from './kvdirectory/v1/QueryRequest.js';
 import type { QueryResponse as _kvdirectory_v1_QueryResponse, QueryResponse__Output as _kvdirectory_v1_QueryResponse__Output } from './kvdirectory/v1/QueryResponse.js';
 import type { ResidencyChanges as _kvdirectory_v1_ResidencyChanges, ResidencyChanges__Output as _kvdirectory_v1_ResidencyChanges__Output } from './kvdirectory/v1/ResidencyChanges.js';
+import type { ServedModel as _kvdirectory_v1_ServedModel, ServedModel__Output as _kvdirectory_v1_ServedModel__Output } from './kvdirectory/v1/ServedModel.js';
+import type { ServedModels as _kvdirectory_v1_ServedModels, ServedModels__Output as _kvdirectory_v1_ServedModels__Output } from './kvdirectory/v1/ServedModels.js';
 import type { StreamCounters as _kvdirectory_v1_StreamCounters, StreamCounters__Output as _kvdirectory_v1_StreamCounters__Output } from './kvdirectory/v1/StreamCounters.js';
 import type { StreamMatch as _kvdirectory_v1_StreamMatch, StreamMatch__Output as _kvdirectory_v1_StreamMatch__Output } from './kvdirectory/v1/StreamMatch.js';
 import type { StreamStatus as _kvdirectory_v1_StreamStatus, StreamStatus__Output as _kvdirectory_v1_StreamStatus__Output } from './kvdirectory/v1/StreamStatus.js';
@@ -51,6 +53,8 @@ export interface ProtoGrpcType {
       QueryRequest: MessageTypeDefinition<_kvdirectory_v1_QueryRequest, _kvdirectory_v1_QueryRequest__Output>
       QueryResponse: MessageTypeDefinition<_kvdirectory_v1_QueryResponse, _kvdirectory_v1_QueryResponse__Output>
       ResidencyChanges: MessageTypeDefinition<_kvdirectory_v1_ResidencyChanges, _kvdirectory_v1_ResidencyChanges__Output>
+      ServedModel: MessageTypeDefinition<_kvdirectory_v1_ServedModel, _kvdirectory_v1_ServedModel__Output>
+      ServedModels: MessageTypeDefinition<_kvdirectory_v1_ServedModels, _kvdirectory_v1_ServedModels__Output>
       StreamCounters: MessageTypeDefinition<_kvdirectory_v1_StreamCounters, _kvdirectory_v1_StreamCounters__Output>
       StreamMatch: MessageTypeDefinition<_kvdirectory_v1_StreamMatch, _kvdirectory_v1_StreamMatch__Output>
       StreamState: EnumTypeDefinition

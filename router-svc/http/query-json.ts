@@ -15,7 +15,8 @@ export function queryResultJson(r: QueryResult): string {
       `{"instance_name":${JSON.stringify(m.instance_name)},"dp_rank":${m.dp_rank},"synchronized":${m.synchronized},` +
       `"sequence":${m.sequence.toString()},"device_hit_tokens":${m.device_hit_tokens},` +
       `"host_only_hit_tokens":${m.host_only_hit_tokens},"reusable_prefix_tokens":${m.reusable_prefix_tokens},` +
-      `"device_blocks":${m.device_blocks},"host_blocks":${m.host_blocks},"error":${JSON.stringify(m.error)}}`;
+      `"device_blocks":${m.device_blocks},"host_blocks":${m.host_blocks},"error":${JSON.stringify(m.error)},` +
+      `"engine_kind":"${m.engine_kind}"}`;
   }
   return out + ']}';
 }

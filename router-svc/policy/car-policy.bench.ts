@@ -56,7 +56,7 @@ async function main(): Promise<void> {
     instances.push({
       name, type: 'DEFAULT', currentRole: '', incarnationId: `inc-${i}`, registerTsMs: 1, dpSize: RANKS, state: 'ACTIVE', schedulable: true,
       load: { waitingRequestsNum: Math.floor(rnd() * 8), gpuCacheUsagePerc: rnd(), recentMaxTtftMs: 0, recentMaxTbtMs: 0, reportedAtMs: 1 },
-      ttftProfile: [], tpotProfile: [], generation: 1n, inflight: [],
+      ttftProfile: [], tpotProfile: [], generation: 1n, inflight: [], models: null, source: '',
     });
     for (let r = 0; r < RANKS; r++) {
       const keys = new Uint8Array(PROMPTS_PER_STREAM * BLOCKS_PER_PROMPT * 16);
@@ -70,7 +70,7 @@ async function main(): Promise<void> {
       }
       streams.push({
         streamId: (i * RANKS + r + 1) as StreamId, instanceName: name, dpRank: r, blockSize: BLOCK_SIZE, hashSeed: 1024n,
-        incarnationId: `inc-${i}`, generation: 1n, synchronized: true, sequence: 1n, error: '', keys, tiers,
+        incarnationId: `inc-${i}`, generation: 1n, synchronized: true, sequence: 1n, error: '', engineKind: 'xllm', keys, tiers,
       });
     }
   }

@@ -28,6 +28,8 @@ import { HasherNotReadyError, ViewGapError, ViewProtocolError } from './view-err
 import { SnapshotAssembly } from './snapshot-assembly.js';
 import type { DecodedDelta, DecodedSnapshot, DecodedSnapshotChunk, DecodedViewStream, DecodedViewUpdate, RouterInstance, StreamId, ViewStreamState } from './view-update.js';
 import { byNameThenRank } from '../../shared/keys/stream-key.js';
+import type { EngineKind } from '../../shared/config/engine-kind.js';
+import { PLAIN_IDENTITY, type KeyIdentity } from '../../shared/keys/cache-identity.js';
 
 export type { RouterInstance } from './view-update.js';
 
@@ -67,6 +69,7 @@ class CachedStream implements RouterStream, GroupSlot {
   readonly synchronized: boolean;
   readonly sequence: bigint;
   readonly error: string;
+  readonly engineKind: EngineKind;
 
   constructor(
     d: DecodedViewStream,
@@ -84,6 +87,7 @@ class CachedStream implements RouterStream, GroupSlot {
     this.synchronized = d.synchronized;
     this.sequence = d.sequence;
     this.error = d.error;
+    this.engineKind = d.engineKind;
   }
 
   get deviceBlocks(): number {
@@ -378,8 +382,10 @@ export class ViewCache {
    * over its DP ranks (0..dp_size−1, first stream per rank) of device + w · host_only hit tokens.
    * That rank's counts are exact; another rank may stop walking once it is above the minimum for
    * good, so its counts are then a lower bound still above the minimum (the walk ends sooner).
+   *
+   * Keys are derived under `identity` (cache-identity §3: the request's LoRA name and salt).
    */
-  matchStreams(tokenIds: ArrayLike<number>, nowMs: number, dpMinimumHostWeight?: number): StreamHits {
+  matchStreams(tokenIds: ArrayLike<number>, nowMs: number, dpMinimumHostWeight?: number, identity: KeyIdentity = PLAIN_IDENTITY): StreamHits {
     const list = this.state.sortedStreams();
     const n = list.length;
     const h = this.hits;
@@ -404,7 +410,7 @@ export class ViewCache {
     }
     let hashed = 0;
     for (let g = 0; g < groups.length; g++) {
-      groups[g]!.match(tokenIds);
+      groups[g]!.match(tokenIds, identity);
       hashed += groups[g]!.lastHashedBlocks;
     }
     this.hashedBlocks = hashed;
@@ -471,8 +477,8 @@ export class ViewCache {
    * routing.md `POST /v1/internal/kv-cache/query`, the same answer as the directory's Query for
    * the same view; a stale view reports every stream unsynchronized with VIEW_STALE_ERROR.
    */
-  query(tokenIds: ArrayLike<number>, nowMs: number): QueryResult {
-    const hits = this.matchStreams(tokenIds, nowMs);
+  query(tokenIds: ArrayLike<number>, nowMs: number, identity: KeyIdentity = PLAIN_IDENTITY): QueryResult {
+    const hits = this.matchStreams(tokenIds, nowMs, undefined, identity);
     const matches: StreamMatch[] = new Array<StreamMatch>(hits.count);
     for (let i = 0; i < hits.count; i++) {
       const s = hits.streams[i]!;

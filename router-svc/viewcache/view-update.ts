@@ -16,6 +16,9 @@ import type {
 } from '../../shared/view/view-wire.js';
 import { ViewProtocolError } from './view-errors.js';
 import type { StreamIdentity } from '../../shared/keys/stream-key.js';
+import type { ServedModel, ServedModelList } from '../../shared/view/served-models.js';
+import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
+import type { WireServedModels } from '../../shared/view/view-wire.js';
 
 export type InstanceType = 'DEFAULT' | 'PREFILL' | 'DECODE' | 'MIX';
 export type InstanceRole = 'PREFILL' | 'DECODE';
@@ -58,6 +61,10 @@ export interface RouterInstance {
    * load"), per reporting router; empty when none.
    */
   readonly inflight: readonly InflightShare[];
+  /** cache-identity §1: the models it serves; null = unknown (a candidate for every model). */
+  readonly models: ServedModelList;
+  /** Where the directory learned of it: "etcd", "engines_file", "dns:<name>"; '' when not said. */
+  readonly source: string;
 }
 
 export interface InflightShare {
@@ -84,6 +91,8 @@ export interface ViewStreamState extends StreamIdentity {
   /** `last`, −1n when none (kv-events §8). */
   readonly sequence: bigint;
   readonly error: string;
+  /** engines.md §1; xllm when the directory did not say. */
+  readonly engineKind: EngineKind;
 }
 
 /** One stream's identity and state; residency only in snapshots and resets. */
@@ -214,8 +223,27 @@ export function decodeInstance(w: WireViewInstance): RouterInstance {
     tpotProfile: decodeProfile(w.tpot_profiling_data),
     generation: bigintField(`instance ${name} generation`, w.generation),
     inflight: decodeInflight(name, w.inflight),
+    models: decodeModels(name, w.models),
+    source: w.source ?? '',
     ...(w.url !== undefined && w.url !== '' ? { url: w.url } : {}),
   };
+}
+
+function decodeModels(name: string, w: WireServedModels | undefined | null): ServedModelList {
+  if (w === undefined || w === null) return null;
+  const out: ServedModel[] = [];
+  for (const m of w.data ?? []) {
+    if (typeof m.name !== 'string' || m.name === '') throw new ViewProtocolError(`instance ${name}: a served model without a name`);
+    out.push(Object.freeze({ name: m.name, parent: m.parent === undefined || m.parent === null || m.parent === '' ? null : m.parent }));
+  }
+  return Object.freeze(out);
+}
+
+function decodeEngineKind(where: string, v: string | undefined | null): EngineKind {
+  if (v === undefined || v === null || v === '') return 'xllm';
+  const kind = ENGINE_KINDS.find((k) => k === v);
+  if (kind === undefined) throw new ViewProtocolError(`${where}: unknown engine_kind ${JSON.stringify(v)}`);
+  return kind;
 }
 
 const NO_INFLIGHT: readonly InflightShare[] = Object.freeze([]);
@@ -259,6 +287,7 @@ export function decodeStream(w: WireViewStream): DecodedViewStream {
     synchronized: w.synchronized === true,
     sequence: w.sequence === undefined || w.sequence === '' ? -1n : bigintField(`${where} sequence`, w.sequence),
     error: w.error ?? '',
+    engineKind: decodeEngineKind(where, w.engine_kind),
     keys,
     tiers,
   };

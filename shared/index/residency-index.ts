@@ -32,6 +32,7 @@
  * another) plus an 8-byte hash index slot at 3/8–3/4 load; 4 B per key for the pins once the
  * directory pins; 36 B per distinct holder set.
  */
+import { PLAIN_IDENTITY, type KeyIdentity } from '../keys/cache-identity.js';
 import type { ContentKeyHasher } from '../keys/content-key.js';
 import { keyWordAt } from '../keys/content-key-table.js';
 import { EMPTY_SET, HOST_OFFSET, HolderSets, MAX_SLOTS, SET_STRIDE, SET_WORDS } from './holder-sets.js';
@@ -504,11 +505,12 @@ export class ResidencyIndex {
 
   /**
    * kv-events §8 prefix match of `tokenIds` (ints in [0, 2^31), validated by the caller) for every
-   * candidate at once; read the results with deviceHitBlocks / hostOnlyHitBlocks (valid for the
-   * candidates until the next match). Keys are hashed lazily. Hot path: O(hashed blocks +
-   * holder-set changes × alive streams), no allocation once the chain buffer fits the prompt.
+   * candidate at once, keyed under `identity` (cache-identity §3; plain by default); read the
+   * results with deviceHitBlocks / hostOnlyHitBlocks (valid for the candidates until the next
+   * match). Keys are hashed lazily. Hot path: O(hashed blocks + holder-set changes × alive
+   * streams), no allocation once the chain buffer fits the prompt.
    */
-  match(tokenIds: ArrayLike<number>): void {
+  match(tokenIds: ArrayLike<number>, identity: KeyIdentity = PLAIN_IDENTITY): void {
     const blocks = Math.floor(tokenIds.length / this.blockSize);
     if (this.chain.length < blocks * 16) {
       this.chain = new Uint8Array(Math.max(blocks * 16, this.chain.length * 2));
@@ -527,7 +529,7 @@ export class ResidencyIndex {
       // words in one typed-array set (~0.6 ns a token) instead of per block element by element
       // (~1.7 ns), so each later block's preimage is one memcpy. Shallow walks never pay for it.
       if (b === DEEP_WALK_BLOCKS && !(tokens instanceof Int32Array)) tokens = this.tokenWordsOf(tokenIds);
-      this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokens, b * bs, bs, chain, b << 4);
+      this.hasher.keyInto(b === 0 ? null : chain, (b - 1) << 4, tokens, b * bs, bs, chain, b << 4, b === 0 ? identity.rootSuffix : identity.chainSuffix);
       at = keys.findAfter(this.chainWords, b << 2, at);
       if (!this.narrow(at < 0 ? EMPTY_SET : keys.setAt(at), b)) break;
     }

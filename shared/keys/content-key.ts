@@ -2,6 +2,7 @@
  * Content keys (kv-events §4, kvcm-meta §4.3): XXH3-128 chained over int32-LE token ids.
  *
  *   preimage = parentKey (16 B, only when the block has a parent) || t[0] || t[1] || ...  (int32 LE)
+ *              || identity terms (cache-identity §3, cache-identity.ts; none for a plain block)
  *   key      = XXH3-128(preimage, seed) stored as low64 LE || high64 LE
  *
  * hash-wasm's digest('binary') is xxHash's canonical big-endian digest; the content key is its
@@ -15,6 +16,7 @@
 import { createXXHash128 } from 'hash-wasm';
 import type { IHasher } from 'hash-wasm/dist/lib/WASMInterface.js';
 import { Xxh128Direct } from './xxh128-direct.js';
+import { PLAIN_IDENTITY, type KeyIdentity } from './cache-identity.js';
 
 export const CONTENT_KEY_BYTES = 16;
 export const DEFAULT_HASH_SEED = 1024;
@@ -61,15 +63,17 @@ export class ContentKeyHasher {
 
   private ensureCapacity(bytes: number): void {
     if (this.preimage.length >= bytes) return;
-    this.preimage = new Uint8Array(Math.max(bytes, this.preimage.length * 2));
+    // Whole words: identity suffixes (cache-identity §3) make odd preimage lengths.
+    this.preimage = new Uint8Array((Math.max(bytes, this.preimage.length * 2) + 3) & ~3);
     this.preimageWords = new Int32Array(this.preimage.buffer);
     this.viewLength = -1;
   }
 
   /**
    * Key of one block: tokens[start .. start+count) chained on `parent` (16 bytes at parentOffset,
-   * or null for a first block). Writes 16 bytes into out[outOffset..]. Token ids must already be
-   * validated as int32 by the caller.
+   * or null for a first block), then `suffix` (cache-identity §3: the block's identity terms,
+   * KeyIdentity.rootSuffix or chainSuffix; null for a plain block). Writes 16 bytes into
+   * out[outOffset..]. Token ids must already be validated as int32 by the caller.
    */
   keyInto(
     parent: Uint8Array | null,
@@ -79,9 +83,11 @@ export class ContentKeyHasher {
     count: number,
     out: Uint8Array,
     outOffset: number,
+    suffix: Uint8Array | null = null,
   ): void {
     const head = parent === null ? 0 : 16;
-    const len = head + 4 * count;
+    const body = head + 4 * count;
+    const len = suffix === null ? body : body + suffix.length;
     // The preimage goes straight into the xxHash module's input area, or (too long for it, or
     // no direct path) into this hasher's own buffer for the wrapper.
     const direct = this.direct !== null && len <= this.direct.capacity ? this.direct : null;
@@ -97,6 +103,7 @@ export class ContentKeyHasher {
     // long as the WebAssembly hash of the block itself: ~0.2 µs per 128 tokens).
     if (tokens instanceof Int32Array) words.set(tokens.subarray(start, start + count), w);
     else for (let i = 0; i < count; i++) words[w + i] = tokens[start + i]!;
+    if (suffix !== null) buf.set(suffix, body);
     if (direct !== null) {
       direct.finish(len, out, outOffset);
       return;
@@ -114,13 +121,13 @@ export class ContentKeyHasher {
 
   /**
    * Chained keys of the floor(n / blockSize) complete blocks of `tokens` (the rest is ignored),
-   * as one buffer of 16 bytes per block.
+   * as one buffer of 16 bytes per block, under `identity` (cache-identity §3; plain by default).
    */
-  chain(tokens: ArrayLike<number>, blockSize: number, out?: Uint8Array): Uint8Array {
+  chain(tokens: ArrayLike<number>, blockSize: number, out?: Uint8Array, identity: KeyIdentity = PLAIN_IDENTITY): Uint8Array {
     const blocks = Math.floor(tokens.length / blockSize);
     const keys = out && out.length >= blocks * 16 ? out : new Uint8Array(blocks * 16);
     for (let b = 0; b < blocks; b++) {
-      this.keyInto(b === 0 ? null : keys, (b - 1) * 16, tokens, b * blockSize, blockSize, keys, b * 16);
+      this.keyInto(b === 0 ? null : keys, (b - 1) * 16, tokens, b * blockSize, blockSize, keys, b * 16, b === 0 ? identity.rootSuffix : identity.chainSuffix);
     }
     return keys.length === blocks * 16 ? keys : keys.subarray(0, blocks * 16);
   }

@@ -4,6 +4,7 @@
  * two endpoints cannot drift apart.
  */
 import type { StreamIdentity } from '../keys/stream-key.js';
+import type { EngineKind } from '../config/engine-kind.js';
 
 /** One `matches` entry of the routing.md query response (wire field names). */
 export interface StreamMatch {
@@ -18,6 +19,8 @@ export interface StreamMatch {
   device_blocks: number;
   host_blocks: number;
   error: string;
+  /** engines.md §1: the stream's engine kind. */
+  engine_kind: EngineKind;
 }
 
 /** The routing.md query response body. */
@@ -36,6 +39,8 @@ export function sequenceForJson(seq: bigint): number | bigint {
 /** The stream fields a `matches` row repeats (the directory's and the router's stream records). */
 export interface QueriedStream extends StreamIdentity {
   readonly sequence: bigint;
+  /** engines.md §1; absent = xllm. */
+  readonly engineKind?: EngineKind;
 }
 
 /** One `matches` row; reusable_prefix_tokens is the sum of the two hit counts (§8). */
@@ -59,6 +64,7 @@ export function streamMatch(
     device_blocks: deviceBlocks,
     host_blocks: hostBlocks,
     error,
+    engine_kind: s.engineKind ?? 'xllm',
   };
 }
 

@@ -56,6 +56,14 @@ export interface WireViewInstance {
   url?: string;
   /** In-flight load per reporting router (routing.md "In-flight load"); absent = none. */
   inflight?: WireInflightShare[];
+  /** cache-identity §1: served models; null or absent = unknown. `parent` '' = a base model. */
+  models?: WireServedModels | null;
+  /** "etcd", "engines_file" or "dns:<name>" (engines.md §6); '' or absent from older directories. */
+  source?: string;
+}
+
+export interface WireServedModels {
+  data: { name: string; parent: string }[];
 }
 
 /** prompt_seqs is absent from directories that do not order claims (and from the instance listing). */
@@ -75,6 +83,8 @@ export interface WireViewStream {
   error: string;
   device_blocks: WireInt64;
   host_blocks: WireInt64;
+  /** engines.md §1: "xllm", "vllm" or "sglang"; '' or absent from older directories (xllm). */
+  engine_kind?: string;
   /**
    * N × 16 bytes (low64 LE || high64 LE, kv-events §4); snapshots and resets only (the directory
    * leaves it out of stream upserts; decoded, an absent field is empty).

@@ -32,7 +32,7 @@ function scriptedCluster(state: { truthTokens: number | null; hitTokens: number;
     query: async (): Promise<QueryResult> => ({
       input_tokens: 64,
       block_size: 16,
-      matches: [{ instance_name: 'e', dp_rank: 0, synchronized: state.synchronized, sequence: 1, device_hit_tokens: state.hitTokens, host_only_hit_tokens: 0, reusable_prefix_tokens: state.hitTokens, device_blocks: 4, host_blocks: 0, error: '' }],
+      matches: [{ instance_name: 'e', dp_rank: 0, synchronized: state.synchronized, sequence: 1, device_hit_tokens: state.hitTokens, host_only_hit_tokens: 0, reusable_prefix_tokens: state.hitTokens, device_blocks: 4, host_blocks: 0, error: '', engine_kind: 'xllm' }],
     }),
   };
   return fake as unknown as ChaosCluster;

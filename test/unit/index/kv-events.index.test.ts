@@ -387,10 +387,10 @@ describe('kv-events §8 multi-stream query (StreamQuery)', () => {
       stream(null, { instanceName: 'c', synchronized: false, error: 'connecting: tcp://h:1' }),
     ]);
     expect(res.matches).to.deep.equal([
-      { instance_name: 'a', dp_rank: 0, synchronized: true, sequence: 41, device_hit_tokens: 8, host_only_hit_tokens: 0, reusable_prefix_tokens: 8, device_blocks: 2, host_blocks: 0, error: '' },
-      { instance_name: 'b', dp_rank: 0, synchronized: false, sequence: -1, device_hit_tokens: 0, host_only_hit_tokens: 0, reusable_prefix_tokens: 0, device_blocks: 0, host_blocks: 0, error: 'gap: expected 3, got 5' },
-      { instance_name: 'b', dp_rank: 1, synchronized: true, sequence: 0, device_hit_tokens: 8, host_only_hit_tokens: 0, reusable_prefix_tokens: 8, device_blocks: 2, host_blocks: 0, error: '' },
-      { instance_name: 'c', dp_rank: 0, synchronized: false, sequence: 0, device_hit_tokens: 0, host_only_hit_tokens: 0, reusable_prefix_tokens: 0, device_blocks: 0, host_blocks: 0, error: 'connecting: tcp://h:1' },
+      { instance_name: 'a', dp_rank: 0, synchronized: true, sequence: 41, device_hit_tokens: 8, host_only_hit_tokens: 0, reusable_prefix_tokens: 8, device_blocks: 2, host_blocks: 0, error: '', engine_kind: 'xllm' },
+      { instance_name: 'b', dp_rank: 0, synchronized: false, sequence: -1, device_hit_tokens: 0, host_only_hit_tokens: 0, reusable_prefix_tokens: 0, device_blocks: 0, host_blocks: 0, error: 'gap: expected 3, got 5', engine_kind: 'xllm' },
+      { instance_name: 'b', dp_rank: 1, synchronized: true, sequence: 0, device_hit_tokens: 8, host_only_hit_tokens: 0, reusable_prefix_tokens: 8, device_blocks: 2, host_blocks: 0, error: '', engine_kind: 'xllm' },
+      { instance_name: 'c', dp_rank: 0, synchronized: false, sequence: 0, device_hit_tokens: 0, host_only_hit_tokens: 0, reusable_prefix_tokens: 0, device_blocks: 0, host_blocks: 0, error: 'connecting: tcp://h:1', engine_kind: 'xllm' },
     ]);
   });
 

@@ -48,7 +48,7 @@ describe('kvctl tables', () => {
   it('renders streams with ok/failed recoveries and only the non-zero sync_lost classes', () => {
     const counters = {
       batches_applied: '5', topic_mismatch: '0', skipped_out_of_scope: '0', skipped_descendant: '0', skipped_orphan: '0',
-      sync_lost: { timeout: '1', gap: '2', parse: '0' }, recoveries_ok: '3', recoveries_failed: '1', restores: '0', silent_loss: '0', reconcile_failures: '0', skipped_medium: '0',
+      sync_lost: { timeout: '1', gap: '2', parse: '0' }, recoveries_ok: '3', recoveries_failed: '1', restores: '0', silent_loss: '0', reconcile_failures: '0', skipped_medium: '0', skipped_multimodal: '0', skipped_group: '0',
     };
     const out = renderStreams({
       streams: [

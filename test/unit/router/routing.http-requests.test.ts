@@ -88,13 +88,14 @@ describe('routing.md HTTP API request checks', () => {
           device_blocks: 12,
           host_blocks: 3,
           error: 'gap: "x"',
+          engine_kind: 'vllm',
         },
       ],
     });
     expect(json).to.equal(
       '{"input_tokens":4,"block_size":128,"matches":[{"instance_name":"127.0.0.1:8000","dp_rank":0,"synchronized":true,' +
         '"sequence":9223372036854775807,"device_hit_tokens":0,"host_only_hit_tokens":0,"reusable_prefix_tokens":0,' +
-        '"device_blocks":12,"host_blocks":3,"error":"gap: \\"x\\""}]}',
+        '"device_blocks":12,"host_blocks":3,"error":"gap: \\"x\\"","engine_kind":"vllm"}]}',
     );
     expect(JSON.parse(queryResultJson({ input_tokens: 0, block_size: 0, matches: [] }))).to.deep.equal({ input_tokens: 0, block_size: 0, matches: [] });
   });

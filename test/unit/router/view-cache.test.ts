@@ -55,8 +55,8 @@ describe('architecture.md view stream: router view cache', () => {
       block_size: 4,
       matches: [
         // k0 D, k1 H, k2 D+H (Device), k3 absent: walk stops there.
-        { instance_name: 'a:1', dp_rank: 0, synchronized: true, sequence: 7, device_hit_tokens: 8, host_only_hit_tokens: 4, reusable_prefix_tokens: 12, device_blocks: 2, host_blocks: 2, error: '' },
-        { instance_name: 'b:1', dp_rank: 0, synchronized: true, sequence: 7, device_hit_tokens: 0, host_only_hit_tokens: 4, reusable_prefix_tokens: 4, device_blocks: 0, host_blocks: 1, error: '' },
+        { instance_name: 'a:1', dp_rank: 0, synchronized: true, sequence: 7, device_hit_tokens: 8, host_only_hit_tokens: 4, reusable_prefix_tokens: 12, device_blocks: 2, host_blocks: 2, error: '', engine_kind: 'xllm' },
+        { instance_name: 'b:1', dp_rank: 0, synchronized: true, sequence: 7, device_hit_tokens: 0, host_only_hit_tokens: 4, reusable_prefix_tokens: 4, device_blocks: 0, host_blocks: 1, error: '', engine_kind: 'xllm' },
       ],
     });
   });
@@ -72,7 +72,7 @@ describe('architecture.md view stream: router view cache', () => {
     );
     const r = cache.query(tokens(8), 1);
     expect(r.matches[1]).to.deep.equal({
-      instance_name: 'a:1', dp_rank: 1, synchronized: false, sequence: -1, device_hit_tokens: 0, host_only_hit_tokens: 0, reusable_prefix_tokens: 0, device_blocks: 0, host_blocks: 0, error: 'gap: expected 8, got 10',
+      instance_name: 'a:1', dp_rank: 1, synchronized: false, sequence: -1, device_hit_tokens: 0, host_only_hit_tokens: 0, reusable_prefix_tokens: 0, device_blocks: 0, host_blocks: 0, error: 'gap: expected 8, got 10', engine_kind: 'xllm',
     });
     const empty = cache.query([], 1);
     expect(empty.matches[0]).to.include({ synchronized: true, device_hit_tokens: 0, device_blocks: 1 });

@@ -15,6 +15,8 @@ export interface StreamCounters {
   'silent_loss'?: (number | string | Long);
   'reconcile_failures'?: (number | string | Long);
   'skipped_medium'?: (number | string | Long);
+  'skipped_multimodal'?: (number | string | Long);
+  'skipped_group'?: (number | string | Long);
 }
 
 export interface StreamCounters__Output {
@@ -30,4 +32,6 @@ export interface StreamCounters__Output {
   'silent_loss': (string);
   'reconcile_failures': (string);
   'skipped_medium': (string);
+  'skipped_multimodal': (string);
+  'skipped_group': (string);
 }

@@ -13,6 +13,7 @@ export interface StreamMatch {
   'device_blocks'?: (number);
   'host_blocks'?: (number);
   'error'?: (string);
+  'engine_kind'?: (string);
 }
 
 export interface StreamMatch__Output {
@@ -26,4 +27,5 @@ export interface StreamMatch__Output {
   'device_blocks': (number);
   'host_blocks': (number);
   'error': (string);
+  'engine_kind': (string);
 }

@@ -3,6 +3,7 @@
 import type { ViewLoad as _kvdirectory_v1_ViewLoad, ViewLoad__Output as _kvdirectory_v1_ViewLoad__Output } from '../../kvdirectory/v1/ViewLoad.js';
 import type { ProfilePoint as _kvdirectory_v1_ProfilePoint, ProfilePoint__Output as _kvdirectory_v1_ProfilePoint__Output } from '../../kvdirectory/v1/ProfilePoint.js';
 import type { InflightShare as _kvdirectory_v1_InflightShare, InflightShare__Output as _kvdirectory_v1_InflightShare__Output } from '../../kvdirectory/v1/InflightShare.js';
+import type { ServedModels as _kvdirectory_v1_ServedModels, ServedModels__Output as _kvdirectory_v1_ServedModels__Output } from '../../kvdirectory/v1/ServedModels.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface ViewInstance {
@@ -23,6 +24,8 @@ export interface ViewInstance {
   'backend_type'?: (string);
   'url'?: (string);
   'inflight'?: (_kvdirectory_v1_InflightShare)[];
+  'models'?: (_kvdirectory_v1_ServedModels | null);
+  'source'?: (string);
 }
 
 export interface ViewInstance__Output {
@@ -43,4 +46,6 @@ export interface ViewInstance__Output {
   'backend_type': (string);
   'url': (string);
   'inflight': (_kvdirectory_v1_InflightShare__Output)[];
+  'models': (_kvdirectory_v1_ServedModels__Output | null);
+  'source': (string);
 }

@@ -17,6 +17,7 @@ export interface ViewStream {
   'host_blocks'?: (number | string | Long);
   'keys'?: (Buffer | Uint8Array | string);
   'tiers'?: (Buffer | Uint8Array | string);
+  'engine_kind'?: (string);
 }
 
 export interface ViewStream__Output {
@@ -34,4 +35,5 @@ export interface ViewStream__Output {
   'host_blocks': (string);
   'keys': (Buffer);
   'tiers': (Buffer);
+  'engine_kind': (string);
 }
