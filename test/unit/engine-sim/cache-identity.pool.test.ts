@@ -25,8 +25,8 @@ function pool(opts: Partial<BlockPoolOptions> = {}): BlockPool {
 }
 
 /** The events of one group: group_idx absent or equal. */
-function ofGroup(events: readonly WireEvent[], group: number): Ev[] {
-  return (events as Ev[]).filter((e) => (e.group_idx ?? 0) === group);
+function ofGroup(events: readonly (WireEvent | Ev)[], group: number): Ev[] {
+  return (events as readonly Ev[]).filter((e) => (e.group_idx ?? 0) === group);
 }
 
 describe('engine-sim pool keyed by cache identity (cache-identity §6)', () => {
