@@ -20,6 +20,24 @@ import { readU64be } from '../../tools/engine-sim/wire-encoding.js';
 const CLI = 'tools/engine-sim/cli.ts';
 const READY = 'engine simulator ready';
 
+/**
+ * PUB drops messages until the SUB has joined: `send` a request that publishes a new batch until
+ * one arrives, and return that first message.
+ */
+function firstMessage(inbox: Inbox, send: () => Promise<void>): Promise<Buffer[]> {
+  return waitFor(
+    async () => {
+      await send();
+      return inbox.next(300).then(
+        (m) => m,
+        () => null,
+      );
+    },
+    30000,
+    'a first batch at the subscriber',
+  );
+}
+
 describe('engine simulator CLI (tools/engine-sim/cli.ts) as a process', function () {
   this.timeout(90000);
   let etcd: EtcdServer | null = null;
@@ -89,14 +107,7 @@ describe('engine simulator CLI (tools/engine-sim/cli.ts) as a process', function
       expect(res.status).to.equal(200);
     };
     const seqOf = (m: Buffer[]): bigint => readU64be(m[1]!)!;
-    const first = await waitFor(
-      async () => {
-        await send();
-        return inbox.next(300).then(seqOf, () => null);
-      },
-      30000,
-      'a first batch at the subscriber',
-    );
+    const first = seqOf(await firstMessage(inbox, send));
     for (let i = 0; i < 4; i++) await send();
     const seen = [first];
     while (seen[seen.length - 1]! < first + 4n) seen.push(seqOf(await inbox.next(10000)));
@@ -162,17 +173,12 @@ describe('engine simulator CLI (tools/engine-sim/cli.ts) as a process', function
     const inbox = new Inbox(sub);
     const chat = (body: Record<string, unknown>): Promise<Response> =>
       fetch(`http://${name}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ messages: [{ role: 'user', content: 'an identity test' }], max_tokens: 1, ...body }) });
-    // PUB drops messages until the SUB has joined: repeat a distinct base-model chat until one arrives.
+    // Distinct base-model chats until the SUB has joined.
     let n = 0;
-    await waitFor(
-      async () => {
-        n++;
-        expect((await chat({ messages: [{ role: 'user', content: `warm-up ${n}` }] })).status).to.equal(200);
-        return inbox.next(300).then(() => true, () => null);
-      },
-      30000,
-      'a first batch at the subscriber',
-    );
+    await firstMessage(inbox, async () => {
+      n++;
+      expect((await chat({ messages: [{ role: 'user', content: `warm-up ${n}` }] })).status).to.equal(200);
+    });
     const nextStores = async (): Promise<Record<string, unknown>[]> => {
       const [, , payload] = await inbox.next(10000);
       const [, events] = decode(payload!, { useBigInt64: true }) as [number, Record<string, unknown>[]];

@@ -8,6 +8,7 @@ import { BlockPool, type AdmitOptions, type BlockPoolOptions } from '../../../to
 import { ResidencyModel } from '../../../tools/engine-sim/residency-model.js';
 import type { WireEvent } from '../../../tools/engine-sim/wire-types.js';
 import { ObligationChecker, expectSnapshotMatches } from './obligation-checker.js';
+import { sharedPrefixPrompt, smallPoolCaps } from './pool-arbitraries.js';
 
 type Ev = Record<string, unknown>;
 
@@ -174,19 +175,12 @@ describe('engine-sim hybrid model: a sliding-window group beside full attention 
   });
 
   it('CI4 property: group 0 residency, hits and events equal a plain pool given the same prompts; group 1 ⊆ group 0 Device', () => {
-    const prompt = fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 0, maxLength: 6 }).chain((blocks) =>
-      fc.integer({ min: 0, max: 3 }).map((tail) => [...blocks.flatMap((b) => [b, b + 1, b + 2, b + 3]), ...range(900, tail)]),
-    );
     fc.assert(
       fc.property(
-        fc.record({
-          deviceCapacityBlocks: fc.integer({ min: 1, max: 6 }),
-          hostCapacityBlocks: fc.integer({ min: 0, max: 6 }),
-          offloadMode: fc.constantFrom('sync' as const, 'async' as const),
-          slidingWindowTokens: fc.integer({ min: 1, max: 20 }),
-        }),
-        fc.array(prompt, { minLength: 1, maxLength: 20 }),
-        ({ slidingWindowTokens, ...caps }, prompts) => {
+        smallPoolCaps(),
+        fc.integer({ min: 1, max: 20 }),
+        fc.array(sharedPrefixPrompt(), { minLength: 1, maxLength: 20 }),
+        (caps, slidingWindowTokens, prompts) => {
           const plain = new BlockPool({ blockSize: 4, ...caps });
           const hybrid = new BlockPool({ blockSize: 4, ...caps, slidingWindowTokens });
           const ref = new ObligationChecker(4);
