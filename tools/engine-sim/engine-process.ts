@@ -20,6 +20,7 @@ import { MetricsRoute, processIdentity } from './metrics-route.js';
 import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { OpenAiEndpoint, OpenAiServer } from './openai-server.js';
 import { RankDispatcher } from './rank-dispatcher.js';
+import { ServedModelRegistry } from './served-model-registry.js';
 
 /** A stop that hangs (etcd unreachable for the revoke) must not keep the process alive. */
 const STOP_DEADLINE_MS = 5000;
@@ -55,18 +56,21 @@ async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, lo
     batchForm: cfg.batchForm,
     replayBufferSteps: cfg.replayBufferSteps,
     replayLayout: cfg.replayLayout,
+    slidingWindowTokens: cfg.hybridSlidingWindow,
     logger: log,
   });
   started.push({ name: 'publisher', close: () => sim.close() });
 
   const dispatcher = new RankDispatcher(sim, cfg.deviceCapacityBlocks, cfg.dropEveryNBatches);
-  const endpoint = new OpenAiEndpoint({ engine: dispatcher, tokenizer, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
+  // cache-identity §6: what /v1/models lists; a request's longest cacheable prompt is one rank's Device.
+  const models = new ServedModelRegistry({ ...cfg.servedModels, ownedBy: cfg.engineKind, maxModelLen: cfg.deviceCapacityBlocks * cfg.blockSize });
+  const endpoint = new OpenAiEndpoint({ engine: dispatcher, models, tokenizer, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
 
   let control: EngineControl | null = null;
   const kind = cfg.engineKind;
   const fileIncarnation = kind !== 'xllm' && cfg.processMetrics ? processIdentity() : '';
   // engines.md §5: vLLM and SGLang engines expose their load as /metrics, and never touch etcd.
-  const served: EngineHttpRoutes = kind === 'xllm' ? endpoint : new MetricsRoute(kind, dispatcher, cfg.processMetrics, endpoint);
+  const served: EngineHttpRoutes = kind === 'xllm' ? endpoint : new MetricsRoute(kind, dispatcher, cfg.processMetrics, endpoint, models.baseModel);
   const routes: EngineHttpRoutes =
     opts.wrapRoutes === undefined ? served : opts.wrapRoutes({ sim, incarnationId: () => control?.incarnationId ?? fileIncarnation, inner: served });
   if (kind === 'xllm' && cfg.etcdHosts.length > 0) {
@@ -121,6 +125,8 @@ async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, lo
       registered: control !== null,
       heartbeats_to: control !== null ? cfg.directoryUrl : null,
       drop_every_n_batches: cfg.dropEveryNBatches,
+      served_models: models.list().map((m) => m.name),
+      hybrid_sliding_window: cfg.hybridSlidingWindow,
     },
     'engine simulator ready',
   );
