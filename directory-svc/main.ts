@@ -67,6 +67,7 @@ function loadStartupConfig(
         refreshIntervalMs: flags.enginesRefreshIntervalMs,
         failedProbesToSuspect: flags.instanceDeleteProbeAttempts,
         requestTimeoutMs: flags.instanceDeleteProbeTimeoutMs,
+        modelsRefreshMs: flags.enginesModelsRefreshMs,
         reservedNames: new Set((kvEvents?.streams ?? []).map((s) => s.instanceName)),
       });
     } catch (e) {

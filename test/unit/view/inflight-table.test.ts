@@ -16,7 +16,7 @@ import type { ViewSink } from '../../../directory-svc/view/view-watcher.js';
 import { decodeViewUpdate, type DecodedViewUpdate } from '../../helpers/view-model.js';
 
 function registration(name: string): InstanceRegistration {
-  return { name, type: 'DEFAULT', rpcAddress: name, incarnationId: 'inc-1', registerTsMs: 1000, dpSize: 1, ttftProfile: [], tpotProfile: [], backendType: 'xllm' };
+  return { name, type: 'DEFAULT', rpcAddress: name, incarnationId: 'inc-1', registerTsMs: 1000, dpSize: 1, ttftProfile: [], tpotProfile: [], backendType: 'xllm', models: null };
 }
 
 /** A real InstanceTable with any number of change listeners (as DiscoveryService has). */
