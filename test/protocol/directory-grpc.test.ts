@@ -186,6 +186,7 @@ describe('architecture.md KvDirectory gRPC diagnostics', () => {
         device_blocks: 2,
         host_blocks: 0,
         error: '',
+        engine_kind: 'xllm',
       },
       {
         instance_name: '127.0.0.1:8000',
@@ -198,6 +199,7 @@ describe('architecture.md KvDirectory gRPC diagnostics', () => {
         device_blocks: 0,
         host_blocks: 1,
         error: '',
+        engine_kind: 'xllm',
       },
     ]);
 
