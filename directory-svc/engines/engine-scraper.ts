@@ -121,7 +121,7 @@ export class EngineScraper implements EngineIdentitySource {
   private closed = false;
   /** The identity last put into the table (undefined: not admitted). */
   private putIdentity: EngineIdentity = undefined;
-  private readonly models = new ServedModelsState();
+  private models = new ServedModelsState();
   /** Resolves with the failure's detail (reported by the caller), null after a good or no scrape. */
   private readonly modelsPasses = new JoinedRun(() => this.modelsPass());
   private modelsTimer: NodeJS.Timeout | null = null;
@@ -152,11 +152,13 @@ export class EngineScraper implements EngineIdentitySource {
 
   /** A reloaded file changed this entry: the next tick scrapes the new url and refreshes the instance. */
   update(entry: EngineEntry): void {
-    const unpinned = this.entry.models !== null && entry.models === null;
+    const previous = this.entry;
+    // A pin added: what was scraped before it says nothing once it is removed again.
+    if (previous.models === null && entry.models !== null) this.models = new ServedModelsState();
     this.entry = entry;
     if (this.putIdentity !== undefined) this.sync();
-    // A pin removed: the list is the engine's again, unknown until its /v1/models answers.
-    if (unpinned) this.modelsTick();
+    // A pin removed (the list is the engine's again, unknown until it answers) or another url.
+    if ((previous.models !== null && entry.models === null) || previous.url !== entry.url) this.modelsTick();
   }
 
   /** The served models from the last good `/v1/models` scrape; null before one (or when pinned and never scraped). */
@@ -240,7 +242,8 @@ export class EngineScraper implements EngineIdentitySource {
     } catch (e) {
       return this.closed ? null : e instanceof Error ? e.message : String(e);
     }
-    if (this.closed) return null;
+    // Pinned meanwhile: the answer is for a list nobody reads any more.
+    if (this.closed || this.entry.models !== null) return null;
     const outcome = this.models.good(list);
     this.opts.modelsReport?.(this.entry.name, outcome, '');
     if (outcome.kind === 'good' && outcome.changed) this.publishModels();
