@@ -364,6 +364,21 @@ describe('cache-identity §1 served models of engines-file engines', () => {
       await waitFor(() => modelsRequests === 3, 5000, 'a models scrape after SUSPECT');
     });
 
+    it('CI5 a pin added forgets the scraped list; removing it reads /v1/models at once and never republishes the old list', async () => {
+      const s = startScraper();
+      await s.tick();
+      const url = `http://127.0.0.1:${(server!.address() as AddressInfo).port}`;
+      s.update(entry({ url, models: ['pinned'] }));
+      expect(s.scrapedModels).to.equal(null);
+      modelsBody = JSON.stringify({ object: 'list', data: [vllmCard('qwen', '/q', null, 8192)] });
+      calls.length = 0;
+      const before = modelsRequests;
+      s.update(entry({ url }));
+      await waitFor(() => calls.includes('models qwen'), 5000, 'the list read after the pin went');
+      expect(modelsRequests).to.equal(before + 1);
+      expect(calls.filter((c) => c.startsWith('models'))).to.deep.equal(['models qwen']);
+    });
+
     it('CI5 a pinned engine is never scraped', async () => {
       const s = startScraper({ models: ['llama', 'sql'] });
       await s.tick();
