@@ -17,39 +17,11 @@ import { ViewClient } from '../../router-svc/viewcache/view-client.js';
 import { stopAllProcesses } from '../../shared/process/service-process.js';
 import { FleetDirectory, SimProcess } from '../helpers/engines-fleet.js';
 import { waitFor } from '../helpers/ports.js';
+import { vllmModelList } from '../helpers/vllm-model-list.js';
 
 const TOKENS = [1, 2, 3, 4, 5, 6, 7, 8];
 const MODELS_PERIOD_MS = 1000;
 const BASE = 'meta-llama/Llama-3.1-8B-Instruct';
-
-/** One ModelCard exactly as vLLM's show_available_models serializes it. */
-function card(id: string, root: string, parent: string | null, maxModelLen: number | null): Record<string, unknown> {
-  return {
-    id,
-    object: 'model',
-    created: Math.floor(Date.now() / 1000),
-    owned_by: 'vllm',
-    root,
-    parent,
-    max_model_len: maxModelLen,
-    permission: [
-      {
-        id: `modelperm-${id.length.toString(16).padStart(32, '0')}`,
-        object: 'model_permission',
-        created: Math.floor(Date.now() / 1000),
-        allow_create_engine: false,
-        allow_sampling: true,
-        allow_logprobs: true,
-        allow_search_indices: false,
-        allow_view: true,
-        allow_fine_tuning: false,
-        organization: '*',
-        group: null,
-        is_blocking: false,
-      },
-    ],
-  };
-}
 
 /** The engine's OpenAI front: /v1/models from `adapters` (or `raw`), the rest passed to the simulator. */
 class ModelsFront {
@@ -65,7 +37,7 @@ class ModelsFront {
     const server = createServer((req, res) => {
       if (req.url === '/v1/models') {
         front!.modelsRequests++;
-        const answer = front!.raw ?? { status: 200, body: JSON.stringify({ object: 'list', data: [card(BASE, `/models/${BASE}`, null, 131072), ...front!.adapters.map((a) => card(a, `/adapters/${a}`, BASE, null))] }) };
+        const answer = front!.raw ?? { status: 200, body: JSON.stringify(vllmModelList(BASE, front!.adapters)) };
         res.writeHead(answer.status, { 'content-type': 'application/json' }).end(answer.body);
         return;
       }

@@ -3,13 +3,13 @@
 // of it is published as an instance upsert in the view stream, like a load change is.
 import { expect } from 'chai';
 import { parseInstanceValue, type InstanceRegistration } from '../../../directory-svc/discovery/instance-json.js';
-import { InstanceTable, type InstanceChange } from '../../../directory-svc/discovery/instance-table.js';
 import { parseEnginesFile } from '../../../directory-svc/engines/engines-file.js';
 import { ViewPublisher } from '../../../directory-svc/view/view-publisher.js';
 import type { ViewSink } from '../../../directory-svc/view/view-watcher.js';
 import { InstanceListing } from '../../../directory-svc/view/instance-listing.js';
 import { decodeViewUpdate, type DecodedViewUpdate } from '../../helpers/view-model.js';
 import { errorClass } from './discovery-fixtures.js';
+import { TableInstances } from '../../helpers/instance-table-source.js';
 
 const NAME = '10.0.0.5:8000';
 const BASE = { name: NAME, rpc_address: '10.0.0.5:9000', type: 0, incarnation_id: 'inc-1' };
@@ -25,23 +25,6 @@ function rejection(models: unknown): string {
     return e instanceof Error ? e.message : String(e);
   }
   return 'accepted';
-}
-
-/** A real InstanceTable behind the surface the publisher and the listing read (as DiscoveryService). */
-class Instances {
-  readonly table = new InstanceTable({ leaseLostHeartbeatTimeoutMs: 3000, detectDisconnectedIntervalMs: 15000 });
-  private readonly listeners: ((c: InstanceChange) => void)[] = [];
-  instances() {
-    return this.table.instances();
-  }
-  onChange(l: (c: InstanceChange) => void): () => void {
-    this.listeners.push(l);
-    return () => undefined;
-  }
-  emit(changes: readonly InstanceChange[]): readonly InstanceChange[] {
-    for (const c of changes) for (const l of this.listeners) l(c);
-    return changes;
-  }
 }
 
 describe('cache-identity §1 served models of etcd instances, in the view', () => {
@@ -67,12 +50,12 @@ describe('cache-identity §1 served models of etcd instances, in the view', () =
   });
 
   describe('the instance table and the view', () => {
-    let instances: Instances;
+    let instances: TableInstances;
     let publisher: ViewPublisher;
     let sent: Buffer[];
 
     beforeEach(() => {
-      instances = new Instances();
+      instances = new TableInstances();
       publisher = new ViewPublisher({ flushIntervalMs: 3_600_000, epoch: 'e', nowMs: () => 0 });
       publisher.attachInstanceTable(instances);
       sent = [];

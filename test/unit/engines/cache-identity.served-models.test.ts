@@ -16,6 +16,7 @@ import { parseServedModels, ServedModelsError, ServedModelsState, type ServedMod
 import { toWireViewInstance } from '../../../directory-svc/view/view-wire.js';
 import type { ServedModel } from '../../../shared/view/served-models.js';
 import { waitFor } from '../../helpers/ports.js';
+import { vllmModelCard } from '../../helpers/vllm-model-list.js';
 
 const ENTRY = { name: 'vllm-0', url: 'http://127.0.0.1:8000', kind: 'vllm', event_endpoint: 'tcp://127.0.0.1:5557', block_size: 16 };
 
@@ -36,34 +37,7 @@ function fileError(over: Record<string, unknown>): string {
 const base = (name: string): ServedModel => ({ name, parent: null });
 const lora = (name: string, parent: string): ServedModel => ({ name, parent });
 
-/** A ModelCard as vLLM's `show_available_models` serializes it (ModelPermission defaults included). */
-function vllmCard(id: string, root: string, parent: string | null, maxModelLen: number | null): Record<string, unknown> {
-  return {
-    id,
-    object: 'model',
-    created: 1733398000,
-    owned_by: 'vllm',
-    root,
-    parent,
-    max_model_len: maxModelLen,
-    permission: [
-      {
-        id: 'modelperm-3c1f1d2b9f0e4a4c8e5a6b7c8d9e0f1a',
-        object: 'model_permission',
-        created: 1733398000,
-        allow_create_engine: false,
-        allow_sampling: true,
-        allow_logprobs: true,
-        allow_search_indices: false,
-        allow_view: true,
-        allow_fine_tuning: false,
-        organization: '*',
-        group: null,
-        is_blocking: false,
-      },
-    ],
-  };
-}
+const vllmCard = vllmModelCard;
 
 const VLLM_MODELS = {
   object: 'list',
