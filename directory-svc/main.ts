@@ -67,6 +67,7 @@ function loadStartupConfig(
         refreshIntervalMs: flags.enginesRefreshIntervalMs,
         failedProbesToSuspect: flags.instanceDeleteProbeAttempts,
         requestTimeoutMs: flags.instanceDeleteProbeTimeoutMs,
+        modelsRefreshMs: flags.enginesModelsRefreshMs,
         reservedNames: new Set((kvEvents?.streams ?? []).map((s) => s.instanceName)),
       });
     } catch (e) {
@@ -169,6 +170,8 @@ async function run(): Promise<void> {
       view: viewPublisher,
       instances: instanceListing,
       inflight,
+      // cache-identity §2: Query's `model` is resolved against the table's served-model lists.
+      servedModels: () => discovery.instances(),
       internalApiToken: flags.internalApiToken,
       tls: grpcTls,
       logger: log.child({ component: 'grpc' }),

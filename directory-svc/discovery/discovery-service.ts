@@ -34,6 +34,7 @@ import type { InstanceLoad } from '../load/instance-load.js';
 import { planStreams, type EngineIdentityLookup, type PlanExclusion, type PlannedStream, type StreamPlan } from './stream-planner.js';
 import type { EngineEntry } from '../engines/engines-file.js';
 import type { EnginesSink } from '../engines/engines-source.js';
+import type { ServedModel } from '../../shared/view/served-models.js';
 import { SubscriptionReconciler, type ReconcileResult, type StreamTarget } from './subscription-reconciler.js';
 
 /** The flags discovery reads (architecture.md "Processes and flags"). */
@@ -181,6 +182,7 @@ export class DiscoveryService {
       },
       engineLoad: (name: string, load: InstanceLoad | null) => this.apply(this.table.engineLoad(name, load, this.nowMs())),
       engineHealth: (name: string, healthy: boolean) => this.apply(this.table.engineHealth(name, healthy, this.nowMs())),
+      engineModels: (name: string, models: readonly ServedModel[]) => this.apply(this.table.engineModels(name, models)),
       removeEngine: (name: string) => this.apply(this.table.removeEngine(name)),
     };
   }

@@ -7,11 +7,13 @@
 import { ConfigError } from '../../shared/config/config-error.js';
 import { ENGINE_KINDS, isEngineKind, type EngineKind } from '../../shared/config/engine-kind.js';
 import { int, object, show, str, tcpEndpoint, unknownFields, type JsonObject } from '../../shared/config/kv-events-config.js';
+import { isModelPinProblem, readModelPin } from '../../shared/view/model-pin.js';
+import { sameModelLists, type ServedModel } from '../../shared/view/served-models.js';
 
 export type EngineRole = 'DEFAULT' | 'PREFILL' | 'DECODE';
 
 const ROLES: readonly EngineRole[] = ['DEFAULT', 'PREFILL', 'DECODE'];
-const ENTRY_FIELDS = ['name', 'url', 'kind', 'role', 'dp_size', 'event_endpoint', 'replay_endpoint', 'topic', 'block_size', 'dp_rank_offset'] as const;
+const ENTRY_FIELDS = ['name', 'url', 'kind', 'role', 'dp_size', 'event_endpoint', 'replay_endpoint', 'topic', 'block_size', 'dp_rank_offset', 'models'] as const;
 const MAX_DP_SIZE = 1024;
 // Global dp ranks stay within the static streams' dp_rank bound (0..1023).
 const MAX_DP_RANK = 1023;
@@ -32,6 +34,11 @@ export interface EngineEntry {
   readonly replayEndpoint: string | null;
   readonly topic: string;
   readonly blockSize: number;
+  /**
+   * cache-identity §1: the pinned served models (first the base, the rest its adapters); null when
+   * not pinned, so the engine's `GET /v1/models` says what it serves.
+   */
+  readonly models: readonly ServedModel[] | null;
 }
 
 /** Names the file may not use: static streams' instance names (engines.md §4: never the same name twice). */
@@ -86,7 +93,9 @@ export function rankEndpoint(endpoint: string, r: number): string {
 
 /** Whether two entries describe the same engine configuration (a reload that changes nothing for it). */
 export function sameEngineEntry(a: EngineEntry, b: EngineEntry): boolean {
-  for (const k of Object.keys(a) as (keyof EngineEntry)[]) if (a[k] !== b[k]) return false;
+  for (const k of Object.keys(a) as (keyof EngineEntry)[]) {
+    if (k === 'models' ? !sameModelLists(a.models, b.models) : a[k] !== b[k]) return false;
+  }
   return true;
 }
 
@@ -114,7 +123,15 @@ function engineEntry(o: JsonObject, path: string): EngineEntry {
   const topic = str(o, 'topic', path, '');
   if (o['block_size'] === undefined) throw new ConfigError(`${path}.block_size`, 'required');
   const blockSize = int(o, 'block_size', path, 0, 1, 4096);
-  return Object.freeze({ name, url, kind: kindValue, role, dpSize, dpRankOffset, eventEndpoint, replayEndpoint, topic, blockSize });
+  const models = o['models'] === undefined ? null : pinnedModels(o['models'], `${path}.models`);
+  return Object.freeze({ name, url, kind: kindValue, role, dpSize, dpRankOffset, eventEndpoint, replayEndpoint, topic, blockSize, models });
+}
+
+/** cache-identity §1: a non-empty array of distinct names; null is refused too (leave the field out to scrape). */
+function pinnedModels(v: unknown, path: string): readonly ServedModel[] {
+  const r = readModelPin(v);
+  if (isModelPinProblem(r)) throw new ConfigError(r.index === null ? path : `${path}[${r.index}]`, r.reason);
+  return r;
 }
 
 /** A connectable `tcp://host:port` whose last rank's port (`+ dp_size − 1`) is still a port. */

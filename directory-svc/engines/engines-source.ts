@@ -19,6 +19,7 @@ import { silentLogger } from '../../shared/log/logger.js';
 import type { EngineIdentitySource } from './engine-identity.js';
 import { EngineScraper, type EngineInstanceSink, type EngineReport } from './engine-scraper.js';
 import { parseEnginesFile, sameEngineEntry, type EngineEntry, type EnginesFileContext } from './engines-file.js';
+import type { ServedModelsOutcome } from './served-models-scrape.js';
 
 /** engines.md §4: the file is re-read at least this often. */
 const MAX_REREAD_INTERVAL_MS = 5000;
@@ -31,6 +32,8 @@ export interface EnginesSourceOptions {
   readonly failedProbesToSuspect: number;
   /** `--instance_delete_probe_timeout_ms` */
   readonly requestTimeoutMs: number;
+  /** `--engines_models_refresh_ms` (cache-identity §1); default 10000. */
+  readonly modelsRefreshMs?: number;
   /** Static streams' instance names: an entry using one is invalid. */
   readonly reservedNames?: ReadonlySet<string>;
   /** Monotonic clock of the load-staleness window (default performance.now); injected by tests. */
@@ -49,6 +52,7 @@ export class EnginesSource {
   private readonly scrapers = new Map<string, EngineScraper>();
   private fileErrors: Counter | null = null;
   private engineCount: Gauge | null = null;
+  private modelsErrors: Counter<'instance'> | null = null;
   private sink: EnginesSink | null = null;
   private entries: readonly EngineEntry[];
   private lastText: string;
@@ -71,6 +75,12 @@ export class EnginesSource {
     this.fileErrors = new Counter({ name: 'kv_engines_file_errors_total', help: 'distinct engines-file contents rejected on reload (the last good list stays)', registers });
     this.engineCount = new Gauge({ name: 'kv_engines_file_engines', help: 'engines listed in the engines file in force', registers });
     this.engineCount.set(this.entries.length);
+    this.modelsErrors = new Counter({
+      name: 'kv_engines_models_errors_total',
+      help: 'failed or malformed GET /v1/models scrapes per engine (the last good served-models list stays; cache-identity §1)',
+      labelNames: ['instance'],
+      registers,
+    });
   }
 
   /** Reads and validates the file at start; throws `ConfigError` (`invalid --engines_file: engines[1].url: ...`). */
@@ -150,6 +160,7 @@ export class EnginesSource {
       this.scrapers.delete(old.name);
       this.reported.delete(old.name);
       void s?.close();
+      this.modelsErrors?.remove({ instance: old.name });
       sink.removeEngine(old.name);
       this.log.info({ engine: old.name }, 'engine removed from the engines file');
     }
@@ -163,6 +174,8 @@ export class EnginesSource {
           requestTimeoutMs: this.opts.requestTimeoutMs,
           nowMs: this.nowMs,
           report: (name, what, detail) => this.report(name, what, detail),
+          ...(this.opts.modelsRefreshMs !== undefined ? { modelsRefreshMs: this.opts.modelsRefreshMs } : {}),
+          modelsReport: (name, outcome, detail) => this.modelsReport(name, outcome, detail),
         });
         this.scrapers.set(entry.name, scraper);
         scraper.start();
@@ -191,6 +204,16 @@ export class EnginesSource {
     this.reported.set(name, key);
     if (what === 'refused') this.log.error({ engine: name, reason: detail }, 'engines-file entry not admitted: etcd registers an instance of the same name (etcd wins)');
     else this.log.warn({ engine: name, err: detail }, 'engine scrape failed; the previous load stays until it is stale');
+  }
+
+  /** cache-identity §1: every failed /v1/models scrape is counted; each distinct error is logged once per episode. */
+  private modelsReport(name: string, outcome: ServedModelsOutcome, detail: string): void {
+    if (outcome.kind === 'good') {
+      if (outcome.recovered) this.log.info({ engine: name }, 'engine /v1/models answers again');
+      return;
+    }
+    this.modelsErrors?.inc({ instance: name });
+    if (outcome.firstOfItsKind) this.log.warn({ engine: name, err: detail }, 'engine served-models scrape failed; the last good list stays (unknown before the first)');
   }
 }
 

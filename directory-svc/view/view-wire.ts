@@ -39,6 +39,9 @@ export function toWireViewInstance(v: InstanceView, diag: InstanceDiagnostics | 
     excluded_reason: diag === null ? '' : diag.excludedReason,
     backend_type: reg.backendType,
     url: v.engine?.url ?? '',
+    // cache-identity §1: unset = unknown; a known list, even empty, is sent as a message.
+    models: v.models === null ? null : { data: v.models.map((m) => ({ name: m.name, parent: m.parent ?? '' })) },
+    source: v.source,
   };
   if (inflight !== null && inflight.length > 0) out.inflight = [...inflight];
   if (v.load !== null) {

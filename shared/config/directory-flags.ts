@@ -30,6 +30,13 @@ export const DIRECTORY_FLAGS = {
     max: 60000,
     help: 'engines-file engines: GET /health and /metrics period; load older than 3x this is stale (engines.md §4.1, §4.2)',
   },
+  engines_models_refresh_ms: {
+    type: 'int',
+    default: 10000,
+    min: 1000,
+    max: 600000,
+    help: 'engines-file engines without a pinned "models": GET /v1/models period, and at once on (re)activation (cache-identity §1)',
+  },
   grpc_port: { type: 'int', default: 50051, min: 1, max: 65535, help: 'gRPC port: KvDirectory (view stream, Query, ListStreams, GetStats), health, reflection' },
   http_port: { type: 'int', default: 8889, min: 1, max: 65535, help: 'HTTP port: engine heartbeats, health, metrics' },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },

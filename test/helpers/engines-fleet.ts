@@ -103,7 +103,7 @@ type Unary<Req, Res> = (req: Req, cb: (e: grpc.ServiceError | null, r: Res) => v
 interface FleetClient extends grpc.Client {
   ListInstances: Unary<Record<string, never>, WireListInstancesResponse>;
   ListStreams: Unary<Record<string, never>, WireListStreamsResponse>;
-  Query: Unary<{ token_ids: number[] }, WireQueryResponse>;
+  Query: Unary<{ token_ids: number[]; model?: string; cache_salt?: string }, WireQueryResponse>;
 }
 
 /** directory-svc with `--engines_file` (no etcd running: the watch just retries) and its gRPC client. */
@@ -175,6 +175,17 @@ export class FleetDirectory {
   async matches(tokens: readonly number[], name: string): Promise<WireMatchRow[]> {
     const r = await this.call<WireQueryResponse>((cb) => this.client.Query({ token_ids: [...tokens] }, cb));
     return r.matches.filter((m) => m.instance_name === name);
+  }
+
+  /** Query under a request identity (cache-identity §2); rejects with the gRPC error (NOT_FOUND, INVALID_ARGUMENT). */
+  async query(tokens: readonly number[], identity: { model?: string; cache_salt?: string } = {}): Promise<WireQueryResponse> {
+    return this.call<WireQueryResponse>((cb) => this.client.Query({ token_ids: [...tokens], ...identity }, cb));
+  }
+
+  /** cache-identity §1: an instance's served models from ListInstances as `name` / `name<parent`; null = unknown or absent. */
+  async models(name: string): Promise<string[] | null> {
+    const models = (await this.instance(name))?.models;
+    return models == null ? null : models.data.map((m) => (m.parent === '' ? m.name : `${m.name}<${m.parent}`));
   }
 
   /** The directory's own `GET /metrics` text. */

@@ -3,7 +3,7 @@
  * so the printed layout is unit-tested from fixed messages. Columns follow the spec's words
  * (kv-events §8/§10, discovery.md); "-" marks a value that does not exist (no load report yet).
  */
-import type { WireListInstancesResponse, WireViewInstance } from '../../shared/view/view-wire.js';
+import type { WireListInstancesResponse, WireServedModels, WireViewInstance } from '../../shared/view/view-wire.js';
 import type { WireGetStatsResponse, WireListStreamsResponse, WireQueryResponse, WireStreamStatus } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { formatKeyValues, formatTable, type Column } from './table.js';
 
@@ -78,8 +78,22 @@ const INSTANCE_COLUMNS: readonly Column[] = [
   { header: 'WAITING', align: 'right' },
   { header: 'GPU_CACHE', align: 'right' },
   { header: 'HEARTBEAT_AGE', align: 'right' },
+  { header: 'SOURCE' },
+  { header: 'MODELS' },
   { header: 'EXCLUDED' },
 ];
+
+/**
+ * cache-identity §1 at a glance: base models by name, LoRA adapters as `+name` (`+name(parent)`
+ * when the parent is not the first base listed); `unknown` when the instance may serve any model.
+ */
+export function modelsText(models: WireServedModels | null | undefined): string {
+  if (models === null || models === undefined) return 'unknown';
+  const data = models.data ?? [];
+  if (data.length === 0) return 'none';
+  const base = data.find((m) => m.parent === '')?.name;
+  return data.map((m) => (m.parent === '' ? m.name : m.parent === base ? `+${m.name}` : `+${m.name}(${m.parent})`)).join(' ');
+}
 
 function instanceRow(i: WireViewInstance): string[] {
   const load = i.load ?? null;
@@ -95,6 +109,9 @@ function instanceRow(i: WireViewInstance): string[] {
     load === null ? NONE : String(load.waiting_requests_num),
     load === null ? NONE : `${(load.gpu_cache_usage_perc * 100).toFixed(1)}%`,
     age < 0 ? NONE : durationText(age),
+    // "etcd", "engines_file" or "dns:<name>"; none from older directories.
+    i.source === undefined || i.source === '' ? NONE : i.source,
+    modelsText(i.models),
     i.excluded_reason === undefined || i.excluded_reason === '' ? NONE : i.excluded_reason,
   ];
 }

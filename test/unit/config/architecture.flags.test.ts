@@ -163,6 +163,7 @@ describe('architecture.md flags: directory-svc table', () => {
       kvEventsConfigFile: '',
       enginesFile: '',
       enginesRefreshIntervalMs: 1000,
+      enginesModelsRefreshMs: 10000,
       grpcPort: 50051,
       httpPort: 8889,
       internalApiToken: '',
@@ -210,6 +211,8 @@ describe('architecture.md flags: directory-svc table', () => {
       ['instance_delete_probe_attempts', 1, 10],
       // engines.md §4.1
       ['engines_refresh_interval_ms', 50, 60000],
+      // cache-identity §1
+      ['engines_models_refresh_ms', 1000, 600000],
     ];
     for (const [flag, min, max] of bounds) {
       expect(() => dir([`--${flag}=${min}`])).to.not.throw();
@@ -222,6 +225,13 @@ describe('architecture.md flags: directory-svc table', () => {
   it('directory: --engines_file defaults to none and --engines_refresh_interval_ms to 1000 (engines.md §4)', () => {
     expect(dir([])).to.deep.include({ enginesFile: '', enginesRefreshIntervalMs: 1000 });
     expect(dir(['--engines_file=/etc/engines.json']).enginesFile).to.equal('/etc/engines.json');
+  });
+
+  it('directory: --engines_models_refresh_ms defaults to 10000 and is shown in --help (cache-identity §1)', () => {
+    expect(dir([]).enginesModelsRefreshMs).to.equal(10000);
+    expect(dir(['--engines_models_refresh_ms=2500']).enginesModelsRefreshMs).to.equal(2500);
+    expect(configError(() => dir(['--engines_models_refresh_ms=999'])).message).to.equal('invalid --engines_models_refresh_ms: expected an integer in 1000..600000, got "999"');
+    expect(directoryHelp()).to.match(/--engines_models_refresh_ms=<int 1000..600000>\n.*GET \/v1\/models period.*\(default: 10000\)/);
   });
 
   it('directory: --etcd_addr list, --log_level enum', () => {

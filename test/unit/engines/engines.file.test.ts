@@ -58,6 +58,7 @@ describe('engines.md §4 the engines file', () => {
         replayEndpoint: null,
         topic: '',
         blockSize: 64,
+        models: null,
       });
       expect(parseEnginesFile(file(VLLM))[0]).to.deep.include({ dpSize: 2, replayEndpoint: 'tcp://10.0.0.5:5567' });
     });

@@ -3,7 +3,7 @@
 import { expect } from 'chai';
 import { isConfigError } from '../../../shared/config/config-error.js';
 import { parseKvctlArgs, parseTokenIds } from '../../../tools/kvctl/kvctl-flags.js';
-import { durationText, renderInstances, renderQuery, renderStreams } from '../../../tools/kvctl/render.js';
+import { durationText, modelsText, renderInstances, renderQuery, renderStreams } from '../../../tools/kvctl/render.js';
 import { formatKeyValues, formatTable } from '../../../tools/kvctl/table.js';
 
 function configErrorLine(fn: () => unknown): string {
@@ -74,13 +74,36 @@ describe('kvctl tables', () => {
         {
           name: 'c:8000', type: 'DECODE', current_role: '', incarnation_id: 'i2', register_ts_ms: '0', dp_size: 1, state: 'ACTIVE', schedulable: true,
           load: null, ttft_profiling_data: [], tpot_profiling_data: [], generation: '2', heartbeat_age_ms: '-1', excluded_reason: '', backend_type: 'xllm',
+          source: 'etcd', models: { data: [{ name: 'llama', parent: '' }] },
         },
       ],
     });
     const lines = out.split('\n');
     expect(lines[0]).to.equal('etcd: DISCONNECTED (last known instance table)');
-    expect(lines[2]).to.equal('b:8000  MIX     PREFILL  LEASE_LOST  yes           2  -                  3      42.5%           1.5s  -');
-    expect(lines[3]).to.equal('c:8000  DECODE  -        ACTIVE      yes           1  i2                 -          -              -  -');
+    expect(lines[1]).to.equal('NAME    TYPE    ROLE     STATE       SCHEDULABLE  DP  INCARNATION  WAITING  GPU_CACHE  HEARTBEAT_AGE  SOURCE  MODELS   EXCLUDED');
+    // An older directory sends neither source nor models: "-" and an unknown list.
+    expect(lines[2]).to.equal('b:8000  MIX     PREFILL  LEASE_LOST  yes           2  -                  3      42.5%           1.5s  -       unknown  -');
+    expect(lines[3]).to.equal('c:8000  DECODE  -        ACTIVE      yes           1  i2                 -          -              -  etcd    llama    -');
+  });
+
+  it('CI6 shows each instance\'s served models: base by name, adapters marked +, another parent named, unknown and empty lists apart', () => {
+    expect(modelsText({ data: [{ name: 'llama-3.1-8b', parent: '' }, { name: 'sql-lora', parent: 'llama-3.1-8b' }, { name: 'chat-lora', parent: 'llama-3.1-8b' }] })).to.equal('llama-3.1-8b +sql-lora +chat-lora');
+    // vLLM lists one base per --served-model-name alias; an adapter of the second is named with it.
+    expect(modelsText({ data: [{ name: 'llama', parent: '' }, { name: 'llama-alias', parent: '' }, { name: 'x', parent: 'llama-alias' }] })).to.equal('llama llama-alias +x(llama-alias)');
+    expect(modelsText(null)).to.equal('unknown');
+    expect(modelsText(undefined)).to.equal('unknown');
+    expect(modelsText({ data: [] })).to.equal('none');
+    const out = renderInstances({
+      etcd_connected: true,
+      instances: [
+        {
+          name: 'vllm-0', type: 'DEFAULT', current_role: '', incarnation_id: '1.7e+09', register_ts_ms: '0', dp_size: 1, state: 'ACTIVE', schedulable: true,
+          load: null, ttft_profiling_data: [], tpot_profiling_data: [], generation: '3', heartbeat_age_ms: '-1', excluded_reason: '', backend_type: 'vllm',
+          source: 'engines_file', models: { data: [{ name: 'llama', parent: '' }, { name: 'sql-lora', parent: 'llama' }] },
+        },
+      ],
+    });
+    expect(out.split('\n')[2]).to.match(/ engines_file {2}llama \+sql-lora {2}-$/);
   });
 
   it('renders a query with no streams and marks a mixed block size', () => {
@@ -100,7 +123,8 @@ describe('kvctl flags', () => {
     expect(o.command).to.equal('streams');
     expect(o.json).to.equal(true);
     expect(o.directoryAddrs).to.deep.equal([{ host: '127.0.0.1', port: 50051 }]);
-    expect(parseKvctlArgs(['query', '--tokens=1,2,3'])).to.include({ command: 'query' }).and.to.have.deep.property('tokenIds', [1, 2, 3]);
+    expect(parseKvctlArgs(['query', '--tokens=1,2,3'])).to.include({ command: 'query', model: '', cacheSalt: '' }).and.to.have.deep.property('tokenIds', [1, 2, 3]);
+    expect(parseKvctlArgs(['query', '--tokens=1', '--model=sql-lora', '--cache_salt=tenant-a'])).to.include({ model: 'sql-lora', cacheSalt: 'tenant-a' });
     expect(parseKvctlArgs(['--help'])).to.equal('help');
   });
 
@@ -108,6 +132,8 @@ describe('kvctl flags', () => {
     expect(configErrorLine(() => parseKvctlArgs([]))).to.equal('missing command: expected one of streams, instances, query, stats (see --help)');
     expect(configErrorLine(() => parseKvctlArgs(['nodes']))).to.equal('unknown command "nodes": expected one of streams, instances, query, stats');
     expect(configErrorLine(() => parseKvctlArgs(['stats', '--tokens=1']))).to.equal('invalid --tokens: only the query command takes it');
+    expect(configErrorLine(() => parseKvctlArgs(['instances', '--model=llama']))).to.equal('invalid --model: only the query command takes it');
+    expect(configErrorLine(() => parseKvctlArgs(['streams', '--cache_salt=s']))).to.equal('invalid --cache_salt: only the query command takes it');
     expect(configErrorLine(() => parseKvctlArgs(['query']))).to.equal('query needs exactly one of --tokens=1,2,3 or --tokens_file=<path>');
     expect(configErrorLine(() => parseKvctlArgs(['query', '--tokens=1', '--tokens_file=f']))).to.equal('query needs exactly one of --tokens=1,2,3 or --tokens_file=<path>');
     expect(configErrorLine(() => parseKvctlArgs(['stats', '--directory_addr=nohost']))).to.match(/^invalid --directory_addr: expected host:port/);

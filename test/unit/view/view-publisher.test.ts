@@ -146,6 +146,7 @@ function registration(name: string, over: Partial<InstanceRegistration> = {}): I
     ttftProfile: [[128, 20]],
     tpotProfile: [],
     backendType: 'xllm',
+    models: null,
     ...over,
   };
 }
