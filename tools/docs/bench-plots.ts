@@ -7,7 +7,7 @@
 import * as vega from 'vega';
 import * as vl from 'vega-lite';
 import type { TopLevelSpec } from 'vega-lite';
-import { line, num, type BenchResults } from './bench-results.js';
+import { line, num, SWEEP_SERIES, type BenchResults } from './bench-results.js';
 
 /** A plot file under docs/ and the spec that draws it. */
 export interface Plot {
@@ -21,14 +21,7 @@ const HEIGHT = 180;
 const FONT = 'Helvetica, Arial, sans-serif';
 const CONFIG = { font: FONT, view: { stroke: '#ddd' }, axis: { labelFontSize: 11, titleFontSize: 11, labelLimit: 320 }, legend: { labelFontSize: 11, titleFontSize: 11, labelLimit: 320 } };
 
-const SWEEP_SERIES: readonly { policy: string; routers: number; label: string }[] = [
-  { policy: 'RR', routers: 1, label: 'RR' },
-  { policy: 'CAR_0.5', routers: 1, label: 'CAR λ 0.5, 1 router' },
-  { policy: 'CAR_0.5', routers: 4, label: 'CAR λ 0.5, 4 routers' },
-  { policy: 'CAR_0.8', routers: 1, label: 'CAR λ 0.8, 1 router' },
-  { policy: 'CAR_0.8', routers: 4, label: 'CAR λ 0.8, 4 routers' },
-  { policy: 'ORACLE_0.8', routers: 0, label: 'ORACLE λ 0.8' },
-];
+const PLOTTED = SWEEP_SERIES.filter((s) => s.plotted);
 
 export function benchPlots(r: BenchResults): Plot[] {
   const date = r.measuredAt.slice(0, 10);
@@ -39,7 +32,7 @@ function sweepPlot(r: BenchResults, date: string): Plot {
   const values = r.lines
     .filter((l) => l.bench === 'cluster' && l['kind'] === 'cluster_sweep')
     .flatMap((l) => {
-      const s = SWEEP_SERIES.find((x) => x.policy === l['policy'] && x.routers === l['routers']);
+      const s = PLOTTED.find((x) => x.policy === l['policy'] && x.routers === l['routers']);
       return s === undefined ? [] : [{ workload: String(l['workload']), kv: `${String(l['kv'])} KV`, load: Math.round(num(l, 'load_fraction')! * 100), ttft: num(l, 'engine_ttft_p90_ms'), series: s.label }];
     });
   return {
@@ -57,7 +50,7 @@ function sweepPlot(r: BenchResults, date: string): Plot {
         encoding: {
           x: { field: 'load', type: 'quantitative', title: "offered load, % of RR's knee", scale: { domain: [40, 100] } },
           y: { field: 'ttft', type: 'quantitative', title: 'TTFT p90 (ms, log)', scale: { type: 'log' } },
-          color: { field: 'series', type: 'nominal', title: 'policy', sort: SWEEP_SERIES.map((s) => s.label) },
+          color: { field: 'series', type: 'nominal', title: 'policy', sort: PLOTTED.map((s) => s.label) },
           strokeDash: { condition: { test: "indexof(datum.series, '4 routers') >= 0", value: [4, 3] }, value: [1, 0] },
         },
       },

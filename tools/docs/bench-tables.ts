@@ -3,7 +3,7 @@
  * benchmark (result beside its same-run baseline and target), the cluster policy runs, the
  * cluster targets and the load sweep. Pure.
  */
-import { fmt, line, num, provenance, type BenchLine, type BenchResults } from './bench-results.js';
+import { fmt, line, num, provenance, SWEEP_SERIES, type BenchLine, type BenchResults } from './bench-results.js';
 import { code, markdownTable } from './markdown-table.js';
 
 /** The page lives at docs/benchmarks.md: one level below the root. */
@@ -134,15 +134,6 @@ export function targetsMarkdown(r: BenchResults): string {
   return [markdownTable(['target', 'workload', 'policy', 'value', 'per-repetition 95% interval', 'verdict'], rows), '', provenance(r, TO_ROOT)].join('\n');
 }
 
-const SWEEP_COLUMNS: readonly { policy: string; routers: number; label: string }[] = [
-  { policy: 'RR', routers: 1, label: 'RR' },
-  { policy: 'CAR_0.5', routers: 1, label: 'CAR 0.5, 1 router' },
-  { policy: 'CAR_0.5', routers: 4, label: 'CAR 0.5, 4 routers' },
-  { policy: 'CAR_0.8', routers: 1, label: 'CAR 0.8, 1 router' },
-  { policy: 'CAR_0.8', routers: 4, label: 'CAR 0.8, 4 routers' },
-  { policy: 'ORACLE_0.5', routers: 0, label: 'ORACLE 0.5' },
-  { policy: 'ORACLE_0.8', routers: 0, label: 'ORACLE 0.8' },
-];
 
 /** The open-loop load sweep: one table per (workload, KV size), engine-clock TTFT p90 and hit ratio. */
 export function sweepMarkdown(r: BenchResults): string {
@@ -150,7 +141,7 @@ export function sweepMarkdown(r: BenchResults): string {
   const knees = r.lines.filter((l) => l.bench === 'cluster' && l['kind'] === 'cluster_knee');
   for (const knee of knees) {
     const cells = (fraction: number): string[] =>
-      SWEEP_COLUMNS.map((c) => {
+      SWEEP_SERIES.map((c) => {
         const l: BenchLine | undefined = line(r, 'cluster', { kind: 'cluster_sweep', workload: knee['workload'], kv: knee['kv'], load_fraction: fraction, policy: c.policy, routers: c.routers });
         if (l === undefined) return '—';
         const ratio = c.policy === 'RR' || fraction !== 0.9 ? '' : ` (${fmt(num(l, 'engine_ttft_p90_vs_rr'), '×', 1)})`;
@@ -164,7 +155,7 @@ export function sweepMarkdown(r: BenchResults): string {
     out.push(
       `**${String(knee['workload'])}, ${String(knee['kv'])} KV** (RR's knee ${fmt(num(knee, 'knee_sessions_per_s'))} sessions/s; RR unloaded p90 ${fmt(num(knee, 'unloaded_engine_ttft_p90_ms'), 'ms', 0)}). Cells: engine-clock TTFT p90, engines' hit ratio; at 90%, RR's p90 over the cell's in brackets.`,
       '',
-      markdownTable(['offered load', ...SWEEP_COLUMNS.map((c) => c.label)], rows),
+      markdownTable(['offered load', ...SWEEP_SERIES.map((c) => c.label)], rows),
       '',
     );
   }

@@ -19,20 +19,17 @@ export interface FlagProgram {
   readonly name: string;
   /** The command that prints the same flags with `--help`, as a reader types it. */
   readonly helpCommand: string;
-  /** The same command as a test runs it from a checkout: entry file (tsx) and arguments. */
-  readonly entry: string;
-  readonly entryArgs: readonly string[];
   readonly table: FlagTable;
 }
 
 export const FLAG_PROGRAMS: readonly FlagProgram[] = [
-  { name: 'directory-svc', helpCommand: 'node dist/directory-svc/main.js --help', entry: 'directory-svc/main.ts', entryArgs: ['--help'], table: DIRECTORY_FLAGS },
-  { name: 'router-svc', helpCommand: 'node dist/router-svc/main.js --help', entry: 'router-svc/main.ts', entryArgs: ['--help'], table: ROUTER_FLAGS },
-  { name: 'meta-svc', helpCommand: 'node dist/meta-svc/main.js --help', entry: 'meta-svc/main.ts', entryArgs: ['--help'], table: META_FLAGS },
-  { name: 'engine-sim', helpCommand: 'node dist/tools/engine-sim/cli.js --help', entry: 'tools/engine-sim/cli.ts', entryArgs: ['--help'], table: ENGINE_SIM_FLAGS },
-  { name: 'kvctl', helpCommand: 'node dist/tools/kvctl.js --help', entry: 'tools/kvctl.ts', entryArgs: ['--help'], table: KVCTL_FLAGS },
-  { name: 'stack', helpCommand: 'npm start -- --help', entry: 'tools/stack.ts', entryArgs: ['--help'], table: STACK_FLAGS },
-  { name: 'docs', helpCommand: 'npm run docs -- --help', entry: 'tools/docs/generate-docs.ts', entryArgs: ['--help'], table: DOCS_FLAGS },
+  { name: 'directory-svc', helpCommand: 'node dist/directory-svc/main.js --help', table: DIRECTORY_FLAGS },
+  { name: 'router-svc', helpCommand: 'node dist/router-svc/main.js --help', table: ROUTER_FLAGS },
+  { name: 'meta-svc', helpCommand: 'node dist/meta-svc/main.js --help', table: META_FLAGS },
+  { name: 'engine-sim', helpCommand: 'node dist/tools/engine-sim/cli.js --help', table: ENGINE_SIM_FLAGS },
+  { name: 'kvctl', helpCommand: 'node dist/tools/kvctl.js --help', table: KVCTL_FLAGS },
+  { name: 'stack', helpCommand: 'npm start -- --help', table: STACK_FLAGS },
+  { name: 'docs', helpCommand: 'npm run docs -- --help', table: DOCS_FLAGS },
 ];
 
 /** The Markdown table of one program's flags, in the order `--help` prints them. */

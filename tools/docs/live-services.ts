@@ -76,8 +76,12 @@ export class LiveFleet {
     readonly ports: FleetPorts,
   ) {}
 
-  /** Starts everything and waits until each service answers; stops what it started on failure. */
-  static async start(root: string): Promise<LiveFleet> {
+  /**
+   * Starts everything and waits until each service answers; stops what it started on failure.
+   * `fromDist`: run the built `dist/` entries (faster to start; the caller makes sure the build is
+   * current) instead of the sources through tsx.
+   */
+  static async start(root: string, opts: { readonly fromDist?: boolean } = {}): Promise<LiveFleet> {
     const dir = mkdtempSync(join(tmpdir(), 'docs-live-'));
     const started: Started[] = [];
     let redis: RedisServer | null = null;
@@ -104,7 +108,8 @@ export class LiveFleet {
       );
       redis = await RedisServer.start();
       const tokenizer = bundledQwen3TokenizerDir();
-      const spawn = (name: Started['name'], variant: string, entry: string, port: number, args: string[], hook: boolean): Started => {
+      const spawn = (name: Started['name'], variant: string, source: string, port: number, args: string[], hook: boolean): Started => {
+        const entry = opts.fromDist === true ? join('dist', source.replace(/\.ts$/, '.js')) : source;
         const proc = ServiceProcess.spawn({
           name: `${name}${variant === '' ? '' : ` (${variant})`}`,
           command: process.execPath,
