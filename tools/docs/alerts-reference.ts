@@ -1,6 +1,6 @@
 /**
  * The alerting rules the repository ships (any Prometheus rules file under `deploy/`: YAML with
- * `groups[].rules[].alert`), listed from the files themselves. The alerts page keeps a hand-written
+ * `groups[].rules[].alert`, or a PrometheusRule with them under `spec`), listed from the files themselves. The alerts page keeps a hand-written
  * "what to do" section per alert; the docs test checks that every alert listed here has one, so a
  * new rule cannot ship without its runbook. Pure apart from reading the files.
  */
@@ -19,8 +19,12 @@ export interface AlertRule {
   readonly summary: string;
 }
 
+type RuleGroup = { name?: string; rules?: { alert?: string; expr?: string; for?: string; labels?: Record<string, string>; annotations?: Record<string, string> }[] };
+
+/** A Prometheus rules file, or a prometheus-operator PrometheusRule (the groups under `spec`). */
 interface RuleFile {
-  groups?: { name?: string; rules?: { alert?: string; expr?: string; for?: string; labels?: Record<string, string>; annotations?: Record<string, string> }[] }[];
+  groups?: RuleGroup[];
+  spec?: { groups?: RuleGroup[] };
 }
 
 /** Every alerting rule in YAML files under `deploy/`, in file and rule order. */
@@ -31,7 +35,7 @@ export function alertRules(root: string): AlertRule[] {
     if (!/^\s*groups:/m.test(text) || !/\balert:/.test(text)) continue;
     for (const doc of text.split(/^---$/m)) {
       const parsed = parse(doc) as RuleFile | null;
-      for (const g of parsed?.groups ?? []) {
+      for (const g of parsed?.groups ?? parsed?.spec?.groups ?? []) {
         for (const r of g.rules ?? []) {
           if (r.alert === undefined) continue;
           out.push({
