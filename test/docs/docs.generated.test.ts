@@ -8,10 +8,10 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import GithubSlugger from 'github-slugger';
-import { alertRules } from '../../tools/docs/alerts-reference.js';
-import { allCommands, blocksInPages, COMMANDS_BLOCK, fillPages, LIVE_BLOCKS, plotFiles, pureBlocks } from '../../tools/docs/docs-build.js';
-import { metaConfigAccepts } from '../../tools/docs/meta-config-reference.js';
-import { SCREENSHOT_FILE } from '../../tools/docs/status-screenshot.js';
+import { alertRules } from '../../scripts/docs/alerts-reference.js';
+import { allCommands, blocksInPages, COMMANDS_BLOCK, fillPages, LIVE_BLOCKS, plotFiles, pureBlocks } from '../../scripts/docs/docs-build.js';
+import { metaConfigAccepts } from '../../scripts/docs/meta-config-reference.js';
+import { SCREENSHOT_FILE } from '../../scripts/docs/status-screenshot.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const FIX = 'run `npm run docs -- --live=false --screenshot=false` and commit what it rewrites';

@@ -7,7 +7,7 @@ import { dirname, join, normalize, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import GithubSlugger from 'github-slugger';
 import MarkdownIt from 'markdown-it';
-import { docPages } from '../../tools/docs/doc-pages.js';
+import { docPages } from '../../scripts/docs/doc-pages.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const README_MAX_LINES = 200;

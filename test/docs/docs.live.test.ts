@@ -1,5 +1,5 @@
 // The references against the running programs, and the pages' commands run as written. Starts the
-// docs fleet once (tools/docs/live-services.ts: a simulated vLLM engine, directory-svc, router-svc,
+// docs fleet once (scripts/docs/live-services.ts: a simulated vLLM engine, directory-svc, router-svc,
 // meta-svc on SQLite and on Redis, all real processes on free ports) and checks:
 //   - the metrics reference equals what the services' registries hold, and lists every metric
 //     their live /metrics prints;
@@ -12,11 +12,11 @@ import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { allCommands, fillPages, liveBlocks } from '../../tools/docs/docs-build.js';
-import type { DocCommand } from '../../tools/docs/doc-commands.js';
-import { FLAG_PROGRAMS } from '../../tools/docs/flag-reference.js';
-import { findBlocks } from '../../tools/docs/generated-blocks.js';
-import { LiveFleet, SERVICE_NAMES, type FleetPorts, type LiveFacts, type ServiceName } from '../../tools/docs/live-services.js';
+import { allCommands, fillPages, liveBlocks } from '../../scripts/docs/docs-build.js';
+import type { DocCommand } from '../../scripts/docs/doc-commands.js';
+import { FLAG_PROGRAMS } from '../../scripts/docs/flag-reference.js';
+import { findBlocks } from '../../scripts/docs/generated-blocks.js';
+import { LiveFleet, SERVICE_NAMES, type FleetPorts, type LiveFacts, type ServiceName } from '../../scripts/docs/live-services.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const COMMAND_MS = 120000;

@@ -49,7 +49,7 @@ export interface FleetPorts {
   readonly metaHttp: number;
 }
 
-const HOOK = 'tools/docs/registry-hook.ts';
+const HOOK = 'scripts/docs/registry-hook.ts';
 const READY_MS = 90000;
 const ENGINE_BLOCK_SIZE = 16;
 

@@ -1,5 +1,5 @@
 /**
- * Preloaded into a service started for the docs (`node --import tsx --import ./tools/docs/registry-hook.ts
+ * Preloaded into a service started for the docs (`node --import tsx --import ./scripts/docs/registry-hook.ts
  * <service main>`): it records every metric any prom-client `Registry` of the process registers —
  * name, type, help and label names, which `/metrics` text alone does not show for a labelled
  * metric with no series yet — and answers `docs:metrics` on the IPC channel with the list. The

@@ -25,9 +25,9 @@ const WHAT: Readonly<Record<string, string>> = {
 
 export function metaRpcMarkdown(): string {
   const missing = RPC_NAMES.filter((n) => WHAT[n] === undefined);
-  if (missing.length > 0) throw new Error(`tools/docs/meta-rpc-reference.ts: describe ${missing.join(', ')}`);
+  if (missing.length > 0) throw new Error(`scripts/docs/meta-rpc-reference.ts: describe ${missing.join(', ')}`);
   const extra = Object.keys(WHAT).filter((n) => !(RPC_NAMES as readonly string[]).includes(n));
-  if (extra.length > 0) throw new Error(`tools/docs/meta-rpc-reference.ts: ${extra.join(', ')} are no longer RPCs`);
+  if (extra.length > 0) throw new Error(`scripts/docs/meta-rpc-reference.ts: ${extra.join(', ')} are no longer RPCs`);
   return markdownTable(
     ['route', 'what it does'],
     RPC_NAMES.map((n) => [code(`POST /api/${n}`), WHAT[n]!]),

@@ -7,9 +7,9 @@ import type { FlagSpec, FlagTable } from '../../shared/config/flags.js';
 import { DIRECTORY_FLAGS } from '../../shared/config/directory-flags.js';
 import { META_FLAGS } from '../../shared/config/meta-flags.js';
 import { ROUTER_FLAGS } from '../../shared/config/router-flags.js';
-import { ENGINE_SIM_FLAGS } from '../engine-sim/engine-sim-flags.js';
-import { KVCTL_FLAGS } from '../kvctl/kvctl-flags.js';
-import { STACK_FLAGS } from '../stack/stack-flags.js';
+import { ENGINE_SIM_FLAGS } from '../../tools/engine-sim/engine-sim-flags.js';
+import { KVCTL_FLAGS } from '../../tools/kvctl/kvctl-flags.js';
+import { STACK_FLAGS } from '../../tools/stack/stack-flags.js';
 import { DOCS_FLAGS } from './docs-flags.js';
 import { code, markdownTable } from './markdown-table.js';
 
@@ -62,7 +62,7 @@ function tableSource(name: string): string {
     case 'stack':
       return 'tools/stack/stack-flags.ts';
     case 'docs':
-      return 'tools/docs/docs-flags.ts';
+      return 'scripts/docs/docs-flags.ts';
     default:
       throw new Error(`no flag table source for ${name}`);
   }

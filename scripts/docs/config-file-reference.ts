@@ -112,7 +112,7 @@ export function configTableMarkdown(shape: ObjectShape): string {
   const extra = documented.filter((f) => !fields.includes(f));
   if (missing.length > 0 || extra.length > 0) {
     throw new Error(
-      `${shape.name}: the parser accepts [${fields.join(', ')}]; tools/docs/config-file-reference.ts describes [${documented.join(', ')}]` +
+      `${shape.name}: the parser accepts [${fields.join(', ')}]; scripts/docs/config-file-reference.ts describes [${documented.join(', ')}]` +
         (missing.length > 0 ? `; write a meaning for ${missing.join(', ')}` : '') +
         (extra.length > 0 ? `; remove ${extra.join(', ')}` : ''),
     );

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_META_CONFIG_JSON } from '../../meta-svc/config/default-meta-config.js';
-import { kvctlHelp } from '../kvctl/kvctl-flags.js';
+import { kvctlHelp } from '../../tools/kvctl/kvctl-flags.js';
 import { alertRules, alertsMarkdown } from './alerts-reference.js';
 import { headlineMarkdown, readBenchResults } from './bench-results.js';
 import { benchPlots, renderPlot } from './bench-plots.js';

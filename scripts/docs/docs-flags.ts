@@ -13,7 +13,7 @@ export const DOCS_FLAGS = {
 export type DocsFlags = FlagValues<typeof DOCS_FLAGS>;
 
 export const DOCS_USAGE = [
-  'Usage: npm run docs -- [--name=value ...]   (node --import tsx tools/docs/generate-docs.ts)',
+  'Usage: npm run docs -- [--name=value ...]   (node --import tsx scripts/docs/generate-docs.ts)',
   '',
   'Writes every generated part of the docs: flag and config-file tables, the gRPC and metrics',
   'references, benchmark tables and plots, the commands list and the status page screenshot.',
