@@ -39,7 +39,7 @@ if (!existsSync(patchStamp) || statSync(patchStamp).mtimeMs < newestMtime(join(r
 }
 
 const stamp = join(root, 'dist', '.build-stamp');
-const srcNewest = Math.max(...['shared', 'directory-svc', 'meta-svc', 'router-svc', 'tools', 'bench', 'proto', 'test'].map((d) => newestMtime(join(root, d))));
+const srcNewest = Math.max(...['shared', 'directory-svc', 'meta-svc', 'router-svc', 'tools', 'bench', 'proto', 'test', 'scripts'].map((d) => newestMtime(join(root, d))));
 if (!existsSync(stamp) || statSync(stamp).mtimeMs < srcNewest) {
   // The services and tools are built to dist/; tests and benchmarks run from source (tsx) but are
   // type-checked too, so a type error anywhere fails the run.
