@@ -187,7 +187,7 @@ describe('engines.md §4 the engines file (real processes)', function () {
 
   it('E7 the identity source: a fresh scrape per call, unchanged while the process lives, changed after a restart, rejected while /metrics is down', async () => {
     const a = await SimProcess.start('vllm-a');
-    const entry = parseEnginesFile(JSON.stringify({ engines: [a.entry()] }))[0]!;
+    const entry = parseEnginesFile(JSON.stringify({ engines: [a.entry()] })).engines[0]!;
     const sink = { putEngine: () => null, engineLoad: () => undefined, engineHealth: () => undefined };
     const scraper = new EngineScraper(entry, sink, { refreshIntervalMs: 60000, failedProbesToSuspect: 2, requestTimeoutMs: 1000, nowMs: Date.now, report: () => undefined });
     try {
