@@ -69,6 +69,7 @@ export function renderStreams(res: WireListStreamsResponse): string {
 
 const INSTANCE_COLUMNS: readonly Column[] = [
   { header: 'NAME' },
+  { header: 'SOURCE' },
   { header: 'TYPE' },
   { header: 'ROLE' },
   { header: 'STATE' },
@@ -86,6 +87,8 @@ function instanceRow(i: WireViewInstance): string[] {
   const age = Number(i.heartbeat_age_ms ?? '-1');
   return [
     i.name,
+    // engines.md §6: "dns:<name>" says which DNS name an engine was found through.
+    i.source === undefined || i.source === '' ? NONE : i.source,
     i.type,
     i.current_role === '' ? NONE : i.current_role,
     i.state,
@@ -101,7 +104,8 @@ function instanceRow(i: WireViewInstance): string[] {
 
 export function renderInstances(res: WireListInstancesResponse): string {
   // discovery.md: etcd down never stops routing; the table is the last one known.
-  const etcd = res.etcd_connected ? 'etcd: connected\n' : 'etcd: DISCONNECTED (last known instance table)\n';
+  const etcd =
+    res.etcd_disabled === true ? 'etcd: not used (--etcd_addr= empty)\n' : res.etcd_connected ? 'etcd: connected\n' : 'etcd: DISCONNECTED (last known instance table)\n';
   if (res.instances.length === 0) return `${etcd}no instances\n`;
   return etcd + formatTable(INSTANCE_COLUMNS, res.instances.map(instanceRow));
 }
