@@ -18,7 +18,7 @@ import { EngineSimulator } from './engine-simulator.js';
 import { engineSimHelp, parseEngineSimArgs, type EngineSimConfig } from './engine-sim-flags.js';
 import { MetricsRoute, processIdentity } from './metrics-route.js';
 import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
-import { OpenAiEndpoint, OpenAiServer } from './openai-server.js';
+import { kvEventSourcesAnswer, OpenAiEndpoint, OpenAiServer } from './openai-server.js';
 import { RankDispatcher } from './rank-dispatcher.js';
 
 /** A stop that hangs (etcd unreachable for the revoke) must not keep the process alive. */
@@ -60,7 +60,15 @@ async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, lo
   started.push({ name: 'publisher', close: () => sim.close() });
 
   const dispatcher = new RankDispatcher(sim, cfg.deviceCapacityBlocks, cfg.dropEveryNBatches);
-  const endpoint = new OpenAiEndpoint({ engine: dispatcher, tokenizer, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
+  // engines.md §6: vLLM/SGLang kinds say where each rank publishes, unless --no_kv_event_sources.
+  const sources = cfg.engineKind !== 'xllm' && cfg.kvEventSources ? kvEventSourcesAnswer(sim.eventEndpoints, sim.replayEndpoints, cfg.topic) : null;
+  const endpoint = new OpenAiEndpoint({
+    engine: dispatcher,
+    tokenizer,
+    tokenIntervalMs: cfg.tokenIntervalMs,
+    kvEventSources: sources === null ? null : () => sources,
+    logger: log.child({ component: 'openai' }),
+  });
 
   let control: EngineControl | null = null;
   const kind = cfg.engineKind;

@@ -6,6 +6,7 @@
  * streams": rank r publishes on `port + event_port_offset + r` and serves snapshots on
  * `port + replay_port_offset + r`.
  */
+import { isIP } from 'node:net';
 import { ConfigError } from '../../shared/config/config-error.js';
 import { flagsHelp, parseFlags, parseHostPortList, type FlagValues, type HostPort } from '../../shared/config/flags.js';
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
@@ -57,6 +58,14 @@ export const ENGINE_SIM_FLAGS = {
   omit_dp_rank: { type: 'bool', default: false, help: 'vllm/sglang: leave the dp rank out of every batch (older releases)' },
   replay_buffer_steps: { type: 'int', default: DEFAULT_REPLAY_BUFFER_STEPS, min: 1, max: 1000000, help: 'vllm/sglang: live batches kept for history replay (vLLM buffer_steps)' },
   replay_layout: { type: 'enum', values: ['2', '3', 'none'], default: '2', help: 'vllm/sglang: history reply frames after the delimiter (2 or 3 with topic), or no replay endpoint' },
+  // engines.md §6: DNS fleets (several engines on one port at different loopback addresses).
+  host: {
+    type: 'string',
+    default: '',
+    placeholder: '127.0.0.N',
+    help: 'IPv4 address the HTTP server, PUB and ROUTER sockets bind, and the host of the instance name; empty = the host of --name',
+  },
+  no_kv_event_sources: { type: 'bool', default: false, help: 'vllm/sglang: do not serve GET /kv_event_sources (vLLM before its bind-time ports; engines.md §6)' },
 } as const;
 
 type EngineSimFlags = FlagValues<typeof ENGINE_SIM_FLAGS>;
@@ -98,6 +107,8 @@ export interface EngineSimConfig {
   readonly batchForm: BatchForm;
   readonly replayBufferSteps: number;
   readonly replayLayout: ReplayLayout;
+  /** vllm/sglang: serve `GET /kv_event_sources` (engines.md §6). */
+  readonly kvEventSources: boolean;
 }
 
 export const ENGINE_SIM_USAGE = 'Usage: node dist/tools/engine-sim/cli.js [--name=value ...]\n\nA simulated xLLM, vLLM or SGLang engine: KV events over ZeroMQ per DP rank, etcd registration, heartbeats, OpenAI API.';
@@ -114,7 +125,8 @@ export function parseEngineSimArgs(argv: readonly string[]): EngineSimConfig | '
 }
 
 function toConfig(f: EngineSimFlags): EngineSimConfig {
-  const name = single(f.name, '--name');
+  const named = single(f.name, '--name');
+  const name = f.host === '' ? named : { host: bindHost(f.host), port: named.port };
   const lastRank = f.dpSize - 1;
   const eventPortBase = name.port + f.eventPortOffset;
   const replayPortBase = name.port + f.replayPortOffset;
@@ -166,7 +178,16 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     batchForm: Object.freeze({ encoding: f.batchEncoding, omitDpRank: f.omitDpRank }),
     replayBufferSteps: f.replayBufferSteps,
     replayLayout: f.replayLayout === 'none' ? 'none' : f.replayLayout === '3' ? 3 : 2,
+    kvEventSources: !f.noKvEventSources,
   });
+}
+
+/** `--host`: a concrete IPv4 address (a wildcard would make the published endpoints unconnectable). */
+function bindHost(text: string): string {
+  if (isIP(text) !== 4 || text === '0.0.0.0') {
+    throw new ConfigError('--host', 'bad address', `invalid --host: expected an IPv4 address such as 127.0.0.2 (not 0.0.0.0), got ${JSON.stringify(text)}`);
+  }
+  return text;
 }
 
 function single(text: string, flag: string): HostPort {
