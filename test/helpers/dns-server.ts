@@ -6,26 +6,21 @@
  *
  *   test ──setHosts()──▶ hosts file ──SIGHUP──▶ dnsmasq 127.0.0.1:P ◀── A/AAAA/SRV ── directory-svc --engines_dns_server
  */
-import { existsSync, mkdtempSync, chmodSync, writeFileSync } from 'node:fs';
-import { createSocket } from 'node:dgram';
+import { mkdtempSync, chmodSync, writeFileSync } from 'node:fs';
 import { promises as dnsPromises } from 'node:dns';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { dnsAnswers, dnsmasqCommand, findDnsmasq, freeDnsPort, type SrvHost } from '../../tools/stack/stack-dns.js';
 import { ChildServer } from './child-server.js';
-import { freePort } from './ports.js';
 
-const DNSMASQ_BIN = process.env['DNSMASQ_BIN'] ?? (existsSync('/usr/sbin/dnsmasq') ? '/usr/sbin/dnsmasq' : 'dnsmasq');
+const DNSMASQ_BIN = process.env['DNSMASQ_BIN'] ?? findDnsmasq() ?? 'dnsmasq';
 const START_TIMEOUT_MS = 10000;
 const RELOAD_TIMEOUT_MS = 5000;
 
 /** name → addresses (IPv4 and IPv6 mix); a name without addresses is simply absent (NXDOMAIN). */
 export type HostRecords = Readonly<Record<string, readonly string[]>>;
 
-export interface SrvRecord {
-  readonly name: string;
-  readonly target: string;
-  readonly port: number;
-}
+export type SrvRecord = SrvHost;
 
 export class DnsServer extends ChildServer {
   private hosts: HostRecords;
@@ -46,7 +41,7 @@ export class DnsServer extends ChildServer {
     const dir = mkdtempSync(join(tmpdir(), 'dnsmasq-test-'));
     // dnsmasq may read the file after dropping privileges: make it readable whoever it runs as.
     chmodSync(dir, 0o755);
-    const server = new DnsServer(await freeUdpAndTcpPort(), opts.domain, dir, opts.hosts ?? {}, opts.srv ?? []);
+    const server = new DnsServer(await freeDnsPort(), opts.domain, dir, opts.hosts ?? {}, opts.srv ?? []);
     server.writeHosts();
     return ChildServer.launched(server);
   }
@@ -91,42 +86,14 @@ export class DnsServer extends ChildServer {
   }
 
   protected async launch(): Promise<void> {
-    const args = [
-      '--keep-in-foreground',
-      '--log-facility=-',
-      // Only the test's records: no /etc/hosts, no upstream servers, nothing outside the domain.
-      '--no-resolv',
-      '--no-hosts',
-      `--addn-hosts=${this.hostsFile}`,
-      `--local=/${this.domain}/`,
-      '--no-negcache',
-      '--listen-address=127.0.0.1',
-      '--bind-interfaces',
-      `--port=${this.port}`,
-      '--pid-file=',
-      // Keep the privileges it starts with, so the temp hosts file stays readable.
-      '--user=root',
-      ...this.srv.map((s) => `--srv-host=${s.name},${s.target},${s.port}`),
-    ];
-    const resolver = this.resolver();
-    await this.launchProcess(`dnsmasq on ${this.address}`, DNSMASQ_BIN, args, () => answers(resolver, this.domain), START_TIMEOUT_MS);
+    const cmd = dnsmasqCommand(DNSMASQ_BIN, this.port, this.hostsFile, this.domain, this.srv);
+    await this.launchProcess(`dnsmasq on ${this.address}`, cmd.command, cmd.args, () => dnsAnswers(this.address, this.domain), START_TIMEOUT_MS);
   }
 
   private writeHosts(): void {
     const lines: string[] = [];
     for (const [name, list] of Object.entries(this.hosts)) for (const a of list) lines.push(`${a} ${name}`);
     writeFileSync(this.hostsFile, lines.join('\n') + '\n', { mode: 0o644 });
-  }
-}
-
-/** A query got an answer (records or NXDOMAIN): the server is up. */
-async function answers(resolver: dnsPromises.Resolver, domain: string): Promise<boolean> {
-  try {
-    await resolver.resolve4(`probe.${domain}`);
-    return true;
-  } catch (e) {
-    const code = (e as { code?: string }).code;
-    return code === 'ENOTFOUND' || code === 'ENODATA';
   }
 }
 
@@ -138,18 +105,4 @@ async function addresses(resolver: dnsPromises.Resolver, query: 'resolve4' | 're
     if (code === 'ENOTFOUND' || code === 'ENODATA') return [];
     throw e;
   }
-}
-
-/** A port free for TCP (freePort) and for UDP, which is what resolvers use. */
-async function freeUdpAndTcpPort(): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = await freePort();
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = createSocket('udp4');
-      s.once('error', () => resolve(false));
-      s.bind(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (ok) return port;
-  }
-  throw new Error('no port free for both UDP and TCP');
 }
