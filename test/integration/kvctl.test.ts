@@ -143,8 +143,8 @@ describe('kvctl against a real directory-svc', function () {
     expect(run.code, run.stderr).to.equal(0);
     const r = rows(run.stdout);
     expect(r[0]).to.deep.equal(['etcd: connected']);
-    expect(r[1]).to.deep.equal(['NAME', 'TYPE', 'ROLE', 'STATE', 'SCHEDULABLE', 'DP', 'INCARNATION', 'WAITING', 'GPU_CACHE', 'HEARTBEAT_AGE', 'EXCLUDED']);
-    expect(r[2]!.slice(0, 10)).to.deep.equal(['a:8000', 'DEFAULT', '-', 'ACTIVE', 'yes', '1', 'inc-a', '-', '-', '-']);
+    expect(r[1]).to.deep.equal(['NAME', 'SOURCE', 'TYPE', 'ROLE', 'STATE', 'SCHEDULABLE', 'DP', 'INCARNATION', 'WAITING', 'GPU_CACHE', 'HEARTBEAT_AGE', 'EXCLUDED']);
+    expect(r[2]!.slice(0, 11)).to.deep.equal(['a:8000', 'etcd', 'DEFAULT', '-', 'ACTIVE', 'yes', '1', 'inc-a', '-', '-', '-']);
   });
 
   it('the process serves the same streams\' §10 series on GET /metrics (main.ts wires StreamMetrics)', async () => {
