@@ -48,7 +48,10 @@ function printWhereToCurl(cfg: StackConfig, stack: LocalStack): void {
   const dns = stack.dns;
   if (dns !== null) print(`  dns                 ${dns.name} via dnsmasq ${dns.address}   (dig @127.0.0.1 -p ${dns.address.split(':')[1]} ${dns.name}; hosts file ${stack.runDir}/dns-hosts, kill -HUP ${stack.dnsPid})`);
   const listed = cfg.engineKind === 'xllm' ? '' : dns !== null ? `  ${cfg.engineKind}, found through ${dns.name}` : `  ${cfg.engineKind}, listed in ${stack.runDir}/engines.json`;
-  for (const e of stack.engines) print(`  engine ${e.type.padEnd(8)}     http://${e.host}:${e.httpPort}  dp_size ${e.dpSize}${listed}`);
+  for (const e of stack.engines) {
+    const gone = dns !== null && !dns.addresses.includes(e.host) ? ' (address removed from DNS: not routed)' : '';
+    print(`  engine ${e.type.padEnd(8)}     http://${e.host}:${e.httpPort}  dp_size ${e.dpSize}${listed}${gone}`);
+  }
   if (cfg.internalApiToken !== '') print(`  internal endpoints need -H 'x-internal-token: ${cfg.internalApiToken}'`);
 }
 
