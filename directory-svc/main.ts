@@ -68,6 +68,8 @@ function loadStartupConfig(
         failedProbesToSuspect: flags.instanceDeleteProbeAttempts,
         requestTimeoutMs: flags.instanceDeleteProbeTimeoutMs,
         modelsRefreshMs: flags.enginesModelsRefreshMs,
+        dnsRefreshMs: flags.enginesDnsRefreshMs,
+        dnsServer: flags.enginesDnsServer === '' ? null : flags.enginesDnsServer,
         reservedNames: new Set((kvEvents?.streams ?? []).map((s) => s.instanceName)),
       });
     } catch (e) {
@@ -187,7 +189,7 @@ async function run(): Promise<void> {
       heartbeats: discovery,
       registry,
       logger: log.child({ component: 'http' }),
-      health: () => ({ etcd_connected: discovery.etcdConnected, instances: discovery.instances().length }),
+      health: () => ({ etcd_connected: discovery.etcdConnected, etcd_enabled: discovery.etcdEnabled, instances: discovery.instances().length }),
     });
     started.push({ name: 'http', close: () => httpServer.close() });
 
@@ -199,6 +201,7 @@ async function run(): Promise<void> {
         streams: directory.streamCount,
         stream_source: kvEvents === null ? '' : discovered ? 'discovery' : 'static',
         engines_file: engines === null ? '' : flags.enginesFile,
+        etcd: flags.etcdAddr.length === 0 ? 'not used' : flags.etcdAddr.map((h) => `${h.host}:${h.port}`).join(','),
       },
       'directory-svc started',
     );

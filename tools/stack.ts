@@ -1,18 +1,21 @@
 /**
  * The one command that runs the whole stack locally (`npm start`, i.e. `node dist/tools/stack.js`;
- * `node --import tsx tools/stack.ts` without a build): a local etcd, simulated engines (two
- * DEFAULT and a PREFILL/DECODE pair by default), directory-svc with discovery and one router-svc
- * with CAR. Once the router is ready it sends the demo workload (tools/stack/demo-workload.ts),
- * prints which engine served each prompt with its hit tokens and where to curl, then runs until
- * Ctrl-C / SIGTERM, on which it stops every process it started.
+ * `node --import tsx tools/stack.ts` without a build): a local etcd (xLLM engines; a vLLM/SGLang
+ * stack runs none), simulated engines (two DEFAULT and a PREFILL/DECODE pair by default),
+ * directory-svc with discovery and one router-svc with CAR. Once the router is ready it sends the
+ * demo workload (tools/stack/demo-workload.ts), prints which engine served each prompt with its hit
+ * tokens and where to curl, then runs until Ctrl-C / SIGTERM, on which it stops every process it
+ * started. With `--engines_dns` the engines sit behind a local dnsmasq and the demo adds and removes
+ * one (tools/stack/dns-demo.ts).
  *
  * Exit codes: 0 after a clean stop (and after `--demo_only`); 2 for a bad flag (one line on
  * stderr); 1 when a port is taken, a process fails to start, the demo fails or a child dies.
  */
 import { configOrExit } from '../shared/process/service-main.js';
 import { runChatDemo, runDemo, routeExample, type ChatDemoTurn, type DemoRequest, type RouteAnswer } from './stack/demo-workload.js';
+import { runDnsDemo } from './stack/dns-demo.js';
 import { LocalStack, TAIL_LINES } from './stack/local-stack.js';
-import { parseStackArgs, stackHelp, type StackConfig } from './stack/stack-flags.js';
+import { parseStackArgs, stackHelp, usesEtcd, type StackConfig } from './stack/stack-flags.js';
 
 const CHILD_WATCH_MS = 1000;
 
@@ -40,9 +43,15 @@ function printWhereToCurl(cfg: StackConfig, stack: LocalStack): void {
   print(`  directory gRPC      127.0.0.1:${cfg.directoryGrpcPort}   (grpcurl -plaintext 127.0.0.1:${cfg.directoryGrpcPort} list)`);
   print(`  directory HTTP      http://127.0.0.1:${cfg.directoryHttpPort}/health  /metrics`);
   print(cfg.metaPort !== 0 ? `  meta-svc (KVCM)     http://127.0.0.1:${cfg.metaPort}/health  /metrics  /api/getClusterInfo` : '  meta-svc            disabled (--meta_port=0)');
-  print(`  etcd                127.0.0.1:${cfg.etcdPort}   (etcdctl --endpoints=127.0.0.1:${cfg.etcdPort} get --prefix XLLM:)`);
-  const listed = cfg.engineKind === 'xllm' ? '' : `  ${cfg.engineKind}, listed in ${stack.runDir}/engines.json`;
-  for (const e of stack.engines) print(`  engine ${e.type.padEnd(8)}     http://127.0.0.1:${e.httpPort}  dp_size ${e.dpSize}${listed}`);
+  if (usesEtcd(cfg)) print(`  etcd                127.0.0.1:${cfg.etcdPort}   (etcdctl --endpoints=127.0.0.1:${cfg.etcdPort} get --prefix XLLM:)`);
+  else print('  etcd                not used (vLLM/SGLang engines come from the engines file; directory --etcd_addr=)');
+  const dns = stack.dns;
+  if (dns !== null) print(`  dns                 ${dns.name} via dnsmasq ${dns.address}   (dig @127.0.0.1 -p ${dns.address.split(':')[1]} ${dns.name}; hosts file ${stack.runDir}/dns-hosts, kill -HUP ${stack.dnsPid})`);
+  const listed = cfg.engineKind === 'xllm' ? '' : dns !== null ? `  ${cfg.engineKind}, found through ${dns.name}` : `  ${cfg.engineKind}, listed in ${stack.runDir}/engines.json`;
+  for (const e of stack.engines) {
+    const gone = dns !== null && !dns.addresses.includes(e.host) ? ' (address removed from DNS: not routed)' : '';
+    print(`  engine ${e.type.padEnd(8)}     http://${e.host}:${e.httpPort}  dp_size ${e.dpSize}${listed}${gone}`);
+  }
   if (cfg.internalApiToken !== '') print(`  internal endpoints need -H 'x-internal-token: ${cfg.internalApiToken}'`);
 }
 
@@ -108,6 +117,7 @@ async function run(): Promise<void> {
       const chat = await runChatDemo({ routerUrl: stack.routerUrl, blockSize: cfg.blockSize, internalApiToken: cfg.internalApiToken, expectedStreams: prefillStreams(cfg), print });
       printChatSummary(chat);
       if (cfg.demoOnly && !chat.some((t) => t.turn > 1 && t.hitTokens > 0)) throw new Error('demo: no later chat turn was credited with the earlier turns');
+      if (cfg.enginesDns) await runDnsDemo(stack, { directoryGrpcPort: cfg.directoryGrpcPort, internalApiToken: cfg.internalApiToken, print });
     }
   } catch (e) {
     if (stopping) return; // a signal arrived mid-start: shutdown() owns the exit

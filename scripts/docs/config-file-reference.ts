@@ -88,7 +88,7 @@ export const CONFIG_OBJECTS: readonly ObjectShape[] = [
     name: 'engines-file',
     prefix: 'engines[].',
     minimal: MINIMAL_ENGINE,
-    parse: (obj) => ({ ...parseEnginesFile(JSON.stringify({ engines: [obj] }))[0]! }),
+    parse: (obj) => ({ ...parseEnginesFile(JSON.stringify({ engines: [obj] })).engines[0]! }),
     meanings: {
       name: 'Unique instance name (never one etcd registers or a static stream uses; an etcd registration of the same name wins).',
       url: "The engine's OpenAI base URL, `http://host:port[/path]` with an explicit port; the router forwards there, the directory probes `/health` and scrapes `/metrics` under it.",

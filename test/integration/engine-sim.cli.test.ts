@@ -207,4 +207,40 @@ describe('engine simulator CLI (tools/engine-sim/cli.ts) as a process', function
     expect(missing.status).to.equal(404);
     expect(await missing.text()).to.equal('{"error":{"message":"The model `c` does not exist.","type":"NotFoundError","param":"model","code":404}}');
   });
+
+  it('E17 --engine_kind=vllm --host=127.0.0.N: HTTP, PUB and ROUTER bind that address, and GET /kv_event_sources answers vLLM\'s bare array with wildcard hosts; --no_kv_event_sources is a 404', async () => {
+    const port = await findFreeEngineBase([{ type: 'DEFAULT', dpSize: 2 }], new Set());
+    const start = (host: string, extra: string[]): ServiceProcess =>
+      ServiceProcess.spawn({
+        name: `engine ${host}`,
+        entry: CLI,
+        args: [`--name=127.0.0.1:${port}`, `--host=${host}`, '--dp_size=2', '--block_size=4', '--etcd_addr=', '--engine_kind=vllm', '--topic=kv', ...extra],
+      });
+    // Two engines on the same ports at two loopback addresses.
+    const a = start('127.0.0.21', []);
+    const b = start('127.0.0.22', ['--no_kv_event_sources', '--replay_layout=none']);
+    const ready = await a.waitForLog((l) => l['msg'] === READY);
+    await b.waitForLog((l) => l['msg'] === READY);
+    expect(ready['event_endpoints']).to.deep.equal([`tcp://127.0.0.21:${port + 10000}`, `tcp://127.0.0.21:${port + 10001}`]);
+    const res = await fetch(`http://127.0.0.21:${port}/kv_event_sources`);
+    expect(res.status).to.equal(200);
+    expect(await res.json()).to.deep.equal([
+      { data_parallel_rank: 0, endpoint: `tcp://*:${port + 10000}`, replay_endpoint: `tcp://*:${port + 30000}`, topic: 'kv' },
+      { data_parallel_rank: 1, endpoint: `tcp://*:${port + 10001}`, replay_endpoint: `tcp://*:${port + 30001}`, topic: 'kv' },
+    ]);
+    expect((await fetch(`http://127.0.0.22:${port}/kv_event_sources`)).status).to.equal(404);
+    expect((await fetch(`http://127.0.0.22:${port}/health`)).status).to.equal(200);
+    // Nothing listens on the name's own address: the engines bound only theirs.
+    const refused = await fetch(`http://127.0.0.1:${port}/health`).then(() => 'answered', () => 'refused');
+    expect(refused).to.equal('refused');
+    sub = new zmq.Subscriber({ linger: 0 });
+    sub.connect(`tcp://127.0.0.21:${port + 10001}`);
+    sub.subscribe();
+    const inbox = new Inbox(sub);
+    await waitFor(async () => {
+      // Round-robin over the ranks, and a PUB drops what it sends before the SUB has joined: send until one arrives.
+      await fetch(`http://127.0.0.21:${port}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: [1, 2, 3, 4], max_tokens: 1 }) });
+      return inbox.next(200).then(() => true, () => false);
+    }, 10000, 'a batch from rank 1 at 127.0.0.21');
+  });
 });

@@ -27,6 +27,18 @@ async function freePortFlags(): Promise<{ args: string[]; routerPort: number; me
   return { args, routerPort, metaPort };
 }
 
+const XLLM_CHILDREN = ['etcd', 'directory', 'meta', 'engine-0', 'engine-1', 'engine-2', 'engine-3', 'router'];
+/** engines.md §6: a vLLM fleet needs no etcd, and the stack starts none. */
+const VLLM_CHILDREN = XLLM_CHILDREN.filter((n) => n !== 'etcd');
+
+/** Names of the processes the stack reported starting, sorted. */
+function startedNames(stack: ServiceProcess): string[] {
+  return stack.output.flatMap((l) => {
+    const m = /^\[stack\] started (\S+) \(pid \d+\)$/.exec(l);
+    return m === null ? [] : [m[1]!];
+  }).sort();
+}
+
 /** Pids of the processes the stack reported starting (`[stack] started <name> (pid N)`). */
 function childPids(stack: ServiceProcess): number[] {
   return stack.output.flatMap((l) => {
@@ -35,9 +47,11 @@ function childPids(stack: ServiceProcess): number[] {
   });
 }
 
-async function expectNothingLeft(stack: ServiceProcess): Promise<void> {
+/** `started`: what the stack should have started (default etcd, 4 engines, directory, meta-svc and router). */
+async function expectNothingLeft(stack: ServiceProcess, started: readonly string[] = XLLM_CHILDREN): Promise<void> {
   const pids = childPids(stack);
-  expect(pids.length, 'etcd, 4 engines, directory, meta-svc and router were started').to.equal(8);
+  expect(startedNames(stack), 'the processes the stack started').to.deep.equal([...started].sort());
+  expect(pids.length).to.equal(started.length);
   // The stack waits for each child to exit before it exits itself.
   expect(pids.filter(pidAlive), 'children still alive').to.deep.equal([]);
   // tsx's esbuild helper shares the stack's process group and leaves when its pipe to the stack
@@ -78,8 +92,8 @@ describe('local stack (tools/stack.ts, npm start)', function () {
     return stack;
   }
 
-  /** Runs `--demo_only` with `extra` flags and checks the demo's second round found the cache. */
-  async function demoOnly(extra: string[]): Promise<void> {
+  /** Runs `--demo_only` with `extra` flags and checks the demo's second round found the cache; returns the stack's output. */
+  async function demoOnly(extra: string[], started: readonly string[] = XLLM_CHILDREN): Promise<readonly string[]> {
     const { args, routerPort } = await freePortFlags();
     const stack = spawnStack(['--demo_only', ...extra, ...args]);
     const exit = await stack.waitForExit(STACK_RUN_MS);
@@ -107,15 +121,29 @@ describe('local stack (tools/stack.ts, npm start)', function () {
       expect(t.hit, out).to.be.greaterThan(0);
       expect(t.cached, out).to.equal(t.hit);
     }
-    await expectNothingLeft(stack);
+    await expectNothingLeft(stack, started);
+    return stack.output;
   }
 
   it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, exits 0 and leaves no process behind', async () => {
     await demoOnly([]);
   });
 
-  it('--engine_kind=vllm --demo_only runs the same demo against engines listed in an engines file (engines.md §5)', async () => {
-    await demoOnly(['--engine_kind=vllm', '--engines=DEFAULT,DEFAULT,PREFILL,DECODE']);
+  it('E18 --engine_kind=vllm --demo_only runs the same demo against engines listed in an engines file (engines.md §5), with no etcd at all', async () => {
+    const out = await demoOnly(['--engine_kind=vllm', '--engines=DEFAULT,DEFAULT,PREFILL,DECODE'], VLLM_CHILDREN);
+    expect(out).to.include('  etcd                not used (vLLM/SGLang engines come from the engines file; directory --etcd_addr=)');
+  });
+
+  it('E15 --engine_kind=vllm --engines_dns --demo_only: engines at 127.0.0.x behind a local dnsmasq join and leave the directory as the hosts file changes', async () => {
+    const out = await demoOnly(['--engine_kind=vllm', '--engines_dns'], ['dns', 'directory', 'meta', 'engine-0', 'engine-1', 'engine-2', 'engine-3', 'router']);
+    const text = out.join('\n');
+    expect(out, text).to.include('[dns] now: the directory lists 3 engines from dns:vllm.kv-stack.test');
+    const port = /^ {4}127\.0\.0\.2:(\d+) /m.exec(text)?.[1];
+    expect(port, text).to.not.equal(undefined);
+    expect(text).to.match(new RegExp(`^\\[dns\\] 127\\.0\\.0\\.5:${port} joined after \\d+ ms: the directory lists 4 engines from dns:vllm\\.kv-stack\\.test$`, 'm'));
+    expect(text).to.match(new RegExp(`^\\[dns\\] 127\\.0\\.0\\.2:${port} left after \\d+ ms: the directory lists 3 engines from dns:vllm\\.kv-stack\\.test$`, 'm'));
+    const last = out.slice(out.findIndex((l) => l.includes(' left after ')) + 1, out.findIndex((l) => l.includes(' left after ')) + 4).map((l) => l.trim().split(/\s+/)[0]);
+    expect(last).to.deep.equal([`127.0.0.3:${port}`, `127.0.0.4:${port}`, `127.0.0.5:${port}`]);
   });
 
   it('SIGTERM while running stops every process it started and exits 0; meta-svc serves the KVCM API beside the directory', async () => {

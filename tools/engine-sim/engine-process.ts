@@ -18,7 +18,7 @@ import { EngineSimulator } from './engine-simulator.js';
 import { engineSimHelp, parseEngineSimArgs, type EngineSimConfig } from './engine-sim-flags.js';
 import { MetricsRoute, processIdentity } from './metrics-route.js';
 import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
-import { OpenAiEndpoint, OpenAiServer } from './openai-server.js';
+import { kvEventSourcesAnswer, OpenAiEndpoint, OpenAiServer } from './openai-server.js';
 import { RankDispatcher } from './rank-dispatcher.js';
 import { ServedModelRegistry } from './served-model-registry.js';
 
@@ -64,7 +64,16 @@ async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, lo
   const dispatcher = new RankDispatcher(sim, cfg.deviceCapacityBlocks, cfg.dropEveryNBatches);
   // cache-identity §6: what /v1/models lists; a request's longest cacheable prompt is one rank's Device.
   const models = new ServedModelRegistry({ ...cfg.servedModels, ownedBy: cfg.engineKind, maxModelLen: cfg.deviceCapacityBlocks * cfg.blockSize });
-  const endpoint = new OpenAiEndpoint({ engine: dispatcher, models, tokenizer, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
+  // engines.md §6: vLLM/SGLang kinds say where each rank publishes, unless --no_kv_event_sources.
+  const sources = cfg.engineKind !== 'xllm' && cfg.kvEventSources ? kvEventSourcesAnswer(sim.eventEndpoints, sim.replayEndpoints, cfg.topic) : null;
+  const endpoint = new OpenAiEndpoint({
+    engine: dispatcher,
+    models,
+    tokenizer,
+    tokenIntervalMs: cfg.tokenIntervalMs,
+    kvEventSources: sources === null ? null : () => sources,
+    logger: log.child({ component: 'openai' }),
+  });
 
   let control: EngineControl | null = null;
   const kind = cfg.engineKind;

@@ -6,6 +6,7 @@
  * streams": rank r publishes on `port + event_port_offset + r` and serves snapshots on
  * `port + replay_port_offset + r`.
  */
+import { isIP } from 'node:net';
 import { ConfigError } from '../../shared/config/config-error.js';
 import { flagsHelp, parseFlags, parseHostPortList, type FlagValues, type HostPort } from '../../shared/config/flags.js';
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
@@ -73,6 +74,14 @@ export const ENGINE_SIM_FLAGS = {
     help: 'vllm: a hybrid model; every Device store is also published for group 1 (sliding_window, this many tokens), which drops blocks outside each request window; 0 = one group',
   },
   event_encoding: { type: 'enum', values: ['map', 'array'], default: 'map', help: 'vllm/sglang: events as maps (newer vLLM) or positional arrays (older vLLM, msgspec array_like)' },
+  // engines.md §6: DNS fleets (several engines on one port at different loopback addresses).
+  host: {
+    type: 'string',
+    default: '',
+    placeholder: '127.0.0.N',
+    help: 'IPv4 address the HTTP server, PUB and ROUTER sockets bind, and the host of the instance name; empty = the host of --name',
+  },
+  no_kv_event_sources: { type: 'bool', default: false, help: 'vllm/sglang: do not serve GET /kv_event_sources (vLLM before its bind-time ports; engines.md §6)' },
 } as const;
 
 type EngineSimFlags = FlagValues<typeof ENGINE_SIM_FLAGS>;
@@ -118,6 +127,8 @@ export interface EngineSimConfig {
   readonly servedModels: { readonly names: readonly string[]; readonly strict: boolean };
   /** `--hybrid_sliding_window` tokens; 0 = not a hybrid model. */
   readonly hybridSlidingWindow: number;
+  /** vllm/sglang: serve `GET /kv_event_sources` (engines.md §6). */
+  readonly kvEventSources: boolean;
 }
 
 export const ENGINE_SIM_USAGE = 'Usage: node dist/tools/engine-sim/cli.js [--name=value ...]\n\nA simulated xLLM, vLLM or SGLang engine: KV events over ZeroMQ per DP rank, etcd registration, heartbeats, OpenAI API.';
@@ -134,7 +145,8 @@ export function parseEngineSimArgs(argv: readonly string[]): EngineSimConfig | '
 }
 
 function toConfig(f: EngineSimFlags): EngineSimConfig {
-  const name = single(f.name, '--name');
+  const named = single(f.name, '--name');
+  const name = f.host === '' ? named : { host: bindHost(f.host), port: named.port };
   const lastRank = f.dpSize - 1;
   const eventPortBase = name.port + f.eventPortOffset;
   const replayPortBase = name.port + f.replayPortOffset;
@@ -187,6 +199,7 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     replayBufferSteps: f.replayBufferSteps,
     replayLayout: f.replayLayout === 'none' ? 'none' : f.replayLayout === '3' ? 3 : 2,
     ...identityConfig(f),
+    kvEventSources: !f.noKvEventSources,
   });
 }
 
@@ -210,6 +223,14 @@ function identityConfig(f: EngineSimFlags): Pick<EngineSimConfig, 'servedModels'
     );
   }
   return { servedModels, hybridSlidingWindow: f.hybridSlidingWindow };
+}
+
+/** `--host`: a concrete IPv4 address (a wildcard would make the published endpoints unconnectable). */
+function bindHost(text: string): string {
+  if (isIP(text) !== 4 || text === '0.0.0.0') {
+    throw new ConfigError('--host', 'bad address', `invalid --host: expected an IPv4 address such as 127.0.0.2 (not 0.0.0.0), got ${JSON.stringify(text)}`);
+  }
+  return text;
 }
 
 function single(text: string, flag: string): HostPort {

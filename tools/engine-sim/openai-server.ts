@@ -71,6 +71,8 @@ export interface OpenAiEndpointOptions {
   readonly tokenizer?: PromptTokenizer | null;
   /** Largest request body; default 8 MiB (the router's own limit). */
   readonly maxBodyBytes?: number;
+  /** vllm/sglang: the `GET /kv_event_sources` answer (engines.md §6); absent or null: the route is not served. */
+  readonly kvEventSources?: (() => readonly WireKvEventSource[]) | null;
   readonly logger?: Logger;
 }
 
@@ -82,6 +84,31 @@ export interface SimRequestEvent {
   readonly promptTokens: number;
   /** The request body exactly as received (tests check a proxy forwarded it unchanged). */
   readonly body: Buffer;
+}
+
+/** vLLM's KV event discovery route (its PR 55844; engines.md §6). */
+export const KV_EVENT_SOURCES_PATH = '/kv_event_sources';
+
+/** One element of vLLM's `GET /kv_event_sources` answer (a bare JSON array, one per DP rank). */
+export interface WireKvEventSource {
+  readonly data_parallel_rank: number;
+  readonly endpoint: string;
+  readonly replay_endpoint: string | null;
+  readonly topic: string;
+}
+
+/**
+ * The answer a vLLM started with `"endpoint": "tcp://*:5557"` gives: each rank's bind endpoint
+ * with the wildcard host it was configured with (the consumer puts the engine's address in).
+ */
+export function kvEventSourcesAnswer(eventEndpoints: readonly string[], replayEndpoints: readonly string[], topic: string): WireKvEventSource[] {
+  const wildcard = (ep: string): string => ep.replace(/^tcp:\/\/[^/]+:(\d+)$/, 'tcp://*:$1');
+  return eventEndpoints.map((ep, r) => ({
+    data_parallel_rank: r,
+    endpoint: wildcard(ep),
+    replay_endpoint: replayEndpoints[r] === undefined || replayEndpoints[r] === '' ? null : wildcard(replayEndpoints[r]!),
+    topic,
+  }));
 }
 
 export const COMPLETIONS_PATH = '/v1/completions';
@@ -117,6 +144,15 @@ export class OpenAiEndpoint extends EventEmitter {
   handle(req: IncomingMessage, res: ServerResponse): boolean {
     if (this.modelsRoute.handle(req, res)) return true;
     const path = (req.url ?? '').split('?', 1)[0]!;
+    const sources = this.opts.kvEventSources ?? null;
+    if (path === KV_EVENT_SOURCES_PATH && sources !== null) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') sendError(res, 405, 'method not allowed');
+      else {
+        const json = JSON.stringify(sources());
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) }).end(req.method === 'HEAD' ? undefined : json);
+      }
+      return true;
+    }
     const engine = this.opts.engine;
     if (path === RESET_PREFIX_CACHE_PATH && engine?.resetPrefixCache !== undefined) {
       if (req.method !== 'POST') sendError(res, 405, 'method not allowed');

@@ -69,6 +69,7 @@ export function renderStreams(res: WireListStreamsResponse): string {
 
 const INSTANCE_COLUMNS: readonly Column[] = [
   { header: 'NAME' },
+  { header: 'SOURCE' },
   { header: 'TYPE' },
   { header: 'ROLE' },
   { header: 'STATE' },
@@ -78,7 +79,6 @@ const INSTANCE_COLUMNS: readonly Column[] = [
   { header: 'WAITING', align: 'right' },
   { header: 'GPU_CACHE', align: 'right' },
   { header: 'HEARTBEAT_AGE', align: 'right' },
-  { header: 'SOURCE' },
   { header: 'MODELS' },
   { header: 'EXCLUDED' },
 ];
@@ -100,6 +100,8 @@ function instanceRow(i: WireViewInstance): string[] {
   const age = Number(i.heartbeat_age_ms ?? '-1');
   return [
     i.name,
+    // "etcd", "engines_file", or "dns:<name>": which DNS name an engine was found through (engines.md §6); none from older directories.
+    i.source === undefined || i.source === '' ? NONE : i.source,
     i.type,
     i.current_role === '' ? NONE : i.current_role,
     i.state,
@@ -109,8 +111,6 @@ function instanceRow(i: WireViewInstance): string[] {
     load === null ? NONE : String(load.waiting_requests_num),
     load === null ? NONE : `${(load.gpu_cache_usage_perc * 100).toFixed(1)}%`,
     age < 0 ? NONE : durationText(age),
-    // "etcd", "engines_file" or "dns:<name>"; none from older directories.
-    i.source === undefined || i.source === '' ? NONE : i.source,
     modelsText(i.models),
     i.excluded_reason === undefined || i.excluded_reason === '' ? NONE : i.excluded_reason,
   ];
@@ -118,7 +118,8 @@ function instanceRow(i: WireViewInstance): string[] {
 
 export function renderInstances(res: WireListInstancesResponse): string {
   // discovery.md: etcd down never stops routing; the table is the last one known.
-  const etcd = res.etcd_connected ? 'etcd: connected\n' : 'etcd: DISCONNECTED (last known instance table)\n';
+  const etcd =
+    res.etcd_disabled === true ? 'etcd: not used (--etcd_addr= empty)\n' : res.etcd_connected ? 'etcd: connected\n' : 'etcd: DISCONNECTED (last known instance table)\n';
   if (res.instances.length === 0) return `${etcd}no instances\n`;
   return etcd + formatTable(INSTANCE_COLUMNS, res.instances.map(instanceRow));
 }

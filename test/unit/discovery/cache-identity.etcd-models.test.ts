@@ -88,7 +88,7 @@ describe('cache-identity §1 served models of etcd instances, in the view', () =
     });
 
     it('CI6 an engines-file instance\'s scraped list change is an upsert in the next delta; ListInstances shows list and source', () => {
-      const entry = parseEnginesFile(JSON.stringify({ engines: [{ name: 'vllm-0', url: 'http://h:8000', kind: 'vllm', event_endpoint: 'tcp://h:5557', block_size: 16 }] }))[0]!;
+      const entry = parseEnginesFile(JSON.stringify({ engines: [{ name: 'vllm-0', url: 'http://h:8000', kind: 'vllm', event_endpoint: 'tcp://h:5557', block_size: 16 }] })).engines[0]!;
       instances.emit(instances.table.putEngine(entry, null, 0).changes);
       publisher.flush();
       expect(last().delta!.instance_upserts[0]).to.deep.include({ name: 'vllm-0', source: 'engines_file', models: null });

@@ -98,4 +98,16 @@ describe('engine simulator flags (tools/engine-sim/engine-sim-flags.ts)', () => 
     expect(help).to.include('--hybrid_sliding_window');
     expect(help).to.include('--event_encoding');
   });
+
+  it('E15 --host binds (and names) the engine at a given IPv4 address, --name keeping the port; nothing unconnectable', () => {
+    expect(cfg(['--host=127.0.0.7', '--name=127.0.0.1:8100'])).to.include({ host: '127.0.0.7', instanceName: '127.0.0.7:8100', httpPort: 8100, eventPortBase: 18100 });
+    expect(cfg([])).to.include({ host: '127.0.0.1', kvEventSources: true });
+    for (const bad of ['0.0.0.0', 'localhost', '::1', '127.0.0']) {
+      expect(error([`--host=${bad}`])).to.equal(`invalid --host: expected an IPv4 address such as 127.0.0.2 (not 0.0.0.0), got ${JSON.stringify(bad)}`);
+    }
+  });
+
+  it('E17 --no_kv_event_sources turns GET /kv_event_sources off', () => {
+    expect(cfg(['--engine_kind=vllm', '--no_kv_event_sources']).kvEventSources).to.equal(false);
+  });
 });

@@ -21,7 +21,7 @@ import { vllmModelCard } from '../../helpers/vllm-model-list.js';
 const ENTRY = { name: 'vllm-0', url: 'http://127.0.0.1:8000', kind: 'vllm', event_endpoint: 'tcp://127.0.0.1:5557', block_size: 16 };
 
 function entry(over: Record<string, unknown> = {}): EngineEntry {
-  return parseEnginesFile(JSON.stringify({ engines: [{ ...ENTRY, ...over }] }))[0]!;
+  return parseEnginesFile(JSON.stringify({ engines: [{ ...ENTRY, ...over }] })).engines[0]!;
 }
 
 function fileError(over: Record<string, unknown>): string {

@@ -80,10 +80,10 @@ describe('kvctl tables', () => {
     });
     const lines = out.split('\n');
     expect(lines[0]).to.equal('etcd: DISCONNECTED (last known instance table)');
-    expect(lines[1]).to.equal('NAME    TYPE    ROLE     STATE       SCHEDULABLE  DP  INCARNATION  WAITING  GPU_CACHE  HEARTBEAT_AGE  SOURCE  MODELS   EXCLUDED');
+    expect(lines[1]).to.equal('NAME    SOURCE  TYPE    ROLE     STATE       SCHEDULABLE  DP  INCARNATION  WAITING  GPU_CACHE  HEARTBEAT_AGE  MODELS   EXCLUDED');
     // An older directory sends neither source nor models: "-" and an unknown list.
-    expect(lines[2]).to.equal('b:8000  MIX     PREFILL  LEASE_LOST  yes           2  -                  3      42.5%           1.5s  -       unknown  -');
-    expect(lines[3]).to.equal('c:8000  DECODE  -        ACTIVE      yes           1  i2                 -          -              -  etcd    llama    -');
+    expect(lines[2]).to.equal('b:8000  -       MIX     PREFILL  LEASE_LOST  yes           2  -                  3      42.5%           1.5s  unknown  -');
+    expect(lines[3]).to.equal('c:8000  etcd    DECODE  -        ACTIVE      yes           1  i2                 -          -              -  llama    -');
   });
 
   it('CI6 shows each instance\'s served models: base by name, adapters marked +, another parent named, unknown and empty lists apart', () => {
@@ -103,7 +103,22 @@ describe('kvctl tables', () => {
         },
       ],
     });
-    expect(out.split('\n')[2]).to.match(/ engines_file {2}llama \+sql-lora {2}-$/);
+    const row = out.split('\n')[2]!;
+    expect(row.split(/ {2,}/).slice(0, 2)).to.deep.equal(['vllm-0', 'engines_file']);
+    expect(row).to.match(/ {2}llama \+sql-lora {2}-$/);
+  });
+
+  it('E15 renders which DNS name an engine came from, and says when the directory runs without etcd', () => {
+    const row = (name: string, source: string) => ({
+      name, source, type: 'DEFAULT', current_role: '', incarnation_id: '', register_ts_ms: '0', dp_size: 1, state: 'ACTIVE', schedulable: true,
+      load: null, ttft_profiling_data: [], tpot_profiling_data: [], generation: '1', heartbeat_age_ms: '-1', excluded_reason: '', backend_type: 'vllm',
+    });
+    const out = renderInstances({ etcd_connected: false, etcd_disabled: true, instances: [row('127.0.0.2:8000', 'dns:vllm.fleet.test'), row('vllm-0', 'engines_file')] });
+    const lines = out.split('\n');
+    expect(lines[0]).to.equal('etcd: not used (--etcd_addr= empty)');
+    expect(lines[1]!.split(/\s+/).slice(0, 3)).to.deep.equal(['NAME', 'SOURCE', 'TYPE']);
+    expect(lines[2]!.split(/\s+/).slice(0, 2)).to.deep.equal(['127.0.0.2:8000', 'dns:vllm.fleet.test']);
+    expect(lines[3]!.split(/\s+/).slice(0, 2)).to.deep.equal(['vllm-0', 'engines_file']);
   });
 
   it('renders a query with no streams and marks a mixed block size', () => {

@@ -3,7 +3,12 @@ import { expect } from 'chai';
 import { createServer, type Server } from 'node:net';
 import { ConfigError } from '../../../shared/config/config-error.js';
 import { parseEngines, parseStackArgs, type StackConfig } from '../../../tools/stack/stack-flags.js';
-import { assertPortsFree, enginePorts, layoutEngines, PortTakenError } from '../../../tools/stack/port-plan.js';
+import { assertPortsFree, enginePorts, layoutDnsEngines, layoutEngines, PortTakenError } from '../../../tools/stack/port-plan.js';
+import { directoryCommand, engineCommand, writeDnsEnginesFile } from '../../../tools/stack/service-commands.js';
+import { parseEnginesFile } from '../../../directory-svc/engines/engines-file.js';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { freePort } from '../../helpers/ports.js';
 
 function cfg(argv: string[]): StackConfig {
@@ -62,5 +67,41 @@ describe('local stack flags and port plan (tools/stack)', () => {
       expect(e).to.be.instanceOf(PortTakenError);
       expect((e as Error).message).to.equal(`port ${port} (--router_port) is already in use: stop whatever holds it or choose another port with the flag`);
     }
+  });
+
+  it('E18 a vLLM/SGLang stack runs no etcd: the directory gets --etcd_addr= and the etcd ports are not planned', () => {
+    const c = cfg(['--engine_kind=vllm', '--router_port=2379']);
+    const args = directoryCommand(c, '/kv.json', '/engines.json').args;
+    expect(args).to.include('--etcd_addr=');
+    expect(engineCommand(c, layoutEngines(c.engines, 8000)[0]!).args).to.include('--etcd_addr=');
+    expect(directoryCommand(cfg([]), '/kv.json').args).to.include('--etcd_addr=127.0.0.1:2379');
+    expect(() => cfg(['--router_port=2379']), 'xllm still plans etcd').to.throw(ConfigError, 'invalid --etcd_port: 2379 is also --router_port');
+  });
+
+  it('E15 --engines_dns: vllm/sglang only, three DEFAULT engines unless --engines says otherwise, all of one TYPE[:dp]', () => {
+    const c = cfg(['--engine_kind=vllm', '--engines_dns']);
+    expect(c.enginesDns).to.equal(true);
+    expect(c.engines.map((e) => `${e.type}:${e.dpSize}`)).to.deep.equal(['DEFAULT:1', 'DEFAULT:1', 'DEFAULT:1']);
+    expect(cfg(['--engine_kind=sglang', '--engines_dns', '--engines=PREFILL:2,PREFILL:2']).engines.length).to.equal(2);
+    expect(() => cfg(['--engines_dns'])).to.throw(ConfigError, 'invalid --engines_dns: xLLM engines register in etcd; use --engine_kind=vllm or sglang');
+    expect(() => cfg(['--engine_kind=vllm', '--engines_dns', '--engines=DEFAULT,PREFILL'])).to.throw(ConfigError, /^invalid --engines: with --engines_dns every engine has the same TYPE\[:dp\]/);
+  });
+
+  it('E15 --engines_dns lays the engines out on one port at 127.0.0.2.., bound with --host, behind one DNS entry the directory validates', () => {
+    const c = cfg(['--engine_kind=vllm', '--engines_dns', '--block_size=16']);
+    const planned = layoutDnsEngines(c.engines, 8000);
+    expect(planned.map((e) => `${e.host}:${e.httpPort}`)).to.deep.equal(['127.0.0.2:8000', '127.0.0.3:8000', '127.0.0.4:8000']);
+    expect(engineCommand(c, planned[1]!).args).to.include.members(['--name=127.0.0.1:8000', '--host=127.0.0.3']);
+    const dir = mkdtempSync(join(tmpdir(), 'stack-dns-'));
+    try {
+      const file = parseEnginesFile(readFileSync(writeDnsEnginesFile(c, planned[0]!, 'vllm.kv-stack.test', dir), 'utf8'));
+      expect(file.engines).to.deep.equal([]);
+      expect(file.dnsEntries).to.deep.equal([
+        { dns: 'vllm.kv-stack.test', srv: false, port: 8000, kind: 'vllm', role: 'DEFAULT', blockSize: 16, models: null, eventPort: null, replayPort: null, dpSize: 1, topic: '' },
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(directoryCommand(c, '/kv.json', '/engines.json', { address: '127.0.0.1:5353' }).args).to.include.members(['--engines_dns_server=127.0.0.1:5353', '--engines_dns_refresh_ms=1000']);
   });
 });
