@@ -8,6 +8,7 @@ import type {
   SnapshotBlock,
 } from '../../../directory-svc/decoder/kv-batch.js';
 import type { TierBits } from '../../../shared/keys/tier-bits.js';
+import { PLAIN_IDENTITY, type KeyIdentity } from '../../../shared/keys/cache-identity.js';
 import type { SkipCounters } from '../../../directory-svc/index/stream-index.js';
 
 export const D = 1 as const;
@@ -31,6 +32,13 @@ export function hash(h: number | bigint): EngineHash {
 export interface StoredOptions {
   blockSize?: number | null;
   outOfScope?: boolean;
+  /** cache-identity §3–§4: the chain's identity (plain by default). */
+  identity?: KeyIdentity;
+  /** Blocks before the first multimodal one (all by default). */
+  reproducibleBlocks?: number;
+  /** group_idx (0 by default) and whether its kind is a reusable prefix (true by default). */
+  group?: number;
+  reusableGroup?: boolean;
 }
 
 export function stored(
@@ -48,11 +56,15 @@ export function stored(
     blockSize: opts.blockSize === undefined ? 4 : opts.blockSize,
     tier,
     outOfScope: opts.outOfScope ?? false,
+    identity: opts.identity ?? PLAIN_IDENTITY,
+    reproducibleBlocks: opts.reproducibleBlocks ?? hashes.length,
+    group: opts.group ?? 0,
+    reusableGroup: opts.reusableGroup ?? true,
   };
 }
 
-export function removed(hashes: readonly (number | bigint)[], tier: 1 | 2): BlockRemovedEvent {
-  return { kind: 'removed', blockHashes: BigUint64Array.from(hashes.map((h) => hash(h))), tier };
+export function removed(hashes: readonly (number | bigint)[], tier: 1 | 2, group = 0): BlockRemovedEvent {
+  return { kind: 'removed', blockHashes: BigUint64Array.from(hashes.map((h) => hash(h))), tier, group };
 }
 
 export function cleared(tiers: TierBits): AllBlocksClearedEvent {
@@ -65,8 +77,10 @@ export function snapshotBlock(
   tokens: readonly number[],
   tiers: TierBits,
   outOfScope = false,
+  identity: KeyIdentity = PLAIN_IDENTITY,
+  multimodal = false,
 ): SnapshotBlock {
-  return { blockHash: hash(h), parentBlockHash: parent === null ? null : hash(parent), tokenIds: Int32Array.from(tokens), tiers, outOfScope };
+  return { blockHash: hash(h), parentBlockHash: parent === null ? null : hash(parent), tokenIds: Int32Array.from(tokens), tiers, outOfScope, multimodal, identity };
 }
 
 export function noSkips(): SkipCounters {
