@@ -230,22 +230,8 @@ export class IdentityFields {
    * event is out of scope). Leaves the reader where it was.
    */
   resolveEvent(r: MsgpackReader, blocks: number, parentless: boolean): void {
-    this.identity = PLAIN_IDENTITY;
-    this.outOfScope = false;
     this.reproducibleBlocks = blocks;
-    this.multimodal = false;
-    if (this.eventSaltStart < 0) {
-      this.eventSaltStart = this.metaSaltStart;
-      this.eventSaltLen = this.metaSaltLen;
-    }
-    if (this.loraStart < 0 && this.extraKeysAt < 0 && this.eventSaltStart < 0) {
-      // Rule 1: ids are per-process counters, not names.
-      if (this.loraIdPresent) this.setOutOfScope();
-      return;
-    }
-    if (!this.checkLora()) return;
-    this.saltStart = -1;
-    this.saltLen = 0;
+    if (!this.begin()) return;
     if (this.extraKeysAt >= 0) {
       const back = r.pos;
       r.pos = this.extraKeysAt;
@@ -260,17 +246,8 @@ export class IdentityFields {
    * (at most one of the two; PLAIN_IDENTITY unless the block is in scope).
    */
   resolveSnapshotBlock(r: MsgpackReader, parentless: boolean): void {
-    this.identity = PLAIN_IDENTITY;
-    this.outOfScope = false;
-    this.multimodal = false;
     this.reproducibleBlocks = 1;
-    if (this.loraStart < 0 && this.extraKeysAt < 0) {
-      if (this.loraIdPresent) this.setOutOfScope();
-      return;
-    }
-    if (!this.checkLora()) return;
-    this.saltStart = -1;
-    this.saltLen = 0;
+    if (!this.begin()) return;
     if (this.extraKeysAt >= 0) {
       const back = r.pos;
       r.pos = this.extraKeysAt;
@@ -280,21 +257,39 @@ export class IdentityFields {
     if (!this.multimodal) this.finish(r.bytes, parentless);
   }
 
+  /**
+   * Plain results, SGLang's salt settled (the `cache_salt` field, else the metadata's), then
+   * rule 1 and the empty-name rule. False when nothing is left to read: no identity field at all
+   * (a plain block, the hot path), or the whole event is out of scope.
+   */
+  private begin(): boolean {
+    this.identity = PLAIN_IDENTITY;
+    this.outOfScope = false;
+    this.multimodal = false;
+    this.saltStart = -1;
+    this.saltLen = 0;
+    if (this.eventSaltStart < 0) {
+      this.eventSaltStart = this.metaSaltStart;
+      this.eventSaltLen = this.metaSaltLen;
+    }
+    if (this.loraStart < 0 && this.extraKeysAt < 0 && this.eventSaltStart < 0) {
+      // Rule 1: ids are per-process counters, not names.
+      if (this.loraIdPresent) this.setOutOfScope();
+      return false;
+    }
+    if ((this.loraIdPresent && this.loraStart < 0) || (this.loraStart >= 0 && this.loraLen === 0)) {
+      this.setOutOfScope();
+      return false;
+    }
+    return true;
+  }
+
   /** The whole event (or block) is out of scope: no block reproducible, no identity. */
   private setOutOfScope(): void {
     this.outOfScope = true;
     this.multimodal = false;
     this.reproducibleBlocks = 0;
     this.identity = PLAIN_IDENTITY;
-  }
-
-  /** Rule 1 and the empty-name rule; false when the whole event is out of scope. */
-  private checkLora(): boolean {
-    if ((this.loraIdPresent && this.loraStart < 0) || (this.loraStart >= 0 && this.loraLen === 0)) {
-      this.setOutOfScope();
-      return false;
-    }
-    return true;
   }
 
   /** The salt (from extra_keys or SGLang's field) and the identity; out of scope when unusable. */

@@ -64,7 +64,7 @@ export interface BlockRemovedEvent {
 
 export interface AllBlocksClearedEvent {
   readonly kind: 'cleared';
-  /** nil medium (or the positional form) → both tiers; TIER_UNSERVED: only a medium we do not serve. */
+  /** nil medium (or the positional form) → both tiers; TIER_UNSERVED: only a medium (or a REMOTE locality) we do not serve. */
   readonly tiers: TierBits | 0;
 }
 

@@ -134,7 +134,7 @@ export class StreamIndex {
   /** A parent key copied out of `unserved` (PARENT_SCRATCH). */
   private readonly parentScratch = new Uint8Array(16);
   private readonly parentScratchWords = new Uint32Array(this.parentScratch.buffer);
-  /** engines.md §2 STORAGE blocks; created on the first one (never for xllm streams). */
+  /** engines.md §2 STORAGE blocks and cache-identity §4 REMOTE ones; created on the first one. */
   private unserved: UnservedBlocks | null = null;
   private disposed = false;
   private changingKey = -1;

@@ -9,11 +9,10 @@ import { ContentKeyHasher, contentKeyHex } from '../../../shared/keys/content-ke
 import { PLAIN_IDENTITY, keyIdentity, type KeyIdentity } from '../../../shared/keys/cache-identity.js';
 import type { KvEvent } from '../../../directory-svc/decoder/kv-batch.js';
 import { decodeBatchPayload } from '../../../directory-svc/decoder/live-frame-decoder.js';
-import { isStreamError, type StreamErrorClass } from '../../../directory-svc/errors/stream-errors.js';
 import { CacheGroupSelection } from '../../../directory-svc/index/cache-group-selection.js';
 import { StreamIndex, type SkipCounters } from '../../../directory-svc/index/stream-index.js';
 import { groupHits } from '../../helpers/index-prefix.js';
-import { noSkips, range } from './index-fixtures.js';
+import { errorClassOf, noSkips, range } from './index-fixtures.js';
 
 const BS = 4;
 const LORA = keyIdentity('sql-lora', null);
@@ -62,16 +61,6 @@ function residentKeys(index: StreamIndex): string[] {
 function chainHex(tokens: number[], identity: KeyIdentity): string[] {
   const keys = hasher.chain(tokens, BS, undefined, identity);
   return Array.from({ length: keys.length / 16 }, (_, i) => contentKeyHex(keys, i * 16));
-}
-
-function errorClassOf(fn: () => void): StreamErrorClass | null {
-  try {
-    fn();
-  } catch (e) {
-    if (isStreamError(e)) return e.class;
-    throw e;
-  }
-  return null;
 }
 
 const T8 = range(1, 8);

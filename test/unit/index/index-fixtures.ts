@@ -10,6 +10,7 @@ import type {
 import type { TierBits } from '../../../shared/keys/tier-bits.js';
 import { PLAIN_IDENTITY, type KeyIdentity } from '../../../shared/keys/cache-identity.js';
 import type { SkipCounters } from '../../../directory-svc/index/stream-index.js';
+import { isStreamError, type StreamErrorClass } from '../../../directory-svc/errors/stream-errors.js';
 
 export const D = 1 as const;
 export const H = 2 as const;
@@ -89,4 +90,15 @@ export function noSkips(): SkipCounters {
 
 export function hexKey(hex: string): Uint8Array {
   return Uint8Array.from(Buffer.from(hex, 'hex'));
+}
+
+/** The error class thrown by fn (tests match on class, kv-events §10), or null. */
+export function errorClassOf(fn: () => void): StreamErrorClass | null {
+  try {
+    fn();
+  } catch (e) {
+    if (isStreamError(e)) return e.class;
+    throw e;
+  }
+  return null;
 }
