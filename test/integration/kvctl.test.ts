@@ -101,12 +101,12 @@ describe('kvctl against a real directory-svc', function () {
     const run = await kvctl(['streams', `--directory_addr=${addr}`]);
     expect(run.code, run.stderr).to.equal(0);
     const lines = run.stdout.split('\n').filter((l) => l !== '');
-    expect(rows(run.stdout)[0]).to.deep.equal(['INSTANCE', 'DP', 'KIND', 'STATE', 'SEQ', 'DEVICE', 'HOST', 'ENTRIES', 'BATCHES', 'RECOVERIES', 'SYNC_LOST', 'ERROR']);
+    expect(rows(run.stdout)[0]).to.deep.equal(['INSTANCE', 'DP', 'KIND', 'STATE', 'SEQ', 'DEVICE', 'HOST', 'ENTRIES', 'BATCHES', 'RECOVERIES', 'SYNC_LOST', 'SKIPPED', 'ERROR']);
     expect(rows(run.stdout).slice(1)).to.deep.equal([
-      ['a:8000', '0', 'xllm', 'SYNCHRONIZED', '0', '3', '0', '3', '1', '1/0', '-', '-'],
-      ['b:8000', '0', 'xllm', 'SYNCHRONIZED', '-1', '0', '0', '0', '0', '1/0', '-', '-'],
+      ['a:8000', '0', 'xllm', 'SYNCHRONIZED', '0', '3', '0', '3', '1', '1/0', '-', '-', '-'],
+      ['b:8000', '0', 'xllm', 'SYNCHRONIZED', '-1', '0', '0', '0', '0', '1/0', '-', '-', '-'],
     ]);
-    for (const h of ['STATE', 'SYNC_LOST', 'ERROR']) expectAligned(lines, h);
+    for (const h of ['STATE', 'SYNC_LOST', 'SKIPPED', 'ERROR']) expectAligned(lines, h);
   });
 
   it('query --tokens and --tokens_file print the same per-stream prefix hits', async () => {

@@ -18,6 +18,23 @@ function syncLostText(byClass: Readonly<Record<string, string>>): string {
   return parts.length === 0 ? NONE : parts.join(' ');
 }
 
+/**
+ * Non-zero skip counts by reason (kv-events §10, engines.md §2, cache-identity §4), reasons in
+ * name order, e.g. `group:12 multimodal:3`; '-' when nothing was skipped.
+ */
+function skippedText(c: WireStreamStatus['counters']): string {
+  const byReason: ReadonlyArray<readonly [string, string]> = [
+    ['descendant', c.skipped_descendant],
+    ['group', c.skipped_group],
+    ['medium', c.skipped_medium],
+    ['multimodal', c.skipped_multimodal],
+    ['orphan', c.skipped_orphan],
+    ['out_of_scope', c.skipped_out_of_scope],
+  ];
+  const parts = byReason.filter(([, n]) => n !== '' && n !== '0').map(([reason, n]) => `${reason}:${n}`);
+  return parts.length === 0 ? NONE : parts.join(' ');
+}
+
 /** 850ms, 12.3s, 4m05s: heartbeat ages and uptimes at a glance. */
 export function durationText(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)}ms`;
@@ -39,6 +56,7 @@ const STREAM_COLUMNS: readonly Column[] = [
   { header: 'BATCHES', align: 'right' },
   { header: 'RECOVERIES', align: 'right' },
   { header: 'SYNC_LOST' },
+  { header: 'SKIPPED' },
   { header: 'ERROR' },
 ];
 
@@ -58,6 +76,7 @@ function streamRow(s: WireStreamStatus): string[] {
     // ok/failed: a failed count that keeps growing is the first thing to look at.
     `${c.recoveries_ok}/${c.recoveries_failed}`,
     syncLostText(c.sync_lost),
+    skippedText(c),
     s.error === '' ? NONE : s.error,
   ];
 }

@@ -58,8 +58,26 @@ describe('kvctl tables', () => {
         },
       ],
     });
-    expect(out.split('\n')[1]).to.equal('a:8000     1  vllm  RECOVERING   41       0     0        0        5         3/1  gap:2 timeout:1  gap: expected 42, got 44');
+    expect(out.split('\n')[1]).to.equal('a:8000     1  vllm  RECOVERING   41       0     0        0        5         3/1  gap:2 timeout:1  -        gap: expected 42, got 44');
     expect(renderStreams({ streams: [] })).to.equal('no streams\n');
+  });
+
+  it('CI3/CI4 renders the non-zero skip counts by reason, multimodal and group among them', () => {
+    const counters = {
+      batches_applied: '5', topic_mismatch: '0', skipped_out_of_scope: '1', skipped_descendant: '0', skipped_orphan: '0',
+      sync_lost: {}, recoveries_ok: '1', recoveries_failed: '0', restores: '0', silent_loss: '0', reconcile_failures: '0', skipped_medium: '0', skipped_multimodal: '3', skipped_group: '12',
+    };
+    const out = renderStreams({
+      streams: [
+        {
+          instance_name: 'v:8000', dp_rank: 0, block_size: 16, endpoint: 'tcp://v:5557', replay_endpoint: '', topic: '', hash_seed: '1024', engine_kind: 'vllm',
+          state: 'SYNCHRONIZED', synchronized: true, sequence: '9', error: '', device_blocks: '4', host_blocks: '0', entry_count: '4', counters,
+        },
+      ],
+    });
+    const [head, row] = out.split('\n');
+    expect(head!.split(/\s+/)).to.include('SKIPPED');
+    expect(row).to.contain('group:12 multimodal:3 out_of_scope:1');
   });
 
   it('renders instances with "-" for a missing load and heartbeat, and flags a disconnected etcd', () => {
