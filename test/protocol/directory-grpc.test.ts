@@ -188,7 +188,6 @@ describe('architecture.md KvDirectory gRPC diagnostics', () => {
         device_blocks: 2,
         host_blocks: 0,
         error: '',
-        engine_kind: 'xllm',
       },
       {
         instance_name: '127.0.0.1:8000',
@@ -202,7 +201,6 @@ describe('architecture.md KvDirectory gRPC diagnostics', () => {
         device_blocks: 0,
         host_blocks: 1,
         error: '',
-        engine_kind: 'xllm',
       },
     ]);
 

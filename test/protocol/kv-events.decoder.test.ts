@@ -89,7 +89,6 @@ describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', functi
         device_blocks: 2,
         host_blocks: 0,
         error: '',
-        engine_kind: 'xllm',
       });
       expect([r.residencyOf(K0), r.residencyOf(K1)]).to.deep.equal([1, 1]);
     }

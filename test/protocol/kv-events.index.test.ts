@@ -107,7 +107,6 @@ describe('kv-events §12 index (I1–I10) over real ZeroMQ', function () {
           device_blocks: 2,
           host_blocks: 0,
           error: '',
-          engine_kind: 'xllm',
         },
       ],
     });
