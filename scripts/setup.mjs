@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Self-setup for a fresh clone, run as the `pre` hook of test, bench and start: npm runs
 // it even before node_modules exists, so it may only use Node's built-ins.
-// Installs dependencies when missing, builds dist/, and with --etcd / --redis makes sure an
-// `etcd` / `redis-server` binary is available (the Debian package when running as root).
+// Installs dependencies when missing, builds dist/, and with --etcd / --redis / --promtool makes
+// sure an `etcd` / `redis-server` / `promtool` binary is available (the Debian package when
+// running as root).
 import { execSync, spawnSync } from 'node:child_process';
 import { existsSync, statSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -75,3 +76,7 @@ if (process.argv.includes('--redis')) ensureDebianPackage('redis-server', 'redis
 // Tests only (`npm start` does not need a browser): the status page suite drives headless
 // Chromium; without it (and not root) that suite skips.
 if (process.argv.includes('--chromium')) ensureDebianPackage('chromium', 'chromium', false, 'the status page suite will skip');
+
+// Tests only: the observability suite runs `promtool check rules` on the Prometheus rules and
+// `promtool check metrics` on each service's /metrics (promtool ships in Debian's prometheus).
+if (process.argv.includes('--promtool')) ensureDebianPackage('promtool', 'prometheus', true);
