@@ -77,10 +77,17 @@ const MODELS_FILE_MODULE = '../../../shared/config/models-file.js';
 
 /** router-identity's `parseModelsFile`, or null before that merge. */
 export async function modelsFileParser(): Promise<((text: string) => readonly ModelEntryView[]) | null> {
+  let m: { parseModelsFile?: (text: string) => readonly ModelEntryView[] };
   try {
-    const m = (await import(MODELS_FILE_MODULE)) as { parseModelsFile?: (text: string) => readonly ModelEntryView[] };
-    return m.parseModelsFile ?? null;
-  } catch {
-    return null;
+    m = (await import(MODELS_FILE_MODULE)) as typeof m;
+  } catch (e) {
+    // Only the module itself being absent means "not merged"; anything else (a broken import
+    // inside it) is a failure to see.
+    const code = (e as NodeJS.ErrnoException).code;
+    const missing = /Cannot find module '([^']+)'/.exec(String((e as Error).message))?.[1] ?? '';
+    if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /models-file(\.[jt]s)?$/.test(missing)) return null;
+    throw e;
   }
+  if (m.parseModelsFile === undefined) throw new Error('shared/config/models-file.ts exports no parseModelsFile');
+  return m.parseModelsFile;
 }
