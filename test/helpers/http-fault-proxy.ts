@@ -17,6 +17,7 @@
  * counts requests, one per connection).
  */
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { listenLoopback } from './ports.js';
 
 export type HttpFault = 'pass' | 'reset_before_answer' | 'reset_after_first_chunk';
 
@@ -69,13 +70,7 @@ export class HttpFaultProxy {
 
   private async listen(): Promise<void> {
     const server = createServer((client) => this.accept(client));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.port, '127.0.0.1', () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    await listenLoopback(server, this.port);
     this.server = server;
   }
 
