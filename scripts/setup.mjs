@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // Self-setup for a fresh clone, run as the `pre` hook of test, bench and start: npm runs
 // it even before node_modules exists, so it may only use Node's built-ins.
-// Installs dependencies when missing, builds dist/, and with --etcd / --redis / --dnsmasq makes
-// sure an `etcd` / `redis-server` / `dnsmasq` binary is available (the Debian package when running
-// as root). --packages-only does the last part alone (the stack installs dnsmasq on demand with it).
+// Installs dependencies when missing, builds dist/, and with --etcd / --redis / --dnsmasq /
+// --promtool makes sure an `etcd` / `redis-server` / `dnsmasq` / `promtool` binary is available
+// (the Debian package when running as root). --packages-only does the last part alone (the stack
+// installs dnsmasq on demand with it).
 import { execSync, spawnSync } from 'node:child_process';
 import { existsSync, statSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -83,3 +84,6 @@ if (process.argv.includes('--chromium')) ensureDebianPackage('chromium', 'chromi
 // The engines.md §6 suites (and `npm start -- --engines_dns`, which installs it on demand) start
 // their own dnsmasq on a free loopback port: Debian's dnsmasq-base is the binary alone, no service.
 if (process.argv.includes('--dnsmasq')) ensureDebianPackage('dnsmasq', 'dnsmasq-base', true);
+// Tests only: the observability suite runs `promtool check rules` on the Prometheus rules and
+// `promtool check metrics` on each service's /metrics (promtool ships in Debian's prometheus).
+if (process.argv.includes('--promtool')) ensureDebianPackage('promtool', 'prometheus', true);

@@ -14,6 +14,8 @@ export interface TrackedDecision {
   readonly decision: RouteDecision;
   /** Idempotent; a no-op when in-flight load is off. */
   readonly answered: () => void;
+  /** The prompt's fingerprints it was counted with (pending prefix credit); null when none. */
+  readonly prompt: Uint32Array | null;
 }
 
 const NOTHING = (): void => undefined;
@@ -54,11 +56,24 @@ export class RouteDecider {
 
   /** `decideOrdered` for a request the caller forwards and sees answered (the proxy). */
   async decideTracked(input: RouteRequest, nowMs: number): Promise<TrackedDecision> {
-    const { decision, seq } = await this.ordered(this.decideCounted(input, nowMs), nowMs);
+    const { decision, seq, prompt } = await this.ordered(this.decideCounted(input, nowMs), nowMs);
     const inflight = this.inflight;
-    if (inflight === null || seq < 0) return { decision, answered: NOTHING };
+    if (inflight === null || seq < 0) return { decision, answered: NOTHING, prompt };
     const name = decision.prefill.name;
-    return { decision, answered: () => inflight.complete(name, seq) };
+    return { decision, answered: () => inflight.complete(name, seq), prompt };
+  }
+
+  /**
+   * The proxy sends `tracked`'s request to `name` instead, its first instance having vanished
+   * before answering (openai-proxy.ts): counted against `name` now, as the decision was against
+   * the first (whose count the caller has ended). Not a new decision: no decision metrics.
+   */
+  retarget(tracked: TrackedDecision, name: string): TrackedDecision {
+    const inflight = this.inflight;
+    const inst = inflight === null ? null : this.view.instance(name);
+    if (inflight === null || inst === null) return { decision: tracked.decision, answered: NOTHING, prompt: tracked.prompt };
+    const seq = inflight.record(inst, inflight.now(), tracked.prompt);
+    return { decision: tracked.decision, answered: () => inflight.complete(name, seq), prompt: tracked.prompt };
   }
 
   /**

@@ -49,6 +49,14 @@ export function upstreamFailed(instance: string, detail: string): RouterHttpErro
   return new RouterHttpError('upstream', 502, `upstream ${instance} failed: ${detail}`);
 }
 
+/**
+ * 502 after the proxy's one retry (openai-proxy.ts): both instances named, each with its failure,
+ * so an operator sees the first engine vanished and where the request went next.
+ */
+export function upstreamFailedTwice(first: RouterHttpError, second: RouterHttpError): RouterHttpError {
+  return new RouterHttpError('upstream', 502, `${first.reason}; retried on the next-best instance: ${second.reason}`);
+}
+
 export function isRouterHttpError(e: unknown): e is RouterHttpError {
   return e instanceof RouterHttpError;
 }

@@ -1,6 +1,6 @@
 // Free TCP ports for tests: never a fixed port. Ports are reserved per process so parallel
 // helpers within one test run never get the same one twice.
-import { createServer } from 'node:net';
+import { createServer, type Server } from 'node:net';
 
 const handedOut = new Set<number>();
 
@@ -56,4 +56,15 @@ export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, wha
     if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/** Listens on 127.0.0.1:`port` (a port the test chose, e.g. to come back on after going down). */
+export async function listenLoopback(server: Server, port: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
 }
