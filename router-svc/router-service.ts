@@ -16,7 +16,7 @@ import { ClaimOrder } from './inflight/claim-order.js';
 import { RouteDecider } from './http/route-decider.js';
 import { RouterHttpServer } from './http/router-http-server.js';
 import { RouterMetrics, type ViewStatus } from './http/router-metrics.js';
-import { createPolicy } from './policy/policy.js';
+import { createPolicy } from './policy/create-policy.js';
 import type { PromptTokenizer } from '../shared/tokenize/prompt-tokenizer.js';
 import { OpenAiProxy } from './proxy/openai-proxy.js';
 import { PromptResolver } from './proxy/prompt-resolver.js';

@@ -45,7 +45,7 @@ import { silentLogger } from '../../shared/log/logger.js';
 import { RouteDecider } from '../../router-svc/http/route-decider.js';
 import { RouterHttpServer } from '../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../router-svc/http/router-metrics.js';
-import { createPolicy } from '../../router-svc/policy/policy.js';
+import { createPolicy } from '../../router-svc/policy/create-policy.js';
 import { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import type { DecodedSnapshot, DecodedViewStream, RouterInstance, StreamId } from '../../router-svc/viewcache/view-update.js';
 import { parseChatRequest } from '../../shared/tokenize/chat-request.js';

@@ -18,7 +18,7 @@ export interface TrackedDecision {
 
 const NOTHING = (): void => undefined;
 import { performance } from 'node:perf_hooks';
-import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy.js';
+import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy-types.js';
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ClaimOrder } from '../inflight/claim-order.js';

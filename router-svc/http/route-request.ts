@@ -3,7 +3,7 @@
  * Pure: JSON value in, typed request out, or a 400 RouterHttpError whose reason names the field.
  */
 import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
-import type { RouteRequest } from '../policy/policy.js';
+import type { RouteRequest } from '../policy/policy-types.js';
 import { badRequest } from './router-http-errors.js';
 
 /** `POST /v1/internal/kv-cache/query`. */

@@ -10,7 +10,7 @@ import type { Context } from 'koa';
 import type { Logger } from '../../shared/log/logger.js';
 import { readJsonBody } from '../http/json-body.js';
 import type { RouteDecider, TrackedDecision } from '../http/route-decider.js';
-import type { RouteRequest } from '../policy/policy.js';
+import type { RouteRequest } from '../policy/policy-types.js';
 import type { RouterMetrics } from '../http/router-metrics.js';
 import { isRouterHttpError } from '../http/router-http-errors.js';
 import type { PromptResolver } from './prompt-resolver.js';

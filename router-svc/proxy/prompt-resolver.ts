@@ -8,7 +8,7 @@
  */
 import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import type { UntokenizedReason } from '../../shared/tokenize/chat-encoding.js';
-import type { RouteRequest } from '../policy/policy.js';
+import type { RouteRequest } from '../policy/policy-types.js';
 import type { RouterMetrics } from '../http/router-metrics.js';
 import type { PromptInput } from './prompt-route-input.js';
 

@@ -8,7 +8,7 @@ import { optionalBool, parseChatRequest, PromptShapeError, type ChatRequest } fr
 import { badRequest } from '../http/router-http-errors.js';
 import { jsonObject, parseRouteRequest, parseTokenIds } from '../http/route-request.js';
 import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
-import type { RouteRequest } from '../policy/policy.js';
+import type { RouteRequest } from '../policy/policy-types.js';
 
 /**
  * Rough tokens per text character for the `promptTokens` estimate of untokenized text (SLO_AWARE

@@ -11,7 +11,7 @@ import { request } from 'node:http';
 import { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { ROUTE_PATH, RouterHttpServer } from '../../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
-import { createPolicy } from '../../../router-svc/policy/policy.js';
+import { createPolicy } from '../../../router-svc/policy/create-policy.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { apply, blockKeys, DEVICE, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
 

@@ -4,7 +4,8 @@
  * real grpc-js server). Defaults: a DEFAULT instance, ACTIVE, with a load report, one DP rank,
  * incarnation `inc-<name>`, generation 1; a synchronized stream of block_size 4, seed 1024.
  */
-import { createPolicy, type CandidateExplanation, type PolicyFlags, type RouteDecision } from '../../../router-svc/policy/policy.js';
+import { createPolicy, type PolicyFlags } from '../../../router-svc/policy/create-policy.js';
+import type { CandidateExplanation, RouteDecision } from '../../../router-svc/policy/policy-types.js';
 import { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
 import type { ClaimOrder } from '../../../router-svc/inflight/claim-order.js';
