@@ -1,8 +1,10 @@
 /**
  * router-svc's HTTP port (`--http_port`, routing.md "HTTP API"): the query endpoint, `/v1/route`,
  * the OpenAI-compatible proxy, `/health`, `/ready` and `/metrics`. Every answer is JSON; a failure
- * is `{"error": reason}` with the status of its RouterHttpError (400 naming the field, 401, 413,
- * 502, 503), and an unexpected error is a bare 500 (logged, never a stack trace in the response).
+ * is OpenAI's error object (router-http-errors.ts) with the status of its RouterHttpError (400
+ * naming the field, 401, 404, 413, 502, 503), and an unexpected error is a bare 500 (logged, never
+ * a stack trace in the response). `/ready`'s 503 is a readiness report, not an error: it keeps
+ * `{"ready": false, "error": reason}`.
  *
  * `POST /v1/route` itself is answered on node:http in front of the Koa app (route-fast-path.ts);
  * everything else, the same endpoint under other spellings included, goes through Koa.
@@ -12,7 +14,7 @@
  */
 import { DomainError } from '../../shared/errors/domain-error.js';
 import { createServer, type Server } from 'node:http';
-import { answerClientErrors, jsonRefusalBody, limitedServerOptions, ROUTER_HTTP_LIMITS } from '../../shared/security/http-limits.js';
+import { answerClientErrors, limitedServerOptions, refusalReason, ROUTER_HTTP_LIMITS } from '../../shared/security/http-limits.js';
 import type { Socket } from 'node:net';
 import Koa from 'koa';
 import type { Context, Next } from 'koa';
@@ -31,7 +33,7 @@ import { withRouteFastPath } from './route-fast-path.js';
 import { parseKvQueryRequest } from './route-request.js';
 import { PromptResolver } from '../proxy/prompt-resolver.js';
 import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
-import { failureAnswer, RouterHttpError, unauthorized } from './router-http-errors.js';
+import { failureAnswer, openAiError, RouterHttpError, unauthorized } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
 
 export const KV_QUERY_PATH = '/v1/internal/kv-cache/query';
@@ -86,10 +88,10 @@ export class RouterHttpServer {
     const server = createServer(limitedServerOptions(ROUTER_HTTP_LIMITS), withRouteFastPath(ROUTE_PATH, routeDeps, log, app.callback()));
     // Keep-alive clients (load balancers, benchmarks) reuse connections.
     server.keepAliveTimeout = 65_000;
-    // Refusals node makes itself (431, 408, 400) get the API's JSON error shape, never a stack.
+    // Refusals node makes itself (431, 408, 400) get the API's error object, never a stack.
     answerClientErrors(
       server,
-      jsonRefusalBody,
+      (status) => JSON.stringify(openAiError(status, refusalReason(status))),
       () => undefined,
     );
     const self = new RouterHttpServer(server, opts.port);
@@ -194,7 +196,7 @@ function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps, l
       notImplemented: () => new RouterHttpError('method_not_allowed', 405, 'method not allowed'),
     }),
   );
-  app.use((ctx) => reply(ctx, 404, { error: 'not found' }));
+  app.use((ctx) => reply(ctx, 404, openAiError(404, 'not found')));
   return app;
 }
 
