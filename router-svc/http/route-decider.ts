@@ -22,7 +22,8 @@ import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/polic
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ClaimOrder } from '../inflight/claim-order.js';
-import { promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
+import { MAX_PROMPT_GRANULES, promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
+import type { RequestIdentity } from '../identity/request-identity.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import { RouterHttpError } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
@@ -81,7 +82,7 @@ export class RouteDecider {
     let again: RouteDecision;
     try {
       again = inflight.orderedBefore(claimSeq, counted.atMs, () =>
-        this.policy.decide({ tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt }, this.view, nowMs + heldMs),
+        this.policy.decide({ tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt, identity: counted.identity }, this.view, nowMs + heldMs),
       );
     } catch {
       // No candidate any more: the first decision stands (its instance may be gone too; the
@@ -101,10 +102,12 @@ export class RouteDecider {
   private decideCounted(input: RouteRequest, nowMs: number): CountedDecision {
     const t0 = performance.now();
     let decision: RouteDecision;
-    // Hashed once: CAR matches them against the requests in flight, the count keeps them for the others.
-    const fingerprints = this.pendingPrefix && this.inflight !== null && input.tokenIds !== null ? promptFingerprints(input.tokenIds) : null;
+    // Hashed once: CAR matches them against the requests in flight, the count keeps them for the
+    // others. Seeded with the identity: another identity's pending prompts never match them.
+    const fingerprints =
+      this.pendingPrefix && this.inflight !== null && input.tokenIds !== null ? promptFingerprints(input.tokenIds, MAX_PROMPT_GRANULES, input.identity?.fingerprintSeed) : null;
     try {
-      decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens, promptFingerprints: fingerprints }, this.view, nowMs);
+      decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens, promptFingerprints: fingerprints, identity: input.identity }, this.view, nowMs);
     } catch (e) {
       const seconds = (performance.now() - t0) / 1000;
       if (e instanceof NoCandidateError) {
@@ -122,7 +125,7 @@ export class RouteDecider {
       if (inst !== null) seq = this.inflight.record(inst, atMs, fingerprints);
     }
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
-    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds };
+    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, identity: input.identity };
   }
 }
 
@@ -134,6 +137,8 @@ interface CountedDecision {
   readonly atMs: number;
   readonly prompt: Uint32Array | null;
   readonly tokenIds: readonly number[] | null;
+  /** The request's identity: a cold claim is decided again among the same model's candidates. */
+  readonly identity: RequestIdentity | undefined;
 }
 
 /** The score of P candidate `name` (+∞ when it is not listed: gone from the candidates). */

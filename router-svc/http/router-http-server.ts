@@ -1,6 +1,7 @@
 /**
  * router-svc's HTTP port (`--http_port`, routing.md "HTTP API"): the query endpoint, `/v1/route`,
- * the OpenAI-compatible proxy, `/health`, `/ready` and `/metrics`. Every answer is JSON; a failure
+ * the OpenAI-compatible proxy and `GET /v1/models` (cache-identity §2), the status page, `/health`,
+ * `/ready` and `/metrics`. Every answer is JSON; a failure
  * is OpenAI's error object (router-http-errors.ts) with the status of its RouterHttpError (400
  * naming the field, 401, 404, 413, 502, 503), and an unexpected error is a bare 500 (logged, never
  * a stack trace in the response). `/ready`'s 503 is a readiness report, not an error: it keeps
@@ -30,9 +31,14 @@ import { queryResultJson } from './query-json.js';
 import type { RouteDecider } from './route-decider.js';
 import { routeAnswer, type RouteEndpointDeps } from './route-endpoint.js';
 import { withRouteFastPath } from './route-fast-path.js';
-import { parseKvQueryRequest } from './route-request.js';
+import { jsonObject, parseKvQueryRequest } from './route-request.js';
 import { PromptResolver } from '../proxy/prompt-resolver.js';
 import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
+import { IdentityResolver } from '../identity/identity-resolver.js';
+import { ANY_SCOPE, inScope, type RequestIdentity } from '../identity/request-identity.js';
+import { MODELS_PATH, servedModelList } from './models-list.js';
+import { parseIdentityFields, resolveIdentity } from './request-identity-fields.js';
+import type { ModelTokenizerInfo } from '../status/status-snapshot.js';
 import { failureAnswer, openAiError, RouterHttpError, unauthorized } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
 
@@ -51,6 +57,10 @@ export interface RouterHttpServerOptions {
   readonly prompts?: PromptResolver;
   /** `--tokenizer` in use, for `/v1/status`; default null. */
   readonly tokenizer?: TokenizerInfo | null;
+  /** `--models_file`'s tokenizers, for `/v1/status`; default none. */
+  readonly modelTokenizers?: readonly ModelTokenizerInfo[];
+  /** Request identities against `view` (cache-identity §2); default one of its own over `view`. */
+  readonly identities?: IdentityResolver;
   /** null: no proxy routes (404). */
   readonly proxy: OpenAiProxy | null;
   readonly metrics: RouterMetrics;
@@ -128,6 +138,7 @@ function routeEndpointDeps(opts: RouterHttpServerOptions): RouteEndpointDeps {
   return {
     decider: opts.decider,
     prompts: opts.prompts ?? new PromptResolver(null, opts.metrics),
+    identities: opts.identities ?? new IdentityResolver(opts.view),
     maxBodyBytes: opts.maxBodyBytes ?? MAX_BODY_BYTES,
     clock: opts.clock ?? Date.now,
   };
@@ -138,6 +149,8 @@ function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps, l
   const maxBodyBytes = routeDeps.maxBodyBytes;
   const token = new InternalTokenCheck(opts.internalApiToken);
   const view = opts.view;
+  const identities = routeDeps.identities;
+  const startedSeconds = Math.floor(clock() / 1000);
 
   const app = new Koa();
   // Errors are answered and logged below; koa's own handler would print stacks to stderr.
@@ -170,16 +183,20 @@ function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps, l
     if (!token.accepts(ctx.req.headers[INTERNAL_TOKEN_HEADER])) throw unauthorized();
     const body = await readJsonBody(ctx.req, maxBodyBytes);
     const request = parseKvQueryRequest(body.json);
+    // cache-identity §2: `model` optional here (absent: every stream), `cache_salt` keys block 0.
+    const identity = resolveIdentity(identities, parseIdentityFields(jsonObject(body.json)), true);
     ctx.status = 200;
     ctx.type = 'application/json';
-    ctx.body = queryResultJson(view.query(request.tokenIds, clock()));
+    ctx.body = queryResultJson(view.query(request.tokenIds, clock(), identity.keys, identity.scope === ANY_SCOPE ? null : scopeFilter(view, identity)));
   });
   router.post(ROUTE_PATH, async (ctx) => reply(ctx, 200, await routeAnswer(ctx.req, routeDeps)));
+  router.get(MODELS_PATH, (ctx) => reply(ctx, 200, servedModelList(view.instances(), startedSeconds)));
   mountStatusRoutes(router, {
     view,
     hitRatios: opts.metrics.hitRatios,
     policyName: opts.decider.policyName,
     tokenizer: opts.tokenizer ?? null,
+    modelTokenizers: opts.modelTokenizers ?? [],
     untokenized: () => opts.metrics.untokenizedCounts(),
     clock,
   });
@@ -198,6 +215,14 @@ function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps, l
   );
   app.use((ctx) => reply(ctx, 404, openAiError(404, 'not found')));
   return app;
+}
+
+/** The query endpoint's streams of a model: those of the instances in its scope (a stream of no registered instance may serve any). */
+function scopeFilter(view: ViewCache, identity: RequestIdentity): (name: string) => boolean {
+  return (name) => {
+    const inst = view.instance(name);
+    return inst === null || inScope(inst, identity);
+  };
 }
 
 function reply(ctx: Context, status: number, body: object): void {
