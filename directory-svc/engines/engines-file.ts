@@ -7,6 +7,7 @@
 import { ConfigError } from '../../shared/config/config-error.js';
 import { ENGINE_KINDS, isEngineKind, type EngineKind } from '../../shared/config/engine-kind.js';
 import { int, object, show, str, tcpEndpoint, unknownFields, type JsonObject } from '../../shared/config/kv-events-config.js';
+import { jsonRootList } from '../../shared/config/json-root-list.js';
 
 export type EngineRole = 'DEFAULT' | 'PREFILL' | 'DECODE';
 
@@ -41,17 +42,7 @@ export interface EnginesFileContext {
 
 /** Parses the file's text; throws `ConfigError` naming `engines[i].field` (or '' for bad JSON). */
 export function parseEnginesFile(text: string, ctx: EnginesFileContext = {}): readonly EngineEntry[] {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new ConfigError('', `not valid JSON: ${e instanceof Error ? e.message.split('\n')[0]! : 'syntax error'}`);
-  }
-  const root = object(json, '');
-  unknownFields(root, ['engines'], '');
-  const list = root['engines'];
-  if (list === undefined) throw new ConfigError('engines', 'required');
-  if (!Array.isArray(list)) throw new ConfigError('engines', `expected an array, got ${show(list)}`);
+  const list = jsonRootList(text, 'engines', 'required');
   const names = new Map<string, number>();
   // Lower-cased endpoint of every rank → where it was first claimed (events or replay, any entry).
   const endpoints = new Map<string, string>();

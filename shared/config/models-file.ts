@@ -12,6 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { ConfigError } from './config-error.js';
+import { jsonRootList } from './json-root-list.js';
 import { object, show, unknownFields } from './kv-events-config.js';
 
 /** One model's tokenizer (frozen). */
@@ -49,17 +50,7 @@ export function readModelsFile(path: string): readonly ModelTokenizerEntry[] {
 
 /** Parses the file's text; throws ConfigError naming `models[i].field` ('' for bad JSON). */
 export function parseModelsFile(text: string): readonly ModelTokenizerEntry[] {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new ConfigError('', `not valid JSON: ${e instanceof Error ? e.message.split('\n')[0]! : 'syntax error'}`);
-  }
-  const root = object(json, '');
-  unknownFields(root, ['models'], '');
-  const list = root['models'];
-  if (list === undefined) throw new ConfigError('models', 'required: an array of {"model", "tokenizer", "chat_template"?}');
-  if (!Array.isArray(list)) throw new ConfigError('models', `expected an array, got ${show(list)}`);
+  const list = jsonRootList(text, 'models', 'required: an array of {"model", "tokenizer", "chat_template"?}');
   const seen = new Map<string, number>();
   const out: ModelTokenizerEntry[] = [];
   for (let i = 0; i < list.length; i++) {
