@@ -1,10 +1,10 @@
 /**
  * router-svc's HTTP port (`--http_port`, routing.md "HTTP API"): the query endpoint, `/v1/route`,
  * the OpenAI-compatible proxy and `GET /v1/models` (cache-identity §2), the status page, `/health`,
- * `/ready` and `/metrics`. Every answer is JSON; a failure
- * is OpenAI's error object (router-http-errors.ts) with the status of its RouterHttpError (400
- * naming the field, 401, 404, 413, 502, 503), and an unexpected error is a bare 500 (logged, never
- * a stack trace in the response). `/ready`'s 503 is a readiness report, not an error: it keeps
+ * `/ready` and `/metrics`. Every answer is JSON; a failure is OpenAI's error object
+ * (router-http-errors.ts) with the status of its RouterHttpError (400 naming the field, 401, 404,
+ * 413, 502, 503), and an unexpected error is a bare 500 (logged, never a stack trace in the
+ * response). `/ready`'s 503 is a readiness report, not an error: it keeps
  * `{"ready": false, "error": reason}`.
  *
  * `POST /v1/route` itself is answered on node:http in front of the Koa app (route-fast-path.ts);

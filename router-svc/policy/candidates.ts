@@ -6,7 +6,7 @@
  * D rotation cursors (routing.md "Ties", RR's turn), so equal instances of one model share that
  * model's load whatever the other models' traffic does.
  */
-import { ANY_IDENTITY, inScope, type RequestIdentity } from '../identity/request-identity.js';
+import { ANY_IDENTITY, ANY_SCOPE, inScope, UNLISTED_SCOPE, type RequestIdentity } from '../identity/request-identity.js';
 import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
 import { NoCandidateError } from './no-candidate-error.js';
 import { newRotationCursor, type RotationCursor } from './pick-minimum.js';
@@ -31,7 +31,7 @@ export interface CandidateSet {
 /** The instances a candidate set is chosen from, its scope's cursors, and what to call it in a 503. */
 interface ScopeInput {
   readonly instances: readonly RouterInstance[];
-  /** `model `m`` when the scope is a model's; null for any model. */
+  /** What the scope's 503 calls it (scopeLabel); null for any model. */
   readonly label: string | null;
   readonly prefillCursor: RotationCursor;
   readonly decodeCursor: RotationCursor;
@@ -103,6 +103,16 @@ function selectCandidates(scope: ScopeInput): CandidateSet {
   };
 }
 
+/**
+ * What a 503 calls the scope: the model, or for the unlisted scope (shared by every name no list
+ * names, so its cached reason must not name one of them) what may serve it.
+ */
+function scopeLabel(identity: RequestIdentity): string | null {
+  if (identity.scope === ANY_SCOPE) return null;
+  if (identity.scope === UNLISTED_SCOPE) return 'a model no list names (only instances with an unknown list)';
+  return `model \`${identity.model}\``;
+}
+
 /** One scope's cached set (or the reason it has none) and its cursors. */
 interface ScopeEntry {
   revision: number;
@@ -153,7 +163,7 @@ export class CandidateCache {
       const all = view.instances();
       const instances = identity.model === null ? all : all.filter((i) => inScope(i, identity));
       try {
-        e.set = selectCandidates({ instances, label: identity.model === null ? null : `model \`${identity.model}\``, prefillCursor: e.prefillCursor, decodeCursor: e.decodeCursor });
+        e.set = selectCandidates({ instances, label: scopeLabel(identity), prefillCursor: e.prefillCursor, decodeCursor: e.decodeCursor });
         e.error = null;
       } catch (err) {
         if (!(err instanceof NoCandidateError)) throw err;
