@@ -474,7 +474,7 @@ async function main(): Promise<void> {
   }
   const pairRatios = (key: 'requests_per_s' | 'cpu_ms_per_request', invert: boolean): number[] =>
     plainRounds.map((p, i) => (invert ? p[key]! / identityRounds[i]![key]! : identityRounds[i]![key]! / p[key]!));
-  const decisions = identityDecisionCost(idView.view, tokenPrompts, bodies.length);
+  const decisions = identityDecisionCost(idView.view, tokenPrompts);
   emit({
     name: 'route_identity_8k',
     ...shape,
@@ -541,10 +541,10 @@ const round3 = (x: number): number => Math.round(x * 1000) / 1000;
 /**
  * `route_identity_8k`'s decision-only part: the same prompts decided by CAR in process, without
  * and with an identity (model + salt resolved from the body's fields each time, as the endpoint
- * does), alternating per request so both forms meet the same machine; one warm-up pass dropped.
- * p50 of each in µs.
+ * does), alternating per request so both forms meet the same machine; one warm-up pass dropped,
+ * three timed (3 × IDENTITY_DECISIONS pairs). p50 of each in µs.
  */
-function identityDecisionCost(view: ViewCache, prompts: readonly number[][], count: number): { plainP50Us: number; identityP50Us: number } {
+function identityDecisionCost(view: ViewCache, prompts: readonly number[][]): { plainP50Us: number; identityP50Us: number } {
   const flags = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.5, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
   const metrics = new RouterMetrics(() => ({ version: 1, lagMs: 0, staleForMs: 0 }));
   const decider = new RouteDecider(createPolicy(flags), view, metrics, 'CAR');
@@ -553,7 +553,7 @@ function identityDecisionCost(view: ViewCache, prompts: readonly number[][], cou
   const plain: number[] = [];
   const identity: number[] = [];
   for (let pass = 0; pass < 4; pass++) {
-    for (let i = 0; i < Math.min(count, IDENTITY_DECISIONS); i++) {
+    for (let i = 0; i < IDENTITY_DECISIONS; i++) {
       const tokenIds = prompts[i % prompts.length]!;
       const timed = (body: Readonly<Record<string, unknown>>): number => {
         const t0 = performance.now();
