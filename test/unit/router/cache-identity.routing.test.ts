@@ -132,12 +132,15 @@ describe('cache-identity §2 request identity: candidates, keys and pending cred
     expect(decide({ model: 'another-mystery' })).to.deep.equal(['u1:1', 'u2:1']);
     // Without a model: the one base model named (qwen3) with the unknown lists.
     expect(decide({})).to.deep.equal(['q1:1', 'u1:1', 'u2:1']);
+    // A listed model whose instances cannot take it is a 503 naming the model.
+    await apply(view, delta('e1', 2, { instance_upserts: [inst('q1:1', served('qwen3'), { load: null }), inst('u1:1', null, { load: null }), inst('u2:1', null, { load: null })] }), Date.now());
+    expect(() => decide({ model: 'qwen3' })).to.throw(/none of 3 instances serving model `qwen3` is schedulable/);
     const unknownOnly = await viewOf([inst('u1:1', null)], [held(1, 'u1:1')]);
     expect(identityOf(new IdentityResolver(unknownOnly), {})).to.equal(ANY_IDENTITY);
     // An empty view names no model: not a 404 (the engines may just not be in the view yet), the decision's 503.
     const empty = await viewOf([], []);
     const id = identityOf(new IdentityResolver(empty), { model: 'qwen3' });
-    expect(() => testDecider(empty, flags('CAR')).decide({ tokenIds: P, promptTokens: 16, identity: id }, 0)).to.throw(/no instance serving model `qwen3` in the directory view/);
+    expect(() => testDecider(empty, flags('CAR')).decide({ tokenIds: P, promptTokens: 16, identity: id }, 0)).to.throw(/no instance serving a model no list names \(only instances with an unknown list\) in the directory view/);
   });
 
   it('wrong types are 400s naming the field: model not a string, cache_salt empty or not a string; model "" or null is no model', async () => {
