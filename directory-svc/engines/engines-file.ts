@@ -14,6 +14,7 @@ import { isDnsEntry, parseDnsEntry, type DnsEngineEntry } from './dns-entry.js';
 import { engineCommonFields, MAX_DP_SIZE, MAX_PORT, type EngineRole } from './entry-fields.js';
 import { sameKvEventSources, type KvEventSource } from './kv-event-sources.js';
 import { sameModelLists, type ServedModel } from '../../shared/view/served-models.js';
+import { jsonRootList } from '../../shared/config/json-root-list.js';
 
 export type { EngineRole } from './entry-fields.js';
 
@@ -67,17 +68,7 @@ export interface EnginesFileContext {
 
 /** Parses the file's text; throws `ConfigError` naming `engines[i].field` (or '' for bad JSON). */
 export function parseEnginesFile(text: string, ctx: EnginesFileContext = {}): EnginesFile {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (e) {
-    throw new ConfigError('', `not valid JSON: ${e instanceof Error ? e.message.split('\n')[0]! : 'syntax error'}`);
-  }
-  const root = object(json, '');
-  unknownFields(root, ['engines'], '');
-  const list = root['engines'];
-  if (list === undefined) throw new ConfigError('engines', 'required');
-  if (!Array.isArray(list)) throw new ConfigError('engines', `expected an array, got ${show(list)}`);
+  const list = jsonRootList(text, 'engines', 'required');
   const names = new Map<string, number>();
   // Lower-cased endpoint of every rank → where it was first claimed (events or replay, any entry).
   const endpoints = new Map<string, string>();

@@ -26,8 +26,8 @@ export interface ViewStatus {
 /** How a decision ended: `ok`, `no_candidate` (503), `bad_request` (400, never reached the policy). */
 export type DecisionOutcome = 'ok' | 'no_candidate' | 'error';
 
-/** How a proxied request ended. */
-export type ProxyOutcome = 'ok' | 'upstream_error' | 'client_abort' | 'no_candidate' | 'bad_request';
+/** How a proxied request ended (`unknown_model`: the 404 of cache-identity §2). */
+export type ProxyOutcome = 'ok' | 'upstream_error' | 'client_abort' | 'no_candidate' | 'bad_request' | 'unknown_model';
 
 export class RouterMetrics {
   readonly registry = new Registry();

@@ -8,7 +8,7 @@
  * exactly equal scores the first name after the failed one wins, wrapping, as the tie rotation and
  * RR's turn would have continued (routing.md "Ties", "RR").
  */
-import type { RouteDecision } from '../policy/policy.js';
+import type { RouteDecision } from '../policy/policy-types.js';
 
 /** The name of the best P candidate other than `failed`; null when there is none. */
 export function nextBestPrefill(decision: RouteDecision, failed: string): string | null {

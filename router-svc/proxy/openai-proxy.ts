@@ -3,16 +3,24 @@
  * `POST /v1/chat/completions` choose a prefill instance with the configured policy and forward the
  * client's original body unchanged to `http://<instance name><same path>` (an engines-file instance:
  * its `url`). Token-id prompts get CAR credit as they are, text and chat once tokenized
- * (PromptResolver; without ids they go by queue cost, counted). No candidate is 503; an engine
- * that vanished before answering (refused, reset) gets the request sent once to the next-best
- * candidate; an engine failure is 502 naming the instance (both, after a retry); a client that
+ * (PromptResolver; without ids they go by queue cost, counted). The request's `model` and
+ * `cache_salt` (cache-identity §2) restrict the candidates to the model's instances, key the prompt
+ * (LoRA adapter, salt) and pick its tokenizer; the body still goes out byte for byte, so the engine
+ * reads the same fields. An unknown model is vLLM's 404, a missing one with several base models
+ * served a 400, no candidate 503; an engine that vanished before answering (refused, reset) gets
+ * the request sent once to the next-best candidate; an engine failure is 502 naming the instance
+ * (both, after a retry); a client that
  * disconnects cancels the upstream request.
  */
 import type { Context } from 'koa';
 import type { Logger } from '../../shared/log/logger.js';
 import { readJsonBody } from '../http/json-body.js';
+import { parseIdentityFields, resolveIdentity } from '../http/request-identity-fields.js';
 import type { RouteDecider, TrackedDecision } from '../http/route-decider.js';
-import type { RouteRequest } from '../policy/policy.js';
+import { jsonObject } from '../http/route-request.js';
+import type { IdentityResolver } from '../identity/identity-resolver.js';
+import type { RequestIdentity } from '../identity/request-identity.js';
+import type { RouteRequest } from '../policy/policy-types.js';
 import type { RouterMetrics } from '../http/router-metrics.js';
 import { isRouterHttpError, upstreamFailedTwice } from '../http/router-http-errors.js';
 import type { PromptResolver } from './prompt-resolver.js';
@@ -27,6 +35,8 @@ export interface OpenAiProxyOptions {
   readonly decider: RouteDecider;
   /** Text and chat → token ids (or the estimate, counted). */
   readonly prompts: PromptResolver;
+  /** `model` and `cache_salt` → the request's identity, against the router's view. */
+  readonly identities: IdentityResolver;
   readonly forwarder: UpstreamForwarder;
   readonly metrics: RouterMetrics;
   readonly logger: Logger;
@@ -48,16 +58,18 @@ export class OpenAiProxy {
   async handle(ctx: Context, path: typeof COMPLETIONS_PATH | typeof CHAT_COMPLETIONS_PATH): Promise<void> {
     let prompt: PromptInput;
     let raw: Buffer;
+    let identity: RequestIdentity;
     try {
       const body = await readJsonBody(ctx.req, this.opts.maxBodyBytes);
       raw = body.raw;
       prompt = path === COMPLETIONS_PATH ? completionRouteInput(body.json) : chatRouteInput(body.json);
+      identity = resolveIdentity(this.opts.identities, parseIdentityFields(jsonObject(body.json)));
     } catch (e) {
-      if (isRouterHttpError(e)) this.opts.metrics.proxyRequest(path, 'bad_request');
+      if (isRouterHttpError(e)) this.opts.metrics.proxyRequest(path, e.httpStatus === 404 ? 'unknown_model' : 'bad_request');
       throw e;
     }
     // Tokenizing never fails the request: without ids it is routed by load (and counted).
-    const input: RouteRequest = (await this.opts.prompts.resolve(prompt)).request;
+    const input: RouteRequest = { ...(await this.opts.prompts.resolve(prompt, identity)).request, identity };
     let tracked: TrackedDecision;
     try {
       tracked = await this.opts.decider.decideTracked(input, this.opts.clock());

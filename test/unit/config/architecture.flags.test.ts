@@ -294,6 +294,7 @@ describe('architecture.md flags: router-svc table', () => {
       targetTpotMs: null,
       tokenizer: '',
       chatTemplate: '',
+      modelsFile: '',
       logLevel: 'info',
     });
   });

@@ -6,7 +6,7 @@
  */
 import { expect } from 'chai';
 import { InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
-import type { CandidateExplanation, RouteDecision } from '../../../router-svc/policy/policy.js';
+import type { CandidateExplanation, RouteDecision } from '../../../router-svc/policy/policy-types.js';
 import { nextBestPrefill } from '../../../router-svc/proxy/next-best-candidate.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { apply, snapshot, testDecider, wireInstance, wireLoad } from './view-fixtures.js';
