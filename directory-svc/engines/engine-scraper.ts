@@ -23,7 +23,7 @@ import type { InstanceLoad } from '../load/instance-load.js';
 import type { EngineIdentity, EngineIdentitySource } from './engine-identity.js';
 import { readEngineMetrics, type EngineMetricsReading } from './engine-metrics.js';
 import type { EngineEntry } from './engines-file.js';
-import { fetchServedModels, ServedModelsState, type ServedModelsOutcome } from './served-models-scrape.js';
+import { fetchServedModels, MODELS_NOT_SERVED, ServedModelsState, type ServedModelsOutcome } from './served-models-scrape.js';
 import type { ServedModel } from '../../shared/view/served-models.js';
 import type { KvEventSource } from './kv-event-sources.js';
 import { fetchKvEventSources, type KvEventSourcesFetch } from './kv-event-sources-fetch.js';
@@ -292,7 +292,7 @@ export class EngineScraper implements EngineIdentitySource {
   /** One `/v1/models` read; a failure keeps the last good list (cache-identity §1) and is returned. */
   private async modelsPass(): Promise<string | null> {
     if (this.closed || this.entry.models !== null) return null;
-    let list: readonly ServedModel[];
+    let list: readonly ServedModel[] | typeof MODELS_NOT_SERVED;
     try {
       list = await fetchServedModels(this.entry.url, this.limited(this.aborts.signal));
     } catch (e) {
@@ -300,7 +300,7 @@ export class EngineScraper implements EngineIdentitySource {
     }
     // Pinned meanwhile: the answer is for a list nobody reads any more.
     if (this.closed || this.entry.models !== null) return null;
-    const outcome = this.models.good(list);
+    const outcome = list === MODELS_NOT_SERVED ? this.models.notServed() : this.models.good(list);
     this.opts.modelsReport?.(this.entry.name, outcome, '');
     if (outcome.kind === 'good' && outcome.changed) this.publishModels();
     return null;

@@ -284,6 +284,10 @@ export class EnginesSource {
       if (outcome.recovered) this.log.info({ engine: name }, 'engine /v1/models answers again');
       return;
     }
+    if (outcome.kind === 'not_served') {
+      if (outcome.firstOfItsKind) this.log.info({ engine: name }, 'engine does not serve GET /v1/models (404): its served models stay unknown, a candidate for every model');
+      return;
+    }
     this.modelsErrors?.inc({ instance: name });
     if (outcome.firstOfItsKind) this.log.warn({ engine: name, err: detail }, 'engine served-models scrape failed; the last good list stays (unknown before the first)');
   }

@@ -66,14 +66,24 @@ export function parseServedModels(text: string): readonly ServedModel[] {
 }
 
 /**
- * `GET <baseUrl>/v1/models` and its parse; rejects with `ServedModelsError` (the transport's own
- * errors are converted here, with their cause code, so a log line says ECONNREFUSED or a timeout).
+ * The engine does not serve `/v1/models` at all (404: an engine without the route, or the
+ * simulator without `--served_models`): its list stays unknown, a candidate for every model. Not a
+ * failure of an engine that lists its models, so not counted as one. A decision of ours: the spec
+ * names failed and malformed scrapes only.
  */
-export async function fetchServedModels(baseUrl: string, signal: AbortSignal): Promise<readonly ServedModel[]> {
+export const MODELS_NOT_SERVED = 'not_served';
+
+/**
+ * `GET <baseUrl>/v1/models` and its parse, or MODELS_NOT_SERVED on a 404; rejects with
+ * `ServedModelsError` (the transport's own errors are converted here, with their cause code, so a
+ * log line says ECONNREFUSED or a timeout).
+ */
+export async function fetchServedModels(baseUrl: string, signal: AbortSignal): Promise<readonly ServedModel[] | typeof MODELS_NOT_SERVED> {
   let text: string;
   try {
     const res = await fetch(`${baseUrl}/v1/models`, { signal, redirect: 'manual', headers: { accept: 'application/json' } });
     text = await boundedText(res);
+    if (res.status === 404) return MODELS_NOT_SERVED;
     if (res.status !== 200) throw new ServedModelsError(`GET /v1/models answered ${res.status}`);
   } catch (e) {
     if (e instanceof ServedModelsError) throw e;
@@ -114,7 +124,8 @@ function transportReason(e: unknown): string {
 /** What one scrape's outcome means for the table and the log. */
 export type ServedModelsOutcome =
   | { readonly kind: 'good'; readonly changed: boolean; readonly recovered: boolean }
-  | { readonly kind: 'failed'; readonly firstOfItsKind: boolean };
+  | { readonly kind: 'failed'; readonly firstOfItsKind: boolean }
+  | { readonly kind: 'not_served'; readonly firstOfItsKind: boolean };
 
 /**
  * Bound on the distinct errors remembered within one failure episode; past it the set starts
@@ -130,6 +141,7 @@ const MAX_REMEMBERED_ERRORS = 16;
 export class ServedModelsState {
   private last: ServedModelList = null;
   private readonly errorsSeen = new Set<string>();
+  private notServedSeen = false;
 
   /** The last good list; null before the first good scrape. */
   get list(): ServedModelList {
@@ -139,9 +151,17 @@ export class ServedModelsState {
   good(list: readonly ServedModel[]): ServedModelsOutcome {
     const recovered = this.errorsSeen.size > 0;
     this.errorsSeen.clear();
+    this.notServedSeen = false;
     const changed = this.last === null || !sameModelLists(this.last, list);
     if (changed) this.last = list;
     return { kind: 'good', changed, recovered };
+  }
+
+  /** A 404: the last good list (unknown before one) stays; told once until the engine answers a list. */
+  notServed(): ServedModelsOutcome {
+    const first = !this.notServedSeen;
+    this.notServedSeen = true;
+    return { kind: 'not_served', firstOfItsKind: first };
   }
 
   failed(detail: string): ServedModelsOutcome {

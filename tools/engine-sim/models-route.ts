@@ -13,6 +13,11 @@
  * object, or a field of the wrong type, is BadRequestError 400 as FastAPI's validation answers).
  * A change is visible to the next `/v1/models` at once. Runtime loading is always on (vLLM needs
  * `VLLM_ALLOW_RUNTIME_LORA_UPDATING`), and any `lora_path` loads: the simulator has no weights.
+ *
+ * Without `--served_models` the engine serves any model name (lenient) and does not list models:
+ * `GET /v1/models` is FastAPI's 404 for a route that is not there, so the directory keeps its list
+ * unknown (a candidate for every model), as for an engine without the route. A list it published
+ * would be a lie: the names it answers are whatever clients send.
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -51,8 +56,14 @@ export class ModelsRoute {
   }
 
   private listModels(req: IncomingMessage, res: ServerResponse): void {
-    const created = Math.floor(Date.now() / 1000);
     const r = this.registry;
+    if (!r.strict) {
+      const notFound = '{"detail":"Not Found"}';
+      res.writeHead(404, { 'content-type': 'application/json', 'content-length': notFound.length });
+      res.end(req.method === 'HEAD' ? undefined : notFound);
+      return;
+    }
+    const created = Math.floor(Date.now() / 1000);
     const data = r.list().map((m) => ({
       id: m.name,
       object: 'model',

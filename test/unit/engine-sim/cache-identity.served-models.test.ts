@@ -161,9 +161,9 @@ describe('engine-sim served models and request identity over HTTP (cache-identit
     expect(await call(`${url}/v1/chat/completions`, 'POST', { messages: [{ role: 'user', content: 'x' }], cache_salt: 5 })).to.include({ status: 400, text: badSalt });
   });
 
-  it('default (no list): base "sim" listed; any model name is served by the base model and answered under its own name', async () => {
+  it('default (no list): no /v1/models (404, the list is unknown); any model name is served by the base model and answered under its own name', async () => {
     const { url, sim: s } = await start();
-    expect((await listed(url)).map((m) => [m.id, m.parent])).to.deep.equal([['sim', null]]);
+    expect(await call(`${url}/v1/models`, 'GET')).to.include({ status: 404, text: '{"detail":"Not Found"}' });
     const a = await call(`${url}/v1/completions`, 'POST', { model: 'qwen3', prompt: PROMPT, max_tokens: 1 });
     expect(a.status).to.equal(200);
     expect((JSON.parse(a.text) as { model: string }).model).to.equal('qwen3');

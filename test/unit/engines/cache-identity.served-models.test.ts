@@ -308,9 +308,27 @@ describe('cache-identity §1 served models of engines-file engines', () => {
       expect(calls).to.deep.equal(['models meta-llama/Llama-3.1-8B-Instruct,sql-lora<meta-llama/Llama-3.1-8B-Instruct']);
     });
 
-    it('CI6 before the first good scrape the list is unknown: the instance is admitted without one, and a /v1/models failure of an engine that is not up is not reported', async () => {
+    it('CI6 an engine that does not serve /v1/models (404) keeps an unknown list, told once and not counted as a failure', async () => {
       modelsStatus = 404;
       modelsBody = '{"detail":"Not Found"}';
+      const s = startScraper();
+      await s.tick();
+      expect(calls).to.deep.equal(['put 1.7e+09', 'load', 'health true']);
+      await s.scrapeModels();
+      expect(reports).to.deep.equal([
+        { kind: 'not_served', firstOfItsKind: true },
+        { kind: 'not_served', firstOfItsKind: false },
+      ]);
+      expect(s.scrapedModels).to.equal(null);
+      modelsStatus = 200;
+      modelsBody = JSON.stringify(VLLM_MODELS);
+      await s.scrapeModels();
+      expect(reports.at(-1)).to.deep.equal({ kind: 'good', changed: true, recovered: false });
+    });
+
+    it('CI6 before the first good scrape the list is unknown: the instance is admitted without one, and a /v1/models failure of an engine that is not up is not reported', async () => {
+      modelsStatus = 500;
+      modelsBody = '{"detail":"Internal Server Error"}';
       health = 503;
       const s = startScraper();
       await s.tick();
