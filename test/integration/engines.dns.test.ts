@@ -92,6 +92,8 @@ describe('engines.md §6 engines found through DNS (dnsmasq, real processes)', f
     expect(await listed()).to.deep.equal([e1!.address, e2!.address, e3!.address].sort());
     const i1 = (await dir.instance(e1!.address))!;
     expect(i1).to.deep.include({ url: `http://${e1!.address}`, backend_type: 'vllm', source: `dns:${NAME}` });
+    // Streams are planned by the reconciler's next pass after the instance is listed.
+    await waitFor(async () => (await dir!.streams(e1!.address)).length > 0, 10000, 'e1 streams planned');
     expect((await dir.streams(e1!.address)).map((s) => [s.endpoint, s.replay_endpoint])).to.deep.equal([[`tcp://${addr(1)}:${port + 1}`, `tcp://${addr(1)}:${port + 2}`]]);
     for (const [i, e] of [e1!, e2!, e3!].entries()) await credit(e, i);
 
