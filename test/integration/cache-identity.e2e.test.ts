@@ -21,10 +21,10 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { stopAllProcesses } from '../../shared/process/service-process.js';
 import { bundledLlama31TokenizerDir, bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
-import { parseChatRequest } from '../../shared/tokenize/chat-request.js';
-import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
 import { FLEET_BLOCK_SIZE, FleetDirectory, SimProcess } from '../helpers/engines-fleet.js';
+import { chatTokenIds } from '../helpers/chat-token-ids.js';
+import { raised } from '../helpers/openai-errors.js';
 import { waitFor } from '../helpers/ports.js';
 import { RouterProcess } from '../helpers/router-stack.js';
 import { ScriptedEngine } from '../helpers/scripted-engine.js';
@@ -82,29 +82,6 @@ interface RouteAnswer {
 interface StatusAnswer {
   instances: { name: string; candidate: boolean }[];
   streams: { instance_name: string; synchronized: boolean }[];
-}
-
-/** A chat's ids as a model's own tokenizer and template give them (the code router and engines share). */
-async function chatIds(dir: string, messages: readonly { role: string; content: string }[]): Promise<number[]> {
-  const t = PromptTokenizer.load(dir, '');
-  try {
-    const r = await t.chat(parseChatRequest({ messages }));
-    if (!r.ok) throw new Error(r.detail);
-    return r.tokenIds;
-  } finally {
-    await t.close();
-  }
-}
-
-/** An error the openai client raised (the test fails if the call succeeds). */
-async function raised(p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  try {
-    await p;
-  } catch (e) {
-    if (e instanceof OpenAI.APIError) return e;
-    throw e;
-  }
-  throw new Error('expected the openai client to raise');
 }
 
 /** A router process and the calls this suite makes on it. */
@@ -455,7 +432,7 @@ describe('cache-identity §7 CI1–CI9 end to end (directory, routers, simulated
     const system: Message = { role: 'system', content: 'You are the routing assistant. Answer in one short sentence.' };
     for (const [model, tokenizerDir] of [[QWEN, QWEN_DIR], [LLAMA, LLAMA_DIR]] as const) {
       const first: Message[] = [system, { role: 'user', content: `Which engine holds my ${model} conversation?` }];
-      const ids = await chatIds(tokenizerDir, first);
+      const ids = await chatTokenIds(tokenizerDir, first);
       const { data, response } = await router.client.chat.completions.create({ model, messages: first, max_tokens: 4 }).withResponse();
       const engine = response.headers.get(INSTANCE_HEADER)!;
       expect(engine, model).to.be.oneOf(model === QWEN ? ['qwen-a', 'qwen-b'] : ['llama']);
@@ -475,7 +452,7 @@ describe('cache-identity §7 CI1–CI9 end to end (directory, routers, simulated
     }
     // The two tokenizers differ: the same chat is a different id sequence under each.
     const probe: Message[] = [{ role: 'user', content: 'Hello there!' }];
-    expect(await chatIds(QWEN_DIR, probe)).to.not.deep.equal(await chatIds(LLAMA_DIR, probe));
+    expect(await chatTokenIds(QWEN_DIR, probe)).to.not.deep.equal(await chatTokenIds(LLAMA_DIR, probe));
 
     // Streaming through the proxy: chunks from the model's engine, then the end of the stream.
     const { data: stream, response } = await router.client.chat.completions.create({ model: LLAMA, messages: probe, max_tokens: 3, stream: true }).withResponse();
