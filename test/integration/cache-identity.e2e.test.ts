@@ -31,6 +31,7 @@ import { ScriptedEngine } from '../helpers/scripted-engine.js';
 
 const BLOCK = FLEET_BLOCK_SIZE;
 const MODELS_PERIOD_MS = 1000;
+const LOAD_PERIOD_MS = 250;
 const INSTANCE_HEADER = 'x-kv-router-instance';
 const QUERY_PATH = '/v1/internal/kv-cache/query';
 const QWEN_DIR = bundledQwen3TokenizerDir();
@@ -181,8 +182,11 @@ describe('cache-identity §7 CI1–CI9 end to end (directory, routers, simulated
       ScriptedEngine.start('sglang', { kind: 'sglang', servedModels: SGLANG }),
     ]);
     // Every list is scraped from /v1/models but vision's, which the engines file pins (cache-identity §1).
+    // Loads are scraped every 250 ms and go stale after three periods: on a loaded machine a
+    // shorter period can drop an engine from the candidates for a moment.
     dir = await FleetDirectory.start([qwenA.entry(), qwenB.entry(), llama.entry(), hybrid.entry(), vision.entry({ models: [VISION] }), sglang.entry()], {
       etcdAddr: '',
+      refreshIntervalMs: LOAD_PERIOD_MS,
       args: [`--engines_models_refresh_ms=${MODELS_PERIOD_MS}`],
     });
     const modelsFile = join(tmp, 'models.json');
@@ -373,7 +377,7 @@ describe('cache-identity §7 CI1–CI9 end to end (directory, routers, simulated
   });
 
   it('CI5 a missing model is allowed when the fleet serves one base model (a second directory listing the llama engine alone)', async () => {
-    const one = await FleetDirectory.start([llama.entry()], { etcdAddr: '', args: [`--engines_models_refresh_ms=${MODELS_PERIOD_MS}`] });
+    const one = await FleetDirectory.start([llama.entry()], { etcdAddr: '', refreshIntervalMs: LOAD_PERIOD_MS, args: [`--engines_models_refresh_ms=${MODELS_PERIOD_MS}`] });
     try {
       const r = new RouterUnderTest(await RouterProcess.start(`127.0.0.1:${one.grpcPort}`, ['--load_balance_policy=CAR', '--log_level=warn']));
       try {
