@@ -1,6 +1,6 @@
 /**
  * The status page screenshot in the docs (`docs/images/status-page.png`), taken the way an
- * operator would see it: the local stack (tools/stack.ts: etcd, four simulated engines, the
+ * operator would see it: the local stack (tools/stack.ts: etcd, five simulated engines, the
  * directory, meta-svc and a CAR router) on free ports runs its demo, then the same headless
  * Chromium the status-page test drives (test/helpers/headless-chromium.ts) loads the router's `GET /`
  * and waits until the page shows every instance and a hit-ratio point above zero. Before it loads
@@ -59,7 +59,8 @@ async function sendTraffic(routerUrl: string): Promise<void> {
     const res = await fetch(`${routerUrl}/v1/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ prompt: prompts[n % prompts.length], max_tokens: 2 }),
+      // The stack serves two base models (qwen3 and llama-3.1): a request names its model.
+      body: JSON.stringify({ model: 'qwen3', prompt: prompts[n % prompts.length], max_tokens: 2 }),
     });
     await res.arrayBuffer();
     await new Promise((r) => setTimeout(r, TRAFFIC_INTERVAL_MS));

@@ -31,6 +31,8 @@ export interface SimOptions {
   readonly dpSize?: number;
   /** Rank r publishes on port + eventOffset + r (default 1) and replays on port + eventOffset + dp_size + r. */
   readonly eventOffset?: number;
+  /** `--device_capacity_blocks` per rank (default 4096): small to make an engine evict. */
+  readonly deviceCapacityBlocks?: number;
 }
 
 /**
@@ -48,6 +50,7 @@ export class SimProcess {
     readonly host: string,
     readonly dpSize: number,
     readonly eventOffset: number,
+    private readonly deviceCapacityBlocks: number,
     private readonly extraArgs: readonly string[],
   ) {}
 
@@ -55,7 +58,7 @@ export class SimProcess {
     const dpSize = opts.dpSize ?? 1;
     const eventOffset = opts.eventOffset ?? 1;
     const port = opts.port ?? (await freePortRange(eventOffset + 2 * dpSize));
-    const sim = new SimProcess(name, port, opts.kind ?? 'vllm', opts.host ?? '127.0.0.1', dpSize, eventOffset, opts.args ?? []);
+    const sim = new SimProcess(name, port, opts.kind ?? 'vllm', opts.host ?? '127.0.0.1', dpSize, eventOffset, opts.deviceCapacityBlocks ?? 4096, opts.args ?? []);
     sim.proc = sim.spawn();
     await sim.ready();
     return sim;
@@ -73,7 +76,7 @@ export class SimProcess {
         `--event_port_offset=${this.eventOffset}`,
         `--replay_port_offset=${this.eventOffset + this.dpSize}`,
         `--block_size=${FLEET_BLOCK_SIZE}`,
-        '--device_capacity_blocks=4096',
+        `--device_capacity_blocks=${this.deviceCapacityBlocks}`,
         ...this.extraArgs,
       ],
     });

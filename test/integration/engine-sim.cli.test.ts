@@ -89,6 +89,33 @@ describe('engine simulator CLI (tools/engine-sim/cli.ts) as a process', function
     expect(await client.get(key).string()).to.equal(null);
   });
 
+  it('cache-identity §1 --served_models on an xLLM engine: the etcd registration carries models (base first), rewritten when an adapter is loaded or unloaded at run time; without the flag the field is absent', async () => {
+    etcd = await EtcdServer.start();
+    const port = await findFreeEngineBase([{ type: 'DEFAULT', dpSize: 1 }], new Set());
+    const name = `127.0.0.1:${port}`;
+    ServiceProcess.spawn({ name: 'engine', entry: CLI, args: [`--name=${name}`, '--block_size=4', `--etcd_addr=${etcd.address}`, '--directory_http=', '--served_models=qwen3,sql-lora'] });
+    client = new Etcd3({ hosts: etcd.clientUrl });
+    const key = `XLLM:DEFAULT:${name}`;
+    const models = async (): Promise<unknown> => {
+      const text = await client!.get(key).string();
+      return text === null ? undefined : (JSON.parse(text) as Record<string, unknown>)['models'];
+    };
+    await waitFor(async () => (await models()) !== undefined, 30000, 'the registration');
+    expect(await models()).to.deep.equal(['qwen3', 'sql-lora']);
+    const post = (path: string, body: unknown): Promise<Response> => fetch(`http://${name}${path}`, { method: 'POST', body: JSON.stringify(body) });
+    expect((await post('/v1/load_lora_adapter', { lora_name: 'chat-lora', lora_path: '/adapters/chat' })).status).to.equal(200);
+    await waitFor(async () => JSON.stringify(await models()) === '["qwen3","sql-lora","chat-lora"]', 10000, 'the loaded adapter in etcd');
+    expect((await post('/v1/unload_lora_adapter', { lora_name: 'sql-lora' })).status).to.equal(200);
+    await waitFor(async () => JSON.stringify(await models()) === '["qwen3","chat-lora"]', 10000, 'the unloaded adapter gone from etcd');
+    await stopAllProcesses();
+
+    // No list given: the engine serves any model name, so the registration says nothing (unknown).
+    const plain = ServiceProcess.spawn({ name: 'engine', entry: CLI, args: [`--name=${name}`, '--block_size=4', `--etcd_addr=${etcd.address}`, '--directory_http='] });
+    await plain.waitForLog((l) => l['msg'] === READY);
+    const value = JSON.parse((await client.get(key).string())!) as Record<string, unknown>;
+    expect(value).to.not.have.property('models');
+  });
+
   it('--drop_every_n_batches=2: every second event batch of a rank takes its seq but never reaches a subscriber', async () => {
     const port = await findFreeEngineBase([{ type: 'DEFAULT', dpSize: 1 }], new Set());
     const name = `127.0.0.1:${port}`;

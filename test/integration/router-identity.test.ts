@@ -15,9 +15,9 @@ import { expect } from 'chai';
 import OpenAI from 'openai';
 import { keyIdentity, PLAIN_IDENTITY } from '../../shared/keys/cache-identity.js';
 import { bundledLlama31TokenizerDir, bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
-import { parseChatRequest } from '../../shared/tokenize/chat-request.js';
-import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { OpenAiEndpoint, OpenAiServer, type SimRequestEvent } from '../../tools/engine-sim/openai-server.js';
+import { chatTokenIds } from '../helpers/chat-token-ids.js';
+import { raised } from '../helpers/openai-errors.js';
 import { RouterProcess, spawnService } from '../helpers/router-stack.js';
 import { ScriptedDirectory, send } from '../helpers/scripted-directory.js';
 import { blockKeys, DEVICE, residency, served, snapshot, wireInstance, wireLoad, wireStream } from '../unit/router/view-fixtures.js';
@@ -30,15 +30,8 @@ const MESSAGES = [
   { role: 'user' as const, content: 'Which engine holds this conversation in its cache?' },
 ];
 
-async function chatIds(dir: string): Promise<number[]> {
-  const t = PromptTokenizer.load(dir, '');
-  try {
-    const r = await t.chat(parseChatRequest({ messages: MESSAGES }));
-    if (!r.ok) throw new Error(r.detail);
-    return r.tokenIds;
-  } finally {
-    await t.close();
-  }
+function chatIds(dir: string): Promise<number[]> {
+  return chatTokenIds(dir, MESSAGES);
 }
 
 interface RouteAnswer {
@@ -157,29 +150,20 @@ describe('cache-identity §2, §5 through the openai client (router-svc process,
   });
 
   it('CI5 errors read by the client: an unknown model is a NotFoundError with vLLM\'s message, a missing model or an empty cache_salt a BadRequestError naming the field', async () => {
-    const caught = async (p: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> => {
-      try {
-        await p;
-      } catch (e) {
-        if (e instanceof OpenAI.APIError) return e;
-        throw e;
-      }
-      throw new Error('expected the client to raise');
-    };
-    const unknown = await caught(client.chat.completions.create({ model: 'gpt-9', messages: MESSAGES }));
+    const unknown = await raised(client.chat.completions.create({ model: 'gpt-9', messages: MESSAGES }));
     expect(unknown).to.be.instanceOf(OpenAI.NotFoundError);
     expect([unknown.status, unknown.param, unknown.type]).to.deep.equal([404, 'model', 'NotFoundError']);
     expect(unknown.message).to.include('The model `gpt-9` does not exist.');
-    const unknownCompletion = await caught(client.completions.create({ model: 'gpt-9', prompt: 'x' }));
+    const unknownCompletion = await raised(client.completions.create({ model: 'gpt-9', prompt: 'x' }));
     expect(unknownCompletion).to.be.instanceOf(OpenAI.NotFoundError);
 
     // Two base models served: the router cannot choose (JSON drops the undefined model).
-    const missing = await caught(client.chat.completions.create({ model: undefined as unknown as string, messages: MESSAGES }));
+    const missing = await raised(client.chat.completions.create({ model: undefined as unknown as string, messages: MESSAGES }));
     expect(missing).to.be.instanceOf(OpenAI.BadRequestError);
     expect(missing.param).to.equal('model');
     expect(missing.message).to.include('llama').and.include('qwen3');
     const params = { model: 'qwen3', messages: MESSAGES, cache_salt: '' } as OpenAI.Chat.ChatCompletionCreateParamsNonStreaming;
-    const salt = await caught(client.chat.completions.create(params));
+    const salt = await raised(client.chat.completions.create(params));
     expect(salt).to.be.instanceOf(OpenAI.BadRequestError);
     expect(salt.param).to.equal('cache_salt');
   });

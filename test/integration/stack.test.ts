@@ -27,7 +27,8 @@ async function freePortFlags(): Promise<{ args: string[]; routerPort: number; me
   return { args, routerPort, metaPort };
 }
 
-const XLLM_CHILDREN = ['etcd', 'directory', 'meta', 'engine-0', 'engine-1', 'engine-2', 'engine-3', 'router'];
+/** etcd, directory-svc, meta-svc, four engines of qwen3 (+ sql-lora), one of llama-3.1 (cache-identity), the router. */
+const XLLM_CHILDREN = ['etcd', 'directory', 'meta', 'engine-0', 'engine-1', 'engine-2', 'engine-3', 'engine-4', 'router'];
 /** engines.md §6: a vLLM fleet needs no etcd, and the stack starts none. */
 const VLLM_CHILDREN = XLLM_CHILDREN.filter((n) => n !== 'etcd');
 
@@ -93,7 +94,7 @@ describe('local stack (tools/stack.ts, npm start)', function () {
   }
 
   /** Runs `--demo_only` with `extra` flags and checks the demo's second round found the cache; returns the stack's output. */
-  async function demoOnly(extra: string[], started: readonly string[] = XLLM_CHILDREN): Promise<readonly string[]> {
+  async function demoOnly(extra: string[], started: readonly string[] = XLLM_CHILDREN, models = true): Promise<readonly string[]> {
     const { args, routerPort } = await freePortFlags();
     const stack = spawnStack(['--demo_only', ...extra, ...args]);
     const exit = await stack.waitForExit(STACK_RUN_MS);
@@ -121,21 +122,48 @@ describe('local stack (tools/stack.ts, npm start)', function () {
       expect(t.hit, out).to.be.greaterThan(0);
       expect(t.cached, out).to.equal(t.hit);
     }
+    if (models) expectModelsDemo(stack.output, chat.map((t) => t.engine), out);
     await expectNothingLeft(stack, started);
     return stack.output;
   }
 
-  it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, exits 0 and leaves no process behind', async () => {
+  /**
+   * cache-identity: the router lists both base models and the adapter; the adapter's first turn
+   * gets nothing from the qwen3 chat's cached system prompt; each model's chat stays on the
+   * engine of its first turn and its second turn is credited with what that engine reuses; the
+   * llama-3.1 chat is served by an engine no qwen3 chat used.
+   */
+  function expectModelsDemo(lines: readonly string[], qwenEngines: readonly string[], out: string): void {
+    expect(lines, out).to.include('[demo] the router lists 3 models (GET /v1/models): llama-3.1, qwen3, sql-lora (adapter of qwen3)');
+    expect(out).to.match(/^\[demo\] sql-lora's first turn as qwen3 would be credited [1-9]\d* tokens \(the system prompt of the chat above\); as sql-lora it gets 0: /m);
+    expect(out).to.match(/^\[demo\] POST \/v1\/route for it explains the identity: model sql-lora, lora_name sql-lora, salted false; left out for serving another model: \S+ \(llama-3\.1\)$/m);
+    const turns = lines.flatMap((l) => {
+      const m = /^\s+(sql-lora|llama-3\.1)\s+turn (\d+)\s+-> (\S+)\s+tokens\s+(\d+) \((\w+)\)\s+hit\s+(\d+) \(router view\)\s+cached\s+(\d+) \(engine\)$/.exec(l);
+      return m === null ? [] : [{ model: m[1]!, turn: Number(m[2]), engine: m[3]!, source: m[5]!, hit: Number(m[6]), cached: Number(m[7]) }];
+    });
+    expect(turns.map((t) => `${t.model} ${t.turn} ${t.source}`), out).to.deep.equal(['sql-lora 1 tokenizer', 'sql-lora 2 tokenizer', 'llama-3.1 1 tokenizer', 'llama-3.1 2 tokenizer']);
+    for (const [first, second] of [[turns[0]!, turns[1]!], [turns[2]!, turns[3]!]]) {
+      expect([first.hit, first.cached], out).to.deep.equal([0, 0]);
+      expect(second.engine, out).to.equal(first.engine);
+      expect(second.hit, out).to.be.greaterThan(0);
+      expect(second.cached, out).to.equal(second.hit);
+    }
+    expect([...qwenEngines, turns[0]!.engine], out).to.not.include(turns[2]!.engine);
+    expect(lines, out).to.include(`[demo] llama-3.1: 1 of 1 later turns credited on ${turns[2]!.engine}, the engine holding the first`);
+  }
+
+  it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, shows a second model and an adapter each credited on its engine, exits 0 and leaves no process behind', async () => {
     await demoOnly([]);
   });
 
-  it('E18 --engine_kind=vllm --demo_only runs the same demo against engines listed in an engines file (engines.md §5), with no etcd at all', async () => {
+  it('E18 --engine_kind=vllm --demo_only runs the same demo, second model and adapter included, against engines listed in an engines file (engines.md §5), with no etcd at all', async () => {
     const out = await demoOnly(['--engine_kind=vllm', '--engines=DEFAULT,DEFAULT,PREFILL,DECODE'], VLLM_CHILDREN);
     expect(out).to.include('  etcd                not used (vLLM/SGLang engines come from the engines file; directory --etcd_addr=)');
   });
 
   it('E15 --engine_kind=vllm --engines_dns --demo_only: engines at 127.0.0.x behind a local dnsmasq join and leave the directory as the hosts file changes', async () => {
-    const out = await demoOnly(['--engine_kind=vllm', '--engines_dns'], ['dns', 'directory', 'meta', 'engine-0', 'engine-1', 'engine-2', 'engine-3', 'router']);
+    // One DNS name is one model's fleet: no second model, the adapter's chat still runs.
+    const out = await demoOnly(['--engine_kind=vllm', '--engines_dns'], ['dns', 'directory', 'meta', 'engine-0', 'engine-1', 'engine-2', 'engine-3', 'router'], false);
     const text = out.join('\n');
     expect(out, text).to.include('[dns] now: the directory lists 3 engines from dns:vllm.kv-stack.test');
     const port = /^ {4}127\.0\.0\.2:(\d+) /m.exec(text)?.[1];
@@ -158,7 +186,7 @@ describe('local stack (tools/stack.ts, npm start)', function () {
 
     const exit = await stack.stop();
     expect(exit.code, stack.tail(50)).to.equal(0);
-    expect(stack.output).to.include('[stack] stopped 8 processes');
+    expect(stack.output).to.include('[stack] stopped 9 processes');
     await expectNothingLeft(stack);
   });
 

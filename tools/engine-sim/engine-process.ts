@@ -97,10 +97,19 @@ async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, lo
       currentRole: cfg.currentRole,
       incarnationId: cfg.incarnationId ?? undefined,
       httpRoutes: routes,
+      // cache-identity §1: an explicit --served_models is registered as `models`; without it the
+      // engine serves any name, which is what an absent field (unknown list) says.
+      servedModels: models.strict ? () => models.list().map((m) => m.name) : undefined,
       logger: log.child({ component: 'control' }),
     });
     const ctl = control;
     started.push({ name: 'control', close: () => ctl.close() });
+    // An adapter loaded or unloaded at run time: the key is written again with the new list.
+    if (models.strict) {
+      models.onChange(() => {
+        ctl.reregister().catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'served models changed; etcd registration not rewritten'));
+      });
+    }
   } else {
     // No etcd: nobody discovers this engine, but its API and event sockets still serve tests.
     const server = await OpenAiServer.listen({ port: cfg.httpPort, host: cfg.host, endpoint, routes });

@@ -64,7 +64,7 @@ export const ENGINE_SIM_FLAGS = {
     type: 'string',
     default: '',
     placeholder: 'base[,adapter...]',
-    help: `GET /v1/models: the base model, then LoRA adapters of it; a request for another model is vLLM's 404. Empty: base "${DEFAULT_BASE_MODEL}", any model name served by it`,
+    help: `GET /v1/models (xllm: also the etcd registration's models): the base model, then LoRA adapters of it; a request for another model is vLLM's 404. Empty: base "${DEFAULT_BASE_MODEL}", any model name served by it`,
   },
   hybrid_sliding_window: {
     type: 'int',

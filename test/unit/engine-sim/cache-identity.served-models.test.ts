@@ -83,6 +83,19 @@ describe('engine-sim served models and request identity over HTTP (cache-identit
     expect((await listed(url)).map((m) => m.id)).to.deep.equal(['llama-3.1-8b', 'chat-lora']);
   });
 
+  it('§1 the registry tells its listeners of each run-time change of the list (an xLLM engine re-registers), not of refusals or in-place reloads', () => {
+    const registry = strict();
+    let changes = 0;
+    registry.onChange(() => changes++);
+    expect(registry.load('chat-lora', '/adapters/chat')).to.equal(null);
+    expect(registry.load('chat-lora', '/adapters/chat-v2', true)).to.equal(null);
+    expect(registry.load('chat-lora', '/adapters/chat')).to.not.equal(null);
+    expect(registry.unload('absent')).to.not.equal(null);
+    expect(changes).to.equal(1);
+    expect(registry.unload('sql-lora')).to.equal(null);
+    expect([changes, registry.list().map((m) => m.name)]).to.deep.equal([2, ['llama-3.1-8b', 'chat-lora']]);
+  });
+
   it('§6 load and unload refusals in vLLM ErrorResponse form: duplicate, missing fields, unknown adapter, wrong types', async () => {
     const { url } = await start(strict());
     const load = (body: unknown): Promise<Answer> => call(`${url}/v1/load_lora_adapter`, 'POST', body);
