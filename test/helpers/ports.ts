@@ -23,11 +23,19 @@ export async function freePort(): Promise<number> {
   }
 }
 
+/**
+ * Below Linux's ephemeral range (32768..60999 by default): a port picked inside it can be taken by
+ * an outgoing connection between the check and the bind (seen under load: a simulator failed to
+ * bind a port a client had just been handed).
+ */
+const RANGE_FIRST = 10000;
+const RANGE_END = 32768;
+
 /** `count` consecutive free ports (for base + dp_rank layouts); returns the first. */
 export async function freePortRange(count: number): Promise<number> {
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 40000);
-    if (base + count > 65535) continue;
+    const base = RANGE_FIRST + Math.floor(Math.random() * (RANGE_END - RANGE_FIRST));
+    if (base + count > RANGE_END) continue;
     let ok = true;
     for (let i = 0; i < count && ok; i++) ok = !handedOut.has(base + i) && (await isFree(base + i));
     if (ok) {
