@@ -21,15 +21,6 @@ const OBSERVABILITY = join(ROOT, 'deploy/kubernetes/observability');
 const RULES_FILE = join(OBSERVABILITY, 'kv-cache-router.rules.yml');
 const DASHBOARD_FILE = join(OBSERVABILITY, 'kv-cache-router.dashboard.json');
 
-/**
- * Metrics the rules and dashboard name that come from branches merged separately (engines.md §6,
- * branch dns-discovery). Until that merge no service exports them; once merged they must be
- * exported, and this list can be emptied.
- */
-const PENDING_MERGE: ReadonlyMap<string, string> = new Map([
-  ['kv_engines_dns_errors_total', 'dns-discovery'],
-  ['kv_engines_dns_engines', 'dns-discovery'],
-]);
 
 /** prom-client's default process metrics, bare and with the router's `router_` prefix. */
 function defaultMetricNames(): Set<string> {
@@ -143,17 +134,14 @@ describe('observability: live /metrics, Prometheus rules and the Grafana dashboa
     ];
     expect(uses.length, 'expressions found').to.be.greaterThan(30);
     const missing: string[] = [];
-    const pending = new Set<string>();
     for (const { where, expr } of uses) {
       const names = promqlMetricNames(expr);
       expect(names.length, `${where}: ${expr} names a metric`).to.be.greaterThan(0);
       for (const name of names) {
         if (live.has(name) || recorded.has(name)) continue;
-        if (PENDING_MERGE.has(name)) pending.add(`${name} (branch ${PENDING_MERGE.get(name)})`);
-        else missing.push(`${where}: ${name}`);
+        missing.push(`${where}: ${name}`);
       }
     }
     expect(missing).to.deep.equal([]);
-    if (pending.size > 0) console.log(`      not exported until merged: ${[...pending].join(', ')}`);
   });
 });

@@ -22,7 +22,8 @@ import { parseKvEventsConfig } from '../../../shared/config/kv-events-config.js'
 import { parseMetaFlags, type MetaFlags } from '../../../shared/config/meta-flags.js';
 import { parseRouterFlags, type RouterFlags } from '../../../shared/config/router-flags.js';
 import { readTokenizerFiles } from '../../../shared/tokenize/tokenizer-files.js';
-import { directoryTakesEmptyEtcdAddr, enginesFileDnsEntries, enginesFileHasDns, modelsFileParser, routerHasModelsFile } from './merged-parsers.js';
+import { parseModelsFile } from '../../../shared/config/models-file.js';
+import { parseEnginesFile } from '../../../directory-svc/engines/engines-file.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const KDIR = join(ROOT, 'deploy/kubernetes');
@@ -166,20 +167,18 @@ function portOf(c: Container, port: number | string): number {
 }
 
 const argsOf = (c: Container): string[] => (c.command ?? []).slice(2);
-const withoutFlag = (args: readonly string[], name: string): string[] => args.filter((a) => !a.startsWith(`--${name}=`) && a !== `--${name}`);
 const flagValue = (args: readonly string[], name: string): string | undefined => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 
 function directoryFlags(): DirectoryFlags {
   const args = argsOf(workload('directory-svc').c);
-  // Before branch dns-discovery, `--etcd_addr=` is refused: the other flags are still checked.
-  const parsed = parseDirectoryFlags(directoryTakesEmptyEtcdAddr() ? args : withoutFlag(args, 'etcd_addr'));
+  const parsed = parseDirectoryFlags(args);
   if (parsed.kind === 'help') throw new Error('directory-svc command is --help');
   return parsed.flags;
 }
 
 function routerFlags(): RouterFlags {
   const args = argsOf(workload('router-svc').c);
-  const parsed = parseRouterFlags(routerHasModelsFile() ? args : withoutFlag(args, 'models_file'));
+  const parsed = parseRouterFlags(args);
   if (parsed.kind === 'help') throw new Error('router-svc command is --help');
   return parsed.flags;
 }
@@ -268,8 +267,7 @@ describe('deploy/kubernetes (kustomize), checked without a cluster', () => {
     expect(portOf(c, c.livenessProbe!.httpGet!.port)).to.equal(flags.httpPort);
   });
 
-  it('directory-svc: --etcd_addr= (empty) runs no etcd discovery (engines.md §6)', function () {
-    if (!directoryTakesEmptyEtcdAddr()) this.skip(); // branch dns-discovery
+  it('directory-svc: --etcd_addr= (empty) runs no etcd discovery (engines.md §6)', () => {
     expect(flagValue(argsOf(workload('directory-svc').c), 'etcd_addr')).to.equal('');
     expect(directoryFlags().etcdAddr).to.deep.equal([]);
   });
@@ -290,10 +288,9 @@ describe('deploy/kubernetes (kustomize), checked without a cluster', () => {
     expect(kustomization.configMapGenerator.find((g) => g.name === volume.configMap!.name)?.options?.disableNameSuffixHash).to.equal(true);
   });
 
-  it("engines.md §6: the engines file's DNS entry is the vLLM headless Service's full name, at the ports and block size the vLLM pods use", function () {
-    if (!enginesFileHasDns()) this.skip(); // branch dns-discovery
+  it("engines.md §6: the engines file's DNS entry is the vLLM headless Service's full name, at the ports and block size the vLLM pods use", () => {
     const { w: dw, c: dc } = workload('directory-svc');
-    const entries = enginesFileDnsEntries(readFileSync(mountedFile(dw, dc, directoryFlags().enginesFile), 'utf8'));
+    const entries = parseEnginesFile(readFileSync(mountedFile(dw, dc, directoryFlags().enginesFile), 'utf8')).dnsEntries;
     expect(entries).to.have.length(1);
     const e = entries[0]!;
     const { w: vw, c: vc } = workload('vllm-llama');
@@ -353,12 +350,10 @@ describe('deploy/kubernetes (kustomize), checked without a cluster', () => {
     expect(workload('router-svc').c.resources?.requests?.['cpu'], 'CPU utilization is relative to the request').to.be.a('string');
   });
 
-  it('router-svc: --models_file is a generated ConfigMap key that validates, names the vLLM --model, and its tokenizer ships in the image and loads (cache-identity §5)', async function () {
-    const parseModelsFile = await modelsFileParser();
-    if (!routerHasModelsFile() || parseModelsFile === null) this.skip(); // branch router-identity
+  it('router-svc: --models_file is a generated ConfigMap key that validates, names the vLLM --model, and its tokenizer ships in the image and loads (cache-identity §5)', () => {
     const { w, c } = workload('router-svc');
     const path = flagValue(argsOf(c), 'models_file')!;
-    const models = parseModelsFile!(readFileSync(mountedFile(w, c, path), 'utf8'));
+    const models = parseModelsFile(readFileSync(mountedFile(w, c, path), 'utf8'));
     expect(models.map((m) => m.model)).to.include(vllmArg('model'));
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
     for (const m of models) {
