@@ -25,7 +25,7 @@ import { parseChatRequest } from '../../shared/tokenize/chat-request.js';
 import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { seededRandom } from '../lib/seeded-random.js';
 import type { RequestIdentity } from './oracle-identity.js';
-import { exponential, uniformInt, words, workingSetBlocks, type SessionRequest } from './workloads.js';
+import { exponential, uniformInt, words, workingSetBlocks, type MultiTurnShape, type SessionRequest } from './workloads.js';
 
 export const QWEN = 'qwen3';
 export const LORA = 'sql-lora';
@@ -63,16 +63,9 @@ export const FLEET: readonly EngineGroup[] = [
   { servedModels: [LLAMA], engines: 3 },
 ];
 
-export interface IdentityShape {
+/** workloads.ts `multi_turn`'s shape, its users counted per identity. */
+export interface IdentityShape extends Omit<MultiTurnShape, 'users'> {
   readonly usersPerIdentity: number;
-  readonly turns: number;
-  readonly systemPrompts: number;
-  readonly systemPromptTokens: number;
-  /** User message and reply lengths in words (about one token each), uniform in [min, max]. */
-  readonly messageTokens: readonly [number, number];
-  readonly thinkMs: number;
-  /** First turns start uniformly over [0, rampMs]. */
-  readonly rampMs: number;
 }
 
 export interface IdentityWorkload {
