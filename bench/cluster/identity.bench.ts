@@ -300,7 +300,8 @@ async function main(): Promise<void> {
 function report(w: IdentityWorkload, runs: ReadonlyMap<PolicyRun, Run[]>, servesOf: ReadonlyMap<string, ReadonlySet<string>>): void {
   const results = new Map<PolicyRun, IdentityResult[]>();
   for (const [c, rs] of runs) results.set(c, summarize(w, c, rs, servesOf));
-  const oracleOf = (c: PolicyRun): PolicyRun => CONFIGS.find((o) => o.policy === 'ORACLE' && o.lambda === (c.policy === 'CAR' ? c.lambda : 0.5))!;
+  // CAR and ORACLE against the ORACLE of their λ; RR and SLO_AWARE against CAR's default λ's.
+  const oracleOf = (c: PolicyRun): PolicyRun => CONFIGS.find((o) => o.policy === 'ORACLE' && o.lambda === (c.policy === 'CAR' || c.policy === 'ORACLE' ? c.lambda : 0.5))!;
   for (const [c, rs] of results) {
     const oracle = results.get(oracleOf(c))!;
     for (const r of rs) {
