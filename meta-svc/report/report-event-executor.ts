@@ -6,10 +6,10 @@
  */
 import type { Logger } from '../../shared/log/logger.js';
 import type { ErrorCodeName } from '../meta-enums.js';
-import { CLS_SERVING, StoreError, type MetaStore, type StoreMutation, type StoredLocation, type StoredSpec } from '../store/meta-store.js';
+import { StoreError, type MetaStore } from '../store/meta-store.js';
 import type { ReportCleanup } from './report-cleanup.js';
 import { isAllowedShape, validateEvent, type DecodedEvent, type ValidBlock, type ValidEvent } from './report-events.js';
-import { appendSVersion, formatReportLocationId } from './report-location-id.js';
+import { deltaMutations, snapshotMutations, type DeltaEvent } from './report-mutations.js';
 import { newVersionToken, type Reporter, type ReporterIdentity, type ReporterRegistry } from './reporter-registry.js';
 import { LOCAL_REPORTER_SYNC, type ReporterSync } from './reporter-sync.js';
 
@@ -41,12 +41,9 @@ export interface ReportEventExecutorDeps {
 
 type Unit =
   | { readonly kind: 'register'; readonly indexes: number[]; readonly mediums: Set<string> }
-  | { readonly kind: 'delta'; readonly indexes: number[]; readonly events: Array<Extract<ValidEvent, { kind: 'add' | 'delete' }>> }
+  | { readonly kind: 'delta'; readonly indexes: number[]; readonly events: DeltaEvent[] }
   | { readonly kind: 'heartbeat' | 'host_down'; readonly indexes: number[] }
   | { readonly kind: 'snapshot'; readonly indexes: number[]; readonly blocks: readonly ValidBlock[] };
-
-/** Delta and snapshot reads are followed by a write of the same keys (§7.5). */
-const FOR_WRITE = { forWrite: true } as const;
 
 export class ReportEventExecutor {
   /** Per-reporter serialization of delta runs: each run reads, folds and writes its locations. */
@@ -159,7 +156,7 @@ export class ReportEventExecutor {
   }
 
   /** One ADD/DELETE run (§7.5): admission, gate lease, epoch check, one folded transaction. */
-  private async runDelta(target: ReportTarget, events: ReadonlyArray<Extract<ValidEvent, { kind: 'add' | 'delete' }>>): Promise<ErrorCodeName> {
+  private async runDelta(target: ReportTarget, events: readonly DeltaEvent[]): Promise<ErrorCodeName> {
     const { registry, nowMs } = this.deps;
     const reporter = await this.sync.transition(target, () => registry.admit(target, nowMs()));
     if (!reporter) return 'NODE_NOT_REGISTERED';
@@ -200,75 +197,21 @@ export class ReportEventExecutor {
     }
   }
 
-  private async writeDelta(
-    target: ReportTarget,
-    reporter: Reporter,
-    epoch: number,
-    generation: string,
-    events: ReadonlyArray<Extract<ValidEvent, { kind: 'add' | 'delete' }>>,
-  ): Promise<ErrorCodeName> {
-    // Fold per location: spec name → new URI, or null for a delete; the last operation wins (§7.2 step 5).
-    // Hot path (up to 100k events per request): one location id string per medium, not per
-    // event, and one small record per (block, location) instead of nested Maps.
-    const folded = new Map<bigint, FoldedLocation>();
-    const idOfMedium = new Map<string, string>();
-    for (const e of events) {
-      let locationId = idOfMedium.get(e.medium);
-      if (locationId === undefined) idOfMedium.set(e.medium, (locationId = formatReportLocationId(target.storageType, e.medium, target.hostIpPort)));
-      const loc = foldedLocation(folded, e.blockKey, locationId);
-      if (e.kind === 'add') {
-        for (const s of e.specs) setSpecOp(loc, s.name, appendSVersion(s.uri, generation));
-      } else {
-        for (const name of e.specNames) setSpecOp(loc, name, null);
-      }
-    }
-    const keys = [...folded.keys()];
-    let stored;
-    try {
-      stored = await this.deps.store.getBlocks(target.instanceId, keys, FOR_WRITE);
-    } catch (err) {
-      return this.storeFailure(err, 'delta read');
-    }
-    // §7.5: a lifecycle change while we read aborts the run before any write.
+  private async writeDelta(target: ReportTarget, reporter: Reporter, epoch: number, generation: string, events: readonly DeltaEvent[]): Promise<ErrorCodeName> {
+    // No read first: the store merges each location's specs inside its transaction (§9.4).
+    const mutations = deltaMutations(target, generation, events, BigInt(this.deps.nowMs()) * 1000n);
+    // §7.5: a lifecycle change before the write aborts the run.
     if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
-    const createTimeUs = BigInt(this.deps.nowMs()) * 1000n;
-    const mutations: StoreMutation[] = [];
-    const merged: MergeOutcome = { changed: false, missing: false };
-    let missing = 0;
-    for (const first of folded.values()) {
-      const block = stored.get(first.blockKey);
-      for (let loc: FoldedLocation | null = first; loc !== null; loc = loc.next) {
-        const { blockKey, locationId } = loc;
-        const existing = block ? findLocation(block.locations, locationId) : undefined;
-        const specs = mergeSpecs(existing?.specs, loc, merged);
-        if (merged.missing) missing++;
-        if (specs.length === 0) {
-          if (existing) mutations.push({ op: 'deleteLocationIf', instanceId: target.instanceId, blockKey, locationId, expectRev: existing.rev });
-          continue;
-        }
-        if (!merged.changed && existing) continue;
-        mutations.push({
-          op: 'putLocation',
-          instanceId: target.instanceId,
-          blockKey,
-          location: {
-            locationId,
-            storageName: target.storageName,
-            type: target.storageType,
-            status: CLS_SERVING,
-            createTimeUs: existing ? existing.createTimeUs : createTimeUs,
-            specs,
-          },
-        });
-      }
-    }
-    if (missing > 0) this.deps.logger.debug({ host: target.hostIpPort, missing }, 'reportEvent DELETE of missing blocks/specs');
     if (mutations.length === 0) return 'OK';
+    let results;
     try {
-      await this.deps.store.apply(mutations);
+      results = await this.deps.store.apply(mutations);
     } catch (err) {
       return this.storeFailure(err, 'delta write');
     }
+    let missing = 0;
+    for (const r of results) missing += r.missing ?? 0;
+    if (missing > 0) this.deps.logger.debug({ host: target.hostIpPort, missing }, 'reportEvent DELETE of missing blocks/specs');
     return 'OK';
   }
 
@@ -341,39 +284,8 @@ export class ReportEventExecutor {
 
   private async writeSnapshot(target: ReportTarget, reporter: Reporter, epoch: number, candidate: string, blocks: readonly ValidBlock[]): Promise<ErrorCodeName> {
     if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
-    let stored;
-    try {
-      stored = blocks.length === 0 ? new Map() : await this.deps.store.getBlocks(target.instanceId, uniqueKeys(blocks), FOR_WRITE);
-    } catch (err) {
-      return this.storeFailure(err, 'snapshot read');
-    }
-    if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
-    const nowUs = BigInt(this.deps.nowMs()) * 1000n;
-    const mutations: StoreMutation[] = new Array(blocks.length);
-    for (let i = 0; i < blocks.length; i++) {
-      const b = blocks[i] as ValidBlock;
-      const locationId = formatReportLocationId(target.storageType, b.medium, target.hostIpPort);
-      const existing = findLocation(stored.get(b.blockKey)?.locations, locationId);
-      const specs: StoredSpec[] = new Array(b.specs.length);
-      for (let j = 0; j < b.specs.length; j++) {
-        const s = b.specs[j] as StoredSpec;
-        specs[j] = { name: s.name, uri: appendSVersion(s.uri, candidate) };
-      }
-      mutations[i] = {
-        op: 'putLocation',
-        instanceId: target.instanceId,
-        blockKey: b.blockKey,
-        // In place: same id, create_time kept, spec set = exactly the item's specs (§7.5).
-        location: {
-          locationId,
-          storageName: target.storageName,
-          type: target.storageType,
-          status: CLS_SERVING,
-          createTimeUs: existing ? existing.createTimeUs : nowUs,
-          specs,
-        },
-      };
-    }
+    // In place, create_time kept by the store: no read of the old rows (§7.5).
+    const mutations = snapshotMutations(target, candidate, blocks, BigInt(this.deps.nowMs()) * 1000n);
     if (mutations.length > 0) {
       try {
         await this.deps.store.apply(mutations);
@@ -399,124 +311,4 @@ export function wholeRequestError(code: ErrorCodeName, message: string): ReportE
 
 function setAll(results: ErrorCodeName[], indexes: readonly number[], code: ErrorCodeName): void {
   for (const i of indexes) results[i] = code;
-}
-
-function findLocation(locations: readonly StoredLocation[] | undefined, locationId: string): StoredLocation | undefined {
-  if (!locations) return undefined;
-  for (const l of locations) if (l.locationId === locationId) return l;
-  return undefined;
-}
-
-function uniqueKeys(blocks: readonly ValidBlock[]): bigint[] {
-  const s = new Set<bigint>();
-  for (const b of blocks) s.add(b.blockKey);
-  return [...s];
-}
-
-/**
- * The folded operations of one location of one block in a delta run. `names[j]` gets
- * `uris[j]` (null = delete); names are in first-mention order and unique.
- */
-interface FoldedLocation {
-  readonly blockKey: bigint;
-  readonly locationId: string;
-  readonly names: string[];
-  readonly uris: (string | null)[];
-  /** name → index, built once a location has more names than a linear scan should cover. */
-  index: Map<string, number> | null;
-  /** The same block's next location (another medium), in first-mention order. */
-  next: FoldedLocation | null;
-}
-
-const LINEAR_NAMES = 8;
-
-/** The record of (blockKey, locationId), created at the end of the block's chain when new. */
-function foldedLocation(folded: Map<bigint, FoldedLocation>, blockKey: bigint, locationId: string): FoldedLocation {
-  let loc = folded.get(blockKey);
-  let last: FoldedLocation | null = null;
-  while (loc !== undefined && loc.locationId !== locationId) {
-    last = loc;
-    loc = loc.next ?? undefined;
-  }
-  if (loc !== undefined) return loc;
-  const created: FoldedLocation = { blockKey, locationId, names: [], uris: [], index: null, next: null };
-  if (last === null) folded.set(blockKey, created);
-  else last.next = created;
-  return created;
-}
-
-function specOpIndex(loc: FoldedLocation, name: string): number {
-  if (loc.index !== null) return loc.index.get(name) ?? -1;
-  const names = loc.names;
-  for (let j = 0; j < names.length; j++) if (names[j] === name) return j;
-  return -1;
-}
-
-/** Last operation wins (§7.2 step 5). */
-function setSpecOp(loc: FoldedLocation, name: string, uri: string | null): void {
-  const j = specOpIndex(loc, name);
-  if (j >= 0) {
-    loc.uris[j] = uri;
-    return;
-  }
-  loc.names.push(name);
-  loc.uris.push(uri);
-  if (loc.index !== null) loc.index.set(name, loc.names.length - 1);
-  else if (loc.names.length > LINEAR_NAMES) loc.index = new Map(loc.names.map((n, k) => [n, k]));
-}
-
-/** Scratch flags of mergeSpecs, reused across the locations of a run. */
-interface MergeOutcome {
-  /** The spec list differs from the stored one. */
-  changed: boolean;
-  /** A DELETE named a spec the location does not have. */
-  missing: boolean;
-}
-
-/** Applies folded spec operations to a stored spec list (ADD replaces same-name specs, DELETE removes them). */
-function mergeSpecs(current: readonly StoredSpec[] | undefined, loc: FoldedLocation, out: MergeOutcome): StoredSpec[] {
-  const { names, uris } = loc;
-  out.changed = false;
-  out.missing = false;
-  if (current === undefined || current.length === 0) {
-    // A new location (every key of a first ADD): exactly the added specs.
-    let n = 0;
-    for (let j = 0; j < uris.length; j++) if (uris[j] !== null) n++;
-    const list = new Array<StoredSpec>(n);
-    let k = 0;
-    for (let j = 0; j < names.length; j++) {
-      const uri = uris[j] as string | null;
-      if (uri === null) out.missing = true;
-      else list[k++] = { name: names[j] as string, uri };
-    }
-    out.changed = n > 0;
-    return list;
-  }
-  const list: StoredSpec[] = [];
-  const applied = new Array<boolean>(names.length).fill(false);
-  for (const spec of current) {
-    const j = specOpIndex(loc, spec.name);
-    if (j < 0) {
-      list.push(spec);
-      continue;
-    }
-    applied[j] = true;
-    const op = uris[j] as string | null;
-    if (op === null) {
-      out.changed = true;
-    } else {
-      if (op !== spec.uri) out.changed = true;
-      list.push({ name: spec.name, uri: op });
-    }
-  }
-  for (let j = 0; j < names.length; j++) {
-    if (applied[j]) continue;
-    const op = uris[j] as string | null;
-    if (op === null) out.missing = true;
-    else {
-      list.push({ name: names[j] as string, uri: op });
-      out.changed = true;
-    }
-  }
-  return list;
 }

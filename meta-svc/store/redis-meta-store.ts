@@ -11,6 +11,7 @@
  */
 import { Redis } from 'ioredis';
 import {
+  StoreConflictError,
   StoreError,
   type GetBlocksOptions,
   type InstanceRecord,
@@ -35,7 +36,7 @@ import {
   sortableKey,
 } from './redis-layout.js';
 // Same specs and instance JSON as the SQLite rows: one codec for both stores.
-import { decodeInstance, encodeInstance, encodeSpecs } from './sqlite-meta-store.js';
+import { decodeInstance, encodeInstance, encodeSpec, encodeSpecs, jsonString } from './sqlite-meta-store.js';
 
 export interface RedisMetaStoreOptions {
   readonly host: string;
@@ -59,8 +60,26 @@ export function isStoreUnavailable(e: unknown): e is StoreUnavailableError {
 /** Members read per ZRANGEBYLEX while a filtered scan looks for `limit` matches. */
 const SCAN_CHUNK = 512;
 
+/** Block hashes read per script call of getBlocks. */
+const READ_CHUNK = 1024;
+
+/** Every field of each named block hash, in one reply (flat `[field, value, …]` per hash). */
+const READ_BLOCKS_SCRIPT = `local out = {} for i = 1, #ARGV do out[i] = redis.call('HGETALL', ARGV[i]) end return out`;
+
 // ioredis flattens an array argument: no spread, which overflows the stack at ~100k arguments.
-type ApplyCommand = (args: string[]) => Promise<number[]>;
+type ApplyCommand = (args: string[]) => Promise<(number | string)[]>;
+
+/** One script result (see redis-apply-script.ts) as a MutationResult. */
+function resultOf(op: StoreMutation['op'], code: number | string): MutationResult {
+  if (typeof code === 'string') {
+    // A merge that named missing specs: `<rev>:<missing>`.
+    const [rev, missing] = code.split(':').map(Number) as [number, number];
+    return rev > 0 ? { applied: true, rev, missing } : { applied: true, missing };
+  }
+  if (code < 0) return { applied: false };
+  // Unconditional ops always apply; location ops report the row's new rev.
+  return code > 0 && op !== 'deleteLocationIf' ? { applied: true, rev: code } : { applied: true };
+}
 
 export class RedisMetaStore implements MetaStore {
   private closed = false;
@@ -77,6 +96,7 @@ export class RedisMetaStore implements MetaStore {
     this.index = `${this.ns}locs`;
     this.instancesKey = `${this.ns}instances`;
     redis.defineCommand('kvcmApply', { numberOfKeys: 0, lua: APPLY_SCRIPT });
+    redis.defineCommand('kvcmBlocks', { numberOfKeys: 0, lua: READ_BLOCKS_SCRIPT });
   }
 
   /** Connects (retrying until `connectTimeoutMs`, default 10 s); StoreError when Redis never answers. */
@@ -142,16 +162,25 @@ export class RedisMetaStore implements MetaStore {
     if (blockKeys.length === 0) return out;
     const unique = blockKeys.length === 1 ? blockKeys : [...new Set(blockKeys)];
     for (const k of unique) if (!isInt64(k)) throw new StoreError(`getBlocks: block key ${k} is outside int64`);
+    // One script call per READ_CHUNK keys, all in one round trip: a single reply per chunk costs
+    // the client a fraction of one pipelined HGETALL per key, and no chunk holds Redis long.
     const replies = await this.run('getBlocks', () => {
       const p = this.redis.pipeline();
-      for (const k of unique) p.hgetall(blockHashKey(this.ns, instanceId, k));
+      for (let from = 0; from < unique.length; from += READ_CHUNK) {
+        const names = new Array<string>(Math.min(READ_CHUNK, unique.length - from));
+        for (let j = 0; j < names.length; j++) names[j] = blockHashKey(this.ns, instanceId, unique[from + j] as bigint);
+        (p as unknown as { kvcmBlocks: (names: string[]) => void }).kvcmBlocks(names);
+      }
       return p.exec();
     });
-    for (let i = 0; i < unique.length; i++) {
-      const [err, fields] = replies?.[i] ?? [new Error('no reply'), null];
+    for (let c = 0; c < (replies?.length ?? 0); c++) {
+      const [err, chunk] = replies?.[c] ?? [new Error('no reply'), null];
       if (err) throw this.wrap('getBlocks', err);
-      const block = decodeBlock(fields as Record<string, string>);
-      if (block !== null) out.set(unique[i] as bigint, block);
+      const rows = chunk as string[][];
+      for (let j = 0; j < rows.length; j++) {
+        const block = decodeBlock(rows[j] as string[]);
+        if (block !== null) out.set(unique[c * READ_CHUNK + j] as bigint, block);
+      }
     }
     return out;
   }
@@ -161,12 +190,7 @@ export class RedisMetaStore implements MetaStore {
     const args = encodeMutations(this.ns, mutations);
     const codes = await this.run('apply', () => (this.redis as unknown as { kvcmApply: ApplyCommand }).kvcmApply(args));
     const results: MutationResult[] = new Array<MutationResult>(mutations.length);
-    for (let i = 0; i < mutations.length; i++) {
-      const c = Number(codes[i]);
-      const op = (mutations[i] as StoreMutation).op;
-      // Unconditional ops always apply; location ops report the row's new rev.
-      results[i] = c < 0 ? { applied: false } : c > 0 && op !== 'deleteLocationIf' ? { applied: true, rev: c } : { applied: true };
-    }
+    for (let i = 0; i < mutations.length; i++) results[i] = resultOf((mutations[i] as StoreMutation).op, codes[i] as number | string);
     return results;
   }
 
@@ -227,6 +251,8 @@ export class RedisMetaStore implements MetaStore {
   private wrap(op: string, err: unknown): StoreError {
     if (err instanceof StoreError) return err;
     const text = err instanceof Error ? err.message : String(err);
+    const conflict = /^KVCM_CONFLICT (\d+)$/.exec(text);
+    if (conflict !== null) return new StoreConflictError(Number(conflict[1]));
     if (this.redis.status !== 'ready' || /Connection is closed|Stream isn't writeable|ECONNREFUSED|ECONNRESET/.test(text)) {
       return new StoreUnavailableError(`${op}: redis is unreachable: ${text}`, err);
     }
@@ -248,7 +274,27 @@ function encodeMutations(ns: string, mutations: readonly StoreMutation[]): strin
       case 'putLocation': {
         const l = m.location;
         if (!isInt64(l.createTimeUs)) throw new StoreError(`apply: create_time_us ${l.createTimeUs} is outside int64`);
-        args.push('P', ...head, l.locationId, locationBody(l));
+        if (m.keepCreateTime) args.push('K', ...head, l.locationId, String(l.status), String(l.type), l.createTimeUs.toString(), l.storageName, encodeSpecs(l.specs));
+        else args.push('P', ...head, l.locationId, locationBody(l));
+        break;
+      }
+      case 'mergeSpecs': {
+        const l = m.location;
+        if (!isInt64(l.createTimeUs)) throw new StoreError(`apply: create_time_us ${l.createTimeUs} is outside int64`);
+        args.push('G', ...head, l.locationId, String(l.status), String(l.type), l.createTimeUs.toString(), l.storageName, String(m.put.length));
+        for (const spec of m.put) args.push(jsonString(spec.name), encodeSpec(spec));
+        args.push(String(m.remove.length));
+        for (const name of m.remove) args.push(jsonString(name));
+        break;
+      }
+      case 'addHits':
+        if (!isInt64(m.lastHitUs) || m.lastHitUs < 0n) throw new StoreError(`apply: last hit time ${m.lastHitUs} is not a time`);
+        args.push('H', ...head, String(m.count), m.lastHitUs.toString());
+        break;
+      case 'createLocationIf': {
+        const l = m.location;
+        if (!isInt64(l.createTimeUs)) throw new StoreError(`apply: create_time_us ${l.createTimeUs} is outside int64`);
+        args.push('C', ...head, l.locationId, locationBody(l), String(m.maxWritable), l.storageName);
         break;
       }
       case 'setStatusIf':
@@ -278,20 +324,20 @@ function encodeMutations(ns: string, mutations: readonly StoreMutation[]): strin
   return args;
 }
 
-function decodeBlock(fields: Record<string, string> | null): StoredBlock | null {
-  if (fields === null) return null;
-  const names = Object.keys(fields);
-  if (names.length === 0) return null;
+/** A block hash as `[field, value, …]` (HGETALL); null when the hash does not exist. */
+function decodeBlock(fields: readonly string[]): StoredBlock | null {
+  if (fields.length === 0) return null;
   const properties: Record<string, string> = {};
   const locations: StoredLocation[] = [];
-  for (const f of names) {
-    if (f.startsWith('p:')) properties[f.slice(2)] = fields[f]!;
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const f = fields[i] as string;
+    if (f.startsWith('p:')) properties[f.slice(2)] = fields[i + 1] as string;
     else if (f.startsWith('l:')) {
-      const l = decodeLocationValue(f.slice(2), fields[f]!);
+      const l = decodeLocationValue(f.slice(2), fields[i + 1] as string);
       if (l !== null) locations.push(l);
     }
   }
-  locations.sort((x, y) => (x.locationId < y.locationId ? -1 : x.locationId > y.locationId ? 1 : 0));
+  if (locations.length > 1) locations.sort((x, y) => (x.locationId < y.locationId ? -1 : x.locationId > y.locationId ? 1 : 0));
   return { properties, locations };
 }
 
