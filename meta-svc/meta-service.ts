@@ -33,6 +33,11 @@ export interface MetaServiceDeps {
   /** Clock in ms since epoch; tests inject it. */
   readonly nowMs: () => number;
   /**
+   * reportEvent bodies of at least this many bytes are parsed and written by the report worker
+   * (issue 28); null = never (undefined: the default size).
+   */
+  readonly reportOffloadMinBytes?: number | null;
+  /**
    * Run `hook` during close, after in-flight requests finished and before the store closes
    * (§9.3 "statistics flush"). Hooks run in registration order; a failing hook is logged.
    */
@@ -51,6 +56,8 @@ export interface MetaServiceOptions {
   readonly storeAvailable?: () => boolean;
   /** Background lease TTL on the Redis store (tests shorten it; default 3 s). */
   readonly leaseTtlMs?: number;
+  /** See MetaServiceDeps.reportOffloadMinBytes (tests force the worker with 0, or turn it off). */
+  readonly reportOffloadMinBytes?: number | null;
 }
 
 export interface MetaServiceHandle {
@@ -85,6 +92,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
     instances,
     cluster,
     nowMs: opts.nowMs ?? Date.now,
+    reportOffloadMinBytes: opts.reportOffloadMinBytes,
     onClose: (hook) => {
       closeHooks.push(hook);
     },

@@ -13,6 +13,7 @@ import { BackgroundLease } from './redis-lease.js';
 import { RedisReporterSync } from './redis-reporter-sync.js';
 import { RedisSessionBook } from './redis-session-book.js';
 import type { SessionBook } from '../write/session-book.js';
+import type { SnapshotStages } from '../report/offloaded-writes.js';
 
 /** A dead holder's background work moves to another replica within 2 × this (R4). */
 export const BACKGROUND_LEASE_TTL_MS = 3000;
@@ -21,6 +22,8 @@ export interface MetaCluster {
   readonly holder: string;
   readonly lease: BackgroundLease;
   readonly sessionBook: SessionBook;
+  /** Big snapshots staged in Redis and landed by the roll-forward (report/offloaded-writes.ts). */
+  readonly stages: SnapshotStages;
   reporterSync(registry: ReporterRegistry): ReporterSync;
   close(): Promise<void>;
 }
@@ -57,6 +60,7 @@ export function createRedisCluster(store: RedisMetaStore, nodeId: string, log: L
     holder,
     lease,
     sessionBook: new RedisSessionBook(store.redis, store.keyPrefix),
+    stages: store,
     reporterSync: (registry) =>
       new RedisReporterSync({
         redis: store.redis,

@@ -48,6 +48,30 @@ export interface RpcResult {
  */
 export type RpcHandler = (req: RequestReader, ctx: RpcContext) => Promise<RpcResult>;
 
+/**
+ * An RPC whose big bodies are parsed off the event loop (issue 28: big reportEvents go to the
+ * report worker). The server still reads the body under its limit and answers everything else
+ * (400s, SERVICE_NOT_READY, the header, metrics) as for any RPC.
+ */
+export interface OffloadedBodyRpc {
+  /** Bodies of at least this many bytes go to `prepare`; smaller ones are parsed here. */
+  readonly minBytes: number;
+  /** null: not now (the worker is down), the body is parsed here as usual. */
+  prepare(body: Buffer): Promise<OffloadedBody | null>;
+}
+
+export type OffloadedBody =
+  /** §1.2: HTTP 400 `{}` with `reason` in the WARN log. */
+  | { readonly kind: 'bad_request'; readonly reason: string }
+  | {
+      readonly kind: 'parsed';
+      readonly traceId: string;
+      /** The handler's work for this request. */
+      run(ctx: RpcContext): Promise<RpcResult>;
+      /** The request will not run (starting, draining, store unreachable). */
+      discard(): void;
+    };
+
 /** §1.1 /health states. */
 export type ServiceState = 'starting' | 'serving' | 'stopping';
 
@@ -85,6 +109,7 @@ type BodyRead = { ok: true; bytes: Buffer } | { ok: false; status: 400 | 413; re
 export class MetaHttpServer {
   private readonly app = new Koa();
   private readonly handlers = new Map<RpcName, RpcHandler>();
+  private readonly offloaded = new Map<RpcName, OffloadedBodyRpc>();
   private readonly drainHooks: Array<() => void | Promise<void>> = [];
   private httpServer: Server | null = null;
   private stateValue: ServiceState = 'starting';
@@ -121,6 +146,11 @@ export class MetaHttpServer {
   registerRpc(name: RpcName, handler: RpcHandler): void {
     if (this.handlers.has(name)) throw new Error(`handler for ${name} registered twice`);
     this.handlers.set(name, handler);
+  }
+
+  /** Bodies of `name` of at least `rpc.minBytes` are parsed by `rpc.prepare` instead of here. */
+  offloadBodies(name: RpcName, rpc: OffloadedBodyRpc): void {
+    this.offloaded.set(name, rpc);
   }
 
   /**
@@ -258,36 +288,62 @@ export class MetaHttpServer {
     const body = await this.readBody(ctx);
     if (!body.ok) return this.httpError(ctx, rpc, body.status, body.byteCount, body.reason);
     const byteCount = body.bytes.length;
+    if (byteCount === 0) return this.httpError(ctx, rpc, 400, 0, 'empty body');
 
-    let req: RequestReader;
     let traceId: string;
-    try {
-      if (byteCount === 0) return this.httpError(ctx, rpc, 400, 0, 'empty body');
-      const text = utf8.decode(body.bytes);
-      req = RequestReader.ofBody(parseJson(text, { maxDepth: 100, maxChars: this.opts.maxBodyBytes }));
-      traceId = req.str('trace_id');
-    } catch (e) {
-      if (e instanceof JsonParseError || isBadRequestError(e)) return this.httpError(ctx, rpc, 400, byteCount, e.message);
-      if (e instanceof TypeError) return this.httpError(ctx, rpc, 400, byteCount, 'body is not valid UTF-8');
-      throw e;
+    let invoke: ((ctx: RpcContext) => Promise<RpcResult>) | null;
+    let discard = (): void => undefined;
+    const offloaded = this.offloaded.get(rpc);
+    let prepared: OffloadedBody | null = null;
+    if (offloaded !== undefined && byteCount >= offloaded.minBytes) {
+      try {
+        prepared = await offloaded.prepare(body.bytes);
+      } catch (e) {
+        // The worker died with the body: a business INTERNAL_ERROR, as for a failing handler.
+        this.log.error({ err: e }, 'meta body offload failed');
+        prepared = { kind: 'parsed', traceId: '', run: () => Promise.reject(e), discard: () => undefined };
+      }
+    }
+    if (prepared !== null) {
+      if (prepared.kind === 'bad_request') return this.httpError(ctx, rpc, 400, byteCount, prepared.reason);
+      const p = prepared;
+      traceId = p.traceId;
+      invoke = (c) => p.run(c);
+      discard = () => p.discard();
+    } else {
+      let req: RequestReader;
+      try {
+        const text = utf8.decode(body.bytes);
+        req = RequestReader.ofBody(parseJson(text, { maxDepth: 100, maxChars: this.opts.maxBodyBytes }));
+        traceId = req.str('trace_id');
+      } catch (e) {
+        if (e instanceof JsonParseError || isBadRequestError(e)) return this.httpError(ctx, rpc, 400, byteCount, e.message);
+        if (e instanceof TypeError) return this.httpError(ctx, rpc, 400, byteCount, 'body is not valid UTF-8');
+        throw e;
+      }
+      const handler = this.handlers.get(rpc);
+      invoke = handler ? (c) => handler(req, c) : null;
     }
 
     const requestId = randomBytes(16).toString('hex');
     const log = this.log.child({ rpc, request_id: requestId, trace_id: traceId });
     let result: RpcResult;
     if (this.stateValue !== 'serving') {
+      discard();
       result = { code: 'SERVICE_NOT_READY', message: `service ${this.stateValue}`, fields: {} };
     } else if (!this.storeAvailable()) {
+      discard();
       result = STORE_UNAVAILABLE;
     } else {
-      const handler = this.handlers.get(rpc);
-      if (!handler) {
+      if (!invoke) {
         result = { code: 'UNSUPPORTED', message: `${rpc} is not supported`, fields: {} };
       } else {
         try {
           if (this.opts.beforeRpc) await this.opts.beforeRpc();
-          result = await handler(req, { rpc, requestId, traceId, log });
+          result = await invoke({ rpc, requestId, traceId, log });
         } catch (e) {
+          // A catch-up failure may have come before the request ran (releasing twice is harmless).
+          discard();
           if (isBadRequestError(e)) return this.httpError(ctx, rpc, 400, byteCount, e.message);
           if (isMetaError(e)) {
             result = { code: e.code, message: e.message, fields: e.fields ?? {} };

@@ -219,6 +219,14 @@ export interface GetBlocksOptions {
   readonly forWrite?: boolean;
 }
 
+/**
+ * How another thread opens its own handle on the same store (the report worker, issue 28): the
+ * SQLite file, or the Redis server and key namespace.
+ */
+export type WorkerStoreLocation =
+  | { readonly kind: 'sqlite'; readonly path: string; readonly synchronous: 'NORMAL' | 'FULL' }
+  | { readonly kind: 'redis'; readonly host: string; readonly port: number; readonly db: number; readonly namespace: string };
+
 export interface MetaStore {
   getInstance(instanceId: string): Promise<InstanceRecord | null>;
   putInstance(rec: InstanceRecord): Promise<void>;
@@ -233,6 +241,16 @@ export interface MetaStore {
   scanLocations(instanceId: string | null, filter: LocationScanFilter, cursor: string | null, limit: number): Promise<LocationPage>;
   /** Checkpoint and close; later calls throw StoreError. */
   close(): Promise<void>;
+
+  /** Where another thread opens its own handle on this store; null when it cannot (an in-memory database). */
+  workerLocation(): WorkerStoreLocation | null;
+  /**
+   * Runs `write`, a write by another handle of this store (the report worker), with this
+   * handle's own writes held back until it ends (SQLite has one writer at a time; a held-back
+   * write waits without blocking the event loop), then drops this handle's cached reads of the
+   * keys `touched` names (of all of `instanceId` when it gives null).
+   */
+  externalWrite<T>(instanceId: string, write: () => Promise<T>, touched: (result: T) => ArrayLike<bigint> | null): Promise<T>;
 }
 
 export class StoreError extends Error {

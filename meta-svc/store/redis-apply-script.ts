@@ -28,10 +28,31 @@
  * them: it splits the text into elements and compares each element's name literal with the
  * caller's `encodeSpecs`-encoded names (one encoding, so equal names are equal texts).
  */
+/**
+ * A location put keeping a stored row's create_time (§7.5 in place): apply's K op and the
+ * landing of a staged snapshot row share it.
+ */
+const PUT_KEEPING_CREATE_TIME = `
+local function put_keeping_create_time(idx, key, member, lid, status, typ, ctime, storage, specs)
+  local f = 'l:' .. lid
+  local cur = redis.call('HGET', key, f)
+  local rev = 1
+  if cur then
+    local r, c = string.match(cur, '^(%d+)\\n%d+\\n%d+\\n(%-?%d+)\\n')
+    rev, ctime = tonumber(r) + 1, c
+  else
+    redis.call('ZADD', idx, 0, member)
+  end
+  redis.call('HSET', key, f, rev .. '\\n' .. status .. '\\n' .. typ .. '\\n' .. ctime .. '\\n' .. storage .. '\\n' .. specs)
+  return rev
+end
+`;
+
 export const APPLY_SCRIPT = `
 local ns = ARGV[1]
 local idx = ns .. 'locs'
 local n = #ARGV
+${PUT_KEEPING_CREATE_TIME}
 
 -- Where the op starting at ARGV[i] ends (the index of the next op).
 local function next_op(i)
@@ -132,17 +153,7 @@ while i <= n do
     out[#out + 1] = rev
   elseif op == 'K' then
     local lid = ARGV[i + 4]
-    local f = 'l:' .. lid
-    local cur = redis.call('HGET', key, f)
-    local rev, ctime = 1, ARGV[i + 7]
-    if cur then
-      local r, c = string.match(cur, '^(%d+)\\n%d+\\n%d+\\n(%-?%d+)\\n')
-      rev, ctime = tonumber(r) + 1, c
-    else
-      redis.call('ZADD', idx, 0, base .. lid)
-    end
-    redis.call('HSET', key, f, rev .. '\\n' .. ARGV[i + 5] .. '\\n' .. ARGV[i + 6] .. '\\n' .. ctime .. '\\n' .. ARGV[i + 8] .. '\\n' .. ARGV[i + 9])
-    out[#out + 1] = rev
+    out[#out + 1] = put_keeping_create_time(idx, key, base .. lid, lid, ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])
   elseif op == 'G' then
     local lid = ARGV[i + 4]
     local f = 'l:' .. lid
@@ -272,4 +283,34 @@ while i <= n do
   i = next_op(i)
 end
 return out
+`;
+
+/**
+ * Lands up to ARGV[3] rows of the snapshot stage ARGV[2] (namespace ARGV[1]) in one step: each
+ * row popped is written in the same script, so a stage is landed exactly once however many
+ * replicas land it at the same time (offloaded-writes.ts: roll-forward). A row is
+ * `inst\0key\0sortable\0location_id\0status\0type\0create_time\0storage\0specs`
+ * (redis-layout.ts). Returns how many rows remain; the stage leaves the registry when none do.
+ */
+export const LAND_STAGE_SCRIPT = `
+local ns = ARGV[1]
+local id = ARGV[2]
+local stage = ns .. 'stage:' .. id
+local idx = ns .. 'locs'
+${PUT_KEEPING_CREATE_TIME}
+local rows = redis.call('LPOP', stage, tonumber(ARGV[3]))
+if rows then
+  for _, row in ipairs(rows) do
+    local p, s = {}, 1
+    for k = 1, 8 do
+      local e = string.find(row, '\\0', s, true)
+      p[k] = string.sub(row, s, e - 1)
+      s = e + 1
+    end
+    put_keeping_create_time(idx, ns .. 'b:' .. p[1] .. ':' .. p[2], p[1] .. '\\0' .. p[3] .. '\\0' .. p[4], p[4], p[5], p[6], p[7], p[8], string.sub(row, s))
+  end
+end
+local left = redis.call('LLEN', stage)
+if left == 0 then redis.call('HDEL', ns .. 'stages', id) end
+return left
 `;

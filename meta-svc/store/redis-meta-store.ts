@@ -23,8 +23,9 @@ import {
   type StoreMutation,
   type StoredBlock,
   type StoredLocation,
+  type WorkerStoreLocation,
 } from './meta-store.js';
-import { APPLY_SCRIPT } from './redis-apply-script.js';
+import { APPLY_SCRIPT, LAND_STAGE_SCRIPT } from './redis-apply-script.js';
 import {
   blockHashKey,
   decodeLocationValue,
@@ -34,6 +35,7 @@ import {
   parseScanMember,
   scanMember,
   sortableKey,
+  stagedRow,
 } from './redis-layout.js';
 // Same specs and instance JSON as the SQLite rows: one codec for both stores.
 import { decodeInstance, encodeInstance, encodeSpec, encodeSpecs, jsonString } from './sqlite-meta-store.js';
@@ -87,16 +89,21 @@ export class RedisMetaStore implements MetaStore {
   private readonly index: string;
   private readonly instancesKey: string;
 
+  private readonly stagesKey: string;
+
   private constructor(
     /** The one connection; also used by the shared reporter state and leases (same namespace). */
     readonly redis: Redis,
+    private readonly location: WorkerStoreLocation,
     namespace: string,
   ) {
     this.ns = namespacePrefix(namespace);
     this.index = `${this.ns}locs`;
     this.instancesKey = `${this.ns}instances`;
+    this.stagesKey = `${this.ns}stages`;
     redis.defineCommand('kvcmApply', { numberOfKeys: 0, lua: APPLY_SCRIPT });
     redis.defineCommand('kvcmBlocks', { numberOfKeys: 0, lua: READ_BLOCKS_SCRIPT });
+    redis.defineCommand('kvcmLandStage', { numberOfKeys: 0, lua: LAND_STAGE_SCRIPT });
   }
 
   /** Connects (retrying until `connectTimeoutMs`, default 10 s); StoreError when Redis never answers. */
@@ -123,7 +130,7 @@ export class RedisMetaStore implements MetaStore {
       redis.disconnect();
       throw new StoreError(`cannot reach redis://${opts.host}:${opts.port}/${opts.db} within ${opts.connectTimeoutMs ?? 10000} ms`);
     }
-    return new RedisMetaStore(redis, opts.namespace);
+    return new RedisMetaStore(redis, { kind: 'redis', host: opts.host, port: opts.port, db: opts.db, namespace: opts.namespace }, opts.namespace);
   }
 
   /** The key prefix of this store's namespace (for the shared state that lives beside it). */
@@ -236,6 +243,60 @@ export class RedisMetaStore implements MetaStore {
     if (this.closed) return;
     this.closed = true;
     await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+
+  workerLocation(): WorkerStoreLocation {
+    return this.location;
+  }
+
+  /** No cache and no single-writer rule here: another handle's write needs no coordination. */
+  externalWrite<T>(_instanceId: string, write: () => Promise<T>): Promise<T> {
+    return write();
+  }
+
+  /**
+   * Applies a batch too big for one script as consecutive scripts of at most `maxOps` ops (each
+   * atomic, other clients' commands between them): a big reportEvent delta (issue 28).
+   */
+  async applyInBatches(mutations: readonly StoreMutation[], maxOps: number): Promise<MutationResult[]> {
+    if (mutations.length <= maxOps) return this.apply(mutations);
+    const out: MutationResult[] = [];
+    for (let from = 0; from < mutations.length; from += maxOps) out.push(...(await this.apply(mutations.slice(from, from + maxOps))));
+    return out;
+  }
+
+  /**
+   * Stages snapshot rows (in-place puts keeping create_time, §7.5) under `stageId`, invisible
+   * to every reader until landed (`applyStaged`). `owner` (the reporter key) is recorded in the
+   * stage registry so the background-lease holder can tell a stage to land from one to drop.
+   * Callers pass a few thousand rows per call (one RPUSH of them).
+   */
+  async stageRows(stageId: string, owner: string, puts: readonly StoreMutation[]): Promise<void> {
+    const rows = new Array<string>(puts.length);
+    for (let i = 0; i < puts.length; i++) {
+      const m = puts[i] as StoreMutation;
+      if (m.op !== 'putLocation') throw new StoreError(`stageRows: ${m.op} cannot be staged`);
+      if (!isInt64(m.blockKey) || !isInt64(m.location.createTimeUs)) throw new StoreError(`stageRows: block key ${m.blockKey} or its create time is outside int64`);
+      rows[i] = stagedRow(m.instanceId, m.blockKey, m.location);
+    }
+    const replies = await this.run('stageRows', () => this.redis.multi().hset(this.stagesKey, stageId, owner).rpush(`${this.ns}stage:${stageId}`, ...rows).exec());
+    for (const [err] of replies ?? []) if (err) throw this.wrap('stageRows', err);
+  }
+
+  /** Lands up to `max` staged rows in one script; resolves with how many remain. */
+  async applyStaged(stageId: string, max: number): Promise<number> {
+    const left = await this.run('applyStaged', () => (this.redis as unknown as { kvcmLandStage: (args: string[]) => Promise<number> }).kvcmLandStage([this.ns, stageId, String(max)]));
+    return Number(left);
+  }
+
+  async dropStage(stageId: string): Promise<void> {
+    await this.run('dropStage', () => this.redis.multi().del(`${this.ns}stage:${stageId}`).hdel(this.stagesKey, stageId).exec());
+  }
+
+  /** Every stage: id → owner (reporter key). */
+  async stages(): Promise<Map<string, string>> {
+    const all = await this.run('stages', () => this.redis.hgetall(this.stagesKey));
+    return new Map(Object.entries(all));
   }
 
   private async run<T>(op: string, fn: () => Promise<T>): Promise<T> {

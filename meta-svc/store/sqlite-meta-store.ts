@@ -36,6 +36,7 @@ import {
   type StoredLocation,
   type StoredLocationStatus,
   type StoredSpec,
+  type WorkerStoreLocation,
 } from './meta-store.js';
 
 export interface SqliteMetaStoreOptions {
@@ -129,9 +130,18 @@ export class SqliteMetaStore implements MetaStore {
   private readonly applyTx: BetterSqlite3.Transaction<(mutations: readonly StoreMutation[]) => MutationResult[]>;
   private readonly insertChunkTx: BetterSqlite3.Transaction<(params: unknown[]) => void>;
 
+  /**
+   * Set while another handle of this database (the report worker's) writes: this handle's
+   * writes wait for it instead of blocking the event loop in SQLite's busy handler.
+   */
+  private writeBarrier: Promise<void> | null = null;
+  /** This connection's TEMP stage of snapshot rows (created on first use, worker handle only). */
+  private stage: StageStatements | null = null;
+
   private constructor(
     private readonly db: BetterSqlite3.Database,
     readonly path: string,
+    private readonly synchronous: 'NORMAL' | 'FULL',
     blockCacheEntries: number,
   ) {
     this.blockCache = new BlockCache(blockCacheEntries);
@@ -163,7 +173,7 @@ export class SqliteMetaStore implements MetaStore {
       db.pragma('cache_size = -65536');
       db.defaultSafeIntegers(true);
       migrate(db, path);
-      return new SqliteMetaStore(db, path, opts.blockCacheEntries ?? DEFAULT_BLOCK_CACHE_ENTRIES);
+      return new SqliteMetaStore(db, path, synchronous, opts.blockCacheEntries ?? DEFAULT_BLOCK_CACHE_ENTRIES);
     } catch (err) {
       db?.close();
       if (err instanceof StoreError) throw err;
@@ -179,6 +189,7 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async putInstance(rec: InstanceRecord): Promise<void> {
+    if (this.writeBarrier !== null) await this.otherWriterDone();
     this.run('putInstance', () => {
       this.stmts.putInstance.run(rec.instanceId, rec.instanceGroup, encodeInstance(rec));
     });
@@ -263,6 +274,7 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]> {
+    if (this.writeBarrier !== null) await this.otherWriterDone();
     return this.run('apply', () => {
       for (let i = 0; i < mutations.length; i++) {
         const m = mutations[i] as StoreMutation;
@@ -344,6 +356,7 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async close(): Promise<void> {
+    if (this.writeBarrier !== null) await this.otherWriterDone();
     if (this.closed) return;
     this.blockCache.clear();
     try {
@@ -352,6 +365,74 @@ export class SqliteMetaStore implements MetaStore {
       this.closed = true;
       this.db.close();
     }
+  }
+
+  workerLocation(): WorkerStoreLocation | null {
+    return this.path === ':memory:' ? null : { kind: 'sqlite', path: this.path, synchronous: this.synchronous };
+  }
+
+  async externalWrite<T>(instanceId: string, write: () => Promise<T>, touched: (result: T) => ArrayLike<bigint> | null): Promise<T> {
+    if (this.closed) throw new StoreError('externalWrite: store is closed');
+    // One other writer at a time, and none while this handle writes (its writes are synchronous,
+    // so "not inside apply" holds at every await).
+    while (this.writeBarrier !== null) await this.writeBarrier;
+    let release!: () => void;
+    this.writeBarrier = new Promise<void>((resolve) => (release = resolve));
+    try {
+      const result = await write();
+      // Dropped after the commit: a read meanwhile saw (and may have cached) the old rows.
+      const keys = touched(result);
+      if (keys === null) this.blockCache.forgetInstance(instanceId);
+      else for (let i = 0; i < keys.length; i++) this.blockCache.forget(instanceId, keys[i] as bigint);
+      return result;
+    } catch (err) {
+      // A failed write may have committed before its answer was lost: assume it did.
+      this.blockCache.forgetInstance(instanceId);
+      throw err;
+    } finally {
+      this.writeBarrier = null;
+      release();
+    }
+  }
+
+  private async otherWriterDone(): Promise<void> {
+    while (this.writeBarrier !== null) await this.writeBarrier;
+  }
+
+  /**
+   * Stages snapshot rows (in-place puts keeping create_time, §7.5) in this connection's TEMP
+   * table: invisible to every reader and holding no lock on the database. The report worker's
+   * handle only; `commitStage` lands them.
+   */
+  stageRows(stageId: string, puts: readonly StoreMutation[]): void {
+    this.run('stageRows', () => {
+      const st = this.stageStatements();
+      st.insertMany(stageId, puts);
+    });
+  }
+
+  /**
+   * Lands every row staged under `stageId` in one transaction (§7.5: the SQLite store applies a
+   * snapshot's replace in one transaction) and forgets the stage. Returns the landed block keys
+   * when few (for the main handle's read cache), else null.
+   */
+  commitStage(stageId: string, maxKeys: number): { readonly rows: number; readonly touched: BigInt64Array | null } {
+    return this.run('commitStage', () => {
+      const st = this.stageStatements();
+      return st.commit(stageId, maxKeys);
+    });
+  }
+
+  /** Forgets a stage without landing it. */
+  dropStage(stageId: string): void {
+    this.run('dropStage', () => {
+      if (this.stage !== null) this.stage.drop.run(stageId);
+    });
+  }
+
+  private stageStatements(): StageStatements {
+    if (this.stage === null) this.stage = prepareStage(this.db);
+    return this.stage;
   }
 
   private run<T>(op: string, fn: () => T): T {
@@ -605,6 +686,57 @@ function prepareStatements(db: BetterSqlite3.Database): Statements {
         'ON CONFLICT(instance_id, block_key) DO UPDATE SET properties = excluded.properties',
     ),
   };
+}
+
+/** The TEMP stage of one connection (see SqliteMetaStore.stageRows). */
+interface StageStatements {
+  insertMany(stageId: string, puts: readonly StoreMutation[]): void;
+  commit(stageId: string, maxKeys: number): { rows: number; touched: BigInt64Array | null };
+  readonly drop: BetterSqlite3.Statement<[string]>;
+}
+
+function prepareStage(db: BetterSqlite3.Database): StageStatements {
+  // TEMP: per connection, in its own temp database, so staging takes no lock on the main file.
+  db.exec(
+    'CREATE TEMP TABLE IF NOT EXISTS snapshot_stage (stage_id TEXT NOT NULL, instance_id TEXT NOT NULL, block_key INTEGER NOT NULL, ' +
+      'location_id TEXT NOT NULL, storage_name TEXT NOT NULL, type INTEGER NOT NULL, status INTEGER NOT NULL, create_time_us INTEGER NOT NULL, ' +
+      'specs TEXT NOT NULL, PRIMARY KEY (stage_id, instance_id, block_key, location_id)) WITHOUT ROWID',
+  );
+  const insert = db.prepare(
+    'INSERT INTO temp.snapshot_stage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET storage_name = excluded.storage_name, ' +
+      'type = excluded.type, status = excluded.status, create_time_us = excluded.create_time_us, specs = excluded.specs',
+  );
+  const insertMany = db.transaction((stageId: string, puts: readonly StoreMutation[]) => {
+    for (const m of puts) {
+      if (m.op !== 'putLocation') throw new StoreError(`stageRows: ${m.op} cannot be staged`);
+      const l = m.location;
+      insert.run(stageId, m.instanceId, m.blockKey, l.locationId, l.storageName, l.type, l.status, l.createTimeUs, encodeSpecs(l.specs));
+    }
+  });
+  // The stage is ordered by key, so the landing walks the primary key in order. create_time_us
+  // of an existing row is kept (§7.5 in place); its rev moves on.
+  const land = db.prepare(
+    `INSERT INTO main.locations(instance_id, block_key, ${LOCATION_COLUMNS}) ` +
+      'SELECT instance_id, block_key, location_id, storage_name, type, status, create_time_us, 1, specs FROM temp.snapshot_stage WHERE stage_id = ? ' +
+      'ON CONFLICT(instance_id, block_key, location_id) DO UPDATE SET storage_name = excluded.storage_name, type = excluded.type, ' +
+      'status = excluded.status, specs = excluded.specs, rev = rev + 1',
+  );
+  const count = db.prepare<[string], [number]>('SELECT count(*) FROM temp.snapshot_stage WHERE stage_id = ?').raw(true).safeIntegers(false);
+  const keys = db.prepare<[string], [bigint]>('SELECT block_key FROM temp.snapshot_stage WHERE stage_id = ?').raw(true);
+  const drop = db.prepare<[string]>('DELETE FROM temp.snapshot_stage WHERE stage_id = ?');
+  const commit = db.transaction((stageId: string, maxKeys: number) => {
+    const rows = count.get(stageId)?.[0] ?? 0;
+    let touched: BigInt64Array | null = null;
+    if (rows <= maxKeys) {
+      touched = new BigInt64Array(rows);
+      let i = 0;
+      for (const [k] of keys.iterate(stageId)) touched[i++] = k;
+    }
+    land.run(stageId);
+    drop.run(stageId);
+    return { rows, touched };
+  });
+  return { insertMany, commit: (stageId, maxKeys) => commit.immediate(stageId, maxKeys), drop };
 }
 
 /**
