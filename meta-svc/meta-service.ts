@@ -121,6 +121,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
         }
       }
       await opts.store.close();
+      metrics.stopLoopMonitor();
       log.info('meta service stopped');
     })();
     return closing;

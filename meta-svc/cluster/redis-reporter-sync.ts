@@ -118,6 +118,13 @@ export class RedisReporterSync implements ReporterSync {
     }
   }
 
+  async refresh(id: ReporterIdentity): Promise<void> {
+    const key = reporterKey(id.instanceId, id.storageType, id.hostIpPort);
+    const text = await this.opts.redis.hget(this.recordsKey, key);
+    // A record this replica holds the lock of is newer here than in Redis.
+    if (text !== null && !this.held.has(key)) this.opts.registry.applyRecord(id, JSON.parse(text) as ReporterRecord);
+  }
+
   drain(): void {
     this.draining = true;
   }

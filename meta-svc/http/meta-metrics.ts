@@ -3,6 +3,7 @@
  * default, so several services in one test process never collide). Other MetaService parts
  * receive this object through the service deps and increment the metric they own.
  */
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 export interface MetaMetrics {
@@ -20,12 +21,30 @@ export interface MetaMetrics {
   readonly snapshotTotal: Counter<'result'>;
   readonly cleanupDeletedLocationsTotal: Counter<'reason'>;
   readonly storeTxDurationSeconds: Histogram<'op'>;
+  /** Stops the event-loop delay sampling behind `kvcm_event_loop_delay_max_seconds` (service close). */
+  stopLoopMonitor(): void;
 }
+
+/** Event-loop delay sampling period: a stall shows up within this much of its length. */
+const LOOP_SAMPLE_MS = 5;
 
 export function createMetaMetrics(): MetaMetrics {
   const registry = new Registry();
   const registers = [registry];
+  const loop: IntervalHistogram = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
+  loop.enable();
+  // Issue 28: how long the event loop was held (a big request must never hold it for long).
+  new Gauge({
+    name: 'kvcm_event_loop_delay_max_seconds',
+    help: 'Longest event-loop delay since the previous scrape (reset by each scrape): how long the MetaService could not answer anything.',
+    registers,
+    collect() {
+      this.set(loop.count > 0 ? loop.max / 1e9 : 0);
+      loop.reset();
+    },
+  });
   return {
+    stopLoopMonitor: () => loop.disable(),
     registry,
     httpRequestsTotal: new Counter({
       name: 'kvcm_http_requests_total',

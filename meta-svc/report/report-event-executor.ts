@@ -48,7 +48,7 @@ export interface ReportEventExecutorDeps {
 }
 
 /** Staged rows landed per atomic step of a roll-forward (each one short Redis script). */
-export const STAGE_APPLY_BATCH = 1000;
+export const STAGE_APPLY_BATCH = 500;
 
 export class ReportEventExecutor {
   /** Per-reporter serialization of delta runs: each run reads, folds and writes its locations. */
@@ -123,7 +123,11 @@ export class ReportEventExecutor {
   /** One ADD/DELETE run (§7.5): admission, gate lease, epoch check, one folded transaction. */
   private async runDelta(target: ReportTarget, work: DeltaWork): Promise<ErrorCodeName> {
     const { registry, nowMs } = this.deps;
-    const reporter = await this.sync.transition(target, () => registry.admit(target, nowMs()));
+    // A live reporter is admitted as it stands (state as of this RPC's catch-up): no transition,
+    // which on Redis saves four round trips per run; anything else changes state under the lock.
+    const known = registry.get(target.instanceId, target.storageType, target.hostIpPort);
+    const live = known !== undefined && !known.tombstoned && registry.liveness(known, nowMs()) !== 'TOMBSTONED';
+    const reporter = live ? known : await this.sync.transition(target, () => registry.admit(target, nowMs()));
     if (!reporter) return 'NODE_NOT_REGISTERED';
     const epoch = reporter.epoch;
     const drainMs = reporter.timings.snapshotDeltaDrainTimeoutMs;
@@ -150,8 +154,11 @@ export class ReportEventExecutor {
     try {
       await prev;
       if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
+      // Fresh state under the lease: another replica's HOST_DOWN or REGISTER shows as a new epoch.
+      await this.sync.refresh(target);
+      if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
       // The generation is created under the lease, even if nothing ends up written (§7.5 DELETE).
-      const generation = await this.sync.transition(target, () => registry.ensureGeneration(reporter));
+      const generation = reporter.generation !== '' ? reporter.generation : await this.sync.transition(target, () => registry.ensureGeneration(reporter));
       if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
       // A snapshot committed by a replica that died before landing it lands first: this delta
       // must overwrite the snapshot's rows, never the other way round (§9.4).

@@ -90,6 +90,7 @@ export class RedisMetaStore implements MetaStore {
   private readonly instancesKey: string;
 
   private readonly stagesKey: string;
+  private readonly decoded = new DecodedLocations(DECODED_LOCATIONS);
 
   private constructor(
     /** The one connection; also used by the shared reporter state and leases (same namespace). */
@@ -185,7 +186,7 @@ export class RedisMetaStore implements MetaStore {
       if (err) throw this.wrap('getBlocks', err);
       const rows = chunk as string[][];
       for (let j = 0; j < rows.length; j++) {
-        const block = decodeBlock(rows[j] as string[]);
+        const block = decodeBlock(rows[j] as string[], this.decoded);
         if (block !== null) out.set(unique[c * READ_CHUNK + j] as bigint, block);
       }
     }
@@ -386,7 +387,7 @@ function encodeMutations(ns: string, mutations: readonly StoreMutation[]): strin
 }
 
 /** A block hash as `[field, value, …]` (HGETALL); null when the hash does not exist. */
-function decodeBlock(fields: readonly string[]): StoredBlock | null {
+function decodeBlock(fields: readonly string[], decoded: DecodedLocations): StoredBlock | null {
   if (fields.length === 0) return null;
   const properties: Record<string, string> = {};
   const locations: StoredLocation[] = [];
@@ -394,13 +395,45 @@ function decodeBlock(fields: readonly string[]): StoredBlock | null {
     const f = fields[i] as string;
     if (f.startsWith('p:')) properties[f.slice(2)] = fields[i + 1] as string;
     else if (f.startsWith('l:')) {
-      const l = decodeLocationValue(f.slice(2), fields[i + 1] as string);
+      const l = decoded.decode(f.slice(2), fields[i + 1] as string);
       if (l !== null) locations.push(l);
     }
   }
   if (locations.length > 1) locations.sort((x, y) => (x.locationId < y.locationId ? -1 : x.locationId > y.locationId ? 1 : 0));
   return { properties, locations };
 }
+
+/**
+ * Recently decoded location values, keyed by the stored value itself. A value carries the row's
+ * rev, so an equal value is the same row state and its decoding can be shared (StoredLocations
+ * are readonly values): a lookup of hot keys then skips the split and JSON.parse of every row,
+ * which was most of the client's CPU of a Redis lookup. Bounded; the oldest quarter goes first.
+ */
+class DecodedLocations {
+  private readonly byValue = new Map<string, StoredLocation>();
+
+  constructor(private readonly capacity: number) {}
+
+  decode(locationId: string, value: string): StoredLocation | null {
+    const hit = this.byValue.get(value);
+    // Two rows may hold equal values under different ids; the id is not part of the value.
+    if (hit !== undefined && hit.locationId === locationId) return hit;
+    const l = decodeLocationValue(locationId, value);
+    if (l === null) return null;
+    if (this.byValue.size >= this.capacity) {
+      let drop = this.capacity >> 2;
+      for (const k of this.byValue.keys()) {
+        if (drop-- <= 0) break;
+        this.byValue.delete(k);
+      }
+    }
+    this.byValue.set(value, l);
+    return l;
+  }
+}
+
+/** Entries of DecodedLocations (a few hundred bytes each). */
+const DECODED_LOCATIONS = 32768;
 
 function matches(l: StoredLocation, f: LocationScanFilter): boolean {
   if (f.status !== undefined && l.status !== f.status) return false;

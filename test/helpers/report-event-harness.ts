@@ -138,6 +138,7 @@ export class ReportHarness {
     await this.reporting.close();
     await this.offload?.close();
     await this.store.close();
+    this.metrics.stopLoopMonitor();
   }
 
   removeDir(): void {

@@ -610,6 +610,49 @@ describe('SqliteMetaStore specifics (kvcm-meta §9.1)', () => {
     }
   });
 
+  it('issue 28 rows staged on the worker\'s connection stay invisible until commitStage lands them in one transaction, create_time kept', async () => {
+    const path = join(dir, 'kvcm.db');
+    const main = SqliteMetaStore.open(path);
+    const worker = SqliteMetaStore.open(path, { blockCacheEntries: 0 });
+    opened.push(main, worker);
+    const id = 'kvs#event_report_l2#gpu#h:1';
+    const put = (k: bigint, uri: string, createTimeUs: bigint) => ({
+      op: 'putLocation' as const,
+      instanceId: 'a',
+      blockKey: k,
+      location: loc(id, { type: 8, storageName: 'event_report_l2', createTimeUs, specs: [{ name: 'tp0', uri }] }),
+      keepCreateTime: true,
+    });
+    await main.apply([put(1n, 'x://old', 5n)]);
+    expect((await main.getBlocks('a', [1n, 2n])).size).to.equal(1);
+    worker.stageRows('s1', [put(1n, 'x://new/1', 99n), put(2n, 'x://new/2', 99n)]);
+    worker.stageRows('s2', [put(3n, 'x://dropped', 99n)]);
+    // Staged rows are invisible, and staging holds no lock: the main handle still writes.
+    await main.apply([put(4n, 'x://main', 7n)]);
+    expect([...(await main.getBlocks('a', [1n, 2n, 3n])).keys()]).to.deep.equal([1n]);
+    expect((await main.getBlocks('a', [1n])).get(1n)?.locations[0]?.specs[0]?.uri).to.equal('x://old');
+    // While the worker's write runs, the main handle's writes wait for it (without blocking).
+    let landed = false;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const external = main.externalWrite('a', async () => {
+      await gate;
+      landed = true;
+      return worker.commitStage('s1', 10);
+    }, (r) => r.touched);
+    const held = main.apply([put(5n, 'x://after', 7n)]).then(() => landed);
+    release();
+    expect((await external).rows).to.equal(2);
+    expect(await held).to.equal(true);
+    const b = await main.getBlocks('a', [1n, 2n]);
+    expect(b.get(1n)?.locations[0]).to.deep.include({ createTimeUs: 5n, rev: 2 });
+    expect(b.get(1n)?.locations[0]?.specs[0]?.uri).to.equal('x://new/1');
+    expect(b.get(2n)?.locations[0]).to.deep.include({ createTimeUs: 99n, rev: 1 });
+    worker.dropStage('s2');
+    expect(worker.commitStage('s2', 10).rows).to.equal(0);
+    expect((await main.getBlocks('a', [3n])).size).to.equal(0);
+  });
+
   it('§9.1 a database with a newer schema version is refused with a StoreError', () => {
     const path = join(dir, 'kvcm.db');
     const db = new Database(path);
