@@ -79,8 +79,8 @@ const SCENARIOS: Record<string, { readonly steps: readonly Step[]; readonly keys
       { kind: 'report', events: [add('+1', [spec('tp0')]), add('18446744073709551615', [spec('tp0')]), add(20, []), add(21, [spec('tp0', 'no-scheme')])] },
       { kind: 'report', events: [add(22, [spec('tp0')])], host: 'bad host' },
       { kind: 'raw', body: JSON.stringify({ instance_id: 'nobody', events: [] }) },
-      { kind: 'raw', body: JSON.stringify({ instance_id: 'test_instance', host_ip_port: H, storage_type: 'ST_NFS', events: [heartbeat()] }) },
-      { kind: 'raw', body: JSON.stringify({ instance_id: 'l1p5_only', host_ip_port: H, storage_type: 'ST_EVENT_REPORT_L2', events: [heartbeat()] }) },
+      { kind: 'raw', body: JSON.stringify({ instance_id: 'test_instance', host_ip_port: '10.0.9.1:1', storage_type: 'ST_NFS', events: [heartbeat()] }) },
+      { kind: 'raw', body: JSON.stringify({ instance_id: 'l1p5_only', host_ip_port: '10.0.9.1:1', storage_type: 'ST_EVENT_REPORT_L2', events: [heartbeat()] }) },
     ],
     keys: [-1n, 20n, 21n, 22n],
   },
@@ -102,23 +102,26 @@ for (const kind of STORE_KINDS) {
   describe(`issue 28 reportEvent through the report worker on ${kind}`, function () {
     this.timeout(60000);
     const stores = storeSuite(kind);
+    // One pair for the whole block: both get every request in the same order, so their states
+    // stay equal; each scenario reports as its own host (reporters are independent, §7).
     let loop: ReportHarness;
     let worker: ReportHarness;
-    beforeEach(async () => {
+    const tokens = { loop: new Tokens(), worker: new Tokens() };
+    before(async () => {
       const redis = kind === 'redis' ? stores.redis : undefined;
       loop = await ReportHarness.start({ redis });
       worker = await ReportHarness.start({ redis, offloadMinBytes: 0 });
     });
-    afterEach(async () => {
+    after(async () => {
       for (const h of [loop, worker]) {
         await h.close();
         h.removeDir();
       }
     });
 
-    for (const [name, scenario] of Object.entries(SCENARIOS)) {
+    Object.entries(SCENARIOS).forEach(([name, scenario], n) => {
+      const host = `10.0.${n}.1:8000`;
       it(`${name}: the worker's answers and rows equal the event loop's`, async () => {
-        const tokens = { loop: new Tokens(), worker: new Tokens() };
         for (const step of scenario.steps) {
           if (step.kind === 'tick') {
             loop.clock.advance(step.ms);
@@ -128,7 +131,7 @@ for (const kind of STORE_KINDS) {
           const [a, b] =
             step.kind === 'raw'
               ? await Promise.all([loop.post(step.body), worker.post(step.body)])
-              : await Promise.all([loop.report(step.events, step.host ?? H), worker.report(step.events, step.host ?? H)]);
+              : await Promise.all([loop.report(step.events, step.host ?? host), worker.report(step.events, step.host ?? host)]);
           expect(normResponse(b, tokens.worker), JSON.stringify(step).slice(0, 200)).to.deep.equal(normResponse(a, tokens.loop));
         }
         for (const h of [loop, worker]) await h.reporting.cleanup.idle();
@@ -136,7 +139,7 @@ for (const kind of STORE_KINDS) {
           expect(normRows(await worker.locations(key), tokens.worker), `key ${key}`).to.deep.equal(normRows(await loop.locations(key), tokens.loop));
         }
       });
-    }
+    });
 
     it('§1.2 a body that is not a ReportEventRequest is HTTP 400 `{}` from the worker too', async () => {
       for (const body of BAD_BODIES) {
@@ -151,7 +154,7 @@ for (const kind of STORE_KINDS) {
     });
 
     it('D-04 50 concurrent first ADDs through the worker share one version', async () => {
-      const all = await Promise.all(Array.from({ length: 50 }, (_, i) => worker.report([add(500 + i, [spec('tp0')])])));
+      const all = await Promise.all(Array.from({ length: 50 }, (_, i) => worker.report([add(500 + i, [spec('tp0')])], '10.0.99.1:8000')));
       expect(new Set(all.map((r) => r.committed_snapshot_version)).size).to.equal(1);
       expect(all.every((r) => r.header.status.code === 'OK')).to.equal(true);
     });
