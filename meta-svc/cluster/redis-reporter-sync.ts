@@ -41,13 +41,14 @@ const RENEW_DELTA_SCRIPT = `${NOW} return redis.call('ZADD', KEYS[1], 'XX', now 
 const LEASES_SCRIPT = `${NOW} redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) return redis.call('ZCARD', KEYS[1])`;
 
 /**
- * A dead holder's lock, lease or marker expires after this; a live holder renews it every
- * second. Long, because a replica busy building a 100k-block snapshot may not run its renewal
- * timer for seconds, and an expired marker would let another replica's delta overtake the
- * snapshot (§7.7). It matches §7.7's "drain timeout + 5 s": a dead replica's gate holds others
- * back no longer than a live one's could (they answer SNAPSHOT_IN_PROGRESS and retry).
+ * A dead holder's gate marker or delta lease expires after this; a live holder renews it every
+ * second. Big snapshots no longer hold the event loop (issue 28: the report worker parses and
+ * stages them), so a live replica renews on time and 8 renewals may be missed before another
+ * replica's delta could overtake its snapshot (§7.7); a dead replica holds the reporter's gate
+ * for at most 8 s (its deltas answer SNAPSHOT_IN_PROGRESS meanwhile, and land its committed
+ * stage first once they get the gate).
  */
-export const REPORTER_LOCK_TTL_MS = 15000;
+export const REPORTER_LOCK_TTL_MS = 8000;
 const RENEW_EVERY_MS = 1000;
 /**
  * A state transition holds its lock for a few round trips. Its TTL is short, so a dead holder's
