@@ -30,12 +30,16 @@ const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis
 const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 /** Redis's own clock for lease expiry: replicas' clocks need not agree. */
 const NOW = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
-/** A delta's cluster lease: refused while a snapshot marker exists. */
+/**
+ * A delta's cluster lease: refused (0) while a snapshot marker exists; granted with the
+ * reporter's record (or false when it has none), so the run checks its epoch on fresh state
+ * without another round trip.
+ */
 const DELTA_SCRIPT = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 ${NOW}
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
-return 1`;
+return {1, redis.call('HGET', KEYS[3], ARGV[3])}`;
 const RENEW_DELTA_SCRIPT = `${NOW} return redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])`;
 /** Live delta leases (expired ones, of dead replicas, dropped first). */
 const LEASES_SCRIPT = `${NOW} redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) return redis.call('ZCARD', KEYS[1])`;
@@ -135,10 +139,19 @@ export class RedisReporterSync implements ReporterSync {
     const token = this.token();
     const redis = this.opts.redis;
     const ttl = String(REPORTER_LOCK_TTL_MS);
-    const granted = await this.poll(waitMs, async () => Number(await redis.eval(DELTA_SCRIPT, 2, marker, leases, token, ttl)) === 1);
+    const key = reporterKey(id.instanceId, id.storageType, id.hostIpPort);
+    let record: string | null = null;
+    const granted = await this.poll(waitMs, async () => {
+      const r = (await redis.eval(DELTA_SCRIPT, 3, marker, leases, this.recordsKey, token, ttl, key)) as number | [number, string | null];
+      if (!Array.isArray(r)) return false;
+      record = r[1];
+      return true;
+    });
     if (!granted) return this.draining ? 'snapshot_required' : 'in_progress';
+    if (record !== null && !this.held.has(key)) this.opts.registry.applyRecord(id, JSON.parse(record) as ReporterRecord);
     const renew = this.renewing(() => redis.eval(RENEW_DELTA_SCRIPT, 1, leases, token, ttl));
     return {
+      refreshed: true,
       release: async () => {
         clearInterval(renew);
         await redis.zrem(leases, token).catch(() => undefined);

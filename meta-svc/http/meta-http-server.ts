@@ -11,7 +11,7 @@ import type { Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import Koa from 'koa';
 import type { Context } from 'koa';
-import { readBoundedBody } from '../../shared/http/bounded-body.js';
+import { joinChunks, readBodyChunks } from './body-chunks.js';
 import type { Logger } from '../../shared/log/logger.js';
 import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from '../../shared/security/internal-token.js';
 import { answerClientErrors, limitedServerOptions, META_HTTP_LIMITS, type HttpLimits } from '../../shared/security/http-limits.js';
@@ -56,8 +56,11 @@ export type RpcHandler = (req: RequestReader, ctx: RpcContext) => Promise<RpcRes
 export interface OffloadedBodyRpc {
   /** Bodies of at least this many bytes go to `prepare`; smaller ones are parsed here. */
   readonly minBytes: number;
-  /** null: not now (the worker is down), the body is parsed here as usual. */
-  prepare(body: Buffer): Promise<OffloadedBody | null>;
+  /**
+   * Gets the body as the chunks it arrived in (never joined here). null: not now (the worker is
+   * down), the body is parsed here as usual.
+   */
+  prepare(chunks: readonly Buffer[], byteCount: number): Promise<OffloadedBody | null>;
 }
 
 export type OffloadedBody =
@@ -104,7 +107,7 @@ const JSON_TYPE = 'application/json';
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 /** Outcome of reading a request body under the size limit. */
-type BodyRead = { ok: true; bytes: Buffer } | { ok: false; status: 400 | 413; reason: string; byteCount: number };
+type BodyRead = { ok: true; chunks: readonly Buffer[]; byteCount: number } | { ok: false; status: 400 | 413; reason: string; byteCount: number };
 
 export class MetaHttpServer {
   private readonly app = new Koa();
@@ -287,7 +290,7 @@ export class MetaHttpServer {
   private async rpcInner(ctx: Context, rpc: RpcName): Promise<void> {
     const body = await this.readBody(ctx);
     if (!body.ok) return this.httpError(ctx, rpc, body.status, body.byteCount, body.reason);
-    const byteCount = body.bytes.length;
+    const byteCount = body.byteCount;
     if (byteCount === 0) return this.httpError(ctx, rpc, 400, 0, 'empty body');
 
     let traceId: string;
@@ -297,7 +300,7 @@ export class MetaHttpServer {
     let prepared: OffloadedBody | null = null;
     if (offloaded !== undefined && byteCount >= offloaded.minBytes) {
       try {
-        prepared = await offloaded.prepare(body.bytes);
+        prepared = await offloaded.prepare(body.chunks, byteCount);
       } catch (e) {
         // The worker died with the body: a business INTERNAL_ERROR, as for a failing handler.
         this.log.error({ err: e }, 'meta body offload failed');
@@ -313,7 +316,7 @@ export class MetaHttpServer {
     } else {
       let req: RequestReader;
       try {
-        const text = utf8.decode(body.bytes);
+        const text = utf8.decode(joinChunks(body.chunks, byteCount));
         req = RequestReader.ofBody(parseJson(text, { maxDepth: 100, maxChars: this.opts.maxBodyBytes }));
         traceId = req.str('trace_id');
       } catch (e) {
@@ -380,13 +383,13 @@ export class MetaHttpServer {
    */
   private async readBody(ctx: Context): Promise<BodyRead> {
     const max = this.opts.maxBodyBytes;
-    const body = await readBoundedBody(ctx.req, max);
+    const body = await readBodyChunks(ctx.req, max);
     if (body.kind === 'read_failed') {
       const e = body.error;
       return { ok: false, status: 400, reason: `body read failed: ${e instanceof Error ? e.message : String(e)}`, byteCount: body.byteCount };
     }
     if (body.kind === 'too_large') return { ok: false, status: 413, reason: `body larger than http.max_body_bytes ${max}`, byteCount: body.byteCount };
-    return { ok: true, bytes: body.bytes };
+    return { ok: true, chunks: body.chunks, byteCount: body.byteCount };
   }
 
   /** §1.2: every 4xx/5xx has body exactly `{}`, a WARN line and a counter. */

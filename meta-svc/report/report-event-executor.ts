@@ -48,7 +48,13 @@ export interface ReportEventExecutorDeps {
 }
 
 /** Staged rows landed per atomic step of a roll-forward (each one short Redis script). */
-export const STAGE_APPLY_BATCH = 500;
+export const STAGE_APPLY_BATCH = 250;
+/** Longest pause between two landing steps (the pause matches the step, up to this). */
+const STAGE_MAX_PAUSE_MS = 20;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
 
 export class ReportEventExecutor {
   /** Per-reporter serialization of delta runs: each run reads, folds and writes its locations. */
@@ -155,7 +161,7 @@ export class ReportEventExecutor {
       await prev;
       if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
       // Fresh state under the lease: another replica's HOST_DOWN or REGISTER shows as a new epoch.
-      await this.sync.refresh(target);
+      if (cluster.refreshed !== true) await this.sync.refresh(target);
       if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
       // The generation is created under the lease, even if nothing ends up written (§7.5 DELETE).
       const generation = reporter.generation !== '' ? reporter.generation : await this.sync.transition(target, () => registry.ensureGeneration(reporter));
@@ -168,7 +174,9 @@ export class ReportEventExecutor {
       done();
       if (this.deltaTails.get(reporter) === tail) this.deltaTails.delete(reporter);
       reporter.gate.releaseDelta();
-      await cluster.release();
+      // Not awaited: the answer need not wait for the lease's removal (a snapshot elsewhere
+      // polls for it), and a failure to remove it only lets it expire.
+      void cluster.release().catch((err: unknown) => this.deps.logger.debug({ err }, 'delta lease release failed'));
     }
   }
 
@@ -343,8 +351,12 @@ export class ReportEventExecutor {
   private async finishApplying(target: ReportTarget, reporter: Reporter, stageId: string): Promise<void> {
     const stages = this.deps.stages;
     if (!stages) return;
-    while ((await stages.applyStaged(stageId, STAGE_APPLY_BATCH)) > 0) {
-      // Each step is one bounded Redis script; other clients' commands run between them.
+    // Each step is one bounded Redis script; other clients' commands run between them, and a
+    // pause as long as the step leaves Redis (and this loop) at most half busy with the landing.
+    for (;;) {
+      const t0 = performance.now();
+      if ((await stages.applyStaged(stageId, STAGE_APPLY_BATCH)) === 0) break;
+      await sleep(Math.min(STAGE_MAX_PAUSE_MS, performance.now() - t0));
     }
     const cleared = await this.sync.transition(target, () => {
       if (reporter.applying !== stageId) return false;

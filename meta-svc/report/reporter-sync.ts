@@ -15,6 +15,8 @@ import type { ReporterIdentity } from './reporter-registry.js';
 
 /** A granted cluster-wide gate hold; released when the run ends. */
 export interface ClusterGateHold {
+  /** The reporter's shared state was reloaded when the hold was granted (no `refresh` needed). */
+  readonly refreshed?: boolean;
   release(): Promise<void>;
 }
 

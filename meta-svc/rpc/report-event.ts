@@ -90,8 +90,8 @@ export function registerReportEventHandler(server: MetaHttpServer, deps: ReportE
   if (offload === undefined) return;
   server.offloadBodies('reportEvent', {
     minBytes: offload.minBodyBytes,
-    prepare: async (body): Promise<OffloadedBody | null> => {
-      const parsed = await offload.prepare(body);
+    prepare: async (chunks, byteCount): Promise<OffloadedBody | null> => {
+      const parsed = await offload.prepare(chunks, byteCount);
       if (parsed === null || parsed.kind === 'bad_request') return parsed;
       return {
         kind: 'parsed',

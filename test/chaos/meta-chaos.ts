@@ -296,11 +296,16 @@ export async function runMetaChaosScenario(cluster: MetaChaosCluster, fault: Met
   const d2 = range(base + 50_000_000, opts.deltaBlocks);
   const universe = [...new Set([...x0, ...d1, ...x1, ...d2])];
 
-  if (code(await post(a, 'reportEvent', report(host, [{ event_type: 'EVENT_NODE_REGISTER', node_register: { mediums: ['gpu'] } }]))) !== 'OK') throw new Error('register failed');
-  const s0 = await post(a, 'reportEvent', snapshotBody(host, x0, `s0-${n}`));
-  if (code(s0) !== 'OK') throw new Error(`base snapshot: ${code(s0)}`);
-  const v0 = s0.committed_snapshot_version as string;
-  if (code(await post(a, 'reportEvent', report(host, addEvents(d1, `d1-${n}`)))) !== 'OK') throw new Error('D1 failed');
+  // Setup, retried while a replica restarted by the previous scenario settles.
+  const setupBy = Date.now() + 30000;
+  const setup = async (what: string, body: string): Promise<Json> => {
+    const r = await untilOk(() => post(a, 'reportEvent', body), setupBy);
+    if (code(r) !== 'OK') throw new Error(`scenario ${fault}: ${what} answered ${code(r)}: ${JSON.stringify(r?.header ?? null)}`);
+    return r;
+  };
+  await setup('REGISTER', report(host, [{ event_type: 'EVENT_NODE_REGISTER', node_register: { mediums: ['gpu'] } }]));
+  const v0 = (await setup('the base snapshot', snapshotBody(host, x0, `s0-${n}`))).committed_snapshot_version as string;
+  await setup('D1', report(host, addEvents(d1, `d1-${n}`)));
   const before = stamped(d1, `d1-${n}`, v0, stamped(x0, `s0-${n}`, v0));
 
   const body = snapshotBody(host, x1, `s1-${n}`);

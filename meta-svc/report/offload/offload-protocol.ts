@@ -25,7 +25,10 @@ export interface PreparedReport {
 }
 
 export type OffloadRequest =
-  | { readonly kind: 'parse'; readonly id: number; readonly body: Uint8Array }
+  /** One piece of the body of parse `id`, in order. */
+  | { readonly kind: 'body'; readonly id: number; readonly part: Uint8Array }
+  /** The body of `id` is complete: parse it. */
+  | { readonly kind: 'parse'; readonly id: number; readonly byteCount: number }
   | {
       readonly kind: 'delta';
       readonly id: number;

@@ -25,6 +25,8 @@ import type { OffloadReply, OffloadRequest, PreparedReport, ReportWorkerData } f
 
 /** Snapshot rows built and staged per step (a few MB of strings at a time). */
 const STAGE_ROWS = 4096;
+/** Longest pause between two staging steps (the pause matches the step, up to this). */
+const STAGE_MAX_PAUSE_MS = 50;
 /** Ops per Redis script of a big delta: each script stays short for the other clients. */
 const REDIS_DELTA_OPS = 2000;
 /** A parse job whose request never came back for it is dropped after this long. */
@@ -39,6 +41,8 @@ interface Job {
 const data = workerData as ReportWorkerData;
 const port = parentPort;
 const jobs = new Map<number, Job>();
+/** Body pieces of parses not yet asked for. */
+const bodies = new Map<number, Uint8Array[]>();
 let nextJob = 1;
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
@@ -107,8 +111,17 @@ function touchedKeys(mutations: readonly StoreMutation[], max: number): BigInt64
 
 async function handle(store: SqliteMetaStore | RedisMetaStore, m: OffloadRequest): Promise<void> {
   switch (m.kind) {
-    case 'parse':
-      return parse(m.id, m.body);
+    case 'body': {
+      const parts = bodies.get(m.id);
+      if (parts === undefined) bodies.set(m.id, [m.part]);
+      else parts.push(m.part);
+      return;
+    }
+    case 'parse': {
+      const parts = bodies.get(m.id) ?? [];
+      bodies.delete(m.id);
+      return parse(m.id, parts.length === 1 ? (parts[0] as Uint8Array) : Buffer.concat(parts, m.byteCount));
+    }
     case 'release':
       jobs.delete(m.job);
       return;
@@ -124,9 +137,12 @@ async function handle(store: SqliteMetaStore | RedisMetaStore, m: OffloadRequest
       const blocks = itemsOf<ValidBlock>(m.job, m.unit);
       const owner = reporterKey(m.target.instanceId, m.target.storageType, m.target.hostIpPort);
       for (let from = 0; from < blocks.length; from += STAGE_ROWS) {
+        const t0 = performance.now();
         const rows = snapshotMutations(m.target, m.stageId, blocks, m.nowUs, from, Math.min(blocks.length, from + STAGE_ROWS));
         if (store instanceof RedisMetaStore) await store.stageRows(m.stageId, owner, rows);
         else store.stageRows(m.stageId, rows);
+        // At most half of a core (and of Redis) for staging: the service's other work comes first.
+        await new Promise((resolve) => setTimeout(resolve, Math.min(STAGE_MAX_PAUSE_MS, performance.now() - t0)));
       }
       return reply({ kind: 'done', id: m.id, missing: 0, touched: null });
     }
@@ -146,7 +162,7 @@ async function handle(store: SqliteMetaStore | RedisMetaStore, m: OffloadRequest
 }
 
 function failure(m: OffloadRequest, err: unknown): void {
-  if (m.kind === 'release') return;
+  if (m.kind === 'release' || m.kind === 'body') return;
   reply({ kind: 'failed', id: m.id, message: err instanceof Error ? err.message : String(err), unavailable: isStoreUnavailable(err) });
 }
 
