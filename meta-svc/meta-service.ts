@@ -81,7 +81,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
   const store = new InstrumentedMetaStore(opts.store, metrics.storeTxDurationSeconds);
   const redisStore = opts.store instanceof RedisMetaStore ? opts.store : null;
   const instances = new InstanceRegistry(store, config, log.child({ component: 'meta-instances' }), redisStore === null);
-  const cluster = redisStore ? createRedisCluster(redisStore, config.nodeId, log, metrics.registry, opts.leaseTtlMs) : null;
+  const cluster = redisStore ? createRedisCluster(redisStore, config.nodeId, log, metrics.registry, instances, opts.leaseTtlMs) : null;
   // Bound once reportEvent is registered: every RPC first catches up with the other replicas.
   let catchUp: () => Promise<void> = () => Promise.resolve();
   const deps: MetaServiceDeps = {

@@ -28,7 +28,19 @@ export interface MetaCluster {
   close(): Promise<void>;
 }
 
-export function createRedisCluster(store: RedisMetaStore, nodeId: string, log: Logger, registry: Registry, leaseTtlMs = BACKGROUND_LEASE_TTL_MS): MetaCluster {
+/** Told the registrations' shared version at every catch-up (InstanceRegistry.observeSharedVersion). */
+export interface SharedRegistrations {
+  observeSharedVersion(version: string | null): void;
+}
+
+export function createRedisCluster(
+  store: RedisMetaStore,
+  nodeId: string,
+  log: Logger,
+  registry: Registry,
+  registrations: SharedRegistrations,
+  leaseTtlMs = BACKGROUND_LEASE_TTL_MS,
+): MetaCluster {
   // Unique per process even when two replicas were given the same node_id.
   const holder = `${nodeId}/${randomBytes(4).toString('hex')}`;
   const lease = new BackgroundLease({
@@ -69,6 +81,7 @@ export function createRedisCluster(store: RedisMetaStore, nodeId: string, log: L
         holder,
         backgroundHolder: () => lease.held,
         logger: log.child({ component: 'meta-reporter-sync' }),
+        alsoWatch: { key: store.instancesVersionKey, observe: (v) => registrations.observeSharedVersion(v) },
       }),
     close: () => lease.stop(),
   };

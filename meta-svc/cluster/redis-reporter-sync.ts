@@ -72,6 +72,11 @@ export interface RedisReporterSyncOptions {
   readonly holder: string;
   readonly backgroundHolder: () => boolean;
   readonly logger: Logger;
+  /**
+   * Read with the reporter version in the same round trip of every catch-up: the registrations'
+   * version key and what to tell when it is read (the instance registry's cache, §9.4).
+   */
+  readonly alsoWatch?: { readonly key: string; readonly observe: (value: string | null) => void };
 }
 
 export class RedisReporterSync implements ReporterSync {
@@ -218,7 +223,14 @@ export class RedisReporterSync implements ReporterSync {
   }
 
   private async readChanges(): Promise<void> {
-    const version = Number((await this.opts.redis.get(this.versionKey)) ?? 0);
+    const watch = this.opts.alsoWatch;
+    let version: number;
+    if (watch === undefined) version = Number((await this.opts.redis.get(this.versionKey)) ?? 0);
+    else {
+      const [rep, other] = await this.opts.redis.mget(this.versionKey, watch.key);
+      watch.observe(other ?? null);
+      version = Number(rep ?? 0);
+    }
     if (version === this.seen) return;
     if (version < this.seen) {
       // Redis lost its data (R5): read everything there is again.

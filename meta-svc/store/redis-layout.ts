@@ -87,10 +87,11 @@ export function decodeLocationValue(locationId: string, value: string): StoredLo
 }
 
 /**
- * One staged snapshot row (LAND_STAGE_SCRIPT): `inst\0key\0sortable\0location_id\0status\0type\0create_time\0storage\0specs`.
- * None of the parts holds a NUL: instance ids have no control characters (§4.1), the specs JSON
- * escapes them, and the others are numbers, ids and storage names.
+ * One staged snapshot row (LAND_STAGE_SCRIPT):
+ * `inst\0key\0sortable\0status\0type\0create_time\0storage\0specs\0location_id`. Only the
+ * location id, last, may hold a NUL (built from a reporter's medium and host): instance ids have
+ * no control characters (§4.1), the specs JSON escapes them, the others are numbers and names.
  */
 export function stagedRow(instanceId: string, blockKey: bigint, l: Omit<StoredLocation, 'rev'>): string {
-  return `${instanceId}\u0000${blockKey}\u0000${sortableKey(blockKey)}\u0000${l.locationId}\u0000${l.status}\u0000${l.type}\u0000${l.createTimeUs}\u0000${l.storageName}\u0000${encodeSpecs(l.specs)}`;
+  return `${instanceId}\u0000${blockKey}\u0000${sortableKey(blockKey)}\u0000${l.status}\u0000${l.type}\u0000${l.createTimeUs}\u0000${l.storageName}\u0000${encodeSpecs(l.specs)}\u0000${l.locationId}`;
 }

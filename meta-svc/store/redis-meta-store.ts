@@ -150,7 +150,14 @@ export class RedisMetaStore implements MetaStore {
   }
 
   async putInstance(rec: InstanceRecord): Promise<void> {
-    await this.run('putInstance', () => this.redis.hset(this.instancesKey, rec.instanceId, encodeInstance(rec)));
+    // The version tells every replica's registration cache that something changed (§9.4).
+    const replies = await this.run('putInstance', () => this.redis.multi().hset(this.instancesKey, rec.instanceId, encodeInstance(rec)).incr(this.instancesVersionKey).exec());
+    for (const [err] of replies ?? []) if (err) throw this.wrap('putInstance', err);
+  }
+
+  /** A counter every putInstance increments: a replica's cached registrations are valid while it stands. */
+  get instancesVersionKey(): string {
+    return `${this.instancesKey}:ver`;
   }
 
   async listInstances(): Promise<InstanceRecord[]> {
@@ -326,55 +333,67 @@ function waitUntil(deadlineMs: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, deadlineMs - Date.now())).unref());
 }
 
-/** Flat ARGV of the apply script; throws StoreError before anything is sent (atomicity, see the script). */
+/**
+ * ARGV of the apply script: the namespace, then one NUL-joined argument per op, location id last
+ * (layouts in redis-apply-script.ts); throws StoreError before anything is sent (atomicity).
+ */
 function encodeMutations(ns: string, mutations: readonly StoreMutation[]): string[] {
-  const args: string[] = [ns];
-  for (const m of mutations) {
+  const args = new Array<string>(mutations.length + 1);
+  args[0] = ns;
+  for (let i = 0; i < mutations.length; i++) {
+    const m = mutations[i] as StoreMutation;
     if (!isInt64(m.blockKey)) throw new StoreError(`apply: block key ${m.blockKey} is outside int64`);
-    const head = [m.instanceId, m.blockKey.toString(), sortableKey(m.blockKey)];
+    const head = `${m.instanceId}\u0000${m.blockKey}\u0000${sortableKey(m.blockKey)}\u0000`;
+    let arg: string;
     switch (m.op) {
       case 'putLocation': {
         const l = m.location;
         if (!isInt64(l.createTimeUs)) throw new StoreError(`apply: create_time_us ${l.createTimeUs} is outside int64`);
-        if (m.keepCreateTime) args.push('K', ...head, l.locationId, String(l.status), String(l.type), l.createTimeUs.toString(), l.storageName, encodeSpecs(l.specs));
-        else args.push('P', ...head, l.locationId, locationBody(l));
+        arg = m.keepCreateTime
+          ? `K\u0000${head}${l.status}\u0000${l.type}\u0000${l.createTimeUs}\u0000${l.storageName}\u0000${encodeSpecs(l.specs)}\u0000${l.locationId}`
+          : `P\u0000${head}${locationBody(l)}\u0000${l.locationId}`;
         break;
       }
       case 'mergeSpecs': {
         const l = m.location;
         if (!isInt64(l.createTimeUs)) throw new StoreError(`apply: create_time_us ${l.createTimeUs} is outside int64`);
-        args.push('G', ...head, l.locationId, String(l.status), String(l.type), l.createTimeUs.toString(), l.storageName, String(m.put.length));
-        for (const spec of m.put) args.push(jsonString(spec.name), encodeSpec(spec));
-        args.push(String(m.remove.length));
-        for (const name of m.remove) args.push(jsonString(name));
+        arg = `G\u0000${head}${l.status}\u0000${l.type}\u0000${l.createTimeUs}\u0000${l.storageName}\u0000${m.put.length}\u0000`;
+        for (const spec of m.put) arg += `${jsonString(spec.name)}\u0000${encodeSpec(spec)}\u0000`;
+        arg += `${m.remove.length}\u0000`;
+        for (const name of m.remove) arg += `${jsonString(name)}\u0000`;
+        arg += l.locationId;
         break;
       }
       case 'addHits':
         if (!isInt64(m.lastHitUs) || m.lastHitUs < 0n) throw new StoreError(`apply: last hit time ${m.lastHitUs} is not a time`);
-        args.push('H', ...head, String(m.count), m.lastHitUs.toString());
+        arg = `H\u0000${head}${m.count}\u0000${m.lastHitUs}`;
         break;
       case 'createLocationIf': {
         const l = m.location;
         if (!isInt64(l.createTimeUs)) throw new StoreError(`apply: create_time_us ${l.createTimeUs} is outside int64`);
-        args.push('C', ...head, l.locationId, locationBody(l), String(m.maxWritable), l.storageName);
+        arg = `C\u0000${head}${locationBody(l)}\u0000${m.maxWritable}\u0000${l.storageName}\u0000${l.locationId}`;
         break;
       }
       case 'setStatusIf':
-        args.push('S', ...head, m.locationId, String(m.status), m.expectRev === undefined ? '' : String(m.expectRev));
+        arg = `S\u0000${head}${m.status}\u0000${m.expectRev ?? ''}\u0000${m.locationId}`;
         break;
       case 'replaceSpecsIf':
-        args.push('R', ...head, m.locationId, encodeSpecs(m.specs), m.expectRev === undefined ? '' : String(m.expectRev));
+        arg = `R\u0000${head}${encodeSpecs(m.specs)}\u0000${m.expectRev ?? ''}\u0000${m.locationId}`;
         break;
       case 'deleteLocationIf':
-        args.push('D', ...head, m.locationId, m.expectRev === undefined ? '' : String(m.expectRev));
+        arg = `D\u0000${head}${m.expectRev ?? ''}\u0000${m.locationId}`;
         break;
       case 'deleteBlock':
-        args.push('B', ...head);
+        arg = `B\u0000${head}`;
         break;
       case 'mergeProperties': {
         const entries = Object.entries(m.properties);
-        args.push('M', ...head, String(entries.length));
-        for (const [k, v] of entries) args.push(k, v);
+        arg = `M\u0000${head}${entries.length}`;
+        for (const [k, v] of entries) {
+          // Property names and values are the MetaService's own (BP#…, decimals): never a NUL.
+          if (k.includes('\u0000') || v.includes('\u0000')) throw new StoreError(`apply: property ${JSON.stringify(k)} holds a NUL`);
+          arg += `\u0000${k}\u0000${v}`;
+        }
         break;
       }
       default: {
@@ -382,6 +401,7 @@ function encodeMutations(ns: string, mutations: readonly StoreMutation[]): strin
         throw new StoreError(`unknown mutation ${JSON.stringify((never as { op?: unknown }).op)}`);
       }
     }
+    args[i + 1] = arg;
   }
   return args;
 }
