@@ -31,6 +31,7 @@ export interface StallResult {
 
 const OTHER_REPORTERS = 20;
 const HEALTH_EVERY_MS = 10;
+const WARMUP_MS = 3000;
 const INSTANCE = 'test_instance';
 const L2 = 'ST_EVENT_REPORT_L2';
 
@@ -122,8 +123,9 @@ export async function measureSnapshotStall(opts: { store: 'sqlite' | 'redis'; re
       }
     };
     const loops = [poller(), ...Array.from({ length: OTHER_REPORTERS }, (_, r) => adder(r))];
-    // Warm-up (every reporter created, connections open), then the baseline window.
-    await new Promise((r) => setTimeout(r, 1000));
+    // Warm-up (every reporter created, connections open, the process's code compiled), then the
+    // baseline window: a fresh process is slow for its first seconds.
+    await new Promise((r) => setTimeout(r, WARMUP_MS));
     await loopStallMs(port, probe);
     const b0 = performance.now();
     await new Promise((r) => setTimeout(r, opts.baselineMs));
