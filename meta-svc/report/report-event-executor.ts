@@ -48,9 +48,11 @@ export interface ReportEventExecutorDeps {
 }
 
 /** Staged rows landed per atomic step of a roll-forward (each one short Redis script). */
-export const STAGE_APPLY_BATCH = 250;
+export const STAGE_APPLY_BATCH = 500;
 /** Longest pause between two landing steps (the pause matches the step, up to this). */
 const STAGE_MAX_PAUSE_MS = 20;
+/** Rows per step when landing a dead writer's stage: as fast as Redis allows, since a delta waits. */
+const STAGE_RECOVERY_BATCH = 2000;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -274,7 +276,7 @@ export class ReportEventExecutor {
         if (!committed) code = 'SNAPSHOT_REQUIRED';
         else if (rollForward) {
           staged = false;
-          await this.finishApplying(target, reporter, candidate);
+          await this.finishApplying(target, reporter, candidate, true);
         } else this.deps.cleanup.afterSnapshot(reporter);
       } else if (code === 'INTERNAL_ERROR') {
         // Admitted failure: soft mode, generation unchanged (§7.5).
@@ -346,17 +348,20 @@ export class ReportEventExecutor {
   /**
    * Lands a committed snapshot's stage (roll-forward, offloaded-writes.ts), then clears
    * `applying` and queues the cleanup of what the snapshot left out. Safe to run from several
-   * places at once: each batch lands atomically, and only one finisher clears the record.
+   * places at once: each batch lands atomically, and only one finisher clears the record. The
+   * snapshot's own writer paces itself (`paced`: its rows share Redis with every other request);
+   * a finisher after a dead writer does not: a delta of the reporter waits for it.
    */
-  private async finishApplying(target: ReportTarget, reporter: Reporter, stageId: string): Promise<void> {
+  private async finishApplying(target: ReportTarget, reporter: Reporter, stageId: string, paced = false): Promise<void> {
     const stages = this.deps.stages;
     if (!stages) return;
     // Each step is one bounded Redis script; other clients' commands run between them, and a
-    // pause as long as the step leaves Redis (and this loop) at most half busy with the landing.
+    // paced writer pauses as long as the step took, so the landing takes at most about half of
+    // Redis (and of this loop).
     for (;;) {
       const t0 = performance.now();
-      if ((await stages.applyStaged(stageId, STAGE_APPLY_BATCH)) === 0) break;
-      await sleep(Math.min(STAGE_MAX_PAUSE_MS, performance.now() - t0));
+      if ((await stages.applyStaged(stageId, paced ? STAGE_APPLY_BATCH : STAGE_RECOVERY_BATCH)) === 0) break;
+      if (paced) await sleep(Math.min(STAGE_MAX_PAUSE_MS, performance.now() - t0));
     }
     const cleared = await this.sync.transition(target, () => {
       if (reporter.applying !== stageId) return false;
