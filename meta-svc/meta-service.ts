@@ -58,6 +58,12 @@ export interface MetaServiceOptions {
   readonly leaseTtlMs?: number;
   /** See MetaServiceDeps.reportOffloadMinBytes (tests force the worker with 0, or turn it off). */
   readonly reportOffloadMinBytes?: number | null;
+  /**
+   * prom-client's process metrics (`process_*`, `nodejs_*`: memory, CPU, event-loop lag) on
+   * `/metrics`, as directory-svc has them; main turns them on, tests that start many services leave
+   * them off (each registration adds a GC observer to the process). Default false.
+   */
+  readonly processMetrics?: boolean;
 }
 
 export interface MetaServiceHandle {
@@ -75,7 +81,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
   for (const w of availability.warnings) log.warn(w);
   const config = availability.config;
 
-  const metrics = createMetaMetrics();
+  const metrics = createMetaMetrics({ processMetrics: opts.processMetrics ?? false });
   const closeHooks: Array<() => void | Promise<void>> = [];
   // §9.3 kvcm_store_tx_duration_seconds{op}: every part reaches the store through this wrapper.
   const store = new InstrumentedMetaStore(opts.store, metrics.storeTxDurationSeconds);

@@ -14,15 +14,18 @@ export interface TrackedDecision {
   readonly decision: RouteDecision;
   /** Idempotent; a no-op when in-flight load is off. */
   readonly answered: () => void;
+  /** The prompt's fingerprints it was counted with (pending prefix credit); null when none. */
+  readonly prompt: Uint32Array | null;
 }
 
 const NOTHING = (): void => undefined;
 import { performance } from 'node:perf_hooks';
-import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy.js';
+import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy-types.js';
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ClaimOrder } from '../inflight/claim-order.js';
-import { promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
+import { MAX_PROMPT_GRANULES, promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
+import type { RequestIdentity } from '../identity/request-identity.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import { RouterHttpError } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
@@ -54,11 +57,24 @@ export class RouteDecider {
 
   /** `decideOrdered` for a request the caller forwards and sees answered (the proxy). */
   async decideTracked(input: RouteRequest, nowMs: number): Promise<TrackedDecision> {
-    const { decision, seq } = await this.ordered(this.decideCounted(input, nowMs), nowMs);
+    const { decision, seq, prompt } = await this.ordered(this.decideCounted(input, nowMs), nowMs);
     const inflight = this.inflight;
-    if (inflight === null || seq < 0) return { decision, answered: NOTHING };
+    if (inflight === null || seq < 0) return { decision, answered: NOTHING, prompt };
     const name = decision.prefill.name;
-    return { decision, answered: () => inflight.complete(name, seq) };
+    return { decision, answered: () => inflight.complete(name, seq), prompt };
+  }
+
+  /**
+   * The proxy sends `tracked`'s request to `name` instead, its first instance having vanished
+   * before answering (openai-proxy.ts): counted against `name` now, as the decision was against
+   * the first (whose count the caller has ended). Not a new decision: no decision metrics.
+   */
+  retarget(tracked: TrackedDecision, name: string): TrackedDecision {
+    const inflight = this.inflight;
+    const inst = inflight === null ? null : this.view.instance(name);
+    if (inflight === null || inst === null) return { decision: tracked.decision, answered: NOTHING, prompt: tracked.prompt };
+    const seq = inflight.record(inst, inflight.now(), tracked.prompt);
+    return { decision: tracked.decision, answered: () => inflight.complete(name, seq), prompt: tracked.prompt };
   }
 
   /**
@@ -81,7 +97,7 @@ export class RouteDecider {
     let again: RouteDecision;
     try {
       again = inflight.orderedBefore(claimSeq, counted.atMs, () =>
-        this.policy.decide({ tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt }, this.view, nowMs + heldMs),
+        this.policy.decide({ tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt, identity: counted.identity }, this.view, nowMs + heldMs),
       );
     } catch {
       // No candidate any more: the first decision stands (its instance may be gone too; the
@@ -101,10 +117,12 @@ export class RouteDecider {
   private decideCounted(input: RouteRequest, nowMs: number): CountedDecision {
     const t0 = performance.now();
     let decision: RouteDecision;
-    // Hashed once: CAR matches them against the requests in flight, the count keeps them for the others.
-    const fingerprints = this.pendingPrefix && this.inflight !== null && input.tokenIds !== null ? promptFingerprints(input.tokenIds) : null;
+    // Hashed once: CAR matches them against the requests in flight, the count keeps them for the
+    // others. Seeded with the identity: another identity's pending prompts never match them.
+    const fingerprints =
+      this.pendingPrefix && this.inflight !== null && input.tokenIds !== null ? promptFingerprints(input.tokenIds, MAX_PROMPT_GRANULES, input.identity?.fingerprintSeed) : null;
     try {
-      decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens, promptFingerprints: fingerprints }, this.view, nowMs);
+      decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens, promptFingerprints: fingerprints, identity: input.identity }, this.view, nowMs);
     } catch (e) {
       const seconds = (performance.now() - t0) / 1000;
       if (e instanceof NoCandidateError) {
@@ -122,7 +140,7 @@ export class RouteDecider {
       if (inst !== null) seq = this.inflight.record(inst, atMs, fingerprints);
     }
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
-    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds };
+    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, identity: input.identity };
   }
 }
 
@@ -134,6 +152,8 @@ interface CountedDecision {
   readonly atMs: number;
   readonly prompt: Uint32Array | null;
   readonly tokenIds: readonly number[] | null;
+  /** The request's identity: a cold claim is decided again among the same model's candidates. */
+  readonly identity: RequestIdentity | undefined;
 }
 
 /** The score of P candidate `name` (+∞ when it is not listed: gone from the candidates). */

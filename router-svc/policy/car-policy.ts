@@ -18,6 +18,10 @@
  * shares with a request routed there and still in flight (its KV events not in the view yet),
  * floored to complete blocks, on single-rank instances whose view credit is trusted.
  *
+ * Candidates serve the request's model and its prompt is matched under its cache identity
+ * (cache-identity §2, §3: LoRA adapter, salt); queue costs, pending credit and tie rotations are
+ * those of the model's candidates only (candidates.ts keeps one set and one cursor pair per scope).
+ *
  * Exact P ties go to the fewest Device blocks in the view, then rotate (tie-break.ts; issue 15:
  * every replica reads the same key); D ties rotate (pickMinimumWithRotation). Cost per decision:
  * one walk per (block_size, seed) group over the shared residency index, hashing a block only
@@ -28,10 +32,10 @@ import { GRANULE_TOKENS } from '../../shared/keys/prompt-fingerprint.js';
 import type { RouterInstance, StreamHits, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
-import { countMinimumTies, newRotationCursor, pickMinimumWithRotation, rotationOffset, type RotationCursor } from './pick-minimum.js';
+import { countMinimumTies, pickMinimumWithRotation, rotationOffset } from './pick-minimum.js';
 import { streamMatchesInstance } from './stream-identity.js';
 import { DeviceUsageKeys, tieBreakExplanation } from './tie-break.js';
-import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
+import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
 
 export interface CarPolicyOptions {
   /** `--car_prefill_lambda` in [0,1]: 1 compares only cache misses, 0 only queues. */
@@ -64,9 +68,7 @@ export class CarPolicy implements RoutingPolicy {
   readonly name = 'CAR' as const;
   private readonly lambda: number;
   private readonly hostWeight: number;
-  private readonly candidates = new CandidateCache();
-  private readonly prefillCursor: RotationCursor;
-  private readonly decodeCursor: RotationCursor;
+  private readonly candidates: CandidateCache;
   private readonly inflight: InflightLoad | null;
   private scores = new Float64Array(16);
   // Per-decision queue inputs with in-flight load, reused between decisions.
@@ -84,9 +86,7 @@ export class CarPolicy implements RoutingPolicy {
     this.lambda = opts.prefillLambda;
     this.hostWeight = opts.hostHitWeight;
     this.inflight = opts.inflight ?? null;
-    const offset = opts.routerId === undefined ? 0 : rotationOffset(opts.routerId);
-    this.prefillCursor = newRotationCursor(offset);
-    this.decodeCursor = newRotationCursor(offset);
+    this.candidates = new CandidateCache(opts.routerId === undefined ? 0 : rotationOffset(opts.routerId));
   }
 
   /**
@@ -119,13 +119,14 @@ export class CarPolicy implements RoutingPolicy {
   }
 
   decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision {
-    const set = this.candidates.of(view);
+    const identity = req.identity;
+    const set = this.candidates.of(view, identity);
     const p = set.prefill;
     const tokenIds = req.tokenIds;
     const inputTokens = tokenIds !== null ? tokenIds.length : req.promptTokens;
     // Without token ids there is nothing to match: hit ratios are 0, queue cost decides.
     // Only each instance's DP minimum is read, so ranks above it may stop walking early.
-    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs, this.hostWeight) : null;
+    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs, this.hostWeight, identity?.keys) : null;
     const explanations: CandidateExplanation[] = [];
     if (this.scores.length < Math.max(p.length, set.decode.length)) this.scores = new Float64Array(Math.max(p.length, set.decode.length) * 2);
     const scores = this.scores;
@@ -182,8 +183,8 @@ export class CarPolicy implements RoutingPolicy {
       this.deviceUsage.fill(view, p, this.tieKeys);
       tieKeys = this.tieKeys;
     }
-    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor, tieKeys);
-    const tie = tieBreakExplanation(p, scores, tieKeys, scores[pi]!, this.prefillCursor);
+    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, set.prefillCursor, tieKeys);
+    const tie = tieBreakExplanation(p, scores, tieKeys, scores[pi]!, set.prefillCursor);
     const prefill = p[pi]!;
     let decode: RouteDecision['decode'] = null;
     const d = set.decode;
@@ -194,7 +195,7 @@ export class CarPolicy implements RoutingPolicy {
         scores[i] = inst.load!.gpuCacheUsagePerc + queueCost;
         explanations.push(loadOnlyExplanation(inst, 'decode', queueCost, scores[i]!));
       }
-      if (needsDecode(prefill, d.length)) decode = chosen(d[pickMinimumWithRotation(scores, d.length, set.decodeNames, this.decodeCursor)]!);
+      if (needsDecode(prefill, d.length)) decode = chosen(d[pickMinimumWithRotation(scores, d.length, set.decodeNames, set.decodeCursor)]!);
     }
     const decision: RouteDecision = { policy: 'CAR', prefill: chosen(prefill), decode, candidates: explanations };
     if (tie !== null) decision.tie_break = tie;

@@ -14,6 +14,8 @@ export const EVENT_PORT_OFFSET = 10000;
 export const REPLAY_PORT_OFFSET = 30000;
 
 export interface PlannedEngine extends EngineSpec {
+  /** The address it binds: 127.0.0.1, or 127.0.0.(2 + i) behind the stack's DNS name (engines.md §6). */
+  readonly host: string;
   readonly httpPort: number;
 }
 
@@ -40,13 +42,27 @@ export function enginePorts(e: PlannedEngine, index: number): PlannedPort[] {
   return out;
 }
 
-export function layoutEngines(engines: readonly EngineSpec[], basePort: number): PlannedEngine[] {
+/** Each engine with its address and HTTP port; whatever else a spec carries (served models) stays on it. */
+export function layoutEngines<E extends EngineSpec>(engines: readonly E[], basePort: number): (E & PlannedEngine)[] {
   let port = basePort;
   return engines.map((e) => {
-    const planned = { ...e, httpPort: port };
+    const planned = { ...e, host: '127.0.0.1', httpPort: port };
     port += Math.max(e.dpSize, 1);
     return planned;
   });
+}
+
+/**
+ * `--engines_dns`: every engine on the same ports, engine i at 127.0.0.(2 + i), as pods of one
+ * Deployment behind a headless Service (engines.md §6). Their ports are one engine's: check those.
+ */
+export function layoutDnsEngines<E extends EngineSpec>(engines: readonly E[], basePort: number): (E & PlannedEngine)[] {
+  return engines.map((e, i) => dnsEngine(e, basePort, i));
+}
+
+/** Engine `i` of a DNS fleet (the demo adds one past the last). */
+export function dnsEngine<E extends EngineSpec>(spec: E, basePort: number, i: number): E & PlannedEngine {
+  return { ...spec, host: `127.0.0.${2 + i}`, httpPort: basePort };
 }
 
 /** Throws PortTakenError for the first port something else already listens on. */
@@ -64,11 +80,18 @@ export async function assertPortsFree(ports: readonly PlannedPort[]): Promise<vo
 /**
  * `--engine_base_port=0`: a base whose whole layout is free right now, avoiding `reserved` (the
  * stack's other ports). Random so two stacks started together rarely race for the same base.
+ * All three ranges stay below Linux's ephemeral range (32768+): a port found free there can be
+ * taken by any outgoing connection before the engine binds it (seen in CI as EADDRINUSE).
  */
+/** First port of Linux's default ephemeral range (net.ipv4.ip_local_port_range). */
+const EPHEMERAL_START = 32768;
+/** Above the privileged ports and the few well-known ones below 1100. */
+const LOWEST_BASE = 1100;
+
 export async function findFreeEngineBase(engines: readonly EngineSpec[], reserved: ReadonlySet<number>): Promise<number> {
   const span = engines.reduce((n, e) => n + e.dpSize, 0);
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * (65535 - REPLAY_PORT_OFFSET - span - 20000));
+    const base = LOWEST_BASE + Math.floor(Math.random() * (EPHEMERAL_START - REPLAY_PORT_OFFSET - span - LOWEST_BASE));
     const ports = layoutEngines(engines, base).flatMap((e, i) => enginePorts(e, i));
     let ok = true;
     for (const p of ports) {
