@@ -10,6 +10,8 @@
  * first appearance (tokens are random per process, §7.6).
  */
 import { expect } from 'chai';
+import { readFileSync, readdirSync } from 'node:fs';
+import { getPriority } from 'node:os';
 import { CLS_SERVING, type StoreMutation, type StoredLocation } from '../../meta-svc/store/meta-store.js';
 import { RedisMetaStore } from '../../meta-svc/store/redis-meta-store.js';
 import { reporterKey } from '../../meta-svc/report/reporter-registry.js';
@@ -157,6 +159,21 @@ for (const kind of STORE_KINDS) {
       const all = await Promise.all(Array.from({ length: 50 }, (_, i) => worker.report([add(500 + i, [spec('tp0')])], '10.0.99.1:8000')));
       expect(new Set(all.map((r) => r.committed_snapshot_version)).size).to.equal(1);
       expect(all.every((r) => r.header.status.code === 'OK')).to.equal(true);
+    });
+
+    it('the report worker thread runs 10 nice steps below the event loop, whose priority is unchanged (Linux)', async function () {
+      if (process.platform !== 'linux') this.skip();
+      // Any request starts the worker of `worker` (every body goes through it).
+      await worker.report([heartbeat()], '10.0.98.1:8000');
+      const base = getPriority();
+      const niceOf = (tid: string): number => {
+        const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
+        // Field 19 (nice); fields after the parenthesised name start at field 3.
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+      };
+      expect(niceOf(String(process.pid)), 'event loop').to.equal(base);
+      const nices = readdirSync('/proc/self/task').map(niceOf);
+      expect(nices, 'threads of this process').to.include(Math.min(19, base + 10));
     });
   });
 }
