@@ -51,6 +51,13 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
         return `decisions[${i}].prompts[${j}]: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${p instanceof Uint8Array ? `${p.length} bytes` : typeof p}`;
       }
     }
+    // Routers without the TTFT policy's work accounting leave prefill_tokens out.
+    const tokens = d.prefill_tokens ?? [];
+    if (!Array.isArray(tokens) || tokens.length > d.count) return `decisions[${i}].prefill_tokens: expected at most count (${d.count}) entries, got ${Array.isArray(tokens) ? tokens.length : typeof tokens}`;
+    for (let j = 0; j < tokens.length; j++) {
+      const t = tokens[j];
+      if (!Number.isInteger(t) || t! < 0 || t! > 0xffffffff) return `decisions[${i}].prefill_tokens[${j}]: expected a uint32, got ${String(t)}`;
+    }
   }
   return null;
 }

@@ -40,6 +40,8 @@ class DecisionRing {
   done = new Uint8Array(8);
   /** The decision's prompt fingerprints (pending prefix credit); null without token ids. */
   prompts: (Uint32Array | null)[] = new Array<Uint32Array | null>(8).fill(null);
+  /** The decision's predicted prefill tokens (the TTFT policy's queued work); −1 when not given. */
+  tokens = new Float64Array(8);
   head = 0;
   size = 0;
   headSeq = 0;
@@ -61,13 +63,14 @@ class DecisionRing {
   constructor(readonly name: string) {}
 
   /** Appends one decision; returns its sequence number. */
-  push(atMs: number, seenReportMs: number, prompt: Uint32Array | null): number {
+  push(atMs: number, seenReportMs: number, prompt: Uint32Array | null, prefillTokens: number): number {
     if (this.size === this.at.length) this.grow();
     const i = (this.head + this.size) & (this.at.length - 1);
     this.at[i] = atMs;
     this.seen[i] = seenReportMs;
     this.done[i] = 0;
     this.prompts[i] = prompt;
+    this.tokens[i] = prefillTokens;
     this.size++;
     return this.headSeq + this.size - 1;
   }
@@ -151,6 +154,34 @@ class DecisionRing {
     return best;
   }
 
+  /** Prefill tokens of the counted entries (after `live`) that carry them. */
+  liveTokens(): number {
+    const mask = this.at.length - 1;
+    let sum = 0;
+    for (let k = 0; k < this.size; k++) {
+      const i = (this.head + k) & mask;
+      if (this.done[i] === 0 && this.tokens[i]! > 0) sum += this.tokens[i]!;
+    }
+    return sum;
+  }
+
+  /**
+   * The prefill tokens of the counted decisions not reported yet, oldest first; null when one of
+   * them has none (the directory then counts them all as unknown rather than misplace one).
+   */
+  unreportedTokens(): number[] | null {
+    const mask = this.at.length - 1;
+    const out: number[] = [];
+    for (let k = Math.max(0, this.reportedBelowSeq - this.headSeq); k < this.size; k++) {
+      const i = (this.head + k) & mask;
+      if (this.done[i] !== 0) continue;
+      const t = this.tokens[i]!;
+      if (t < 0) return null;
+      out.push(Math.min(0xffffffff, Math.round(t)));
+    }
+    return out.length === 0 ? null : out;
+  }
+
   /** The fingerprints of the counted decisions not reported yet (those `unreported` counts), oldest first. */
   unreportedPrompts(): Buffer[] | null {
     const mask = this.at.length - 1;
@@ -169,17 +200,20 @@ class DecisionRing {
     const seen = new Float64Array(n);
     const done = new Uint8Array(n);
     const prompts = new Array<Uint32Array | null>(n).fill(null);
+    const tokens = new Float64Array(n);
     const mask = this.at.length - 1;
     for (let k = 0; k < this.size; k++) {
       at[k] = this.at[(this.head + k) & mask]!;
       seen[k] = this.seen[(this.head + k) & mask]!;
       done[k] = this.done[(this.head + k) & mask]!;
       prompts[k] = this.prompts[(this.head + k) & mask]!;
+      tokens[k] = this.tokens[(this.head + k) & mask]!;
     }
     this.at = at;
     this.seen = seen;
     this.done = done;
     this.prompts = prompts;
+    this.tokens = tokens;
     this.head = 0;
   }
 }
@@ -236,14 +270,15 @@ export class InflightLoad {
   }
 
   /**
-   * One decision for `inst` (the instance as the view carries it), counted at once. Returns its
-   * sequence number for `complete`.
+   * One decision for `inst` (the instance as the view carries it), counted at once, with its
+   * prompt's fingerprints and its predicted prefill tokens (−1: not known). Returns its sequence
+   * number for `complete`.
    */
-  record(inst: RouterInstance, nowMs: number = this.clock(), prompt: Uint32Array | null = null): number {
+  record(inst: RouterInstance, nowMs: number = this.clock(), prompt: Uint32Array | null = null, prefillTokens = -1): number {
     let ring = this.rings.get(inst.name);
     if (ring === undefined) this.rings.set(inst.name, (ring = new DecisionRing(inst.name)));
     ring.stamp = reportStamp(inst);
-    const seq = ring.push(nowMs, ring.stamp, prompt);
+    const seq = ring.push(nowMs, ring.stamp, prompt, prefillTokens);
     ring.unreported++;
     ring.newestUnreportedAt = nowMs;
     this.queue(ring);
@@ -284,6 +319,32 @@ export class InflightLoad {
     if (ring === undefined) return 0;
     const n = ring.live(reportStamp(inst), nowMs, this.ttlMs);
     return this.orderBound === null ? n : ring.liveBefore(this.orderBound.ownBeforeMs);
+  }
+
+  /**
+   * The prefill tokens of this router's decisions for `inst` that no load report reflects yet
+   * (call after `own`, which ends the ones that are over).
+   */
+  ownPrefillTokens(inst: RouterInstance): number {
+    const ring = this.rings.get(inst.name);
+    return ring === undefined ? 0 : ring.liveTokens();
+  }
+
+  /**
+   * The prefill tokens of the other routers' decisions for `inst` as the view carries them (none
+   * on a stale view): their known tokens, plus `perUnknown` for each decision reported without
+   * any (an older router, or one whose policy predicts none).
+   */
+  otherPrefillTokens(inst: RouterInstance, viewStale: boolean, perUnknown: number): number {
+    if (viewStale) return 0;
+    let other = 0;
+    const shares = inst.inflight;
+    for (let i = 0; i < shares.length; i++) {
+      const s = shares[i]!;
+      if (s.routerId === this.routerId) continue;
+      other += s.prefillTokens + Math.max(0, s.count - s.prefillTokenDecisions) * perUnknown;
+    }
+    return other;
   }
 
   /**
@@ -370,6 +431,8 @@ export class InflightLoad {
         }
         const prompts = count > 0 ? ring.unreportedPrompts() : null;
         if (prompts !== null) d.prompts = prompts;
+        const tokens = count > 0 ? ring.unreportedTokens() : null;
+        if (tokens !== null) d.prefill_tokens = tokens;
         out.push(d);
       }
       ring.unreported = 0;

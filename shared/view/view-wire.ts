@@ -66,8 +66,16 @@ export interface WireServedModels {
   data: { name: string; parent: string }[];
 }
 
-/** prompt_seqs is absent from directories that do not order claims (and from the instance listing). */
-export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs'> & { prompt_seqs?: number[] };
+/**
+ * prompt_seqs is absent from directories that do not order claims (and from the instance listing);
+ * prefill_tokens and prefill_token_decisions from directories without them, and whenever no counted
+ * decision carried prefill tokens (both 0).
+ */
+export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs' | 'prefill_tokens' | 'prefill_token_decisions'> & {
+  prompt_seqs?: number[];
+  prefill_tokens?: WireInt64;
+  prefill_token_decisions?: number;
+};
 
 export interface WireViewStream {
   stream_id: number;
@@ -159,4 +167,6 @@ export interface WireInflightDecisions {
   prompts?: Uint8Array[];
   /** This router's decisions for the instance it moved elsewhere (claim order), by their prompt_seqs: exactly those end (absent from older routers). */
   withdrawn_seqs?: number[];
+  /** Per decision, oldest first, its predicted prefill tokens; at most `count`, absent from routers without them. */
+  prefill_tokens?: number[];
 }

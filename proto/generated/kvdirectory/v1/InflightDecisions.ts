@@ -8,6 +8,7 @@ export interface InflightDecisions {
   'answered'?: (number);
   'prompts'?: (Buffer | Uint8Array | string)[];
   'withdrawn_seqs'?: (number)[];
+  'prefill_tokens'?: (number)[];
 }
 
 export interface InflightDecisions__Output {
@@ -17,4 +18,5 @@ export interface InflightDecisions__Output {
   'answered': (number);
   'prompts': (Buffer)[];
   'withdrawn_seqs': (number)[];
+  'prefill_tokens': (number)[];
 }
