@@ -17,6 +17,7 @@ import { RouteDecider } from './http/route-decider.js';
 import { RouterHttpServer } from './http/router-http-server.js';
 import { RouterMetrics, type ViewStatus } from './http/router-metrics.js';
 import { createPolicy } from './policy/policy.js';
+import { TtftPolicy } from './policy/ttft-policy.js';
 import type { PromptTokenizer } from '../shared/tokenize/prompt-tokenizer.js';
 import { OpenAiProxy } from './proxy/openai-proxy.js';
 import { PromptResolver } from './proxy/prompt-resolver.js';
@@ -93,9 +94,12 @@ export class RouterService {
       };
       const metrics = new RouterMetrics(viewStatus);
       const policy = createPolicy(flags, inflight, routerId);
+      // TTFT learns from counted decisions and first tokens; its engine speeds are a gauge.
+      const observer = policy instanceof TtftPolicy ? policy : null;
+      if (observer !== null) metrics.registerThroughput(() => observer.throughputEstimates());
       // Claim order needs the prompts' fingerprints, which only pending prefix credit computes.
       const claims = inflight !== null && flags.carPendingPrefix && flags.carClaimWaitMs > 0 ? new ClaimOrder({ view, updates: viewClient, inflight, waitMs: flags.carClaimWaitMs }) : null;
-      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight, flags.carPendingPrefix, claims);
+      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight, flags.carPendingPrefix, claims, observer);
       const tokenizer = opts.tokenizer ?? null;
       const prompts = new PromptResolver(tokenizer, metrics);
       if (tokenizer === null) log.warn('no --tokenizer: text and chat requests are routed by load only (counted in router_untokenized_requests_total)');

@@ -14,6 +14,11 @@ export interface TrackedDecision {
   readonly decision: RouteDecision;
   /** Idempotent; a no-op when in-flight load is off. */
   readonly answered: () => void;
+  /**
+   * The engine's first token reached the proxy (a first-token-visible request: first-token.ts):
+   * its time since the decision is measured and learned from (DecisionObserver). Only the first call counts.
+   */
+  readonly firstToken: () => void;
 }
 
 const NOTHING = (): void => undefined;
@@ -22,6 +27,7 @@ import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/polic
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ClaimOrder } from '../inflight/claim-order.js';
+import type { DecisionObserver } from '../policy/ttft-policy.js';
 import { promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import { RouterHttpError } from './router-http-errors.js';
@@ -40,6 +46,8 @@ export class RouteDecider {
     private readonly pendingPrefix = false,
     /** `--car_claim_wait_ms` > 0 (with pending prefix credit): cold claims are ordered (claim-order.ts). */
     private readonly claims: ClaimOrder | null = null,
+    /** A policy that learns from counted decisions and first tokens (TTFT); null for the others. */
+    private readonly observer: DecisionObserver | null = null,
   ) {}
 
   /** The decision at once (no claim order), or a `no_candidate` RouterHttpError (503) naming why. */
@@ -54,11 +62,24 @@ export class RouteDecider {
 
   /** `decideOrdered` for a request the caller forwards and sees answered (the proxy). */
   async decideTracked(input: RouteRequest, nowMs: number): Promise<TrackedDecision> {
-    const { decision, seq } = await this.ordered(this.decideCounted(input, nowMs), nowMs);
+    const { decision, seq, decidedAt } = await this.ordered(this.decideCounted(input, nowMs), nowMs);
+    const firstToken = this.firstTokenOf(decision, decidedAt);
     const inflight = this.inflight;
-    if (inflight === null || seq < 0) return { decision, answered: NOTHING };
+    if (inflight === null || seq < 0) return { decision, answered: NOTHING, firstToken };
     const name = decision.prefill.name;
-    return { decision, answered: () => inflight.complete(name, seq) };
+    return { decision, answered: () => inflight.complete(name, seq), firstToken };
+  }
+
+  /** The time from the decision to its first token, into the metrics and the learning policy, once. */
+  private firstTokenOf(decision: RouteDecision, decidedAt: number): () => void {
+    let seen = false;
+    return () => {
+      if (seen) return;
+      seen = true;
+      const ms = performance.now() - decidedAt;
+      this.metrics.firstToken(this.policyName, ms, predictedMsOf(decision));
+      this.observer?.firstToken(decision, ms);
+    };
   }
 
   /**
@@ -93,13 +114,14 @@ export class RouteDecider {
     const inst = to !== from && prefillScore(again, to) < prefillScore(again, from) ? this.view.instance(to) : null;
     if (inst === null) return { ...counted, decision: { ...counted.decision, claim_order: note } };
     inflight.withdraw(from, counted.seq, claimSeq);
-    const seq = inflight.record(inst, inflight.now(), prompt);
+    const seq = inflight.record(inst, inflight.now(), prompt, decisionPrefillTokens(again, counted.inputTokens));
     return { ...counted, seq, decision: { ...again, claim_order: { ...note, moved_from: from } } };
   }
 
   /** The decision and its in-flight sequence number (−1 when not counted). */
   private decideCounted(input: RouteRequest, nowMs: number): CountedDecision {
     const t0 = performance.now();
+    const inputTokens = input.tokenIds !== null ? input.tokenIds.length : input.promptTokens;
     let decision: RouteDecision;
     // Hashed once: CAR matches them against the requests in flight, the count keeps them for the others.
     const fingerprints = this.pendingPrefix && this.inflight !== null && input.tokenIds !== null ? promptFingerprints(input.tokenIds) : null;
@@ -119,10 +141,11 @@ export class RouteDecider {
     if (this.inflight !== null && input.dryRun !== true) {
       const inst = this.view.instance(decision.prefill.name);
       atMs = this.inflight.now();
-      if (inst !== null) seq = this.inflight.record(inst, atMs, fingerprints);
+      if (inst !== null) seq = this.inflight.record(inst, atMs, fingerprints, decisionPrefillTokens(decision, inputTokens));
     }
+    if (input.dryRun !== true) this.observer?.counted(decision);
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
-    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds };
+    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, decidedAt: t0, inputTokens };
   }
 }
 
@@ -134,12 +157,35 @@ interface CountedDecision {
   readonly atMs: number;
   readonly prompt: Uint32Array | null;
   readonly tokenIds: readonly number[] | null;
+  /** performance.now() when the decision started (its first token is timed from it). */
+  readonly decidedAt: number;
+  readonly inputTokens: number;
 }
 
 /** The score of P candidate `name` (+∞ when it is not listed: gone from the candidates). */
 function prefillScore(d: RouteDecision, name: string): number {
   for (const c of d.candidates) if (c.role === 'prefill' && c.instance_name === name) return c.score;
   return Number.POSITIVE_INFINITY;
+}
+
+/**
+ * The prefill tokens a decision sends its instance (what the TTFT policy queues behind it): TTFT's
+ * own_prefill_tokens; for the other policies the input less the chosen candidate's credited hit.
+ */
+function decisionPrefillTokens(d: RouteDecision, inputTokens: number): number {
+  for (const c of d.candidates) {
+    if (c.role !== 'prefill' || c.instance_name !== d.prefill.name) continue;
+    const own = (c as { own_prefill_tokens?: number }).own_prefill_tokens;
+    return own ?? Math.max(0, inputTokens - c.hit_tokens);
+  }
+  return inputTokens;
+}
+
+/** The chosen prefill's predicted TTFT (TTFT policy), null when the policy predicts none. */
+function predictedMsOf(d: RouteDecision): number | null {
+  if (d.policy !== 'TTFT') return null;
+  for (const c of d.candidates) if (c.role === 'prefill' && c.instance_name === d.prefill.name) return c.predicted_ms ?? null;
+  return null;
 }
 
 /** kv_hit_ratio of the chosen prefill among the candidates (0 when it is not listed). */

@@ -8,6 +8,7 @@ import type { ViewCache } from '../viewcache/view-cache.js';
 import { CarPolicy } from './car-policy.js';
 import { RoundRobinPolicy } from './round-robin-policy.js';
 import { SloAwarePolicy } from './slo-aware-policy.js';
+import { TtftPolicy, ttftPolicyOptions } from './ttft-policy.js';
 
 /** What a policy decides on (`POST /v1/route`, or a proxied request's prompt). */
 export interface RouteRequest {
@@ -72,7 +73,7 @@ export interface TieBreakExplanation {
 }
 
 export interface RouteDecision {
-  policy: 'RR' | 'SLO_AWARE' | 'CAR';
+  policy: 'RR' | 'SLO_AWARE' | 'CAR' | 'TTFT';
   prefill: { name: string; incarnation_id: string };
   /** null when there is no D candidate, or the chosen prefill is a DEFAULT serving alone. */
   decode: { name: string; incarnation_id: string } | null;
@@ -95,12 +96,13 @@ export interface ClaimOrderExplanation {
 }
 
 export interface RoutingPolicy {
-  readonly name: 'RR' | 'SLO_AWARE' | 'CAR';
+  readonly name: 'RR' | 'SLO_AWARE' | 'CAR' | 'TTFT';
   /** Throws NoCandidateError (503) when no instance can take the request. */
   decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision;
 }
 
-export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'>;
+export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'> &
+  Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost'>>;
 
 /**
  * `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. `routerId`: where
@@ -114,6 +116,8 @@ export function createPolicy(flags: PolicyFlags, inflight: InflightLoad | null =
       return new RoundRobinPolicy();
     case 'SLO_AWARE':
       return new SloAwarePolicy({ targetTtftMs: flags.targetTtftMs, targetTpotMs: flags.targetTpotMs });
+    case 'TTFT':
+      return new TtftPolicy(ttftPolicyOptions(flags, inflight, routerId));
     default: {
       const never: never = flags.loadBalancePolicy;
       throw new RangeError(`unknown load_balance_policy ${String(never)}`);

@@ -13,6 +13,7 @@ import type { RouteDecider, TrackedDecision } from '../http/route-decider.js';
 import type { RouteRequest } from '../policy/policy.js';
 import type { RouterMetrics } from '../http/router-metrics.js';
 import { isRouterHttpError } from '../http/router-http-errors.js';
+import { firstTokenVisible } from './first-token.js';
 import type { PromptResolver } from './prompt-resolver.js';
 import { chatRouteInput, completionRouteInput, type PromptInput } from './prompt-route-input.js';
 import type { UpstreamForwarder } from './upstream-forwarder.js';
@@ -45,9 +46,11 @@ export class OpenAiProxy {
   async handle(ctx: Context, path: typeof COMPLETIONS_PATH | typeof CHAT_COMPLETIONS_PATH): Promise<void> {
     let prompt: PromptInput;
     let raw: Buffer;
+    let timed: boolean;
     try {
       const body = await readJsonBody(ctx.req, this.opts.maxBodyBytes);
       raw = body.raw;
+      timed = firstTokenVisible(body.json);
       prompt = path === COMPLETIONS_PATH ? completionRouteInput(body.json) : chatRouteInput(body.json);
     } catch (e) {
       if (isRouterHttpError(e)) this.opts.metrics.proxyRequest(path, 'bad_request');
@@ -66,8 +69,14 @@ export class OpenAiProxy {
 
     ctx.respond = false;
     const upstream = this.opts.upstreamUrl?.(instance) ?? '';
+    // The first byte of a 200 answer marks the first token when the request makes it visible.
+    const onFirstChunk = timed
+      ? (status: number): void => {
+          if (status === 200) tracked.firstToken();
+        }
+      : undefined;
     const result = await this.opts.forwarder
-      .forward(instance, ctx.url, ctx.req, ctx.res, raw, upstream)
+      .forward(instance, ctx.url, ctx.req, ctx.res, raw, upstream, onFirstChunk)
       // Answered (or failed): the engine no longer holds it, so it leaves the router's own in-flight count.
       .finally(tracked.answered);
     switch (result.kind) {

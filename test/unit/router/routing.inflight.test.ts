@@ -127,7 +127,7 @@ describe('routing.md In-flight load (router)', () => {
   it('an answer to a reported decision is reported too, so the other replicas end it as this router does', async () => {
     const first = await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
-    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 2, age_ms: 0 }]);
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 2, age_ms: 0, prefill_tokens: [64, 64] }]);
     first.answered();
     first.answered(); // idempotent
     expect(inflight.own(view.instance('a:1')!)).to.equal(1);
@@ -196,7 +196,7 @@ describe('routing.md In-flight load (router)', () => {
       expect(bad.status).to.equal(400);
       expect(JSON.stringify(bad.json)).to.include('dry_run must be a boolean');
       expect((await post({ messages })).status).to.equal(200);
-      expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 1, age_ms: 0 }]);
+      expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 1, age_ms: 0, prefill_tokens: [2] }]);
     } finally {
       await server.close();
     }
