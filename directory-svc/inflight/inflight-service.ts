@@ -64,7 +64,13 @@ export class InflightService implements InflightSource {
       // After the decisions of the same message: an answer may end one reported just now.
       this.table.answered(msg.router_id, d.instance_name, d.answered ?? 0);
       if (d.withdrawn_seqs !== undefined) this.table.withdrawn(msg.router_id, d.instance_name, d.withdrawn_seqs);
+      const o = d.outstanding_prefill ?? null;
+      if (o !== null) this.table.setOutstanding(msg.router_id, d.instance_name, Number(o.tokens), o.requests);
     }
+  }
+
+  routerGone(routerId: string): void {
+    this.table.routerGone(routerId);
   }
 
   close(): void {

@@ -55,7 +55,13 @@ const NO_SHARES: readonly WireInflightShare[] = Object.freeze([]);
 class InstanceInflight {
   /** Oldest first (reports arrive in time order; a late one is inserted in place). */
   entries: Entry[] = [];
+  /** Per router, its outstanding-prefill gauge (requests before their first token, their tokens). */
+  outstanding = new Map<string, { tokens: number; requests: number }>();
   shares: readonly WireInflightShare[] = NO_SHARES;
+
+  get empty(): boolean {
+    return this.entries.length === 0 && this.outstanding.size === 0;
+  }
 
   add(e: Entry): void {
     let i = this.entries.length;
@@ -117,14 +123,20 @@ class InstanceInflight {
   }
 
   refold(): void {
-    if (this.entries.length === 0) {
+    if (this.empty) {
       this.shares = NO_SHARES;
       return;
     }
-    const byRouter = new Map<string, { count: number; prompts: Buffer[]; seqs: number[]; tokens: number; tokenDecisions: number }>();
+    type Fold = { count: number; prompts: Buffer[]; seqs: number[]; tokens: number; tokenDecisions: number };
+    const byRouter = new Map<string, Fold>();
+    const of = (routerId: string): Fold => {
+      let r = byRouter.get(routerId);
+      if (r === undefined) byRouter.set(routerId, (r = { count: 0, prompts: [], seqs: [], tokens: 0, tokenDecisions: 0 }));
+      return r;
+    };
+    for (const routerId of this.outstanding.keys()) of(routerId);
     for (const e of this.entries) {
-      let r = byRouter.get(e.routerId);
-      if (r === undefined) byRouter.set(e.routerId, (r = { count: 0, prompts: [], seqs: [], tokens: 0, tokenDecisions: 0 }));
+      const r = of(e.routerId);
       r.count += e.count;
       for (const p of e.prompts) r.prompts.push(p);
       for (const q of e.seqs) r.seqs.push(q);
@@ -145,6 +157,8 @@ class InstanceInflight {
           share.prefill_tokens = String(r.tokens);
           share.prefill_token_decisions = r.tokenDecisions;
         }
+        const o = this.outstanding.get(router_id);
+        if (o !== undefined) share.outstanding_prefill = { tokens: String(o.tokens), requests: o.requests };
         return share;
       });
   }
@@ -232,6 +246,29 @@ export class InflightTable {
     if (any) this.changed(instanceName, inst);
   }
 
+  /**
+   * `routerId`'s outstanding-prefill gauge for `instanceName`: its proxied requests there before
+   * their first token and their prefill tokens, now (0 requests clears it). Not ended by load
+   * reports or the TTL: the router clears it, or its stream's end does (routerGone).
+   */
+  setOutstanding(routerId: string, instanceName: string, tokens: number, requests: number): void {
+    let inst = this.byInstance.get(instanceName);
+    if (requests <= 0) {
+      if (inst === undefined || !inst.outstanding.delete(routerId)) return;
+    } else {
+      if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
+      const o = inst.outstanding.get(routerId);
+      if (o !== undefined && o.tokens === tokens && o.requests === requests) return;
+      inst.outstanding.set(routerId, { tokens, requests });
+    }
+    this.changed(instanceName, inst);
+  }
+
+  /** Every gauge of `routerId` goes (its ReportInflight stream ended). */
+  routerGone(routerId: string): void {
+    for (const [name, inst] of this.byInstance) if (inst.outstanding.delete(routerId)) this.changed(name, inst);
+  }
+
   /** A load report for `instanceName` accepted at `atMs` ends every entry dated before it. */
   loadReported(instanceName: string, atMs: number): void {
     this.lastReportAt.set(instanceName, atMs);
@@ -257,7 +294,7 @@ export class InflightTable {
 
   private changed(name: string, inst: InstanceInflight): void {
     inst.refold();
-    if (inst.entries.length === 0) this.byInstance.delete(name);
+    if (inst.empty) this.byInstance.delete(name);
     for (const l of this.listeners) l(name);
   }
 }

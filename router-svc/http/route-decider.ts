@@ -60,22 +60,34 @@ export class RouteDecider {
     return (await this.ordered(this.decideCounted(input, nowMs), nowMs)).decision;
   }
 
-  /** `decideOrdered` for a request the caller forwards and sees answered (the proxy). */
+  /**
+   * `decideOrdered` for a request the caller forwards and sees answered (the proxy). Its prefill
+   * enters the prefill ledger (InflightLoad.startPrefill) until its first token or its answer.
+   */
   async decideTracked(input: RouteRequest, nowMs: number): Promise<TrackedDecision> {
-    const { decision, seq, decidedAt } = await this.ordered(this.decideCounted(input, nowMs), nowMs);
-    const firstToken = this.firstTokenOf(decision, decidedAt);
+    const { decision, seq, decidedAt, prefillId } = await this.ordered(this.decideCounted(input, nowMs, true), nowMs);
     const inflight = this.inflight;
-    if (inflight === null || seq < 0) return { decision, answered: NOTHING, firstToken };
     const name = decision.prefill.name;
-    return { decision, answered: () => inflight.complete(name, seq), firstToken };
+    const endPrefill = inflight === null || prefillId < 0 ? NOTHING : (): void => inflight.endPrefill(name, prefillId);
+    const firstToken = this.firstTokenOf(decision, decidedAt, endPrefill);
+    if (inflight === null || seq < 0) return { decision, answered: endPrefill, firstToken };
+    return {
+      decision,
+      answered: () => {
+        inflight.complete(name, seq);
+        endPrefill();
+      },
+      firstToken,
+    };
   }
 
   /** The time from the decision to its first token, into the metrics and the learning policy, once. */
-  private firstTokenOf(decision: RouteDecision, decidedAt: number): () => void {
+  private firstTokenOf(decision: RouteDecision, decidedAt: number, endPrefill: () => void): () => void {
     let seen = false;
     return () => {
       if (seen) return;
       seen = true;
+      endPrefill();
       const ms = performance.now() - decidedAt;
       this.metrics.firstToken(this.policyName, ms, predictedMsOf(decision));
       this.observer?.firstToken(decision, ms);
@@ -114,12 +126,21 @@ export class RouteDecider {
     const inst = to !== from && prefillScore(again, to) < prefillScore(again, from) ? this.view.instance(to) : null;
     if (inst === null) return { ...counted, decision: { ...counted.decision, claim_order: note } };
     inflight.withdraw(from, counted.seq, claimSeq);
-    const seq = inflight.record(inst, inflight.now(), prompt, decisionPrefillTokens(again, counted.inputTokens));
-    return { ...counted, seq, decision: { ...again, claim_order: { ...note, moved_from: from } } };
+    const tokens = decisionPrefillTokens(again, counted.inputTokens);
+    let prefillId = -1;
+    if (counted.prefillId >= 0) {
+      inflight.endPrefill(from, counted.prefillId);
+      prefillId = inflight.startPrefill(inst, tokens, prompt);
+    }
+    const seq = inflight.record(inst, inflight.now(), prompt, prefillId >= 0 ? 0 : tokens);
+    return { ...counted, seq, prefillId, decision: { ...again, claim_order: { ...note, moved_from: from } } };
   }
 
-  /** The decision and its in-flight sequence number (−1 when not counted). */
-  private decideCounted(input: RouteRequest, nowMs: number): CountedDecision {
+  /**
+   * The decision and its in-flight sequence number (−1 when not counted); a `tracked` one (the
+   * proxy's: it sees the first token and the answer) also enters the prefill ledger.
+   */
+  private decideCounted(input: RouteRequest, nowMs: number, tracked = false): CountedDecision {
     const t0 = performance.now();
     const inputTokens = input.tokenIds !== null ? input.tokenIds.length : input.promptTokens;
     let decision: RouteDecision;
@@ -138,14 +159,21 @@ export class RouteDecider {
     }
     let seq = -1;
     let atMs = 0;
+    let prefillId = -1;
     if (this.inflight !== null && input.dryRun !== true) {
       const inst = this.view.instance(decision.prefill.name);
       atMs = this.inflight.now();
-      if (inst !== null) seq = this.inflight.record(inst, atMs, fingerprints, decisionPrefillTokens(decision, inputTokens));
+      if (inst !== null) {
+        const tokens = decisionPrefillTokens(decision, inputTokens);
+        // A tracked request's prefill is the ledger's until its first token: its in-flight entry
+        // carries 0 tokens, so no replica counts the work twice.
+        if (tracked) prefillId = this.inflight.startPrefill(inst, tokens, fingerprints);
+        seq = this.inflight.record(inst, atMs, fingerprints, tracked ? 0 : tokens);
+      }
     }
     if (input.dryRun !== true) this.observer?.counted(decision);
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
-    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, decidedAt: t0, inputTokens };
+    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, decidedAt: t0, inputTokens, prefillId };
   }
 }
 
@@ -160,6 +188,8 @@ interface CountedDecision {
   /** performance.now() when the decision started (its first token is timed from it). */
   readonly decidedAt: number;
   readonly inputTokens: number;
+  /** Its prefill ledger entry (InflightLoad.startPrefill); −1 when it has none. */
+  readonly prefillId: number;
 }
 
 /** The score of P candidate `name` (+∞ when it is not listed: gone from the candidates). */

@@ -59,6 +59,19 @@ class DecisionRing {
   stamp = -1;
   newestUnreportedAt = 0;
   queued = false;
+  /**
+   * The prefill ledger: this router's proxied requests to the instance whose first token has not
+   * come back yet, by ledger id, with their prefill tokens (not ended by load reports); and
+   * whether its totals changed since the last report.
+   */
+  readonly outstanding = new Map<number, number>();
+  /** The ledger entries' prompt fingerprints (those that have them), for TTFT's pending credit. */
+  readonly outstandingPrompts = new Map<number, Uint32Array>();
+  outstandingTokens = 0;
+  outstandingDirty = false;
+  /** The gauge as last sent (a change that comes back to it before the next send is not sent). */
+  sentOutstandingRequests = 0;
+  sentOutstandingTokens = 0;
 
   constructor(readonly name: string) {}
 
@@ -248,6 +261,7 @@ export class InflightLoad {
   private outbox: DecisionRing[] = [];
   /** Told when the outbox gets its first ring since the last drain (the reporter schedules a send). */
   onOutbox: (() => void) | null = null;
+  private prefillIds = 0;
   /** Set when `others` finds another router's share (ClaimOrder reads and clears it). */
   sawOtherRouter = false;
   /**
@@ -275,14 +289,85 @@ export class InflightLoad {
    * number for `complete`.
    */
   record(inst: RouterInstance, nowMs: number = this.clock(), prompt: Uint32Array | null = null, prefillTokens = -1): number {
-    let ring = this.rings.get(inst.name);
-    if (ring === undefined) this.rings.set(inst.name, (ring = new DecisionRing(inst.name)));
+    const ring = this.ringOf(inst.name);
     ring.stamp = reportStamp(inst);
     const seq = ring.push(nowMs, ring.stamp, prompt, prefillTokens);
     ring.unreported++;
     ring.newestUnreportedAt = nowMs;
     this.queue(ring);
     return seq;
+  }
+
+  /**
+   * A proxied request with `prefillTokens` of prefill enters `inst`'s prefill ledger (routing
+   * by predicted TTFT): it stays there, and in the gauge the other replicas see, until
+   * `endPrefill` (its first token, or its answer, whichever the proxy sees first). Returns its id.
+   */
+  startPrefill(inst: RouterInstance, prefillTokens: number, prompt: Uint32Array | null = null): number {
+    const ring = this.ringOf(inst.name);
+    const id = ++this.prefillIds;
+    const tokens = prefillTokens > 0 && Number.isFinite(prefillTokens) ? prefillTokens : 0;
+    ring.outstanding.set(id, tokens);
+    if (prompt !== null && prompt.length > 0) ring.outstandingPrompts.set(id, prompt);
+    ring.outstandingTokens += tokens;
+    ring.outstandingDirty = true;
+    this.queue(ring);
+    return id;
+  }
+
+  /** Ledger entry `id` of `instanceName` is over (idempotent). */
+  endPrefill(instanceName: string, id: number): void {
+    const ring = this.rings.get(instanceName);
+    const tokens = ring?.outstanding.get(id);
+    if (ring === undefined || tokens === undefined) return;
+    ring.outstanding.delete(id);
+    ring.outstandingPrompts.delete(id);
+    ring.outstandingTokens = ring.outstanding.size === 0 ? 0 : ring.outstandingTokens - tokens;
+    ring.outstandingDirty = true;
+    this.queue(ring);
+  }
+
+  /** This router's ledger for `inst`: requests before their first token, and their prefill tokens. */
+  ownOutstandingRequests(inst: RouterInstance): number {
+    return this.rings.get(inst.name)?.outstanding.size ?? 0;
+  }
+
+  ownOutstandingTokens(inst: RouterInstance): number {
+    return this.rings.get(inst.name)?.outstandingTokens ?? 0;
+  }
+
+  /**
+   * The longest prefix, in granules, `prompt` shares with one of this router's ledger entries for
+   * `inst` (requests there before their first token: their prefix is computed before a request
+   * queued behind them runs), at least `best`. TTFT's pending credit beyond the in-flight entries,
+   * which a load report ends while the request may still be queued.
+   */
+  ledgerPendingGranules(inst: RouterInstance, prompt: Uint32Array, best: number): number {
+    const ring = this.rings.get(inst.name);
+    if (ring === undefined || prompt.length === 0) return best;
+    for (const p of ring.outstandingPrompts.values()) best = longerShared(prompt, p, best);
+    return best;
+  }
+
+  /** The other replicas' ledgers for `inst` as the view carries them (none on a stale view). */
+  otherOutstandingRequests(inst: RouterInstance, viewStale: boolean): number {
+    if (viewStale) return 0;
+    let n = 0;
+    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += s.outstandingRequests;
+    return n;
+  }
+
+  otherOutstandingTokens(inst: RouterInstance, viewStale: boolean): number {
+    if (viewStale) return 0;
+    let n = 0;
+    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += s.outstandingTokens;
+    return n;
+  }
+
+  private ringOf(name: string): DecisionRing {
+    let ring = this.rings.get(name);
+    if (ring === undefined) this.rings.set(name, (ring = new DecisionRing(name)));
+    return ring;
   }
 
   /** The engine answered decision `seq` for `instanceName` (the proxy saw the response end). */
@@ -419,11 +504,18 @@ export class InflightLoad {
     if (this.outbox.length === 0) return null;
     const out: WireInflightDecisions[] = [];
     for (const ring of this.outbox) {
+      if (ring.outstandingDirty && ring.outstanding.size === ring.sentOutstandingRequests && ring.outstandingTokens === ring.sentOutstandingTokens) ring.outstandingDirty = false;
       const age = nowMs - ring.newestUnreportedAt;
       const count = age < this.ttlMs ? ring.unreported : 0;
       const withdrawn = ring.withdrawnUnreported;
-      if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0) {
+      if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0 || ring.outstandingDirty) {
         const d: WireInflightDecisions = { instance_name: ring.name, count, age_ms: count > 0 ? Math.max(0, Math.floor(age)) : 0 };
+        if (ring.outstandingDirty) {
+          d.outstanding_prefill = { tokens: String(Math.round(ring.outstandingTokens)), requests: ring.outstanding.size };
+          ring.outstandingDirty = false;
+          ring.sentOutstandingRequests = ring.outstanding.size;
+          ring.sentOutstandingTokens = ring.outstandingTokens;
+        }
         if (ring.answeredUnreported > 0) d.answered = ring.answeredUnreported;
         if (withdrawn.length > 0) {
           d.withdrawn_seqs = withdrawn;

@@ -102,7 +102,7 @@ export interface RoutingPolicy {
 }
 
 export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'> &
-  Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost'>>;
+  Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack'>>;
 
 /**
  * `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. `routerId`: where

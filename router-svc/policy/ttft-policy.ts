@@ -6,12 +6,17 @@
  *
  * - own_tokens: input minus the candidate's prefix credit, a Host-only hit at c of a recompute
  *   (`--ttft_host_token_cost`); the credit is the DP-rank minimum the view gives CAR
- *   (instance-hit.ts, w = 1 − c), or the pending prefix of a request in flight there
- *   (`--car_pending_prefix`) when larger, floored to complete blocks on single-rank instances.
- * - queued_tokens: the engine's reported waiting requests, each worth the mean prefill of what
- *   this router recently sent there (routed-prefill-mean.ts), less what the engine has worked
- *   through since the report; plus the prefill tokens of the decisions in flight there, this
- *   router's and the other replicas' (routing.md "In-flight load", with `--car_inflight_load`).
+ *   (instance-hit.ts, w = 1 − c), or the pending prefix of a request queued ahead there
+ *   (`--car_pending_prefix`: an in-flight decision of any replica, or one of this router's
+ *   requests before its first token) when larger, floored to complete blocks on single-rank
+ *   instances.
+ * - queued_tokens: the prefill ledgers of every replica — their proxied requests to the engine
+ *   still before their first token, with their prefill tokens (InflightLoad.startPrefill; the
+ *   other replicas' through the directory) — and the prefill tokens of decisions in flight there
+ *   in no ledger (`/v1/route`'s), all with `--car_inflight_load`; plus what the engine's last load
+ *   report counts beyond the ledgers (requests no router accounts for), each worth the mean
+ *   prefill this router recently sent there (routed-prefill-mean.ts), less what the engine has
+ *   worked through since the report.
  * - θ: the engine's prefill throughput, learned from the first-token times the proxy observes
  *   (prefill-throughput.ts; `--ttft_prefill_tokens_per_s` until then).
  *
@@ -41,6 +46,8 @@ import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy }
 export interface TtftPolicyOptions {
   /** `--ttft_host_token_cost` in [0,1]. */
   readonly hostTokenCost: number;
+  /** `--ttft_work_slack` in [0,1]: predictions within this fraction of the soonest count as equal, the least work wins. */
+  readonly workSlack?: number;
   /** `--ttft_prefill_tokens_per_s`, `--ttft_prior_samples`, `--ttft_throughput_window`. */
   readonly throughput: PrefillThroughputOptions;
   /** In-flight load (`--car_inflight_load`); null or absent = reported waiting only. */
@@ -61,10 +68,17 @@ export interface TtftCandidateExplanation extends CandidateExplanation {
   /** θ as tokens per second, and how many first-token observations it rests on (0: the prior). */
   prefill_tokens_per_s: number;
   throughput_samples: number;
-  /** What one reported waiting request counts for, and how old the report is. */
+  /** The engine's last load report, what it counts beyond the ledgers, what one of those is worth, and its age. */
+  waiting_reported: number;
+  waiting_unknown: number;
   tokens_per_waiting: number;
   since_report_ms: number;
-  waiting_reported: number;
+  /** The prefill ledgers: requests before their first token, and their tokens (this router's, the others'). */
+  ledger_requests_own: number;
+  ledger_requests_other: number;
+  ledger_tokens_own: number;
+  ledger_tokens_other: number;
+  /** Decisions no load report reflects yet (routing.md "In-flight load"), and the tokens of those in no ledger. */
   waiting_inflight_own: number;
   waiting_inflight_other: number;
   inflight_tokens_own: number;
@@ -82,6 +96,7 @@ export interface DecisionObserver {
 export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   readonly name = 'TTFT' as const;
   private readonly hostCost: number;
+  private readonly workSlack: number;
   private readonly inflight: InflightLoad | null;
   private readonly throughput: PrefillThroughput;
   private readonly routedMean = new RoutedPrefillMean();
@@ -101,6 +116,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   constructor(opts: TtftPolicyOptions) {
     if (!(opts.hostTokenCost >= 0 && opts.hostTokenCost <= 1)) throw new RangeError(`hostTokenCost must be in [0,1], got ${opts.hostTokenCost}`);
     this.hostCost = opts.hostTokenCost;
+    const slack = opts.workSlack ?? 0;
+    if (!(slack >= 0 && slack <= 1)) throw new RangeError(`workSlack must be in [0,1], got ${slack}`);
+    this.workSlack = slack;
     this.throughput = new PrefillThroughput(opts.throughput);
     this.inflight = opts.inflight ?? null;
     const offset = opts.routerId === undefined ? 0 : rotationOffset(opts.routerId);
@@ -142,7 +160,8 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       let pending = 0;
       // Pending prefix credit, as CAR gives it: where the view's credit is trusted, on one rank.
       if (fingerprints !== null && h.blockSize > 0 && inst.dpSize === 1) {
-        const granules = inflight!.pendingGranules(inst, fingerprints);
+        // In-flight decisions (every replica's, until a load report) and this router's ledger (until the first token).
+        const granules = inflight!.ledgerPendingGranules(inst, fingerprints, inflight!.pendingGranules(inst, fingerprints));
         if (granules > 0) pending = Math.floor(Math.min(granules * GRANULE_TOKENS, inputTokens) / h.blockSize) * h.blockSize;
         // The request in flight computes that prefix first: it is on Device by the time this one runs.
         if (ownPrefillTokens(inputTokens, pending, 0, this.hostCost) < ownPrefillTokens(inputTokens, device, hostOnly, this.hostCost)) {
@@ -154,19 +173,25 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       const perWaiting = this.routedMean.tokensPerRequest(inst.name, fallback);
       const ownTokens = inflight === null ? 0 : inflight.ownPrefillTokens(inst);
       const otherTokens = inflight === null ? 0 : inflight.otherPrefillTokens(inst, stale, perWaiting);
+      const ledgerOwn = inflight === null ? 0 : inflight.ownOutstandingRequests(inst);
+      const ledgerOther = inflight === null ? 0 : inflight.otherOutstandingRequests(inst, stale);
+      const ledgerTokensOwn = inflight === null ? 0 : inflight.ownOutstandingTokens(inst);
+      const ledgerTokensOther = inflight === null ? 0 : inflight.otherOutstandingTokens(inst, stale);
       const sinceReportMs = Math.min(INFLIGHT_TTL_MS, Math.max(0, nowMs - inst.load!.reportedAtMs));
       const tokensPerMs = this.throughput.tokensPerMs(inst.name);
       const waiting = inst.load!.waitingRequestsNum;
+      // Ledger requests already waiting at the report are in its count: only the rest is unknown.
+      const waitingUnknown = Math.max(0, waiting - ledgerOwn - ledgerOther);
       const t = predictTtft(
         {
           inputTokens,
           deviceHitTokens: device,
           hostOnlyHitTokens: hostOnly,
           hostTokenCost: this.hostCost,
-          waitingReported: waiting,
+          waitingUnknown,
           tokensPerWaiting: perWaiting,
           sinceReportMs,
-          inflightTokens: ownTokens + otherTokens,
+          knownTokens: ledgerTokensOwn + ledgerTokensOther + ownTokens + otherTokens,
           tokensPerMs,
         },
         this.prediction,
@@ -193,9 +218,14 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
         predicted_ms: t.predictedMs,
         prefill_tokens_per_s: tokensPerMs * 1000,
         throughput_samples: this.throughput.samples(inst.name),
+        waiting_reported: waiting,
+        waiting_unknown: waitingUnknown,
         tokens_per_waiting: perWaiting,
         since_report_ms: sinceReportMs,
-        waiting_reported: waiting,
+        ledger_requests_own: ledgerOwn,
+        ledger_requests_other: ledgerOther,
+        ledger_tokens_own: ledgerTokensOwn,
+        ledger_tokens_other: ledgerTokensOther,
         waiting_inflight_own: ownCount,
         waiting_inflight_other: otherCount,
         inflight_tokens_own: ownTokens,
@@ -206,10 +236,11 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       explanations.push(e);
     }
     for (const e of explanations) e.queue_cost = maxQueued === 0 ? 0 : e.queue_cost / maxQueued;
-    // Ties: the least prefill work first (the same wait either way, less for the cluster to
-    // compute: a repeat queued behind its prefix beats an idle engine recomputing it), then CAR's
-    // rule (tie-break.ts), whose usage key is read only when the smallest score is still shared.
-    if (countMinimumTies(scores, p.length) > 1) keepLeastWork(scores, this.ownWork, p.length);
+    // Near ties (within --ttft_work_slack of the soonest): the least prefill work wins — about the
+    // same wait, less for the cluster to compute (a cached prefix over a recompute, a repeat
+    // queued behind its prefix over an idle engine), which shortens the queues of the requests
+    // after it. Then exact ties follow CAR's rule (tie-break.ts).
+    const soonest = keepLeastWork(scores, this.ownWork, p.length, this.workSlack);
     let tieKeys: Float64Array | null = null;
     if (countMinimumTies(scores, p.length) > 1 && !stale) {
       if (this.tieKeys.length < p.length) this.tieKeys = new Float64Array(p.length * 2);
@@ -219,6 +250,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor, tieKeys);
     const tie = tieBreakExplanation(p, scores, tieKeys, scores[pi]!, this.prefillCursor);
     const prefill = p[pi]!;
+    if (scores[pi]! > soonest) (explanations[pi] as TtftCandidateExplanation).note = `within ${this.workSlack} of the soonest prediction (${round3(soonest)} ms) with less prefill work`;
     const decode = pickDecode(set, prefill, scores, this.decodeCursor, explanations);
     const decision: RouteDecision = { policy: 'TTFT', prefill: chosen(prefill), decode, candidates: explanations };
     if (tie !== null) decision.tie_break = tie;
@@ -250,15 +282,22 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
 }
 
 /**
- * Among the candidates sharing the smallest score, keeps those with the least own work: the others
- * are pushed out of reach of the minimum (their explanations keep their true score).
+ * Among the candidates scored within `slack` of the smallest score (exact ties with 0), keeps
+ * those with the least own work; the others are pushed out of reach of the minimum (their
+ * explanations keep their true score). Returns the smallest score. O(count), no allocation.
  */
-function keepLeastWork(scores: Float64Array, work: Float64Array, count: number): void {
+function keepLeastWork(scores: Float64Array, work: Float64Array, count: number, slack: number): number {
   let min = Number.POSITIVE_INFINITY;
   for (let i = 0; i < count; i++) if (scores[i]! < min) min = scores[i]!;
+  const limit = min + slack * min;
   let least = Number.POSITIVE_INFINITY;
-  for (let i = 0; i < count; i++) if (scores[i] === min && work[i]! < least) least = work[i]!;
-  for (let i = 0; i < count; i++) if (scores[i] === min && work[i]! > least) scores[i] = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < count; i++) if (scores[i]! <= limit && work[i]! < least) least = work[i]!;
+  for (let i = 0; i < count; i++) if (scores[i]! <= limit && work[i]! > least) scores[i] = Number.POSITIVE_INFINITY;
+  return min;
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
 }
 
 /** The chosen prefill's TTFT terms in `decision`; null when it is not a TTFT decision. */
@@ -270,13 +309,14 @@ export function chosenTerms(decision: RouteDecision): TtftCandidateExplanation |
 
 /** The TTFT flags, each defaulted from the router's flag table when absent (tests pass a few). */
 export function ttftPolicyOptions(
-  flags: Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost'>>,
+  flags: Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack'>>,
   inflight: InflightLoad | null,
   routerId: string | undefined,
 ): TtftPolicyOptions {
   const d = ROUTER_FLAGS;
   return {
     hostTokenCost: flags.ttftHostTokenCost ?? d.ttft_host_token_cost.default,
+    workSlack: flags.ttftWorkSlack ?? d.ttft_work_slack.default,
     throughput: {
       priorTokensPerS: flags.ttftPrefillTokensPerS ?? d.ttft_prefill_tokens_per_s.default,
       priorSamples: flags.ttftPriorSamples ?? d.ttft_prior_samples.default,

@@ -69,6 +69,13 @@ export const ROUTER_FLAGS = {
     max: 1,
     help: 'TTFT: cost of reloading a host-only hit token relative to recomputing it (0 = free, 1 = no better than a miss)',
   },
+  ttft_work_slack: {
+    type: 'float',
+    default: 0.1,
+    min: 0,
+    max: 1,
+    help: 'TTFT: among the instances predicted within this fraction of the soonest first token, the one with the least prefill work to do wins (a cached prefix over a recompute)',
+  },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
   grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },
   grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'client certificate (PEM) for a directory requiring mutual TLS' },

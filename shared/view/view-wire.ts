@@ -71,11 +71,19 @@ export interface WireServedModels {
  * prefill_tokens and prefill_token_decisions from directories without them, and whenever no counted
  * decision carried prefill tokens (both 0).
  */
-export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs' | 'prefill_tokens' | 'prefill_token_decisions'> & {
+export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs' | 'prefill_tokens' | 'prefill_token_decisions' | 'outstanding_prefill'> & {
   prompt_seqs?: number[];
   prefill_tokens?: WireInt64;
   prefill_token_decisions?: number;
+  /** The router's proxied requests still before their first token there (absent or null: none reported). */
+  outstanding_prefill?: WireOutstandingPrefill | null;
 };
+
+/** A router's queued prefill work on one instance: requests before their first token, and their prefill tokens. */
+export interface WireOutstandingPrefill {
+  tokens: WireInt64;
+  requests: number;
+}
 
 export interface WireViewStream {
   stream_id: number;
@@ -169,4 +177,6 @@ export interface WireInflightDecisions {
   withdrawn_seqs?: number[];
   /** Per decision, oldest first, its predicted prefill tokens; at most `count`, absent from routers without them. */
   prefill_tokens?: number[];
+  /** The router's outstanding-prefill gauge for the instance (replaces the last; 0 requests clears it); absent: unchanged. */
+  outstanding_prefill?: WireOutstandingPrefill | null;
 }

@@ -4,7 +4,7 @@
  * worth of a reported waiting request (routed-prefill-mean.ts). Hand-computed numbers throughout.
  *
  *   own_tokens    = input − device − host_only + c · host_only
- *   queued_tokens = max(0, waiting · per_waiting − θ · since_report_ms) + inflight_tokens
+ *   queued_tokens = known_tokens + max(0, waiting_unknown · per_waiting − θ · since_report_ms)
  *   predicted_ms  = (queued_tokens + own_tokens) / θ
  */
 import { expect } from 'chai';
@@ -17,10 +17,10 @@ const BASE: TtftTerms = {
   deviceHitTokens: 0,
   hostOnlyHitTokens: 0,
   hostTokenCost: 0.25,
-  waitingReported: 0,
+  waitingUnknown: 0,
   tokensPerWaiting: 0,
   sinceReportMs: 0,
-  inflightTokens: 0,
+  knownTokens: 0,
   tokensPerMs: 10,
 };
 
@@ -47,20 +47,20 @@ describe('TTFT policy: the cost (TT1), throughput (TT2) and per-waiting worth', 
     });
 
     it('TT1 queued tokens, not requests: 3 waiting × 2,000 tokens is 600 ms ahead at 10 tokens/ms', () => {
-      const p = predict({ waitingReported: 3, tokensPerWaiting: 2000 });
+      const p = predict({ waitingUnknown: 3, tokensPerWaiting: 2000 });
       expect(p).to.include({ queuedTokens: 6000, queueMs: 600, ownMs: 100, predictedMs: 700 });
       // The same count of short requests weighs a thousandth as much.
-      expect(predict({ waitingReported: 3, tokensPerWaiting: 2 }).queueMs).to.equal(0.6);
+      expect(predict({ waitingUnknown: 3, tokensPerWaiting: 2 }).queueMs).to.equal(0.6);
     });
 
     it('TT1 the engine works the reported backlog off after the report: 6,000 − 10 · 250 = 3,500 left, never below 0', () => {
-      expect(predict({ waitingReported: 3, tokensPerWaiting: 2000, sinceReportMs: 250 }).queuedTokens).to.equal(3500);
-      expect(predict({ waitingReported: 3, tokensPerWaiting: 2000, sinceReportMs: 5000 }).queuedTokens).to.equal(0);
-      expect(predict({ waitingReported: 3, tokensPerWaiting: 2000, sinceReportMs: -100 }).queuedTokens).to.equal(6000);
+      expect(predict({ waitingUnknown: 3, tokensPerWaiting: 2000, sinceReportMs: 250 }).queuedTokens).to.equal(3500);
+      expect(predict({ waitingUnknown: 3, tokensPerWaiting: 2000, sinceReportMs: 5000 }).queuedTokens).to.equal(0);
+      expect(predict({ waitingUnknown: 3, tokensPerWaiting: 2000, sinceReportMs: -100 }).queuedTokens).to.equal(6000);
     });
 
-    it('TT1 in-flight tokens are not worked off (they came after the report)', () => {
-      const p = predict({ waitingReported: 1, tokensPerWaiting: 1000, sinceReportMs: 1000, inflightTokens: 2500 });
+    it('TT1 known tokens (ledgers, in-flight decisions) are not worked off: they are counted as they stand', () => {
+      const p = predict({ waitingUnknown: 1, tokensPerWaiting: 1000, sinceReportMs: 1000, knownTokens: 2500 });
       expect(p).to.include({ queuedTokens: 2500, queueMs: 250, predictedMs: 350 });
     });
 

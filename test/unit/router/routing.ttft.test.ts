@@ -28,6 +28,7 @@ const TTFT: PolicyFlags = {
   ttftPriorSamples: 8,
   ttftThroughputWindow: 64,
   ttftHostTokenCost: 0.25,
+  ttftWorkSlack: 0,
 };
 const T16 = tokens(16);
 
@@ -82,7 +83,7 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     return createPolicy({ ...TTFT, ...flags }, inflight, ME) as TtftPolicy;
   }
 
-  function decider(p: TtftPolicy, pendingPrefix = false): RouteDecider {
+  function decider(p: TtftPolicy, pendingPrefix = true): RouteDecider {
     const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
     return new RouteDecider(p, view, metrics, 'TTFT', inflight, pendingPrefix, null, p);
   }
@@ -126,6 +127,36 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     expect(ttftOf(dec.decide({ tokenIds: tokens(100, 50_000), promptTokens: 0, dryRun: true }, 60_000), busy).since_report_ms).to.equal(2000);
   });
 
+  it('TT12 the prefill ledger: a proxied request counts with its tokens until its first token, across load reports, and explains the reported waiting', async () => {
+    await load([instance('a:1'), instance('b:1')]);
+    const dec = decider(policy());
+    const long = await dec.decideTracked({ tokenIds: tokens(3000), promptTokens: 0 }, 0);
+    const busy = long.decision.prefill.name;
+    const probe = (nowMs = 0): TtftCandidateExplanation => ttftOf(dec.decide({ tokenIds: tokens(10, 90_000), promptTokens: 0, dryRun: true }, nowMs), busy);
+    expect(probe()).to.include({ ledger_requests_own: 1, ledger_tokens_own: 3000, waiting_inflight_own: 1, inflight_tokens_own: 0, queued_tokens: 3000 });
+    // The engine reports it waiting: the in-flight entry ends, the ledger keeps it, and the report's
+    // one waiting request is the ledger's (nothing unknown, nothing worked off twice).
+    const other = busy === 'a:1' ? 'b:1' : 'a:1';
+    await upsert(instance(busy, 1, [], { load: { ...wireLoad(1), reported_at_ms: '20' } }), instance(other, 0, [], { load: { ...wireLoad(0), reported_at_ms: '20' } }));
+    expect(probe(520)).to.include({ waiting_inflight_own: 0, waiting_reported: 1, waiting_unknown: 0, ledger_tokens_own: 3000, queued_tokens: 3000 });
+    // Its prefix still counts as computed ahead of a request that extends it (pending credit from the ledger).
+    const next = ttftOf(dec.decide({ tokenIds: [...tokens(3000), ...tokens(40, 70_000)], promptTokens: 0, dryRun: true }, 520), busy);
+    // 187 whole 16-token granules of the 3,000: 2,992 tokens credited, 48 left to compute.
+    expect(next).to.include({ pending_hit_tokens: 2992, own_prefill_tokens: 48 });
+    long.firstToken();
+    expect(probe(520)).to.include({ ledger_requests_own: 0, ledger_tokens_own: 0, waiting_unknown: 1 });
+  });
+
+  it("TT12 other replicas' ledgers come through the view (outstanding_prefill); the report's waiting beyond all ledgers is unknown", async () => {
+    const ledger = (requests: number, tokens: number): WireInflightShare => ({ router_id: 'router-x', count: 0, prompts: [], outstanding_prefill: { tokens: String(tokens), requests } });
+    await load([instance('a:1', 3, [ledger(2, 5000)]), instance('b:1', 1, [ledger(1, 100)])]);
+    const d = policy().decide({ tokenIds: tokens(50), promptTokens: 0 }, view, 0);
+    // a: 5,000 known + (3 − 2) × 50 unknown; b: 100 known + 0 unknown.
+    expect(ttftOf(d, 'a:1')).to.include({ ledger_requests_other: 2, ledger_tokens_other: 5000, waiting_unknown: 1, queued_tokens: 5050 });
+    expect(ttftOf(d, 'b:1')).to.include({ ledger_requests_other: 1, waiting_unknown: 0, queued_tokens: 100 });
+    expect(d.prefill.name).to.equal('b:1');
+  });
+
   it('TT5 hits: Device free, Host-only at c; c = 1 makes a Host hit worth nothing', async () => {
     // a: k0 k1 Device → own 16 − 8 = 8. b: k0 Device, k1..k3 Host → own 16 − 4 − 12 + .25 · 12 = 3.
     await load(
@@ -167,6 +198,27 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     // There: 64 queued + 0 own; elsewhere: 0 queued + 64 own. Same 64 ms; the queued prefix saves the recompute.
     expect(ttftOf(second, there)).to.include({ pending_hit_tokens: 64, own_prefill_tokens: 0, queued_tokens: 64, predicted_ms: 64 });
     expect(second.prefill.name).to.equal(there);
+  });
+
+  it('TT13 --ttft_work_slack: within it of the soonest prediction the least prefill work wins, explained; beyond it the soonest does', async () => {
+    // a: idle, nothing cached: 0 + 100 = 100 ms. b: 96 of the prompt's 100 tokens on Device,
+    // behind another replica's `queued` tokens: queued + 4 ms.
+    const P = tokens(100);
+    const k100 = await blockKeys(P);
+    const device = Array.from({ length: 24 }, () => DEVICE);
+    const setup = async (queued: number): Promise<void> => {
+      view = new ViewCache({ staleAfterMs: STALE_AFTER_MS });
+      await load([instance('a:1'), instance('b:1', 0, [share(1, queued)])], [wireStream(1, 'a:1'), wireStream(2, 'b:1', residency(k100.slice(0, 24), device))]);
+    };
+    await setup(100);
+    // b: 100 queued + 4 own = 104 ms, within 10% of a's 100 ms, with 4 tokens of work against 100.
+    const within = policy({ ttftWorkSlack: 0.1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0);
+    expect(within.prefill.name).to.equal('b:1');
+    expect(ttftOf(within, 'b:1')).to.include({ predicted_ms: 104, own_prefill_tokens: 4, note: 'within 0.1 of the soonest prediction (100 ms) with less prefill work' });
+    expect(policy({ ttftWorkSlack: 0 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+    await setup(120);
+    // b: 124 ms, beyond 110: the soonest wins.
+    expect(policy({ ttftWorkSlack: 0.1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
   });
 
   it('TT7 learning: first tokens set each engine\'s throughput (a slow engine is avoided at equal queues), once per decision', async () => {
@@ -225,9 +277,14 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
       predicted_ms: 768,
       prefill_tokens_per_s: 1000,
       throughput_samples: 0,
+      waiting_reported: 2,
+      waiting_unknown: 2,
       tokens_per_waiting: 256,
       since_report_ms: 0,
-      waiting_reported: 2,
+      ledger_requests_own: 0,
+      ledger_requests_other: 0,
+      ledger_tokens_own: 0,
+      ledger_tokens_other: 0,
       waiting_inflight_own: 0,
       waiting_inflight_other: 0,
       inflight_tokens_own: 0,

@@ -212,6 +212,39 @@ describe('routing.md In-flight load (directory)', () => {
       expect(t.sharesOf('a')[0]).to.include({ count: 2, prefill_tokens: '50', prefill_token_decisions: 2 });
     });
 
+    it('TT12 outstanding-prefill gauges: set, replaced, cleared by 0 requests or by the router\'s stream ending; load reports and the TTL leave them', () => {
+      const t = new InflightTable();
+      const changed: string[] = [];
+      t.onChange((n) => changed.push(n));
+      t.setOutstanding('r1', 'a', 3000, 2);
+      t.report('r2', 'a', 1, 100, 100);
+      expect(t.sharesOf('a')).to.deep.equal([
+        { router_id: 'r1', count: 0, prompts: [], prompt_seqs: [], outstanding_prefill: { tokens: '3000', requests: 2 } },
+        { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] },
+      ]);
+      t.setOutstanding('r1', 'a', 3000, 2);
+      expect(changed).to.deep.equal(['a', 'a']);
+      t.loadReported('a', 200);
+      t.expire(1_000_000);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 0, prompts: [], prompt_seqs: [], outstanding_prefill: { tokens: '3000', requests: 2 } }]);
+      t.setOutstanding('r1', 'a', 1000, 1);
+      t.setOutstanding('r1', 'b', 50, 1);
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '1000', requests: 1 });
+      t.setOutstanding('r1', 'a', 0, 0);
+      expect(t.sharesOf('a')).to.deep.equal([]);
+      t.routerGone('r1');
+      expect(t.sharesOf('b')).to.deep.equal([]);
+      expect(t.active).to.equal(false);
+    });
+
+    it('TT12 ReportInflight: an outstanding_prefill gauge alone is a valid message; its fields are checked', () => {
+      const d = { instance_name: 'a', count: 0, age_ms: 0 };
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '12', requests: 1 } }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '0', requests: 0 } }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '-1', requests: 1 } }] })).to.equal('decisions[0].outstanding_prefill.tokens: expected an integer ≥ 0, got -1');
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '1', requests: 1.5 } }] })).to.match(/^decisions\[0\]\.outstanding_prefill\.requests: /);
+    });
+
     it('TT9 ReportInflight: prefill_tokens holds at most count uint32s', () => {
       const d = { instance_name: 'a', count: 2, age_ms: 0 };
       expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, prefill_tokens: [0, 0xffffffff] }] })).to.equal(null);
@@ -262,7 +295,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       const u = last();
       expect(u.delta!.instance_upserts.map((i) => i.name)).to.deep.equal(['a:1']);
-      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0 }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0 }]);
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
       expect(service.sharesOf('ghost:1')).to.deep.equal([]);
     });
 
@@ -283,7 +316,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 0, age_ms: 0, answered: 1 }] });
       publisher.flush();
-      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0 }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0 }]);
+      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
       service.report({ router_id: 'r2', decisions: [{ instance_name: 'b:1', count: 1, age_ms: 0, answered: 1 }] });
       expect(service.sharesOf('b:1')).to.deep.equal([]);
     });
@@ -302,7 +335,7 @@ describe('routing.md In-flight load (directory)', () => {
       });
       publisher.flush();
       const u = last();
-      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [fp(1)], prompt_seqs: [seqs[0]!], prefill_tokens: '0', prefill_token_decisions: 0 }]);
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [fp(1)], prompt_seqs: [seqs[0]!], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
       expect(upsertOf(u, 'b:1')!.inflight![0]).to.include({ router_id: 'r1', count: 1 });
     });
 
@@ -324,7 +357,7 @@ describe('routing.md In-flight load (directory)', () => {
       const snap: Buffer[] = [];
       publisher.watch({ routerId: 'w2', epoch: '', version: 0 }, { write: (b) => snap.push(b) > 0, onDrain: () => undefined, end: () => undefined });
       const s = decodeViewUpdate(snap[0]!);
-      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0 }]);
+      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
     });
 
     it('a view sent as snapshot parts carries the shares in part 0 (a snapshot above the message bound)', () => {
@@ -339,7 +372,7 @@ describe('routing.md In-flight load (directory)', () => {
         const part = decodeViewUpdate(snap[0]!);
         expect(part.body).to.equal('snapshot_chunk');
         expect(part.snapshot_chunk!.index).to.equal(0);
-        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0 }]);
+        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
       } finally {
         chunked.close();
       }

@@ -1,5 +1,6 @@
 // Original file: proto/kvdirectory.proto
 
+import type { OutstandingPrefill as _kvdirectory_v1_OutstandingPrefill, OutstandingPrefill__Output as _kvdirectory_v1_OutstandingPrefill__Output } from '../../kvdirectory/v1/OutstandingPrefill.js';
 
 export interface InflightDecisions {
   'instance_name'?: (string);
@@ -9,6 +10,7 @@ export interface InflightDecisions {
   'prompts'?: (Buffer | Uint8Array | string)[];
   'withdrawn_seqs'?: (number)[];
   'prefill_tokens'?: (number)[];
+  'outstanding_prefill'?: (_kvdirectory_v1_OutstandingPrefill | null);
 }
 
 export interface InflightDecisions__Output {
@@ -19,4 +21,5 @@ export interface InflightDecisions__Output {
   'prompts': (Buffer)[];
   'withdrawn_seqs': (number)[];
   'prefill_tokens': (number)[];
+  'outstanding_prefill': (_kvdirectory_v1_OutstandingPrefill__Output | null);
 }

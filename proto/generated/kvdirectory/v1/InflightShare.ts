@@ -1,5 +1,6 @@
 // Original file: proto/kvdirectory.proto
 
+import type { OutstandingPrefill as _kvdirectory_v1_OutstandingPrefill, OutstandingPrefill__Output as _kvdirectory_v1_OutstandingPrefill__Output } from '../../kvdirectory/v1/OutstandingPrefill.js';
 import type { Long } from '@grpc/proto-loader';
 
 export interface InflightShare {
@@ -9,6 +10,7 @@ export interface InflightShare {
   'prompt_seqs'?: (number)[];
   'prefill_tokens'?: (number | string | Long);
   'prefill_token_decisions'?: (number);
+  'outstanding_prefill'?: (_kvdirectory_v1_OutstandingPrefill | null);
 }
 
 export interface InflightShare__Output {
@@ -18,4 +20,5 @@ export interface InflightShare__Output {
   'prompt_seqs': (number)[];
   'prefill_tokens': (string);
   'prefill_token_decisions': (number);
+  'outstanding_prefill': (_kvdirectory_v1_OutstandingPrefill__Output | null);
 }
