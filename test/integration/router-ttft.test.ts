@@ -10,9 +10,10 @@
  * Each engine heartbeats once (X waiting 0, Y waiting 2) and then not for the test's length, so
  * both routers read the same stale queues. Router 1 proxies a 3,000-token prompt: it goes to X
  * (Y's two waiting requests are worth 3,000 tokens each to a router that has sent nothing yet).
- * Router 2, which never saw that request, hears of it through the directory with its prefill
- * tokens, and sends the next short request to Y: 3,000 tokens queued on X against two short
- * waiting requests on Y. CAR, counting requests, would send it to X (1 in flight < 2 waiting).
+ * Router 2, which never saw that request, hears of it through the directory (router 1's prefill
+ * ledger: one request, 3,000 tokens, until its first token), and sends the next short request to
+ * Y: 3,000 tokens queued on X against two short waiting requests on Y. CAR, counting requests,
+ * would send it to X (1 in flight < 2 waiting).
  * Waits poll a condition; nothing asserts a duration.
  */
 import { expect } from 'chai';
@@ -32,7 +33,8 @@ interface Candidate {
   own_prefill_tokens: number;
   waiting_reported: number;
   waiting_inflight_other: number;
-  inflight_tokens_other: number;
+  ledger_requests_other: number;
+  ledger_tokens_other: number;
 }
 interface RouteAnswer {
   policy: string;
@@ -91,16 +93,17 @@ describe('TT10 TTFT policy: two router processes, a long prompt queued on one en
     const [r1, r2] = routers as [RouterProcess, RouterProcess];
     const [x, y] = [engines[0]!.name, engines[1]!.name];
     const long = complete(r1.url, LONG);
-    // Router 2 hears of it through the directory: one decision, 3,000 prefill tokens, on X.
+    // Router 2 hears of it through the directory: router 1's prefill ledger holds one request of
+    // 3,000 prefill tokens on X (until its first token, whatever load reports come meanwhile).
     const seen = await waitFor(
       async () => {
         const c = (await route(r2.url, SHORT)).candidates.find((k) => k.instance_name === x)!;
-        return c.waiting_inflight_other === 1 ? c : null;
+        return c.ledger_requests_other === 1 ? c : null;
       },
       10000,
       "router 2's view carries router 1's long prompt on X",
     );
-    expect(seen).to.include({ inflight_tokens_other: 3000, queued_tokens: 3000 });
+    expect(seen).to.include({ ledger_tokens_other: 3000, waiting_inflight_other: 1, queued_tokens: 3000 });
     const short = await complete(r2.url, SHORT);
     expect(short).to.equal(y);
     // The long prompt was queued on X all along (it is still being prefilled when the short one is answered).
