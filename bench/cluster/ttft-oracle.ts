@@ -17,10 +17,9 @@
  * blocks (the true pool), then rotation. Requests leave the queue model when answered.
  */
 import { newRotationCursor, pickMinimumWithRotation } from '../../router-svc/policy/pick-minimum.js';
-import { TIER_DEVICE } from '../../shared/keys/tier-bits.js';
 import { prefillCostUs, type PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
 import type { ClusterEngine } from './cluster-stack.js';
-import type { OracleChoice } from './oracle.js';
+import { residentPrefix, type OracleChoice } from './oracle.js';
 
 interface Queued {
   readonly hashes: readonly bigint[];
@@ -61,15 +60,7 @@ export class TtftOracle {
     const costUs = new Float64Array(engines.length);
     for (let i = 0; i < engines.length; i++) {
       const pool = engines[i]!.sim.rank(0).pool;
-      let device = 0;
-      let hostOnly = 0;
-      // The engine's own walk (BlockPool.admitPrompt): the resident prefix, Device first.
-      for (const h of hashes) {
-        const t = pool.tiersOf(h);
-        if (t === 0) break;
-        if ((t & TIER_DEVICE) !== 0) device++;
-        else hostOnly++;
-      }
+      let { device, hostOnly } = residentPrefix(pool, hashes);
       // A queued request's prompt is on Device when this one is admitted after it.
       let pending = 0;
       for (const q of this.queued[i]!) if (!q.done) pending = Math.max(pending, sharedPrefix(hashes, q.hashes));

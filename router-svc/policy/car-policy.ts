@@ -29,9 +29,9 @@ import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { chosen } from './explanation.js';
 import { pickDecode } from './decode-side.js';
-import { countMinimumTies, newRotationCursor, pickMinimumWithRotation, rotationOffset, type RotationCursor } from './pick-minimum.js';
+import { newRotationCursor, rotationOffset, type RotationCursor } from './pick-minimum.js';
 import { instanceHit, newInstanceHit, noInstanceHit } from './instance-hit.js';
-import { DeviceUsageKeys, tieBreakExplanation } from './tie-break.js';
+import { PrefillPick } from './tie-break.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
 
 export interface CarPolicyOptions {
@@ -58,9 +58,7 @@ export class CarPolicy implements RoutingPolicy {
   private ownInflight = new Float64Array(16);
   private otherInflight = new Float64Array(16);
   private queueCosts = new Float64Array(16);
-  /** Device blocks per rank of the P candidates, filled only when the smallest score is tied. */
-  private tieKeys = new Float64Array(16);
-  private readonly deviceUsage = new DeviceUsageKeys();
+  private readonly prefillPick = new PrefillPick();
   private readonly scratchHit = newInstanceHit();
 
   constructor(opts: CarPolicyOptions) {
@@ -156,14 +154,8 @@ export class CarPolicy implements RoutingPolicy {
       explanations.push(e);
     }
     // Tie rule (tie-break.ts): the usage key is read only when the smallest score is shared.
-    let tieKeys: Float64Array | null = null;
-    if (countMinimumTies(scores, p.length) > 1 && !view.isStale(nowMs)) {
-      if (this.tieKeys.length < p.length) this.tieKeys = new Float64Array(p.length * 2);
-      this.deviceUsage.fill(view, p, this.tieKeys);
-      tieKeys = this.tieKeys;
-    }
-    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor, tieKeys);
-    const tie = tieBreakExplanation(p, scores, tieKeys, scores[pi]!, this.prefillCursor);
+    const pi = this.prefillPick.pick(scores, p, set.prefillNames, this.prefillCursor, view, view.isStale(nowMs));
+    const tie = this.prefillPick.tie;
     const prefill = p[pi]!;
     const decode = pickDecode(set, prefill, scores, this.decodeCursor, explanations);
     const decision: RouteDecision = { policy: 'CAR', prefill: chosen(prefill), decode, candidates: explanations };

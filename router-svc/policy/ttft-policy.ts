@@ -36,10 +36,10 @@ import { CandidateCache } from './candidates.js';
 import { pickDecode } from './decode-side.js';
 import { chosen } from './explanation.js';
 import { instanceHit, newInstanceHit, noInstanceHit } from './instance-hit.js';
-import { countMinimumTies, newRotationCursor, pickMinimumWithRotation, rotationOffset, type RotationCursor } from './pick-minimum.js';
+import { newRotationCursor, rotationOffset, type RotationCursor } from './pick-minimum.js';
 import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstimate } from './prefill-throughput.js';
 import { RoutedPrefillMean } from './routed-prefill-mean.js';
-import { DeviceUsageKeys, tieBreakExplanation } from './tie-break.js';
+import { PrefillPick } from './tie-break.js';
 import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
 
@@ -103,13 +103,12 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   private readonly candidates = new CandidateCache();
   private readonly prefillCursor: RotationCursor;
   private readonly decodeCursor: RotationCursor;
-  private readonly deviceUsage = new DeviceUsageKeys();
+  private readonly prefillPick = new PrefillPick();
   private readonly scratchHit = newInstanceHit();
   private readonly prediction = newTtftPrediction();
   private scores = new Float64Array(16);
   /** Each P candidate's own prefill tokens (the first tie key). */
   private ownWork = new Float64Array(16);
-  private tieKeys = new Float64Array(16);
   /** The P side the estimators were last pruned to (they follow the fleet). */
   private prunedFor: readonly RouterInstance[] | null = null;
 
@@ -241,14 +240,8 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     // queued behind its prefix over an idle engine), which shortens the queues of the requests
     // after it. Then exact ties follow CAR's rule (tie-break.ts).
     const soonest = keepLeastWork(scores, this.ownWork, p.length, this.workSlack);
-    let tieKeys: Float64Array | null = null;
-    if (countMinimumTies(scores, p.length) > 1 && !stale) {
-      if (this.tieKeys.length < p.length) this.tieKeys = new Float64Array(p.length * 2);
-      this.deviceUsage.fill(view, p, this.tieKeys);
-      tieKeys = this.tieKeys;
-    }
-    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, this.prefillCursor, tieKeys);
-    const tie = tieBreakExplanation(p, scores, tieKeys, scores[pi]!, this.prefillCursor);
+    const pi = this.prefillPick.pick(scores, p, set.prefillNames, this.prefillCursor, view, stale);
+    const tie = this.prefillPick.tie;
     const prefill = p[pi]!;
     if (scores[pi]! > soonest) (explanations[pi] as TtftCandidateExplanation).note = `within ${this.workSlack} of the soonest prediction (${round3(soonest)} ms) with less prefill work`;
     const decode = pickDecode(set, prefill, scores, this.decodeCursor, explanations);
