@@ -109,6 +109,8 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   private scores = new Float64Array(16);
   /** Each P candidate's own prefill tokens (the first tie key). */
   private ownWork = new Float64Array(16);
+  /** Per engine, the load report last seen and the ledgers' requests when it was (ledgerAtReport). */
+  private readonly reportLedger = new Map<string, { stamp: number; ledger: number }>();
   /** The P side the estimators were last pruned to (they follow the fleet). */
   private prunedFor: readonly RouterInstance[] | null = null;
 
@@ -179,8 +181,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       const sinceReportMs = Math.min(INFLIGHT_TTL_MS, Math.max(0, nowMs - inst.load!.reportedAtMs));
       const tokensPerMs = this.throughput.tokensPerMs(inst.name);
       const waiting = inst.load!.waitingRequestsNum;
-      // Ledger requests already waiting at the report are in its count: only the rest is unknown.
-      const waitingUnknown = Math.max(0, waiting - ledgerOwn - ledgerOther);
+      // The report counts the ledger requests waiting when it was made, including some answered
+      // since (they have left the ledgers): only what the ledgers held then explains it.
+      const waitingUnknown = Math.max(0, waiting - this.ledgerAtReport(inst, ledgerOwn + ledgerOther));
       const t = predictTtft(
         {
           inputTokens,
@@ -265,12 +268,28 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     return this.throughput.estimates();
   }
 
+  /**
+   * The ledgers' requests on `inst` when its current load report arrived: read the first time a
+   * decision sees that report (`now` then), so within one decision's gap of its arrival.
+   */
+  private ledgerAtReport(inst: RouterInstance, now: number): number {
+    const stamp = inst.load!.reportedAtMs;
+    let seen = this.reportLedger.get(inst.name);
+    if (seen === undefined) this.reportLedger.set(inst.name, (seen = { stamp, ledger: now }));
+    else if (seen.stamp !== stamp) {
+      seen.stamp = stamp;
+      seen.ledger = now;
+    }
+    return seen.ledger;
+  }
+
   /** Forgets engines gone from the view (not those only out of the candidates for a while). */
   private prune(p: readonly RouterInstance[], view: ViewCache): void {
     this.prunedFor = p;
     const names = new Set(view.instances().map((i) => i.name));
     this.throughput.retainOnly(names);
     this.routedMean.retainOnly(names);
+    for (const name of this.reportLedger.keys()) if (!names.has(name)) this.reportLedger.delete(name);
   }
 }
 

@@ -127,7 +127,7 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     expect(ttftOf(dec.decide({ tokenIds: tokens(100, 50_000), promptTokens: 0, dryRun: true }, 60_000), busy).since_report_ms).to.equal(2000);
   });
 
-  it('TT12 the prefill ledger: a proxied request counts with its tokens until its first token, across load reports, and explains the reported waiting', async () => {
+  it('TT12 the prefill ledger: a proxied request counts with its tokens until its first token, across load reports, and explains the reported waiting it was part of', async () => {
     await load([instance('a:1'), instance('b:1')]);
     const dec = decider(policy());
     const long = await dec.decideTracked({ tokenIds: tokens(3000), promptTokens: 0 }, 0);
@@ -144,7 +144,11 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     // 187 whole 16-token granules of the 3,000: 2,992 tokens credited, 48 left to compute.
     expect(next).to.include({ pending_hit_tokens: 2992, own_prefill_tokens: 48 });
     long.firstToken();
-    expect(probe(520)).to.include({ ledger_requests_own: 0, ledger_tokens_own: 0, waiting_unknown: 1 });
+    // The report still says 1 waiting: the request just answered, which the ledger held when the
+    // report came — no phantom backlog. A newer report of 1 waiting is one no ledger explains.
+    expect(probe(520)).to.include({ ledger_requests_own: 0, ledger_tokens_own: 0, waiting_reported: 1, waiting_unknown: 0, queued_tokens: 0 });
+    await upsert(instance(busy, 1, [], { load: { ...wireLoad(1), reported_at_ms: '600' } }), instance(other, 0, [], { load: { ...wireLoad(0), reported_at_ms: '600' } }));
+    expect(probe(600)).to.include({ waiting_reported: 1, waiting_unknown: 1, tokens_per_waiting: 3000, queued_tokens: 3000 });
   });
 
   it("TT12 other replicas' ledgers come through the view (outstanding_prefill); the report's waiting beyond all ledgers is unknown", async () => {
