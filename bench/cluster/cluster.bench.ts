@@ -31,8 +31,9 @@
  *               `--replay_only` skips the sweep for them). Both trace workloads run on a stack of
  *               their own with 128-token blocks (xLLM's), on engines 8× cheaper per token than the
  *               sweep's (TRACE_PREFILL, `--trace_us_per_token`), windows of `--trace_window_s`;
- *               their knee is where RR's engine TTFT p50 (not p90: with heavy-tailed prompts
- *               the p90 is the longest prompts' own prefill) passes 5× its unloaded value.
+ *               their knee is RR's saturation rate (engines / RR's mean prefill time, measured
+ *               unloaded: traceKnee says why not a latency criterion), so 50/70/90% of it are
+ *               RR's utilisation.
  *
  * Policies: RR, SLO_AWARE, CAR with --car_prefill_lambda 0.5 and 0.8 through the router, each
  * with 1 router and with 4 replicas (requests spread round-robin over them; in-flight load on
@@ -348,11 +349,11 @@ const SWEEP = QUICK
   : { unloadedSessions: 16, unloadedRate: 0.5, startRate: 1, step: 1.3, refine: 2, windowS: 12 };
 /**
  * The trace workloads' sweep: each request is a session, so a window needs more of them for a
- * p90 (and p99) of a heavy-tailed mix; the unloaded run is closed loop (measureUnloadedTrace), the
- * search starts from the engines' capacity (traceStartRate).
+ * p90 (and p99) of a heavy-tailed mix; the knee is RR's saturation (traceKnee), from a closed-loop
+ * unloaded run of `unloadedSessions` requests (measureUnloadedTrace).
  */
 const TRACE_SWEEP = {
-  ...(QUICK ? { unloadedSessions: 24, step: 1.5, refine: 2 } : { unloadedSessions: 64, step: 1.3, refine: 2 }),
+  unloadedSessions: QUICK ? 48 : 128,
   /** `--trace_window_s`: seconds of arrivals per run. */
   windowS: numberArg('--trace_window_s', QUICK ? 10 : 40),
 };
@@ -411,6 +412,8 @@ interface RunResult {
   ttft_p99_ms: number;
   engine_ttft_p50_ms: number;
   engine_ttft_p90_ms: number;
+  /** Mean prefill time on the engines' clock (TTFT less queue wait). */
+  engine_prefill_mean_ms: number;
   engine_tail_queue_share: number;
   overhead_p50_ms: number;
   overhead_p90_ms: number;
@@ -478,6 +481,7 @@ function summarize(w: Workload, label: string, routers: number, runs: readonly R
     ttft_p90_ms: round(percentile(ttft, 90), 2),
     ttft_p99_ms: round(percentile(ttft, 99), 2),
     engine_ttft_p50_ms: round(percentile(engineTtft, 50), 2),
+    engine_prefill_mean_ms: round(measured.reduce((a, s) => a + s.engineTtftMs - s.engineQueueMs, 0) / measured.length, 2),
     engine_ttft_p90_ms: round(percentile(engineTtft, 90), 2),
     // What the slowest tenth waited for: queue (share of their engine TTFT) rather than prefill.
     engine_tail_queue_share: round(tail.reduce((a, s) => a + s.engineQueueMs, 0) / tail.reduce((a, s) => a + s.engineTtftMs, 0), 3),
@@ -714,66 +718,7 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
       const [sub, starts, warm] = load(rate, n);
       return [sub, rr, 1, starts, warm];
     };
-    const unloaded = trace === null ? await measure(stack, engines, ...runAt(SWEEP.unloadedRate, SWEEP.unloadedSessions)) : await measureUnloadedTrace(stack, engines, trace);
-    // The knee is found on the engines' clock (queue wait + prefill on their virtual schedule):
-    // client TTFT on this shared machine adds the harness's own event-loop delay. A trace's knee
-    // reads the median: with heavy-tailed prompts the p90 is the own prefill of the longest ones,
-    // so 5× it is reached only deep in overload (and a short window's p90 is a few requests).
-    const kneeStat = (r: RunResult): number => (trace === null ? r.engine_ttft_p90_ms : r.engine_ttft_p50_ms);
-    const limit = KNEE_FACTOR * kneeStat(unloaded);
-    const unloadedRate = trace === null ? SWEEP.unloadedRate : 0;
-    const statName = trace === null ? 'p90' : 'p50';
-    console.error(`[cluster] sweep ${w.name}: RR unloaded (${trace === null ? `${SWEEP.unloadedRate} sessions/s` : `${TRACE_SWEEP.unloadedSessions} requests, ${UNLOADED_CLIENTS} at a time`}) engine ttft ${statName} ${kneeStat(unloaded)} ms, knee at ${round(limit, 1)} ms`);
-    const steps: KneeStep[] = [];
-    let knee: number | null = null;
-    const maxRate = population / plan.windowS;
-    const startRate = trace === null ? SWEEP.startRate : traceStartRate(trace);
-    for (let rate = startRate; rate <= maxRate && knee === null; rate *= plan.step) {
-      const r = await measure(stack, engines, ...runAt(rate));
-      steps.push({ rate: round(rate, 2), ttftP90Ms: kneeStat(r) });
-      console.error(`[cluster] sweep ${w.name}: RR at ${round(rate, 2)} sessions/s: engine ttft ${statName} ${kneeStat(r)} ms (p90 ${r.engine_ttft_p90_ms}), client p90 ${r.ttft_p90_ms} ms (${r.throughput_rps} req/s)`);
-      knee = kneeRate({ rate: unloadedRate, ttftP90Ms: kneeStat(unloaded) }, steps, limit);
-    }
-    if (knee !== null) {
-      // TTFT is not linear in load (flat, then steep, then window-bound once RR is past its
-      // throughput), so a straight line between two steps ×1.5 apart can miss the crossing by
-      // most of a step: bisect the bracket (geometric midpoints) before interpolating.
-      let hi = steps.at(-1)!;
-      let lo = steps.length > 1 ? steps.at(-2)! : { rate: unloadedRate > 0 ? unloadedRate : startRate / plan.step, ttftP90Ms: kneeStat(unloaded) };
-      for (let i = 0; i < plan.refine; i++) {
-        const rate = Math.sqrt(lo.rate * hi.rate);
-        const r = await measure(stack, engines, ...runAt(rate));
-        const step = { rate: round(rate, 2), ttftP90Ms: kneeStat(r) };
-        steps.push(step);
-        console.error(`[cluster] sweep ${w.name}: RR at ${step.rate} sessions/s (refining): engine ttft ${statName} ${kneeStat(r)} ms (p90 ${r.engine_ttft_p90_ms}), client p90 ${r.ttft_p90_ms} ms (${r.throughput_rps} req/s)`);
-        if (step.ttftP90Ms >= limit) hi = step;
-        else lo = step;
-      }
-      knee = kneeRate(lo, [hi], limit);
-      steps.sort((a, b) => a.rate - b.rate);
-    }
-    const full = knee ?? steps.at(-1)!.rate;
-    emit({
-      kind: 'cluster_knee',
-      workload: w.name,
-      kv,
-      warm: SWEEP_WARM,
-      kv_capacity_blocks: capacity,
-      unloaded_sessions_per_s: unloadedRate,
-      unloaded_ttft_p90_ms: unloaded.ttft_p90_ms,
-      unloaded_engine_ttft_p90_ms: unloaded.engine_ttft_p90_ms,
-      unloaded_engine_ttft_p50_ms: unloaded.engine_ttft_p50_ms,
-      clock: 'engine',
-      knee_stat: `engine_ttft_${statName}`,
-      [`limit_engine_ttft_${statName}_ms`]: round(limit, 2),
-      steps: steps.map((s) => ({ sessions_per_s: s.rate, [`engine_ttft_${statName}_ms`]: s.ttftP90Ms })),
-      knee_reached: knee !== null,
-      knee_sessions_per_s: round(full, 2),
-      turns_per_session: round(turns, 2),
-      window_s: plan.windowS,
-      ...(trace === null ? {} : { trace: traceLine(trace), knee_trace_speed: round(full / trace.nativeRatePerS, 3) }),
-      quick: QUICK,
-    });
+    const full = trace === null ? await findKnee(stack, engines, w, kv, capacity, turns, population, runAt) : await traceKnee(stack, engines, trace, capacity);
     const out: SweepResult[] = [];
     for (const f of SWEEP_FRACTIONS) {
       const rate = f * full;
@@ -814,27 +759,118 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
   });
 }
 
+/** What the knee search needs of runSweep: an RR run's arguments at a rate. */
+type RunAt = (rate: number, n?: number) => [Workload, PolicyRun, number, number[], WarmUp | null];
+
+/**
+ * A generated workload's knee: RR unloaded (a few sessions far apart), then RR at rates rising by
+ * SWEEP.step until its engine TTFT p90 passes KNEE_FACTOR × unloaded, the bracket bisected
+ * SWEEP.refine times, the crossing interpolated (`cluster_knee` line). Returns the knee rate (the
+ * last rate tried when none passed).
+ */
+async function findKnee(stack: ClusterStack, engines: readonly ClusterEngine[], w: Workload, kv: SweepKv, capacity: number, turns: number, population: number, runAt: RunAt): Promise<number> {
+  const unloaded = await measure(stack, engines, ...runAt(SWEEP.unloadedRate, SWEEP.unloadedSessions));
+  // The knee is found on the engines' clock (queue wait + prefill on their virtual schedule):
+  // client TTFT on this shared machine adds the harness's own event-loop delay.
+  const limit = KNEE_FACTOR * unloaded.engine_ttft_p90_ms;
+  console.error(`[cluster] sweep ${w.name}: RR unloaded (${SWEEP.unloadedRate} sessions/s) engine ttft p90 ${unloaded.engine_ttft_p90_ms} ms, knee at ${round(limit, 1)} ms`);
+  const steps: KneeStep[] = [];
+  let knee: number | null = null;
+  const maxRate = population / SWEEP.windowS;
+  for (let rate = SWEEP.startRate; rate <= maxRate && knee === null; rate *= SWEEP.step) {
+    const r = await measure(stack, engines, ...runAt(rate));
+    steps.push({ rate: round(rate, 2), ttftP90Ms: r.engine_ttft_p90_ms });
+    console.error(`[cluster] sweep ${w.name}: RR at ${round(rate, 2)} sessions/s: engine ttft p90 ${r.engine_ttft_p90_ms} ms, client ${r.ttft_p90_ms} ms (${r.throughput_rps} req/s)`);
+    knee = kneeRate({ rate: SWEEP.unloadedRate, ttftP90Ms: unloaded.engine_ttft_p90_ms }, steps, limit);
+  }
+  if (knee !== null) {
+    // TTFT is not linear in load (flat, then steep, then window-bound once RR is past its
+    // throughput), so a straight line between two steps ×1.5 apart can miss the crossing by
+    // most of a step: bisect the bracket (geometric midpoints) before interpolating.
+    let hi = steps.at(-1)!;
+    let lo = steps.length > 1 ? steps.at(-2)! : { rate: SWEEP.unloadedRate, ttftP90Ms: unloaded.engine_ttft_p90_ms };
+    for (let i = 0; i < SWEEP.refine; i++) {
+      const rate = Math.sqrt(lo.rate * hi.rate);
+      const r = await measure(stack, engines, ...runAt(rate));
+      const step = { rate: round(rate, 2), ttftP90Ms: r.engine_ttft_p90_ms };
+      steps.push(step);
+      console.error(`[cluster] sweep ${w.name}: RR at ${step.rate} sessions/s (refining): engine ttft p90 ${r.engine_ttft_p90_ms} ms, client ${r.ttft_p90_ms} ms (${r.throughput_rps} req/s)`);
+      if (step.ttftP90Ms >= limit) hi = step;
+      else lo = step;
+    }
+    knee = kneeRate(lo, [hi], limit);
+    steps.sort((a, b) => a.rate - b.rate);
+  }
+  const full = knee ?? steps.at(-1)!.rate;
+  emit({
+    kind: 'cluster_knee',
+    workload: w.name,
+    kv,
+    warm: SWEEP_WARM,
+    kv_capacity_blocks: capacity,
+    unloaded_sessions_per_s: SWEEP.unloadedRate,
+    unloaded_ttft_p90_ms: unloaded.ttft_p90_ms,
+    unloaded_engine_ttft_p90_ms: unloaded.engine_ttft_p90_ms,
+    clock: 'engine',
+    limit_engine_ttft_p90_ms: round(limit, 2),
+    steps: steps.map((s) => ({ sessions_per_s: s.rate, engine_ttft_p90_ms: s.ttftP90Ms })),
+    knee_reached: knee !== null,
+    knee_sessions_per_s: round(full, 2),
+    turns_per_session: round(turns, 2),
+    window_s: SWEEP.windowS,
+    quick: QUICK,
+  });
+  return full;
+}
+
+/**
+ * A trace's knee is RR's saturation: the rate at which the engines, prefilling RR's requests one
+ * at a time, are busy all the time — ENGINES / RR's mean prefill time, measured unloaded on a
+ * sample spread over the population (its hits are RR's). A latency criterion does not suit a
+ * heavy-tailed prompt mix: its p90 is the longest prompts' own prefill, 5× of which only deep
+ * overload reaches, and within a short window even the median stays low well past saturation
+ * (measured: RR's p50 crossed 5× unloaded at 2.5× its throughput). 50/70/90% of the knee are
+ * then RR's utilisation.
+ */
+async function traceKnee(stack: ClusterStack, engines: readonly ClusterEngine[], w: TraceWorkload, capacity: number): Promise<number> {
+  const unloaded = await measureUnloadedTrace(stack, engines, w);
+  const full = (ENGINES * 1000) / unloaded.engine_prefill_mean_ms;
+  console.error(`[cluster] sweep ${w.name}: RR unloaded (${TRACE_SWEEP.unloadedSessions} requests, ${UNLOADED_CLIENTS} at a time): mean prefill ${unloaded.engine_prefill_mean_ms} ms, engine ttft p50/p90 ${unloaded.engine_ttft_p50_ms}/${unloaded.engine_ttft_p90_ms} ms: RR saturates at ${round(full, 2)} requests/s`);
+  emit({
+    kind: 'cluster_knee',
+    workload: w.name,
+    kv: 'ample',
+    kv_capacity_blocks: capacity,
+    knee_kind: 'rr_saturation',
+    unloaded_requests: TRACE_SWEEP.unloadedSessions,
+    unloaded_engine_prefill_mean_ms: unloaded.engine_prefill_mean_ms,
+    unloaded_engine_ttft_p50_ms: unloaded.engine_ttft_p50_ms,
+    unloaded_engine_ttft_p90_ms: unloaded.engine_ttft_p90_ms,
+    unloaded_hit_ratio: unloaded.hit_ratio,
+    clock: 'engine',
+    knee_sessions_per_s: round(full, 2),
+    knee_trace_speed: round(full / w.nativeRatePerS, 3),
+    window_s: TRACE_SWEEP.windowS,
+    trace: traceLine(w),
+    quick: QUICK,
+  });
+  return full;
+}
+
 /** Concurrent clients of a trace's unloaded run (fewer than the engines: RR seldom queues one behind another). */
 const UNLOADED_CLIENTS = ENGINES / 2;
 
 /**
- * A trace's unloaded TTFT: its first TRACE_SWEEP.unloadedSessions requests through RR, closed loop
- * by UNLOADED_CLIENTS clients at once with no pause, so no engine holds two (a heavy-tailed
- * prompt mix needs more than a few requests far apart for its p90, and they would take minutes).
+ * A trace's unloaded run: TRACE_SWEEP.unloadedSessions of its requests, evenly spread over the
+ * population (its start is not its average: a trace opens cold), through RR, closed loop by
+ * UNLOADED_CLIENTS clients at once with no pause, so an engine seldom holds two (a heavy-tailed
+ * mix needs dozens of requests for its mean, and far apart they would take minutes).
  */
 async function measureUnloadedTrace(stack: ClusterStack, engines: readonly ClusterEngine[], w: TraceWorkload): Promise<RunResult> {
-  const requests = w.sessions.slice(0, TRACE_SWEEP.unloadedSessions).map((s) => s[0]!);
+  const stride = Math.max(1, Math.floor(w.sessions.length / TRACE_SWEEP.unloadedSessions));
+  const requests = w.sessions.filter((_, i) => i % stride === 0).slice(0, TRACE_SWEEP.unloadedSessions).map((s) => s[0]!);
   const sessions = Array.from({ length: UNLOADED_CLIENTS }, (_, c) => requests.filter((_, i) => i % UNLOADED_CLIENTS === c));
   return measure(stack, engines, { ...w, sessions }, POLICIES[0]!, 1, null);
-}
-
-/**
- * Where a trace's knee search starts: a third of what the engines could serve if nothing were
- * cached (the prompts' mean prefill on TRACE_PREFILL, spread over the engines).
- */
-function traceStartRate(w: TraceWorkload): number {
-  const meanPrefillS = (TRACE_PREFILL.baseUs + TRACE_PREFILL.usPerToken * w.stats.inputTokens.mean) / 1e6;
-  return ENGINES / meanPrefillS / 3;
 }
 
 /** What a trace workload is (cluster_knee and cluster_replay lines). */
