@@ -256,7 +256,7 @@ describe('architecture.md flags: router-svc table', () => {
       ttftPriorSamples: 8,
       ttftThroughputWindow: 64,
       ttftHostTokenCost: 0.25,
-      ttftWorkSlack: 0.1,
+      ttftWorkSlack: 0.5,
       internalApiToken: '',
       grpcTlsCa: '',
       grpcTlsCert: '',
