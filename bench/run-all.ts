@@ -8,6 +8,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { arch, cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -31,6 +32,10 @@ const benches: { name: string; file: string; nodeArgs?: string[] }[] = [
   { name: 'scale', file: 'bench/scale/scale.bench.ts', nodeArgs: ['--expose-gc', '--max-old-space-size=16384'] },
   { name: 'cluster', file: 'bench/cluster/cluster.bench.ts' },
 ];
+
+// The machine the numbers come from (the docs print it under every table): these runs share their
+// cores with whatever else runs, so the load average at the start is part of the provenance.
+const machine = { cpus: cpus().length, cpu_model: cpus()[0]?.model.trim() ?? '', arch: arch(), loadavg_start: loadavg().map((l) => Math.round(l * 10) / 10) };
 
 const results: unknown[] = [];
 for (const b of benches) {
@@ -59,6 +64,6 @@ for (const b of benches) {
 mkdirSync(join(root, 'bench', 'results'), { recursive: true });
 writeFileSync(
   join(root, 'bench', 'results', 'latest.json'),
-  JSON.stringify({ measured_at: new Date().toISOString(), quick, node: process.version, results }, null, 2) + '\n',
+  JSON.stringify({ measured_at: new Date().toISOString(), quick, node: process.version, machine, results }, null, 2) + '\n',
 );
 console.error(`[bench] wrote bench/results/latest.json (${results.length} results)`);

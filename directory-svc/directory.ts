@@ -13,7 +13,8 @@ import type { Logger } from '../shared/log/logger.js';
 import { silentLogger } from '../shared/log/logger.js';
 import type { StaticStreamConfig, StreamLimits } from '../shared/config/kv-events-config.js';
 import { DEFAULT_ENGINE_KIND, type EngineKind } from '../shared/config/engine-kind.js';
-import { StreamQuery, type QueryableStream } from './index/stream-query.js';
+import { StreamQuery, type QueryableStream, type QueryScope } from './index/stream-query.js';
+import { PLAIN_IDENTITY } from '../shared/keys/cache-identity.js';
 import type { QueryResult } from '../shared/view/query-result.js';
 import { byNameThenRank, streamKey } from '../shared/keys/stream-key.js';
 import { DomainError } from '../shared/errors/domain-error.js';
@@ -196,14 +197,20 @@ export class Directory {
   }
 
   /**
-   * Prefix hits of `tokenIds` on every stream (kv-events §8; routing.md query JSON). The ids must
-   * already be validated integers in [0, 2^31). Synchronous: reads each stream's published view.
+   * Prefix hits of `tokenIds` on every stream in `scope` (kv-events §8; routing.md query JSON;
+   * cache-identity §2: keyed under the scope's identity, streams of instances out of scope left
+   * out). The ids must already be validated integers in [0, 2^31). Synchronous: reads each
+   * stream's published view.
    */
-  query(tokenIds: ArrayLike<number>): QueryResult {
+  query(tokenIds: ArrayLike<number>, scope: QueryScope | null = null): QueryResult {
     this.queriesTotal++;
+    const admits = scope?.admits ?? null;
     const views: QueryableStream[] = [];
-    for (const e of this.entries.values()) views.push(e.stream.toQueryable());
-    return this.streamQuery.query(tokenIds, views);
+    for (const e of this.entries.values()) {
+      const q = e.stream.toQueryable();
+      if (admits === null || admits(q.instanceName)) views.push(q);
+    }
+    return this.streamQuery.query(tokenIds, views, scope?.identity ?? PLAIN_IDENTITY);
   }
 
   /** Every stream, sorted by instance name then dp_rank (routing.md order). */

@@ -67,6 +67,9 @@ function loadStartupConfig(
         refreshIntervalMs: flags.enginesRefreshIntervalMs,
         failedProbesToSuspect: flags.instanceDeleteProbeAttempts,
         requestTimeoutMs: flags.instanceDeleteProbeTimeoutMs,
+        modelsRefreshMs: flags.enginesModelsRefreshMs,
+        dnsRefreshMs: flags.enginesDnsRefreshMs,
+        dnsServer: flags.enginesDnsServer === '' ? null : flags.enginesDnsServer,
         reservedNames: new Set((kvEvents?.streams ?? []).map((s) => s.instanceName)),
       });
     } catch (e) {
@@ -169,6 +172,8 @@ async function run(): Promise<void> {
       view: viewPublisher,
       instances: instanceListing,
       inflight,
+      // cache-identity §2: Query's `model` is resolved against the table's served-model lists.
+      servedModels: () => discovery.instances(),
       internalApiToken: flags.internalApiToken,
       tls: grpcTls,
       logger: log.child({ component: 'grpc' }),
@@ -184,7 +189,7 @@ async function run(): Promise<void> {
       heartbeats: discovery,
       registry,
       logger: log.child({ component: 'http' }),
-      health: () => ({ etcd_connected: discovery.etcdConnected, instances: discovery.instances().length }),
+      health: () => ({ etcd_connected: discovery.etcdConnected, etcd_enabled: discovery.etcdEnabled, instances: discovery.instances().length }),
     });
     started.push({ name: 'http', close: () => httpServer.close() });
 
@@ -196,6 +201,7 @@ async function run(): Promise<void> {
         streams: directory.streamCount,
         stream_source: kvEvents === null ? '' : discovered ? 'discovery' : 'static',
         engines_file: engines === null ? '' : flags.enginesFile,
+        etcd: flags.etcdAddr.length === 0 ? 'not used' : flags.etcdAddr.map((h) => `${h.host}:${h.port}`).join(','),
       },
       'directory-svc started',
     );

@@ -60,7 +60,7 @@ async function run(): Promise<void> {
   const shutdown = new ServiceShutdown(log, STOP_DEADLINE_MS);
   try {
     const store = await openMetaStore(location, config);
-    const meta = await startMetaService({ config, store, logger: log, internalApiToken: flags.internalApiToken });
+    const meta = await startMetaService({ config, store, logger: log, internalApiToken: flags.internalApiToken, processMetrics: true });
     shutdown.started.push({ name: 'meta', close: () => meta.close() });
     log.info({ http_port: meta.port, node_id: config.nodeId, store: location.kind }, 'meta-svc started');
   } catch (e) {

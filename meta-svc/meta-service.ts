@@ -51,6 +51,12 @@ export interface MetaServiceOptions {
   readonly storeAvailable?: () => boolean;
   /** Background lease TTL on the Redis store (tests shorten it; default 3 s). */
   readonly leaseTtlMs?: number;
+  /**
+   * prom-client's process metrics (`process_*`, `nodejs_*`: memory, CPU, event-loop lag) on
+   * `/metrics`, as directory-svc has them; main turns them on, tests that start many services leave
+   * them off (each registration adds a GC observer to the process). Default false.
+   */
+  readonly processMetrics?: boolean;
 }
 
 export interface MetaServiceHandle {
@@ -68,7 +74,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
   for (const w of availability.warnings) log.warn(w);
   const config = availability.config;
 
-  const metrics = createMetaMetrics();
+  const metrics = createMetaMetrics({ processMetrics: opts.processMetrics ?? false });
   const closeHooks: Array<() => void | Promise<void>> = [];
   // §9.3 kvcm_store_tx_duration_seconds{op}: every part reaches the store through this wrapper.
   const store = new InstrumentedMetaStore(opts.store, metrics.storeTxDurationSeconds);

@@ -16,9 +16,11 @@ import { ClaimOrder } from './inflight/claim-order.js';
 import { RouteDecider } from './http/route-decider.js';
 import { RouterHttpServer } from './http/router-http-server.js';
 import { RouterMetrics, type ViewStatus } from './http/router-metrics.js';
-import { createPolicy } from './policy/policy.js';
+import { createPolicy } from './policy/create-policy.js';
 import { TtftPolicy } from './policy/ttft-policy.js';
 import type { PromptTokenizer } from '../shared/tokenize/prompt-tokenizer.js';
+import { ModelTokenizers } from '../shared/tokenize/model-tokenizers.js';
+import { IdentityResolver } from './identity/identity-resolver.js';
 import { OpenAiProxy } from './proxy/openai-proxy.js';
 import { PromptResolver } from './proxy/prompt-resolver.js';
 import { UpstreamForwarder } from './proxy/upstream-forwarder.js';
@@ -35,7 +37,9 @@ export interface RouterServiceOptions {
   readonly httpPort?: number;
   /** Identifies this router to the directory (diagnostics); default `<hostname>:<pid>`. */
   readonly routerId?: string;
-  /** `--tokenizer` loaded by main (start-up errors are exit 2 there); absent or null: text is routed by load. */
+  /** `--tokenizer` and `--models_file` loaded by main (start-up errors are exit 2 there). */
+  readonly tokenizers?: ModelTokenizers | null;
+  /** `--tokenizer` alone (tests, benchmarks): one tokenizer for every model; ignored with `tokenizers`. */
   readonly tokenizer?: PromptTokenizer | null;
   /** Aborting before the port opened (SIGTERM while waiting for the directory) closes everything. */
   readonly signal?: AbortSignal;
@@ -100,13 +104,19 @@ export class RouterService {
       // Claim order needs the prompts' fingerprints, which only pending prefix credit computes.
       const claims = inflight !== null && flags.carPendingPrefix && flags.carClaimWaitMs > 0 ? new ClaimOrder({ view, updates: viewClient, inflight, waitMs: flags.carClaimWaitMs }) : null;
       const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight, flags.carPendingPrefix, claims, observer);
-      const tokenizer = opts.tokenizer ?? null;
-      const prompts = new PromptResolver(tokenizer, metrics);
-      if (tokenizer === null) log.warn('no --tokenizer: text and chat requests are routed by load only (counted in router_untokenized_requests_total)');
-      else if (!tokenizer.hasChatTemplate) log.warn({ tokenizer: tokenizer.info.path }, 'the tokenizer has no chat template and no --chat_template was given: chat requests are routed by load');
+      const tokenizers = opts.tokenizers ?? ModelTokenizers.single(opts.tokenizer ?? null);
+      const tokenizer = tokenizers.fallback;
+      const prompts = new PromptResolver(tokenizers, metrics);
+      const identities = new IdentityResolver(view);
+      if (tokenizers.isEmpty) log.warn('no --tokenizer and no --models_file: text and chat requests are routed by load only (counted in router_untokenized_requests_total)');
+      else if (tokenizer !== null && !tokenizer.hasChatTemplate) log.warn({ tokenizer: tokenizer.info.path }, 'the tokenizer has no chat template and no --chat_template was given: chat requests are routed by load');
+      for (const m of tokenizers.models) {
+        if (!m.tokenizer.hasChatTemplate) log.warn({ model: m.model, tokenizer: m.tokenizer.info.path }, "the model's tokenizer has no chat template and its models-file entry names none: its chat requests are routed by load");
+      }
       const proxy = new OpenAiProxy({
         decider,
         prompts,
+        identities,
         forwarder,
         metrics,
         logger: log.child({ component: 'proxy' }),
@@ -121,13 +131,26 @@ export class RouterService {
         view,
         decider,
         prompts,
+        identities,
         tokenizer: tokenizer?.info ?? null,
+        modelTokenizers: tokenizers.models.map((m) => ({ model: m.model, tokenizer: m.tokenizer.info })),
         proxy,
         metrics,
         internalApiToken: flags.internalApiToken,
         logger: log.child({ component: 'http' }),
       });
-      log.info({ http_port: http.port, policy: flags.loadBalancePolicy, tokenizer: tokenizer?.info.path ?? null, tokenizer_fingerprint: tokenizer?.info.fingerprint ?? null, view_version: Number(view.version), streams: view.streams().length }, 'router-svc ready');
+      log.info(
+        {
+          http_port: http.port,
+          policy: flags.loadBalancePolicy,
+          tokenizer: tokenizer?.info.path ?? null,
+          tokenizer_fingerprint: tokenizer?.info.fingerprint ?? null,
+          model_tokenizers: Object.fromEntries(tokenizers.models.map((m) => [m.model, m.tokenizer.info.path])),
+          view_version: Number(view.version),
+          streams: view.streams().length,
+        },
+        'router-svc ready',
+      );
       return new RouterService(viewClient, http, forwarder, metrics, reporter, claims, routerId);
     } catch (e) {
       reporter?.close();

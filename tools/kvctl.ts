@@ -30,7 +30,7 @@ async function answer(opts: KvctlOptions, tokenIds: readonly number[] | null, cl
       return { raw: res, text: renderInstances(res) };
     }
     case 'query': {
-      const res = await client.query(tokenIds ?? []);
+      const res = await client.query(tokenIds ?? [], opts.model, opts.cacheSalt);
       return { raw: res, text: renderQuery(res) };
     }
     case 'stats': {

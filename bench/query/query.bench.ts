@@ -43,6 +43,7 @@
  * (without --expose-gc the memory lines are skipped).
  */
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import { PLAIN_IDENTITY } from '../../shared/keys/cache-identity.js';
 import type { BlockStoredEvent, EngineHash, KvEvent } from '../../directory-svc/decoder/kv-batch.js';
 import { StreamIndex } from '../../directory-svc/index/stream-index.js';
 import type { SkipCounters } from '../../directory-svc/index/stream-index.js';
@@ -116,11 +117,11 @@ function storedEvent(docId: number, from: number, to: number, parent: bigint | n
     hashes[b] = engineHash(docId, from + b);
     fillBlockTokens(docId, from + b, tokens, b * BLOCK_SIZE);
   }
-  return { kind: 'stored', blockHashes: hashes, parentBlockHash: parent as EngineHash | null, tokenIds: tokens, blockSize: BLOCK_SIZE, tier, outOfScope: false };
+  return { kind: 'stored', blockHashes: hashes, parentBlockHash: parent as EngineHash | null, tokenIds: tokens, blockSize: BLOCK_SIZE, tier, outOfScope: false, identity: PLAIN_IDENTITY, reproducibleBlocks: hashes.length, group: 0, reusableGroup: true };
 }
 
 function replicaEvent(hashes: BigUint64Array): BlockStoredEvent {
-  return { kind: 'stored', blockHashes: hashes, parentBlockHash: null, tokenIds: new Int32Array(0), blockSize: null, tier: 2, outOfScope: false };
+  return { kind: 'stored', blockHashes: hashes, parentBlockHash: null, tokenIds: new Int32Array(0), blockSize: null, tier: 2, outOfScope: false, identity: PLAIN_IDENTITY, reproducibleBlocks: hashes.length, group: 0, reusableGroup: true };
 }
 
 /**

@@ -25,6 +25,15 @@
  *     generator writes into it), so the history comes from the segment cache and the new turn is
  *     encoded. `tokenize_p50_ms`/`tokenize_p99_ms` time render+encode alone for such requests;
  *     `tokenize_cold_p50_ms` for a whole chat never seen (no cache).
+ *  4. `route_identity_8k` (cache-identity §2, §3): the cost of a request's identity on the request
+ *     path. One router over a view like (2)'s whose instances list a model and whose ranks hold
+ *     each prompt's chain twice, plain and salted ("tenant-bench"), so both request forms find the
+ *     same hits: the token-id bodies of (2) as they are, against the same bodies with `model` and
+ *     `cache_salt` (identity parsed and resolved, the model's candidate scope, the salt term
+ *     hashed into block 0, which changes every key of the chain). Alternating rounds;
+ *     `identity_over_plain_ratio` of requests/s (goal ≥ 0.95), and the same by the router's CPU
+ *     per request (`identity_over_plain_cpu_ratio`: plain's CPU over identity's, each the median
+ *     round by CPU), steadier than the rate on a shared machine.
  *  All report requests/s (decisions/s), p50/p99/max latency in ms and, for the router, the ratio
  *  to the baseline (noisy shared machines compare by ratio).
  *
@@ -41,19 +50,22 @@ import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { ContentKeyHasher, DEFAULT_HASH_SEED } from '../../shared/keys/content-key.js';
+import { keyIdentity, type KeyIdentity } from '../../shared/keys/cache-identity.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { RouteDecider } from '../../router-svc/http/route-decider.js';
 import { RouterHttpServer } from '../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../router-svc/http/router-metrics.js';
-import { createPolicy } from '../../router-svc/policy/policy.js';
+import { createPolicy } from '../../router-svc/policy/create-policy.js';
 import { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import type { DecodedSnapshot, DecodedViewStream, RouterInstance, StreamId } from '../../router-svc/viewcache/view-update.js';
 import { parseChatRequest } from '../../shared/tokenize/chat-request.js';
 import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenizer.js';
 import { defaultRenderThreads, PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { PromptResolver } from '../../router-svc/proxy/prompt-resolver.js';
+import { IdentityResolver } from '../../router-svc/identity/identity-resolver.js';
+import { parseIdentityFields, resolveIdentity } from '../../router-svc/http/request-identity-fields.js';
 import { benchChatMessages } from '../tokenize/bench-chat.js';
-import { emitResult, isQuickRun, percentile } from '../lib/bench-kit.js';
+import { emitResult, isQuickRun, median as medianOf, percentile } from '../lib/bench-kit.js';
 import { seededRandom } from '../lib/seeded-random.js';
 
 const QUICK = isQuickRun();
@@ -75,6 +87,13 @@ const MEASURE_MS = QUICK ? 1500 : 5000;
  * Three in --quick too: one round (after 500 ms of warm-up) swung the issue 12/13 ratios by ±0.2.
  */
 const ROUNDS = 3;
+/**
+ * Plain/identity round pairs of `route_identity_8k`: its goal is a ratio near 1, so it takes more
+ * pairs, and reports the median of each pair's ratio (a pair shares the neighbours' load).
+ */
+const IDENTITY_PAIRS = QUICK ? 5 : 7;
+/** In-process decisions per form and pass for the decision-only part of `route_identity_8k`. */
+const IDENTITY_DECISIONS = QUICK ? 200 : 1000;
 
 /** 8k-token prompts: family prefix (a multiple of the block size, 2k–6k tokens) + own suffix. */
 function buildPrompts(count: number, rand: () => number, salt: number): number[][] {
@@ -92,10 +111,19 @@ function buildPrompts(count: number, rand: () => number, salt: number): number[]
   return out;
 }
 
-/** The realistic view: instances with loads, two ranks each, residency from prompt chains. */
-async function buildView(resident: readonly number[][], rand: () => number): Promise<{ view: ViewCache; streams: number; blocks: number }> {
+/** The model the identity comparison's instances list and its requests name. */
+const BENCH_MODEL = 'bench-model';
+const BENCH_SALT = 'tenant-bench';
+
+/**
+ * The realistic view: instances with loads, two ranks each, residency from prompt chains. With
+ * `identity`, every instance lists BENCH_MODEL and each prompt a rank holds is held twice, as the
+ * plain chain and as the chain under `identity`.
+ */
+async function buildView(resident: readonly number[][], rand: () => number, identity: KeyIdentity | null = null): Promise<{ view: ViewCache; streams: number; blocks: number }> {
   const hasher = await ContentKeyHasher.forSeed(DEFAULT_HASH_SEED);
   const chains = resident.map((p) => hasher.chain(p, BLOCK_SIZE));
+  const identityChains = identity === null ? null : resident.map((p) => hasher.chain(p, BLOCK_SIZE, undefined, identity));
   const instances: RouterInstance[] = [];
   const streams: DecodedViewStream[] = [];
   let totalBlocks = 0;
@@ -114,18 +142,22 @@ async function buildView(resident: readonly number[][], rand: () => number): Pro
       ttftProfile: [],
       tpotProfile: [],
       generation: 1n,
-      inflight: [], models: null, source: '',
+      inflight: [],
+      models: identity === null ? null : [{ name: BENCH_MODEL, parent: null }],
+      source: '',
     });
     for (let r = 0; r < DP_SIZE; r++) {
       // Distinct keys of the rank's prompts (shared family prefixes appear once).
       const seen = new Map<string, number>();
       for (let k = 0; k < PROMPTS_PER_RANK; k++) {
-        const chain = chains[Math.floor(rand() * chains.length)]!;
+        const pick = Math.floor(rand() * chains.length);
         const offloaded = rand() < 0.2;
-        for (let b = 0; b < chain.length / 16; b++) {
-          const hex = Buffer.from(chain.buffer, chain.byteOffset + b * 16, 16).toString('hex');
-          const tier = offloaded ? 2 : 1;
-          seen.set(hex, (seen.get(hex) ?? 0) | tier);
+        for (const chain of identityChains === null ? [chains[pick]!] : [chains[pick]!, identityChains[pick]!]) {
+          for (let b = 0; b < chain.length / 16; b++) {
+            const hex = Buffer.from(chain.buffer, chain.byteOffset + b * 16, 16).toString('hex');
+            const tier = offloaded ? 2 : 1;
+            seen.set(hex, (seen.get(hex) ?? 0) | tier);
+          }
         }
       }
       const keys = new Uint8Array(seen.size * 16);
@@ -412,6 +444,59 @@ async function main(): Promise<void> {
   });
   await parsing.close();
 
+  // Identity on the request path: the same bodies with and without model + cache_salt, one router.
+  const idView = await buildView(tokenPrompts, seededRandom(SEED + 3), keyIdentity(null, BENCH_SALT));
+  const idMetrics = new RouterMetrics(() => ({ version: 1, lagMs: 0, staleForMs: 0 }));
+  const idRouter = await RouterHttpServer.start({
+    port: 0,
+    host: '127.0.0.1',
+    view: idView.view,
+    decider: new RouteDecider(createPolicy(flags), idView.view, idMetrics, 'CAR'),
+    proxy: null,
+    metrics: idMetrics,
+    internalApiToken: '',
+    logger: silentLogger,
+  });
+  const identityBodies = bodies.map((b) => `{"model":${JSON.stringify(BENCH_MODEL)},"cache_salt":${JSON.stringify(BENCH_SALT)},${b.slice(1)}`);
+  const plainRounds: Record<string, number>[] = [];
+  const identityRounds: Record<string, number>[] = [];
+  // Each pair in both orders in turn, so neither form always runs right after the other's warm-up.
+  for (let r = 0; r < IDENTITY_PAIRS; r++) {
+    const plainRound = (): Promise<Record<string, number>> => measureCpu(() => measure(idRouter.port, '/v1/route', bodies));
+    const identityRound = (): Promise<Record<string, number>> => measureCpu(() => measure(idRouter.port, '/v1/route', identityBodies));
+    if (r % 2 === 0) {
+      plainRounds.push(await plainRound());
+      identityRounds.push(await identityRound());
+    } else {
+      identityRounds.push(await identityRound());
+      plainRounds.push(await plainRound());
+    }
+  }
+  const pairRatios = (key: 'requests_per_s' | 'cpu_ms_per_request', invert: boolean): number[] =>
+    plainRounds.map((p, i) => (invert ? p[key]! / identityRounds[i]![key]! : identityRounds[i]![key]! / p[key]!));
+  const decisions = identityDecisionCost(idView.view, tokenPrompts);
+  emit({
+    name: 'route_identity_8k',
+    ...shape,
+    instances: INSTANCES,
+    streams: idView.streams,
+    resident_blocks: idView.blocks,
+    pairs: IDENTITY_PAIRS,
+    rounds: { plain: roundRates(plainRounds), identity: roundRates(identityRounds) },
+    plain: median(plainRounds),
+    ...median(identityRounds),
+    // Median over the pairs of identity's rate over plain's (goal ≥ 0.95), and of plain's CPU per
+    // request over identity's (this process's CPU: the load generator is a child), which the
+    // neighbours' load moves less than the rate.
+    identity_over_plain_ratio: round3(medianOf(pairRatios('requests_per_s', false))),
+    identity_over_plain_cpu_ratio: round3(medianOf(pairRatios('cpu_ms_per_request', true))),
+    // The decision alone, in process (identity resolved, scope, salted key chain, CAR), A/B per request.
+    decide_p50_us_plain: round3(decisions.plainP50Us),
+    decide_p50_us_identity: round3(decisions.identityP50Us),
+    decide_identity_over_plain_ratio: round3(decisions.plainP50Us / decisions.identityP50Us),
+  });
+  await idRouter.close();
+
   // Chat routing: the same view and policy behind a router that tokenizes.
   const chatRouter = await RouterHttpServer.start({ port: 0, host: '127.0.0.1', view, decider, prompts: new PromptResolver(tokenizer, metrics), proxy: null, metrics, internalApiToken: '', logger: silentLogger });
   const warm = await tokenizeTimes(tokenizer, chat.chatBodies, QUICK ? 40 : 200, 1_000_000);
@@ -424,7 +509,6 @@ async function main(): Promise<void> {
   }
   const chatStats = median(chatRounds);
   const idStats = median(idRounds);
-  const round3 = (x: number): number => Math.round(x * 1000) / 1000;
   emit({
     name: 'route_chat_8k',
     concurrency: CONCURRENCY,
@@ -450,6 +534,43 @@ async function main(): Promise<void> {
   await router.close();
   await new Promise<void>((resolve) => bare.close(() => resolve()));
   bare.closeAllConnections();
+}
+
+const round3 = (x: number): number => Math.round(x * 1000) / 1000;
+
+/**
+ * `route_identity_8k`'s decision-only part: the same prompts decided by CAR in process, without
+ * and with an identity (model + salt resolved from the body's fields each time, as the endpoint
+ * does), alternating per request so both forms meet the same machine; one warm-up pass dropped,
+ * three timed (3 × IDENTITY_DECISIONS pairs). p50 of each in µs.
+ */
+function identityDecisionCost(view: ViewCache, prompts: readonly number[][]): { plainP50Us: number; identityP50Us: number } {
+  const flags = { loadBalancePolicy: 'CAR', carPrefillLambda: 0.5, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null } as const;
+  const metrics = new RouterMetrics(() => ({ version: 1, lagMs: 0, staleForMs: 0 }));
+  const decider = new RouteDecider(createPolicy(flags), view, metrics, 'CAR');
+  const identities = new IdentityResolver(view);
+  const fields = { model: BENCH_MODEL, cache_salt: BENCH_SALT } as const;
+  const plain: number[] = [];
+  const identity: number[] = [];
+  for (let pass = 0; pass < 4; pass++) {
+    for (let i = 0; i < IDENTITY_DECISIONS; i++) {
+      const tokenIds = prompts[i % prompts.length]!;
+      const timed = (body: Readonly<Record<string, unknown>>): number => {
+        const t0 = performance.now();
+        decider.decide({ tokenIds, promptTokens: tokenIds.length, dryRun: true, identity: resolveIdentity(identities, parseIdentityFields(body)) }, Date.now());
+        return (performance.now() - t0) * 1000;
+      };
+      // Both orders in turn: the second of two decisions on one prompt finds its caches warmer.
+      const identityFirst = i % 2 === 1;
+      const b = identityFirst ? timed(fields) : 0;
+      const a = timed({});
+      const b2 = identityFirst ? b : timed(fields);
+      if (pass === 0) continue;
+      plain.push(a);
+      identity.push(b2);
+    }
+  }
+  return { plainP50Us: medianOf(plain), identityP50Us: medianOf(identity) };
 }
 
 // ---- the parsing baseline (issue 13): a bare server that JSON.parses the body ------------------

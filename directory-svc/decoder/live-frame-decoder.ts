@@ -14,20 +14,26 @@
  * - Non-str map keys count as unknown keys and are skipped.
  * - block_size and token counts are NOT checked here: the index does it only for token-bearing,
  *   in-scope events (§5.1).
+ * - cache-identity §4 fields (identity-fields.ts): `group_idx`, `kv_cache_spec_kind`,
+ *   `kv_cache_spec_sliding_window` and `locality` are read in both forms, positionally after
+ *   `extra_keys` (BlockStored 9–12, BlockRemoved 3–4, vLLM's field order). In the array form a
+ *   map at position 7 or later of a BlockStored is SGLang's `metadata` (`{"cache_salt": s}`), not
+ *   a field of the wrong type: no vLLM field from there on is a map. The map form also accepts
+ *   SGLang's `cache_salt` field and a `metadata` map.
+ * - `locality: "REMOTE"` is a tier we do not serve on every stream kind (the field is new; on an
+ *   xllm stream a STORAGE medium stays `parse`, a remote locality is never credited either way).
  */
 import { ParseError, ProtocolError } from '../errors/stream-errors.js';
 import { TIER_BOTH, TIER_DEVICE, TIER_HOST, TIER_UNSERVED } from '../../shared/keys/tier-bits.js';
 import type { EngineHash, KvEvent, LiveBatch } from './kv-batch.js';
 import { KeyTable, MsgpackReader } from './msgpack-reader.js';
+import { IdentityFields, IdentityInterner, readGroupIndex, readLocalityRemote, readSpecKindReusable, skipOptionalInt } from './identity-fields.js';
 import {
   NO_TOKEN_IDS,
   checkPayloadSize,
   describeFound,
-  readExtraKeysNonEmpty,
   readHashArray,
   readHashValue,
-  readLoraIdPresent,
-  readLoraNamePresent,
   readMedium,
   readTokenIds,
   readU64Frame,
@@ -91,7 +97,7 @@ const TAG_STORED = 0;
 const TAG_REMOVED = 1;
 const TAG_CLEARED = 2;
 
-// Event fields (§3.2); the id doubles as a bit in the per-event masks below.
+// Event fields (§3.2, cache-identity §4); the id doubles as a bit in the per-event masks below.
 const EVENT_KEYS = new KeyTable([
   'type',
   'block_hashes',
@@ -102,6 +108,12 @@ const EVENT_KEYS = new KeyTable([
   'medium',
   'lora_name',
   'extra_keys',
+  'group_idx',
+  'kv_cache_spec_kind',
+  'kv_cache_spec_sliding_window',
+  'locality',
+  'cache_salt',
+  'metadata',
 ]);
 const F_TYPE = 0;
 const F_HASHES = 1;
@@ -112,26 +124,37 @@ const F_LORA_ID = 5;
 const F_MEDIUM = 6;
 const F_LORA_NAME = 7;
 const F_EXTRA_KEYS = 8;
+const F_GROUP = 9;
+const F_SPEC_KIND = 10;
+const F_SLIDING_WINDOW = 11;
+const F_LOCALITY = 12;
+const F_CACHE_SALT = 13;
+const F_METADATA = 14;
 
 /** Fields each event reads from its map form; other keys are ignored (§3.2). */
 const FIELDS_OF_TAG: readonly number[] = [
-  0b111111110, // BlockStored: every field but type
-  (1 << F_HASHES) | (1 << F_MEDIUM), // BlockRemoved
-  1 << F_MEDIUM, // AllBlocksCleared (medium optional)
+  0b111111111111110, // BlockStored: every field but type
+  (1 << F_HASHES) | (1 << F_MEDIUM) | (1 << F_GROUP) | (1 << F_LOCALITY), // BlockRemoved
+  (1 << F_MEDIUM) | (1 << F_LOCALITY), // AllBlocksCleared (medium optional)
 ];
 
 /**
- * Positional layouts (§3.2), element 0 being the name:
- *   BlockStored      [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium, lora_name, extra_keys, ...]
- *   BlockRemoved     [tag, block_hashes, medium, ...]
+ * Positional layouts (§3.2, vLLM's field order), element 0 being the name:
+ *   BlockStored      [tag, block_hashes, parent_block_hash, token_ids, block_size, lora_id, medium,
+ *                     lora_name, extra_keys, group_idx, kv_cache_spec_kind,
+ *                     kv_cache_spec_sliding_window, locality, ...]
+ *   BlockRemoved     [tag, block_hashes, medium, group_idx, locality, ...]
  *   AllBlocksCleared [tag, ...]   no medium position: it always clears both tiers
- * Missing trailing elements are nil; extra ones are skipped.
+ * Missing trailing elements are nil; extra ones are skipped. A BlockStored map at position 7 or
+ * later is SGLang's metadata (METADATA_FROM).
  */
 const POSITIONS_OF_TAG: readonly (readonly number[])[] = [
-  [F_HASHES, F_PARENT, F_TOKENS, F_BLOCK_SIZE, F_LORA_ID, F_MEDIUM, F_LORA_NAME, F_EXTRA_KEYS],
-  [F_HASHES, F_MEDIUM],
+  [F_HASHES, F_PARENT, F_TOKENS, F_BLOCK_SIZE, F_LORA_ID, F_MEDIUM, F_LORA_NAME, F_EXTRA_KEYS, F_GROUP, F_SPEC_KIND, F_SLIDING_WINDOW, F_LOCALITY],
+  [F_HASHES, F_MEDIUM, F_GROUP, F_LOCALITY],
   [],
 ];
+/** SGLang's BlockStoredWithMetadata: [tag, hashes, parent, tokens, block_size, lora_id, medium, metadata]. */
+const METADATA_FROM = 7;
 
 /** Fields of the event being decoded: one reused scratch object, reset per event. */
 class EventDraft {
@@ -140,7 +163,10 @@ class EventDraft {
   tokens: Int32Array = NO_TOKEN_IDS;
   blockSize: number | null = null;
   medium: MediumCode = 0;
-  outOfScope = false;
+  group = 0;
+  reusableGroup = true;
+  remote = false;
+  readonly identity = new IdentityFields(new IdentityInterner());
 
   reset(): void {
     this.hashes = null;
@@ -148,7 +174,10 @@ class EventDraft {
     this.tokens = NO_TOKEN_IDS;
     this.blockSize = null;
     this.medium = 0;
-    this.outOfScope = false;
+    this.group = 0;
+    this.reusableGroup = true;
+    this.remote = false;
+    this.identity.reset();
   }
 }
 
@@ -265,7 +294,7 @@ function readMapEvent(r: MsgpackReader): KvEvent {
     if (field > F_TYPE && (mask & (1 << field)) !== 0) readField(r, field);
     else r.skipValue();
   }
-  return buildEvent(tag, false);
+  return buildEvent(r, tag, false);
 }
 
 function readPositionalEvent(r: MsgpackReader): KvEvent {
@@ -274,10 +303,11 @@ function readPositionalEvent(r: MsgpackReader): KvEvent {
   const tag = readTag(r);
   const layout = POSITIONS_OF_TAG[tag];
   for (let p = 1; p < n; p++) {
-    if (p - 1 < layout.length) readField(r, layout[p - 1]);
+    if (tag === TAG_STORED && p >= METADATA_FROM && r.nextIsMap()) draft.identity.readMetadata(r, 'metadata');
+    else if (p - 1 < layout.length) readField(r, layout[p - 1]);
     else r.skipValue();
   }
-  return buildEvent(tag, true);
+  return buildEvent(r, tag, true);
 }
 
 function readTag(r: MsgpackReader): number {
@@ -306,25 +336,44 @@ function readField(r: MsgpackReader, field: number): void {
       draft.blockSize = r.tryNil() ? null : r.readIntNumber('block_size');
       return;
     case F_LORA_ID:
-      if (readLoraIdPresent(r, 'lora_id')) draft.outOfScope = true;
+      draft.identity.readLoraId(r, 'lora_id');
       return;
     case F_MEDIUM:
       draft.medium = readMedium(r, 'medium', allowUnservedMedium);
       return;
     case F_LORA_NAME:
-      if (readLoraNamePresent(r, 'lora_name')) draft.outOfScope = true;
+      draft.identity.readLoraName(r, 'lora_name');
       return;
     case F_EXTRA_KEYS:
-      if (readExtraKeysNonEmpty(r, 'extra_keys')) draft.outOfScope = true;
+      draft.identity.readExtraKeys(r, 'extra_keys');
+      return;
+    case F_GROUP:
+      draft.group = readGroupIndex(r, 'group_idx');
+      return;
+    case F_SPEC_KIND:
+      draft.reusableGroup = readSpecKindReusable(r, 'kv_cache_spec_kind');
+      return;
+    case F_SLIDING_WINDOW:
+      skipOptionalInt(r, 'kv_cache_spec_sliding_window');
+      return;
+    case F_LOCALITY:
+      draft.remote = readLocalityRemote(r, 'locality');
+      return;
+    case F_CACHE_SALT:
+      draft.identity.readEventSalt(r, 'cache_salt');
+      return;
+    case F_METADATA:
+      draft.identity.readMetadata(r, 'metadata');
       return;
     default:
       r.skipValue();
   }
 }
 
-function buildEvent(tag: number, positional: boolean): KvEvent {
+function buildEvent(r: MsgpackReader, tag: number, positional: boolean): KvEvent {
   if (tag === TAG_CLEARED) {
     // §3.2: positional AllBlocksCleared has no medium and clears both tiers; map form nil → both.
+    if (draft.remote) return { kind: 'cleared', tiers: TIER_UNSERVED };
     if (positional || draft.medium === 0) return { kind: 'cleared', tiers: TIER_BOTH };
     return { kind: 'cleared', tiers: draft.medium === 3 ? TIER_UNSERVED : draft.medium };
   }
@@ -332,10 +381,13 @@ function buildEvent(tag: number, positional: boolean): KvEvent {
   if (hashes === null) {
     throw new ParseError(`${tag === TAG_STORED ? 'BlockStored' : 'BlockRemoved'}: block_hashes is nil or missing`);
   }
-  // §3.4: nil medium → Device for Stored and Removed; engines.md §2: STORAGE → no tier we serve.
+  // §3.4: nil medium → Device for Stored and Removed; engines.md §2: STORAGE → no tier we serve;
+  // cache-identity §4 rule 5: a REMOTE locality is a tier we do not serve either.
   const medium = draft.medium;
-  const tier = medium === 2 ? TIER_HOST : medium === 3 ? TIER_UNSERVED : TIER_DEVICE;
-  if (tag === TAG_REMOVED) return { kind: 'removed', blockHashes: hashes, tier };
+  const tier = draft.remote || medium === 3 ? TIER_UNSERVED : medium === 2 ? TIER_HOST : TIER_DEVICE;
+  if (tag === TAG_REMOVED) return { kind: 'removed', blockHashes: hashes, tier, group: draft.group };
+  const id = draft.identity;
+  id.resolveEvent(r, hashes.length, draft.parent === null);
   return {
     kind: 'stored',
     blockHashes: hashes,
@@ -343,7 +395,11 @@ function buildEvent(tag: number, positional: boolean): KvEvent {
     tokenIds: draft.tokens,
     blockSize: draft.blockSize,
     tier,
-    outOfScope: draft.outOfScope,
+    outOfScope: id.outOfScope,
+    identity: id.identity,
+    reproducibleBlocks: id.reproducibleBlocks,
+    group: draft.group,
+    reusableGroup: draft.reusableGroup,
   };
 }
 

@@ -21,6 +21,9 @@
  * Parse errors take precedence: the first protocol violation is thrown only once the whole
  * chunk has decoded (as in the live decoder), so the class does not depend on key order.
  *
+ * Identity fields (`lora_name`, `lora_id`, `extra_keys`, cache-identity §4 rules 1–2) are read
+ * per block as in live events (identity-fields.ts); a block's `extra_keys` is its own entry.
+ *
  * Not checked here, because they span chunks: differing watermarks and a missing chunk
  * (SnapshotAssembler below), and duplicate block hashes within the reply (`protocol`), which the
  * index builder detects as it records each hash (it holds the hash map anyway).
@@ -29,18 +32,8 @@ import { ParseError, ProtocolError } from '../errors/stream-errors.js';
 import type { EngineHash, SnapshotBlock, SnapshotChunk } from './kv-batch.js';
 import type { TierBits } from '../../shared/keys/tier-bits.js';
 import { KeyTable, MsgpackReader } from './msgpack-reader.js';
-import {
-  NO_TOKEN_IDS,
-  checkPayloadSize,
-  describeFound,
-  readExtraKeysNonEmpty,
-  readHashValue,
-  readLoraIdPresent,
-  readLoraNamePresent,
-  readMedium,
-  readTokenIds,
-  readU64Frame,
-} from './wire-fields.js';
+import { IdentityFields, IdentityInterner } from './identity-fields.js';
+import { NO_TOKEN_IDS, checkPayloadSize, describeFound, readHashValue, readMedium, readTokenIds, readU64Frame } from './wire-fields.js';
 
 export interface SnapshotDecoderOptions {
   /** The stream's dp_rank; every chunk's MUST equal it. */
@@ -100,6 +93,9 @@ const K_MEDIA = 3;
 const K_LORA_NAME = 4;
 const K_LORA_ID = 5;
 const K_EXTRA_KEYS = 6;
+
+/** One block's identity fields, reused by every block of every chunk (one decoder per process). */
+const identityFields = new IdentityFields(new IdentityInterner());
 
 /** Collects the first protocol violation of a chunk; thrown after the chunk decoded cleanly. */
 class Violations {
@@ -167,7 +163,8 @@ function readBlock(r: MsgpackReader, blockSize: number, index: number, violation
   let tokens: Int32Array = NO_TOKEN_IDS;
   let tiers = 0;
   let mediaSeen = false;
-  let outOfScope = false;
+  const id = identityFields;
+  id.reset();
   for (let i = 0; i < n; i++) {
     switch (r.readKey(BLOCK_KEYS)) {
       case K_HASH:
@@ -184,13 +181,13 @@ function readBlock(r: MsgpackReader, blockSize: number, index: number, violation
         tiers = mediaSeen ? readMedia(r, index, violations) : 0;
         break;
       case K_LORA_NAME:
-        if (readLoraNamePresent(r, 'lora_name')) outOfScope = true;
+        id.readLoraName(r, 'lora_name');
         break;
       case K_LORA_ID:
-        if (readLoraIdPresent(r, 'lora_id')) outOfScope = true;
+        id.readLoraId(r, 'lora_id');
         break;
       case K_EXTRA_KEYS:
-        if (readExtraKeysNonEmpty(r, 'extra_keys')) outOfScope = true;
+        id.readExtraKeys(r, 'extra_keys');
         break;
       default:
         r.skipValue();
@@ -201,8 +198,17 @@ function readBlock(r: MsgpackReader, blockSize: number, index: number, violation
   if (tokens.length !== blockSize) {
     violations.note(`block ${index}: ${tokens.length} token ids, block_size is ${blockSize}`);
   }
+  id.resolveSnapshotBlock(r, parent === null);
   // An empty media list was noted as a violation; keep the type total with Device.
-  return { blockHash: hash, parentBlockHash: parent, tokenIds: tokens, tiers: (tiers || 1) as TierBits, outOfScope };
+  return {
+    blockHash: hash,
+    parentBlockHash: parent,
+    tokenIds: tokens,
+    tiers: (tiers || 1) as TierBits,
+    outOfScope: id.outOfScope,
+    multimodal: id.multimodal,
+    identity: id.identity,
+  };
 }
 
 /** media: non-empty array of distinct §3.4 values → tier bits (0 when empty, noted). */

@@ -84,42 +84,6 @@ export function readMedium(r: MsgpackReader, what: string, allowUnserved = false
   throw new ParseError(`${what}: ${JSON.stringify(shown)} is not gpu or cpu`);
 }
 
-/** lora_id: int or nil; true when present (§3.4 scope rule). */
-export function readLoraIdPresent(r: MsgpackReader, what: string): boolean {
-  if (r.tryNil()) return false;
-  r.readIntNumber(what);
-  return true;
-}
-
-/** lora_name: str or nil; true when present. */
-export function readLoraNamePresent(r: MsgpackReader, what: string): boolean {
-  if (r.tryNil()) return false;
-  r.readStrLength(what);
-  return true;
-}
-
-/**
- * extra_keys: array or nil. §3.4: it counts as empty when nil, `[]`, or every element is nil
- * or `[]` (e.g. `[nil]`, `[[]]`); any other element makes the event out of scope.
- */
-export function readExtraKeysNonEmpty(r: MsgpackReader, what: string): boolean {
-  if (r.tryNil()) return false;
-  const n = r.readArrayLength(what);
-  let nonEmpty = false;
-  for (let i = 0; i < n; i++) {
-    if (r.tryNil()) continue;
-    if (r.nextIsArray()) {
-      const m = r.readArrayLength(what);
-      for (let j = 0; j < m; j++) r.skipValue();
-      if (m > 0) nonEmpty = true;
-      continue;
-    }
-    nonEmpty = true;
-    r.skipValue();
-  }
-  return nonEmpty;
-}
-
 /** The detail used when a value that must be a map or an array is neither. */
 export function describeFound(r: MsgpackReader): string {
   return `${wireTypeName(r.peek())} at offset ${r.pos}`;

@@ -34,6 +34,7 @@ import type { InstanceLoad } from '../load/instance-load.js';
 import { planStreams, type EngineIdentityLookup, type PlanExclusion, type PlannedStream, type StreamPlan } from './stream-planner.js';
 import type { EngineEntry } from '../engines/engines-file.js';
 import type { EnginesSink } from '../engines/engines-source.js';
+import type { ServedModel } from '../../shared/view/served-models.js';
 import { SubscriptionReconciler, type ReconcileResult, type StreamTarget } from './subscription-reconciler.js';
 
 /** The flags discovery reads (architecture.md "Processes and flags"). */
@@ -78,6 +79,8 @@ export type InstanceChangeListener = (change: InstanceChange) => void;
 
 export interface DiscoveryDiagnostics {
   readonly etcdConnected: boolean;
+  /** False with `--etcd_addr=` empty: no watch, no connection (engines.md §6). */
+  readonly etcdEnabled: boolean;
   /** True while etcd is unreachable: the table is the last one known. */
   readonly stale: boolean;
   readonly etcdListings: number;
@@ -93,7 +96,8 @@ export class DiscoveryService {
   private readonly log: Logger;
   private readonly nowMs: () => number;
   private readonly table: InstanceTable;
-  private readonly watcher: EtcdWatcher;
+  /** null with `--etcd_addr=` empty: no etcd client is ever created (architecture.md flags). */
+  private readonly watcher: EtcdWatcher | null;
   private readonly reconciler: SubscriptionReconciler | null;
   private readonly metrics: DiscoveryMetrics | null;
   private readonly listeners = new Set<InstanceChangeListener>();
@@ -109,14 +113,17 @@ export class DiscoveryService {
       leaseLostHeartbeatTimeoutMs: opts.flags.leaseLostHeartbeatTimeoutMs,
       detectDisconnectedIntervalMs: opts.flags.detectDisconnectedInstanceIntervalS * 1000,
     });
-    this.watcher = new EtcdWatcher({
-      hosts: opts.flags.etcdAddr,
-      namespace: opts.flags.etcdNamespace,
-      sink: this.sink(),
-      logger: this.log,
-      ...(opts.etcdMinRetryMs !== undefined ? { minRetryMs: opts.etcdMinRetryMs } : {}),
-      ...(opts.etcdMaxRetryMs !== undefined ? { maxRetryMs: opts.etcdMaxRetryMs } : {}),
-    });
+    this.watcher =
+      opts.flags.etcdAddr.length === 0
+        ? null
+        : new EtcdWatcher({
+            hosts: opts.flags.etcdAddr,
+            namespace: opts.flags.etcdNamespace,
+            sink: this.sink(),
+            logger: this.log,
+            ...(opts.etcdMinRetryMs !== undefined ? { minRetryMs: opts.etcdMinRetryMs } : {}),
+            ...(opts.etcdMaxRetryMs !== undefined ? { maxRetryMs: opts.etcdMaxRetryMs } : {}),
+          });
     const discovery = opts.discovery;
     const etcdStreams = discovery !== null && discovery.enabled;
     const engines = opts.engines;
@@ -135,7 +142,8 @@ export class DiscoveryService {
   /** Starts the watch, the lifecycle clock and the reconciler; returns at once (etcd may be down). */
   static start(opts: DiscoveryServiceOptions): DiscoveryService {
     const svc = new DiscoveryService(opts);
-    svc.watcher.start();
+    if (svc.watcher === null) svc.log.info('--etcd_addr is empty: no etcd discovery (engines file and DNS only)');
+    svc.watcher?.start();
     svc.tickTimer = setInterval(() => svc.apply(svc.table.tick(svc.nowMs())), opts.lifecycleTickMs ?? DEFAULT_LIFECYCLE_TICK_MS);
     svc.reconciler?.start();
     svc.metrics?.etcdConnected.set(0);
@@ -181,6 +189,7 @@ export class DiscoveryService {
       },
       engineLoad: (name: string, load: InstanceLoad | null) => this.apply(this.table.engineLoad(name, load, this.nowMs())),
       engineHealth: (name: string, healthy: boolean) => this.apply(this.table.engineHealth(name, healthy, this.nowMs())),
+      engineModels: (name: string, models: readonly ServedModel[]) => this.apply(this.table.engineModels(name, models)),
       removeEngine: (name: string) => this.apply(this.table.removeEngine(name)),
     };
   }
@@ -191,14 +200,22 @@ export class DiscoveryService {
   }
 
   get etcdConnected(): boolean {
-    return this.watcher.connected;
+    return this.watcher?.connected ?? false;
+  }
+
+  /** False with `--etcd_addr=` empty. */
+  get etcdEnabled(): boolean {
+    return this.watcher !== null;
   }
 
   diagnostics(): DiscoveryDiagnostics {
+    const connected = this.watcher?.connected ?? false;
     return {
-      etcdConnected: this.watcher.connected,
-      stale: !this.watcher.connected,
-      etcdListings: this.watcher.listings,
+      etcdConnected: connected,
+      etcdEnabled: this.watcher !== null,
+      // Without etcd the table is never stale: nothing is missing from it.
+      stale: this.watcher !== null && !connected,
+      etcdListings: this.watcher?.listings ?? 0,
       instances: this.table.instances(),
       streams: this.reconciler?.streams() ?? [],
       exclusions: this.reconciler?.exclusions ?? [],
@@ -217,7 +234,7 @@ export class DiscoveryService {
     this.closed = true;
     if (this.tickTimer !== null) clearInterval(this.tickTimer);
     for (const p of this.probes) p.abort();
-    await Promise.all([this.watcher.close(), this.reconciler?.close()]);
+    await Promise.all([this.watcher?.close(), this.reconciler?.close()]);
   }
 
   private sink(): DiscoveryEventSink {

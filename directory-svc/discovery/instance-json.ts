@@ -4,6 +4,8 @@
  * so the watcher can log and count it and carry on with the rest.
  */
 import { DiscoveryError } from './discovery-errors.js';
+import { isModelPinProblem, readModelPin } from '../../shared/view/model-pin.js';
+import { sameModelLists, type ServedModelList } from '../../shared/view/served-models.js';
 
 export type InstanceType = 'DEFAULT' | 'PREFILL' | 'DECODE' | 'MIX';
 
@@ -37,6 +39,8 @@ export interface InstanceRegistration {
   /** `[[batch_size, total_tokens, tpot_ms], ...]` */
   readonly tpotProfile: readonly (readonly [number, number, number])[];
   readonly backendType: string;
+  /** cache-identity §1: `models` (first the base, the rest its adapters); null when absent (unknown). */
+  readonly models: ServedModelList;
 }
 
 /** What a key under the namespace names. */
@@ -126,6 +130,7 @@ export function parseInstanceValue(keyType: InstanceType, name: string, text: st
   if (dp !== undefined && (!isNonNegativeInt(dp) || dp > MAX_DP_SIZE)) throw invalid(name, `dp_size: expected 0..${MAX_DP_SIZE}, got ${show(dp)}`);
   const backend = optional(o, 'backend_type');
   if (backend !== undefined && typeof backend !== 'string') throw invalid(name, `backend_type: expected a string, got ${show(backend)}`);
+  const models = servedModels(name, optional(o, 'models'));
 
   return Object.freeze({
     name,
@@ -138,7 +143,20 @@ export function parseInstanceValue(keyType: InstanceType, name: string, text: st
     ttftProfile: profile(name, o, 'ttft_profiling_data', 2) as unknown as readonly (readonly [number, number])[],
     tpotProfile: profile(name, o, 'tpot_profiling_data', 3) as unknown as readonly (readonly [number, number, number])[],
     backendType: backend === undefined ? DEFAULT_BACKEND_TYPE : backend,
+    models,
   });
+}
+
+/**
+ * cache-identity §1: absent (or null, or `[]`: a C++ writer's unset vector) is an unknown list;
+ * otherwise distinct non-empty names, first the base model. A bad list rejects the key, as any
+ * other bad field does: guessing would send requests for one model to engines of another.
+ */
+function servedModels(name: string, v: unknown): ServedModelList {
+  if (v === undefined || (Array.isArray(v) && v.length === 0)) return null;
+  const r = readModelPin(v);
+  if (isModelPinProblem(r)) throw invalid(name, `${r.index === null ? 'models' : `models[${r.index}]`}: ${r.reason}`);
+  return r;
 }
 
 /** Whether two registrations carry the same data (a refresh that changes nothing). */
@@ -151,6 +169,7 @@ export function sameRegistration(a: InstanceRegistration, b: InstanceRegistratio
     a.registerTsMs === b.registerTsMs &&
     a.dpSize === b.dpSize &&
     a.backendType === b.backendType &&
+    sameModelLists(a.models, b.models) &&
     JSON.stringify(a.ttftProfile) === JSON.stringify(b.ttftProfile) &&
     JSON.stringify(a.tpotProfile) === JSON.stringify(b.tpotProfile)
   );

@@ -14,6 +14,7 @@ import { sameEngineEntry, type EngineEntry } from '../engines/engines-file.js';
 import { sameRegistration, type InstanceRegistration, type InstanceType } from './instance-json.js';
 import type { HeartbeatReport, MixRole } from './load-report.js';
 import type { InstanceLoad } from '../load/instance-load.js';
+import { sameModelLists, type ServedModel, type ServedModelList } from '../../shared/view/served-models.js';
 
 /**
  * Where an instance comes from: an etcd registration, or an entry of the engines file
@@ -89,6 +90,11 @@ export interface InstanceView {
   readonly schedulable: boolean;
   /** Schedulable with a valid load report (discovery.md "Heartbeats"). */
   readonly routingCandidate: boolean;
+  /**
+   * cache-identity §1: what it serves; null = unknown (a candidate for every model). etcd: the
+   * registration's `models`; engines file: the entry's pin, else its last good `/v1/models`.
+   */
+  readonly models: ServedModelList;
 }
 
 export type InstanceChange =
@@ -153,6 +159,7 @@ interface InstanceRecord {
   loadAtMs: number | null;
   lastHeartbeatMs: number | null;
   currentRole: MixRole | null;
+  models: ServedModelList;
 }
 
 export function instanceKeyId(type: InstanceType, name: string): string {
@@ -205,6 +212,7 @@ export class InstanceTable {
     const changes: InstanceChange[] = [];
     const dataChanged = !sameRegistration(r.registration, reg);
     r.registration = reg;
+    r.models = reg.models;
     r.keyPresent = true;
     r.pendingProbe = null;
     if (reg.type === 'MIX' && r.currentRole === null) r.currentRole = 'PREFILL';
@@ -342,15 +350,33 @@ export class InstanceTable {
     const r = this.records.get(name);
     if (r !== undefined && r.source === 'etcd') return { changes: [], refused: 'name_held_by_etcd' };
     if (r === undefined || isReplacement(r.registration, reg)) {
-      const created = this.newRecord(reg, nowMs, entry);
+      // A replacement keeps the last scraped list until the new process's /v1/models answers
+      // (the scraper asks at once): a restarted engine nearly always serves the same base model,
+      // and an unknown list would make it a candidate for every model meanwhile.
+      const created = this.newRecord(reg, nowMs, entry, r === undefined || entry.models !== null ? entry.models : r.models);
       this.records.set(name, created);
       const instance = view(name, created);
       return { changes: [r === undefined ? { kind: 'upsert', instance } : { kind: 'replace', previous: view(name, r), instance }], refused: null };
     }
     if (r.engine !== null && sameEngineEntry(r.engine, entry)) return { changes: [], refused: null };
+    // A new pin replaces the list; a pin removed leaves it unknown until /v1/models answers.
+    if (entry.models !== null) r.models = entry.models;
+    else if (r.engine?.models != null) r.models = null;
     r.engine = entry;
     r.registration = reg;
     return { changes: [{ kind: 'upsert', instance: view(name, r) }], refused: null };
+  }
+
+  /**
+   * cache-identity §1: an engines-file instance's scraped `/v1/models`. A change publishes an
+   * upsert (like a load change publishes a load); an unchanged list or a pinned instance nothing.
+   */
+  engineModels(name: string, models: readonly ServedModel[]): readonly InstanceChange[] {
+    const r = this.records.get(name);
+    if (r === undefined || r.source !== 'engines_file' || r.engine?.models != null) return [];
+    if (r.models !== null && sameModelLists(r.models, models)) return [];
+    r.models = models;
+    return [{ kind: 'upsert', instance: view(name, r) }];
   }
 
   /** A load scrape of an engines-file instance; null invalidates it (stale: no candidate). */
@@ -380,7 +406,7 @@ export class InstanceTable {
     return [{ kind: 'remove', instance: view(name, r) }];
   }
 
-  private newRecord(reg: InstanceRegistration, nowMs: number, engine: EngineEntry | null = null): InstanceRecord {
+  private newRecord(reg: InstanceRegistration, nowMs: number, engine: EngineEntry | null = null, models: ServedModelList = reg.models): InstanceRecord {
     return {
       source: engine === null ? 'etcd' : 'engines_file',
       engine,
@@ -395,6 +421,7 @@ export class InstanceTable {
       loadAtMs: null,
       lastHeartbeatMs: null,
       currentRole: reg.type === 'MIX' ? 'PREFILL' : null,
+      models,
     };
   }
 
@@ -435,6 +462,7 @@ function engineRegistration(entry: EngineEntry, identity: string | null): Instan
     ttftProfile: Object.freeze([]),
     tpotProfile: Object.freeze([]),
     backendType: entry.kind,
+    models: entry.models,
   });
 }
 
@@ -455,5 +483,6 @@ function view(name: string, r: InstanceRecord): InstanceView {
     currentRole: r.currentRole,
     schedulable,
     routingCandidate: schedulable && r.load !== null,
+    models: r.models,
   });
 }

@@ -9,7 +9,9 @@ import type { DiscoveryConfig } from '../../shared/config/kv-events-config.js';
 import { DEFAULT_HASH_SEED } from '../../shared/config/kv-events-config.js';
 import type { SubscriberStreamConfig } from '../subscription/stream-config.js';
 import type { EngineIdentitySource } from '../engines/engine-identity.js';
-import { rankEndpoint, type EngineEntry } from '../engines/engines-file.js';
+import { engineRanks } from '../engines/engine-ranks.js';
+import type { EngineEntry } from '../engines/engines-file.js';
+import type { KvEventSource } from '../engines/kv-event-sources.js';
 import { splitInstanceName } from './instance-json.js';
 import type { InstanceView } from './instance-table.js';
 
@@ -24,7 +26,7 @@ export interface PlannedStream extends SubscriberStreamConfig {
   readonly incarnationId: string | null;
 }
 
-export type PlanExclusionClass = 'bad_name' | 'port_overflow' | 'endpoint_conflict' | 'max_streams';
+export type PlanExclusionClass = 'bad_name' | 'port_overflow' | 'endpoint_conflict' | 'max_streams' | 'no_event_sources';
 
 /** Instances left out of the plan, with the reason for diagnostics and the error log. */
 export interface PlanExclusion {
@@ -85,8 +87,15 @@ export function planStreams(
   for (const inst of sorted) {
     if (inst.engine !== null) {
       const identity = engineIdentity?.(inst.name);
+      const ranks = engineRanks(inst.engine);
+      if (ranks.length === 0) {
+        // engines.md §6: routable by load, but nothing to subscribe to: say why in diagnostics.
+        const detail = inst.engine.eventSources !== null ? 'GET /kv_event_sources lists no publisher' : 'no GET /kv_event_sources answer and no event_port in its entry';
+        exclusions.push({ class: 'no_event_sources', instances: [inst.name], detail: `instance ${inst.name} has no KV event streams: ${detail}` });
+        continue;
+      }
       const streams: PlannedStream[] = [];
-      for (let r = 0; r < inst.engine.dpSize; r++) streams.push(engineStream(inst, inst.engine, r, identity));
+      for (const rank of ranks) streams.push(engineStream(inst, inst.engine, rank, identity));
       candidates.push({ inst, streams });
       continue;
     }
@@ -175,26 +184,28 @@ function plannedStream(inst: InstanceView, host: string, port: number, rank: num
 }
 
 /**
- * Rank `r` of an engines-file entry: stream dp_rank `dp_rank_offset + r` on the entry's ports
- * `+ r` (engines.md §4). No replay endpoint is '' (the subscriber then follows §3's rules).
+ * One rank of an engines-file engine (engine-ranks.ts: its `/kv_event_sources` answer, or the
+ * entry's ports `+ r` as dp_rank `dp_rank_offset + r`, engines.md §4, §6). No replay endpoint is ''
+ * (the subscriber then follows §3's rules).
  */
-function engineStream(inst: InstanceView, engine: EngineEntry, r: number, identity: EngineIdentitySource | undefined): PlannedStream {
-  const endpoint = rankEndpoint(engine.eventEndpoint, r);
-  const replayEndpoint = engine.replayEndpoint === null ? '' : rankEndpoint(engine.replayEndpoint, r);
+function engineStream(inst: InstanceView, engine: EngineEntry, rank: KvEventSource, identity: EngineIdentitySource | undefined): PlannedStream {
+  const endpoint = rank.endpoint;
+  const replayEndpoint = rank.replayEndpoint ?? '';
   const hashSeed = BigInt(DEFAULT_HASH_SEED);
-  const dpRank = engine.dpRankOffset + r;
+  const dpRank = rank.dpRank;
+  const topic = rank.topic;
   return Object.freeze({
     instanceName: inst.name,
     dpRank,
     blockSize: engine.blockSize,
     endpoint,
     replayEndpoint,
-    topic: engine.topic,
+    topic,
     hashSeed,
     engineKind: engine.kind,
     ...(identity !== undefined ? { identity } : {}),
     generation: inst.generation,
     incarnationId: inst.registration.incarnationId,
-    planKey: [inst.generation, inst.name, dpRank, endpoint, replayEndpoint, engine.blockSize, engine.topic, hashSeed, engine.kind].join('|'),
+    planKey: [inst.generation, inst.name, dpRank, endpoint, replayEndpoint, engine.blockSize, topic, hashSeed, engine.kind].join('|'),
   });
 }

@@ -16,7 +16,11 @@ import { InternalTokenCheck } from '../../shared/security/internal-token.js';
 import { DomainError } from '../../shared/errors/domain-error.js';
 import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
 import type { QueryResult } from '../../shared/view/query-result.js';
+import { KeyIdentityCache } from '../../shared/keys/cache-identity.js';
+import { modelNotFoundMessage, type ListedInstance } from '../../shared/view/model-scope.js';
 import type { DirectoryStats, StreamStatus } from '../directory.js';
+import type { QueryScope } from '../index/stream-query.js';
+import { queryIdentity } from './query-identity.js';
 import { KVDIRECTORY_SERVICE_NAME, loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import {
   toWireQueryResponse,
@@ -33,7 +37,7 @@ import { preEncodedWatchView, viewHandlers, viewStatsFields, type ViewApi } from
 
 /** What the gRPC edge reads; `Directory` implements it. */
 export interface DirectoryApi {
-  query(tokenIds: ArrayLike<number>): QueryResult;
+  query(tokenIds: ArrayLike<number>, scope?: QueryScope | null): QueryResult;
   listStreams(): StreamStatus[];
   stats(): DirectoryStats;
 }
@@ -50,6 +54,11 @@ export interface DirectoryGrpcServerOptions {
   readonly instances?: InstanceListingApi;
   /** ReportInflight (routing.md "In-flight load"); without it the RPC answers UNIMPLEMENTED. */
   readonly inflight?: InflightApi;
+  /**
+   * The instances' served-model lists (cache-identity §1) that Query's `model` is resolved
+   * against; absent: every instance's list is unknown.
+   */
+  readonly servedModels?: () => Iterable<ListedInstance>;
   readonly logger?: Logger;
   /** `--internal_api_token`: required as `x-internal-token` metadata on every KvDirectory RPC; '' or absent = open. */
   readonly internalApiToken?: string;
@@ -85,7 +94,7 @@ export class DirectoryGrpcServer {
     const kvDirectory = preEncodedWatchView(service);
     // One guard over the whole service; health and reflection below stay open for probes.
     const token = new InternalTokenCheck(opts.internalApiToken ?? '');
-    server.addService(kvDirectory, requireInternalToken(kvDirectory, { ...handlers(opts.directory, log, opts.view), ...view, ...instances, ...inflight }, token, log));
+    server.addService(kvDirectory, requireInternalToken(kvDirectory, { ...handlers(opts.directory, log, opts.view, opts.servedModels), ...view, ...instances, ...inflight }, token, log));
     const health = new HealthImplementation({ '': 'NOT_SERVING', [KVDIRECTORY_SERVICE_NAME]: 'NOT_SERVING' });
     health.addToServer(server);
     new ReflectionService(pkg).addToServer(server);
@@ -137,14 +146,30 @@ export function checkTokenIds(tokenIds: unknown): string | null {
   return i < 0 ? null : `token_ids[${i}]: expected an integer in [0, 2^31), got ${String(tokenIds[i])}`;
 }
 
-function handlers(directory: DirectoryApi, log: Logger, view?: ViewApi): grpc.UntypedServiceImplementation {
+const NO_INSTANCES: readonly ListedInstance[] = [];
+
+function handlers(directory: DirectoryApi, log: Logger, view?: ViewApi, servedModels?: () => Iterable<ListedInstance>): grpc.UntypedServiceImplementation {
+  // Identities are few (models × salts in use); one allocation per new one, none per query.
+  const identities = new KeyIdentityCache();
   const query: grpc.handleUnaryCall<WireQueryRequest, WireQueryResponse> = (call, callback) => {
-    const bad = checkTokenIds(call.request.token_ids);
+    const req = call.request;
+    const bad = checkTokenIds(req.token_ids);
     if (bad !== null) {
       callback({ code: grpc.status.INVALID_ARGUMENT, details: bad });
       return;
     }
-    respond(log, 'Query', callback, () => toWireQueryResponse(directory.query(call.request.token_ids)));
+    const id = queryIdentity(req.model, req.cache_salt, servedModels?.() ?? NO_INSTANCES, identities);
+    if (!id.ok) {
+      callback({ code: grpc.status.INVALID_ARGUMENT, details: `${id.field}: ${id.reason}` });
+      return;
+    }
+    respond(log, 'Query', callback, () => {
+      const result = directory.query(req.token_ids, id.scope);
+      // cache-identity §2: a model no instance lists while every list is known does not exist
+      // (only an instance outside the lists could have been in scope, and none has a stream).
+      if (id.model !== null && !id.model.listed && result.matches.length === 0) throw new StatusAnswer(grpc.status.NOT_FOUND, modelNotFoundMessage(id.model.model));
+      return toWireQueryResponse(result);
+    });
   };
   const listStreams: grpc.handleUnaryCall<unknown, WireListStreamsResponse> = (_call, callback) => {
     respond(log, 'ListStreams', callback, () => ({ streams: directory.listStreams().map(toWireStreamStatus) }));
@@ -155,12 +180,27 @@ function handlers(directory: DirectoryApi, log: Logger, view?: ViewApi): grpc.Un
   return { Query: query, ListStreams: listStreams, GetStats: getStats };
 }
 
-/** Runs one handler body; an unexpected throw answers INTERNAL and is logged, never crashes the process. */
+/** A handler body's answer with a status of its own (NOT_FOUND, ...), not a failure. */
+class StatusAnswer extends DomainError {
+  readonly class = 'status' as const;
+  constructor(readonly code: grpc.status, detail: string) {
+    super(detail);
+  }
+}
+
+/**
+ * Runs one handler body; a `StatusAnswer` answers its status, an unexpected throw answers
+ * INTERNAL and is logged, never crashes the process.
+ */
 function respond<T>(log: Logger, rpc: string, callback: grpc.sendUnaryData<T>, body: () => T): void {
   let result: T;
   try {
     result = body();
   } catch (e) {
+    if (e instanceof StatusAnswer) {
+      callback({ code: e.code, details: e.detail });
+      return;
+    }
     const detail = e instanceof Error ? e.message : String(e);
     log.error({ rpc, err: detail }, 'gRPC handler failed');
     callback({ code: grpc.status.INTERNAL, details: `${rpc}: ${detail}` });

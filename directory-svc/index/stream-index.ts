@@ -25,15 +25,25 @@
  * every stream of a group in one walk. Memory ≈ 34 B per indexed block plus the group's share of
  * each key (bench/scale).
  *
- * Where the spec is silent: an out-of-scope *tokenless* event counts skipped{out_of_scope} once
- * per hash it ignores (unknown), not for hashes it adds a tier to; a snapshot block's in-scope
- * child of an UNINDEXED parent counts `descendant` (as §5.1 rule 4), an unseen parent `orphan`.
+ * Cache identity (cache-identity §3–§4): a block's key carries its identity's suffix, the root
+ * suffix (LoRA and salt terms) on a parentless block, the chain suffix (LoRA term) otherwise; a
+ * block keyed by multimodal items or embeddings is UNINDEXED like an out-of-scope one, and so are
+ * its descendants. Only the stream's KV cache group is applied (cache-group-selection.ts).
+ *
+ * Where the spec is silent: an out-of-scope *tokenless* event counts skipped{out_of_scope} (or
+ * `multimodal`) once per hash it ignores (unknown), not for hashes it adds a tier to; a snapshot
+ * block's in-scope child of an UNINDEXED parent counts `descendant` (as §5.1 rule 4), an unseen
+ * parent `orphan`. Skip counters count blocks, not notices: a re-emitted store of a known block
+ * (vLLM's `kv_cache_report_mode="full"`, cache-identity §4 rule 6) counts nothing again, nor does
+ * re-storing a STORAGE block already remembered. `skipped{group}` is the exception: other groups
+ * are never recorded, so it counts every block hash of every store or removal it ignores.
  */
 import type { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { InconsistentError, LimitError, ProtocolError } from '../errors/stream-errors.js';
 import { TIER_DEVICE, TIER_HOST, TIER_UNSERVED } from '../../shared/keys/tier-bits.js';
 import type { BlockStoredEvent, KvEvent, SnapshotBlock } from '../decoder/kv-batch.js';
 import { ResidencyIndex } from '../../shared/index/residency-index.js';
+import { CacheGroupSelection } from './cache-group-selection.js';
 import { EngineHashTable, UNINDEXED } from './engine-hash-table.js';
 import { KeyRefs } from './key-refs.js';
 import { NOT_FOUND, UnservedBlocks } from './unserved-blocks.js';
@@ -75,6 +85,11 @@ export interface StreamIndexOptions {
    * its indexes share one copy of each key); a private one when absent (tests, tools).
    */
   keySpace?: ResidencyIndex;
+  /**
+   * The stream's KV cache group selection (cache-identity §4 rule 4), shared by every index the
+   * stream builds; a private one when absent (tests, tools).
+   */
+  cacheGroup?: CacheGroupSelection;
 }
 
 /** A dropped index's pins, handed back to its group after garbage collection. */
@@ -103,6 +118,8 @@ export class StreamIndex {
   private readonly maxEntries: number;
   private readonly onResidencyChange: ResidencyObserver | undefined;
   private readonly records = new EngineHashTable();
+  /** The stream's KV cache group (cache-identity §4 rule 4). */
+  private readonly cacheGroup: CacheGroupSelection;
   /** Where the content keys live (key ids of the records). */
   readonly keySpace: ResidencyIndex;
   private readonly refs = new KeyRefs();
@@ -117,7 +134,7 @@ export class StreamIndex {
   /** A parent key copied out of `unserved` (PARENT_SCRATCH). */
   private readonly parentScratch = new Uint8Array(16);
   private readonly parentScratchWords = new Uint32Array(this.parentScratch.buffer);
-  /** engines.md §2 STORAGE blocks; created on the first one (never for xllm streams). */
+  /** engines.md §2 STORAGE blocks and cache-identity §4 REMOTE ones; created on the first one. */
   private unserved: UnservedBlocks | null = null;
   private disposed = false;
   private changingKey = -1;
@@ -129,6 +146,7 @@ export class StreamIndex {
     this.hasher = opts.hasher;
     this.maxEntries = opts.maxEntries;
     this.onResidencyChange = opts.onResidencyChange;
+    this.cacheGroup = opts.cacheGroup ?? new CacheGroupSelection();
     this.keySpace = opts.keySpace ?? new ResidencyIndex(opts.blockSize, opts.hasher);
     // A private key space goes with the index; a shared one must get the pins back.
     if (opts.keySpace !== undefined) droppedIndexes.register(this, { space: this.keySpace, refs: this.refs }, this);
@@ -184,16 +202,20 @@ export class StreamIndex {
    * Not transactional: on a throw the caller discards this index (the stream leaves SYNCHRONIZED).
    */
   applyEvents(events: readonly KvEvent[], skipped: SkipCounters): void {
+    const cacheGroup = this.cacheGroup;
     for (let i = 0; i < events.length; i++) {
       const e = events[i];
       switch (e.kind) {
         case 'stored':
-          if (e.tier === TIER_UNSERVED) this.applyUnservedStored(e, skipped);
+          // cache-identity §4 rule 4: other groups never touch the index (nor its length rules).
+          if (!cacheGroup.admitsStore(e.group, e.reusableGroup)) skipped.group = (skipped.group ?? 0) + e.blockHashes.length;
+          else if (e.tier === TIER_UNSERVED) this.applyUnservedStored(e, skipped);
           else if (e.tokenIds.length === 0) this.applyTokenless(e, skipped);
           else this.applyTokenBearing(e, skipped);
           break;
         case 'removed':
-          if (e.tier === TIER_UNSERVED) this.unserved?.forget(e.blockHashes);
+          if (!cacheGroup.admitsRemoval(e.group)) skipped.group = (skipped.group ?? 0) + e.blockHashes.length;
+          else if (e.tier === TIER_UNSERVED) this.unserved?.forget(e.blockHashes);
           else this.applyRemoved(e.blockHashes, e.tier);
           break;
         case 'cleared':
@@ -227,6 +249,8 @@ export class StreamIndex {
     let indexed = false;
     if (block.outOfScope) {
       skipped.outOfScope++;
+    } else if (block.multimodal) {
+      skipped.multimodal = (skipped.multimodal ?? 0) + 1;
     } else {
       let parent = ROOT;
       const ph = block.parentBlockHash;
@@ -237,7 +261,8 @@ export class StreamIndex {
         else if (parent === UNINDEXED) skipped.descendant++;
       }
       if (parent !== UNINDEXED) {
-        this.computeKey(parent, block.tokenIds, 0);
+        // cache-identity §3: the root suffix (LoRA, salt) on a parentless block, else the LoRA term.
+        this.computeKey(parent, block.tokenIds, 0, parent === ROOT ? block.identity.rootSuffix : block.identity.chainSuffix);
         indexed = true;
       }
     }
@@ -318,16 +343,22 @@ export class StreamIndex {
     return this.records.approxBytes() + this.refs.approxBytes() + (this.unserved?.approxBytes() ?? 0);
   }
 
-  /** §5.1 tokenless BlockStored: a replica notice for hashes already known. */
+  /**
+   * §5.1 tokenless BlockStored: a replica notice for hashes already known. A block that is out
+   * of scope (the whole event, or a multimodal block and the rest of the event) is `OUT` for
+   * rule 2: unknown, it is ignored and counted; the parent rule 1 is `OUT` when block 0 is.
+   */
   private applyTokenless(e: BlockStoredEvent, skipped: SkipCounters): void {
-    const out = e.outOfScope;
+    const allOut = e.outOfScope;
+    const reproducible = allOut ? 0 : e.reproducibleBlocks;
+    const n = e.blockHashes.length;
     const ph = e.parentBlockHash;
-    if (ph !== null && !out) {
+    // Rule 1 unless OUT: an event with no hashes is in scope (it has no out-of-scope block 0).
+    if (ph !== null && !allOut && (reproducible > 0 || n === 0)) {
       const plo = Number(ph & 0xffffffffn);
       const phi = Number((ph >> 32n) & 0xffffffffn);
       if (this.records.find(plo, phi) < 0 && this.unservedKeyOf(plo, phi) === NOT_FOUND) throw new InconsistentError(`unknown parent ${hashHex(plo, phi)}`);
     }
-    const n = e.blockHashes.length;
     const halves = new Uint32Array(e.blockHashes.buffer, e.blockHashes.byteOffset, n * 2);
     for (let i = 0; i < n; i++) {
       const lo = halves[2 * i];
@@ -343,15 +374,25 @@ export class StreamIndex {
       if (unservedKey !== NOT_FOUND) {
         if (unservedKey >= 0) (this.unserved as UnservedBlocks).copyKey(unservedKey, this.scratchWords, 0);
         this.createRecord(lo, hi, unservedKey >= 0, e.tier);
-      } else if (out) skipped.outOfScope++; // an unknown out-of-scope hash is ignored (rule 2)
-      else throw new InconsistentError(`unknown hash ${hashHex(lo, hi)}`);
+      } else if (i >= reproducible) {
+        // An unknown out-of-scope hash is ignored (rule 2).
+        if (allOut) skipped.outOfScope++;
+        else skipped.multimodal = (skipped.multimodal ?? 0) + 1;
+      } else throw new InconsistentError(`unknown hash ${hashHex(lo, hi)}`);
     }
   }
 
-  /** §5.1 token-bearing BlockStored, rules 1–4. */
+  /**
+   * §5.1 token-bearing BlockStored, rules 1–4, with cache-identity §4: blocks from
+   * `reproducibleBlocks` on are out of scope (the first carries multimodal items, the rest descend
+   * from it). The event is `OUT` for rules 1–2 when its block 0 is.
+   */
   private applyTokenBearing(e: BlockStoredEvent, skipped: SkipCounters): void {
-    const out = e.outOfScope;
+    const allOut = e.outOfScope;
+    const reproducible = allOut ? 0 : e.reproducibleBlocks;
     const n = e.blockHashes.length;
+    // OUT for rules 1–2 when block 0 is (an event with no hashes has no out-of-scope block 0).
+    const out = allOut || (reproducible === 0 && n > 0);
     const bs = this.blockSize;
     const tokens = e.tokenIds;
     if (!out) {
@@ -370,16 +411,21 @@ export class StreamIndex {
       if (slot >= 0) p = this.records.keyIds[slot];
       else p = this.unservedParent(plo, phi);
     }
+    const identity = e.identity;
     const m = e.tier;
     const halves = new Uint32Array(e.blockHashes.buffer, e.blockHashes.byteOffset, n * 2);
     for (let i = 0; i < n; i++) {
       const lo = halves[2 * i];
       const hi = halves[2 * i + 1];
+      const inScope = i < reproducible;
       // Rule 3: k = UNINDEXED under an unindexed parent, else the key of this block's tokens on p.
+      if (!inScope) p = UNINDEXED;
       const indexed = p !== UNINDEXED;
-      if (indexed) this.computeKey(p, tokens, i * bs);
+      // cache-identity §3: only a parentless block takes the root suffix (its salt term).
+      if (indexed) this.computeKey(p, tokens, i * bs, p === ROOT ? identity.rootSuffix : identity.chainSuffix);
       let slot = this.records.find(lo, hi);
-      if (slot < 0) {
+      const created = slot < 0;
+      if (created) {
         slot = this.createRecord(lo, hi, indexed, m);
       } else {
         const current = this.records.keyIds[slot];
@@ -393,12 +439,16 @@ export class StreamIndex {
         // Tiers only grow here, so setTiers neither deletes nor moves the slot.
         this.setTiers(slot, this.records.tiers[slot] | m);
       }
-      // Rules 3–4: next parent; in-scope blocks left UNINDEXED are descendants.
-      if (out) {
-        skipped.outOfScope++;
+      // Rules 3–4: next parent; skips count blocks first recorded here (cache-identity §4 rule 6:
+      // a re-emitted store of a known block counts nothing).
+      if (!inScope) {
+        if (created) {
+          if (allOut) skipped.outOfScope++;
+          else skipped.multimodal = (skipped.multimodal ?? 0) + 1;
+        }
       } else {
         p = this.records.keyIds[slot];
-        if (p === UNINDEXED) skipped.descendant++;
+        if (p === UNINDEXED && created) skipped.descendant++;
       }
     }
   }
@@ -411,13 +461,16 @@ export class StreamIndex {
    */
   private applyUnservedStored(e: BlockStoredEvent, skipped: SkipCounters): void {
     const n = e.blockHashes.length;
-    skipped.medium = (skipped.medium ?? 0) + n;
     const tokens = e.tokenIds;
     const bs = this.blockSize;
-    if (tokens.length === 0) return;
+    if (tokens.length === 0) {
+      skipped.medium = (skipped.medium ?? 0) + n;
+      return;
+    }
     let unserved = this.unserved;
     if (unserved === null) unserved = this.unserved = new UnservedBlocks(this.maxEntries);
-    const keyed = !e.outOfScope && e.blockSize === bs && tokens.length === bs * n;
+    const reproducible = e.outOfScope ? 0 : e.reproducibleBlocks;
+    const keyed = reproducible > 0 && e.blockSize === bs && tokens.length === bs * n;
     let p = UNINDEXED;
     if (keyed) {
       const ph = e.parentBlockHash;
@@ -430,21 +483,26 @@ export class StreamIndex {
         p = slot >= 0 ? this.records.keyIds[slot] : this.unservedParent(plo, phi, true);
       }
     }
+    const identity = e.identity;
+    let fresh = 0;
     const halves = new Uint32Array(e.blockHashes.buffer, e.blockHashes.byteOffset, n * 2);
     for (let i = 0; i < n; i++) {
       const lo = halves[2 * i];
       const hi = halves[2 * i + 1];
+      if (i >= reproducible) p = UNINDEXED;
       const slot = this.records.find(lo, hi);
       if (slot >= 0) {
         // Served already: its record (and key) stay as they are; chain from it.
-        p = keyed ? this.records.keyIds[slot] : UNINDEXED;
+        p = keyed && i < reproducible ? this.records.keyIds[slot] : UNINDEXED;
         continue;
       }
+      // Counted once per block: a re-emitted store of a remembered one counts nothing (§4 rule 6).
+      if (unserved.keyIdOf(lo, hi) === NOT_FOUND) fresh++;
       if (p === UNINDEXED) {
         unserved.remember(lo, hi, null, 0);
         continue;
       }
-      this.computeKey(p, tokens, i * bs);
+      this.computeKey(p, tokens, i * bs, p === ROOT ? identity.rootSuffix : identity.chainSuffix);
       const id = unserved.remember(lo, hi, this.scratchWords, 0);
       if (id < 0) {
         p = UNINDEXED;
@@ -453,6 +511,7 @@ export class StreamIndex {
         p = PARENT_SCRATCH;
       }
     }
+    if (fresh > 0) skipped.medium = (skipped.medium ?? 0) + fresh;
   }
 
   /** Key id of `lo, hi` among the unserved blocks, NOT_FOUND when it is not one. */
@@ -504,11 +563,14 @@ export class StreamIndex {
     if (emptied > 0) records.compact();
   }
 
-  /** Computes the §4 key of tokens[start .. start+bs) on parent p (ROOT or a key id) into scratch. */
-  private computeKey(p: number, tokens: Int32Array, start: number): void {
-    if (p === ROOT) this.hasher.keyInto(null, 0, tokens, start, this.blockSize, this.scratchKey, 0);
-    else if (p === PARENT_SCRATCH) this.hasher.keyInto(this.parentScratch, 0, tokens, start, this.blockSize, this.scratchKey, 0);
-    else this.hasher.keyInto(this.keySpace.keyBytes, this.keySpace.keyByteOffset(p), tokens, start, this.blockSize, this.scratchKey, 0);
+  /**
+   * Computes the §4 key of tokens[start .. start+bs) on parent p (ROOT, PARENT_SCRATCH or a key
+   * id) with the identity `suffix` (cache-identity §3; null for plain text) into scratch.
+   */
+  private computeKey(p: number, tokens: Int32Array, start: number, suffix: Uint8Array | null): void {
+    if (p === ROOT) this.hasher.keyInto(null, 0, tokens, start, this.blockSize, this.scratchKey, 0, suffix);
+    else if (p === PARENT_SCRATCH) this.hasher.keyInto(this.parentScratch, 0, tokens, start, this.blockSize, this.scratchKey, 0, suffix);
+    else this.hasher.keyInto(this.keySpace.keyBytes, this.keySpace.keyByteOffset(p), tokens, start, this.blockSize, this.scratchKey, 0, suffix);
   }
 
   /**

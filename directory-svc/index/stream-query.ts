@@ -40,6 +40,17 @@ export interface QueryableStream {
   residency: GroupSlot | null;
 }
 
+/**
+ * A query's cache identity (cache-identity §2): the key identity its prompt is hashed under, and
+ * which instances are in scope (those serving its model or with an unknown list); null = all.
+ * Streams out of scope are left out of the answer, not listed with zero hits: a zero-hit row would
+ * read as a cold candidate, and a caller picking the best row could pick an engine of another model.
+ */
+export interface QueryScope {
+  readonly identity: KeyIdentity;
+  readonly admits: ((instanceName: string) => boolean) | null;
+}
+
 export class StreamQuery {
   /** Groups of the current query (reused). */
   private readonly groups: ResidencyIndex[] = [];

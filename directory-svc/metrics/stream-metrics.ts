@@ -81,7 +81,7 @@ export class StreamMetrics implements StreamTracker {
 
     scrapedCounter({
       name: 'kv_skipped_total',
-      help: 'Blocks skipped instead of indexed, by reason (kv-events §5)',
+      help: 'Blocks skipped instead of indexed, by reason: out_of_scope, descendant, orphan (kv-events §5), multimodal, group (cache-identity §4), medium (engines.md §2)',
       labelNames: ['instance', 'dp_rank', 'reason'],
       registers,
       sample: (emit) =>
@@ -90,6 +90,10 @@ export class StreamMetrics implements StreamTracker {
           emit({ ...labels, reason: 'out_of_scope' }, k.outOfScope);
           emit({ ...labels, reason: 'descendant' }, k.descendant);
           emit({ ...labels, reason: 'orphan' }, k.orphan);
+          // cache-identity §4 rules 2 and 4: any stream can meet these, so they start at 0 (a
+          // series that appears at 1 hides that first increment from increase()).
+          emit({ ...labels, reason: 'multimodal' }, k.multimodal ?? 0);
+          emit({ ...labels, reason: 'group' }, k.group ?? 0);
           // engines.md §2: only streams that ever saw a STORAGE block report this reason.
           if (k.medium !== undefined) emit({ ...labels, reason: 'medium' }, k.medium);
         }),

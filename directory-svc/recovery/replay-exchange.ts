@@ -35,7 +35,8 @@ export abstract class ReplayExchange<O extends { readonly kind: string }> {
     private readonly onEnd: (outcome: O | FailedOutcome) => void,
   ) {
     // linger 0: closing must drop any queued request or unread reply at once.
-    this.dealer = new Dealer({ linger: 0 });
+    // ipv6 (ZMQ_IPV6): replay endpoints of engines found through AAAA records (engines.md §6).
+    this.dealer = new Dealer({ linger: 0, ipv6: true });
     this.timer = setTimeout(() => {
       this.end({ kind: 'failed', error: new TimeoutError(`${what} from ${req.replayEndpoint} not complete within ${req.timeoutMs} ms`) });
     }, req.timeoutMs);

@@ -33,6 +33,8 @@ export class EventSocket {
   ) {
     this.sub = new Subscriber({
       linger: 0,
+      // ZMQ_IPV6: engines found through AAAA records have tcp://[addr]:port endpoints (engines.md §6).
+      ipv6: true,
       reconnectInterval: RECONNECT_INTERVAL_MS,
       reconnectMaxInterval: RECONNECT_MAX_INTERVAL_MS,
       heartbeatInterval: HEARTBEAT_INTERVAL_MS,

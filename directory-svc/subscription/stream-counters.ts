@@ -47,4 +47,6 @@ export function addSkips(into: SkipCounters, from: SkipCounters): void {
   into.descendant += from.descendant;
   into.orphan += from.orphan;
   if (from.medium !== undefined) into.medium = (into.medium ?? 0) + from.medium;
+  if (from.multimodal !== undefined) into.multimodal = (into.multimodal ?? 0) + from.multimodal;
+  if (from.group !== undefined) into.group = (into.group ?? 0) + from.group;
 }

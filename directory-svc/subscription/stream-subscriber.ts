@@ -38,6 +38,7 @@ import type { LiveDecoderOptions } from '../decoder/live-frame-decoder.js';
 import { ConnectingError, DisconnectedError, asStreamError, errorText } from '../errors/stream-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
 import { ResidencyGroups } from '../../shared/index/residency-groups.js';
+import { CacheGroupSelection } from '../index/cache-group-selection.js';
 import { ServedResidency } from '../index/served-residency.js';
 import { StreamIndex } from '../index/stream-index.js';
 import type { SkipCounters } from '../index/stream-index.js';
@@ -103,6 +104,8 @@ export class StreamSubscriber {
   private readonly decodeOpts: LiveDecoderOptions;
   private readonly backoff = new RecoveryBackoff();
   private readonly buffer: RecoveryBuffer;
+  /** cache-identity §4 rule 4: the KV cache group this stream indexes, for its lifetime. */
+  private readonly cacheGroup = new CacheGroupSelection();
 
   private current: StreamState = 'CONNECTING';
   private lastError: string;
@@ -663,6 +666,7 @@ export class StreamSubscriber {
       maxEntries: this.limits.maxBlocksPerStream,
       // The group's key ids: every index of every stream of the group shares one copy of a key.
       keySpace: served.group,
+      cacheGroup: this.cacheGroup,
       onResidencyChange: (words, offset, oldTiers, newTiers) => {
         if (this.live !== index || this.current !== 'SYNCHRONIZED') return;
         served.change(index, words, offset, newTiers);

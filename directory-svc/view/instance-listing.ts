@@ -14,7 +14,7 @@ import { toWireViewInstance } from './view-wire.js';
 export interface ListedInstances {
   instances(): readonly InstanceView[];
   /** Connection state and planner exclusions, when discovery has them. */
-  diagnostics?(): { readonly etcdConnected: boolean; readonly exclusions: readonly PlanExclusion[] };
+  diagnostics?(): { readonly etcdConnected: boolean; readonly etcdEnabled?: boolean; readonly exclusions: readonly PlanExclusion[] };
 }
 
 const NO_PROMPTS: Buffer[] = [];
@@ -34,7 +34,7 @@ export class InstanceListing {
 
   listInstances(): WireListInstancesResponse {
     const source = this.source;
-    if (source === null) return { instances: [], etcd_connected: false };
+    if (source === null) return { instances: [], etcd_connected: false, etcd_disabled: false };
     const diag = source.diagnostics?.() ?? null;
     const reasons = new Map<string, string>();
     for (const ex of diag?.exclusions ?? []) {
@@ -50,6 +50,7 @@ export class InstanceListing {
         }, countsOnly(this.inflight?.sharesOf(v.name) ?? null)),
       ),
       etcd_connected: diag?.etcdConnected ?? false,
+      etcd_disabled: diag?.etcdEnabled === false,
     };
   }
 }

@@ -45,6 +45,7 @@
  *   edge); heartbeats go only to caught-up, unblocked watchers idle for `heartbeatIntervalMs`.
  */
 import { randomBytes } from 'node:crypto';
+import { DEFAULT_ENGINE_KIND } from '../../shared/config/engine-kind.js';
 import type { Logger } from '../../shared/log/logger.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import type { OpenedStream, StreamTracker } from '../directory.js';
@@ -62,8 +63,11 @@ import type { WireViewDelta, WireViewInstance, WireViewStream } from '../../shar
 import { toWireViewInstance } from './view-wire.js';
 import { FlushTimer } from '../../shared/timing/flush-timer.js';
 
-/** A stream as the view shows it: identity, key space and, for discovery streams, the registration (absent for static ones). */
-export type ViewStreamIdentity = Pick<StreamConfig, 'instanceName' | 'dpRank' | 'blockSize' | 'hashSeed' | 'incarnationId' | 'generation'>;
+/**
+ * A stream as the view shows it: identity, key space, engine kind (engines.md §1; absent = xllm)
+ * and, for discovery streams, the registration (absent for static ones).
+ */
+export type ViewStreamIdentity = Pick<StreamConfig, 'instanceName' | 'dpRank' | 'blockSize' | 'hashSeed' | 'incarnationId' | 'generation' | 'engineKind'>;
 
 /** The instance table as discovery exposes it (`DiscoveryService` satisfies it). */
 export interface InstanceTableSource {
@@ -515,6 +519,8 @@ export class ViewPublisher implements StreamTracker {
       error: e.error,
       device_blocks: e.deviceBlocks,
       host_blocks: e.hostBlocks,
+      // engines.md §1: routers and the status page know each stream's kind from the view.
+      engine_kind: id.engineKind ?? DEFAULT_ENGINE_KIND,
     };
     if (residency !== null) {
       s.keys = residency.keys;

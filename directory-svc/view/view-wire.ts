@@ -18,6 +18,15 @@ export interface InstanceDiagnostics {
 }
 
 /**
+ * `ViewInstance.source`: where the directory learned of the instance ("etcd", "engines_file", or
+ * "dns:<name>" for an engine an engines-file DNS entry resolved to, engines.md §6).
+ */
+export function instanceSource(v: Pick<InstanceView, 'source' | 'engine'>): string {
+  const dns = v.engine?.dnsName ?? null;
+  return dns === null ? v.source : `dns:${dns}`;
+}
+
+/**
  * `ViewInstance` of one instance-table row; diagnostics are 0 / '' in the view stream, which
  * carries the in-flight shares instead (routing.md "In-flight load").
  */
@@ -39,6 +48,9 @@ export function toWireViewInstance(v: InstanceView, diag: InstanceDiagnostics | 
     excluded_reason: diag === null ? '' : diag.excludedReason,
     backend_type: reg.backendType,
     url: v.engine?.url ?? '',
+    // cache-identity §1: unset = unknown; a known list, even empty, is sent as a message.
+    models: v.models === null ? null : { data: v.models.map((m) => ({ name: m.name, parent: m.parent ?? '' })) },
+    source: instanceSource(v),
   };
   if (inflight !== null && inflight.length > 0) out.inflight = [...inflight];
   if (v.load !== null) {

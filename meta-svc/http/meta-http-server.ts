@@ -11,6 +11,7 @@ import type { Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import Koa from 'koa';
 import type { Context } from 'koa';
+import { Gauge } from 'prom-client';
 import { readBoundedBody } from '../../shared/http/bounded-body.js';
 import type { Logger } from '../../shared/log/logger.js';
 import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from '../../shared/security/internal-token.js';
@@ -98,6 +99,18 @@ export class MetaHttpServer {
     this.log = opts.logger;
     this.token = new InternalTokenCheck(opts.internalApiToken ?? '');
     this.app.silent = true;
+    const self = this;
+    // Readiness as `/health` answers it, read at scrape time (an alert on it sees a replica that
+    // is up but not serving: starting, draining, or without its Redis store; /metrics answers in
+    // every state).
+    new Gauge({
+      name: 'kvcm_ready',
+      help: '1 when /health answers 200 (serving with a reachable store), else 0 (starting, stopping, store_unavailable)',
+      registers: [opts.metrics.registry],
+      collect() {
+        this.set(self.healthState() === 'serving' ? 1 : 0);
+      },
+    });
     this.app.use(async (ctx) => {
       try {
         await this.route(ctx);
@@ -224,8 +237,13 @@ export class MetaHttpServer {
     return this.httpError(ctx, 'unknown', 404, 0, `unknown path ${path}`);
   }
 
+  /** What `/health` reports: the service state, or `store_unavailable` while serving without its store. */
+  private healthState(): ServiceState | 'store_unavailable' {
+    return this.stateValue === 'serving' && !this.storeAvailable() ? 'store_unavailable' : this.stateValue;
+  }
+
   private health(ctx: Context): void {
-    const s = this.stateValue === 'serving' && !this.storeAvailable() ? 'store_unavailable' : this.stateValue;
+    const s = this.healthState();
     ctx.status = s === 'serving' ? 200 : 503;
     ctx.body = s === 'serving' ? '{"status":"ok"}' : `{"status":"${s}"}`;
     ctx.set('Content-Type', JSON_TYPE);

@@ -1,9 +1,12 @@
 /**
  * Every kvcm-meta §9.3 metric, on one prom-client Registry per MetaService (not the global
  * default, so several services in one test process never collide). Other MetaService parts
- * receive this object through the service deps and increment the metric they own.
+ * receive this object through the service deps and increment the metric they own. Beyond §9.3:
+ * `kvcm_ready` (meta-http-server.ts, what `/health` answers, for alerts) and, when asked, the
+ * process metrics every service exports.
  */
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { createMetricsRegistry } from '../../shared/metrics/metrics-registry.js';
 
 export interface MetaMetrics {
   readonly registry: Registry;
@@ -22,8 +25,9 @@ export interface MetaMetrics {
   readonly storeTxDurationSeconds: Histogram<'op'>;
 }
 
-export function createMetaMetrics(): MetaMetrics {
-  const registry = new Registry();
+/** `processMetrics`: prom-client's `process_*` / `nodejs_*` (default false, see MetaServiceOptions). */
+export function createMetaMetrics(opts: { readonly processMetrics?: boolean } = {}): MetaMetrics {
+  const registry = createMetricsRegistry({ processMetrics: opts.processMetrics ?? false });
   const registers = [registry];
   return {
     registry,

@@ -19,16 +19,23 @@ export interface TrackedDecision {
    * its time since the decision is measured and learned from (DecisionObserver). Only the first call counts.
    */
   readonly firstToken: () => void;
+  /** The prompt's fingerprints it was counted with (pending prefix credit); null when none. */
+  readonly prompt: Uint32Array | null;
+  /** performance.now() when it was decided (a retargeted request's first token is timed from it too). */
+  readonly decidedAt: number;
+  /** The request's input tokens (a retargeted request's prefill is read from the decision with them). */
+  readonly inputTokens: number;
 }
 
 const NOTHING = (): void => undefined;
 import { performance } from 'node:perf_hooks';
-import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy.js';
+import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy-types.js';
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ClaimOrder } from '../inflight/claim-order.js';
 import type { DecisionObserver } from '../policy/ttft-policy.js';
-import { promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
+import { MAX_PROMPT_GRANULES, promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
+import type { RequestIdentity } from '../identity/request-identity.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import { RouterHttpError } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
@@ -65,32 +72,64 @@ export class RouteDecider {
    * enters the prefill ledger (InflightLoad.startPrefill) until its first token or its answer.
    */
   async decideTracked(input: RouteRequest, nowMs: number): Promise<TrackedDecision> {
-    const { decision, seq, decidedAt, prefillId } = await this.ordered(this.decideCounted(input, nowMs, true), nowMs);
-    const inflight = this.inflight;
-    const name = decision.prefill.name;
-    const endPrefill = inflight === null || prefillId < 0 ? NOTHING : (): void => inflight.endPrefill(name, prefillId);
-    const firstToken = this.firstTokenOf(decision, decidedAt, endPrefill);
-    if (inflight === null || seq < 0) return { decision, answered: endPrefill, firstToken };
-    return {
-      decision,
-      answered: () => {
-        inflight.complete(name, seq);
-        endPrefill();
-      },
-      firstToken,
-    };
+    const { decision, seq, decidedAt, prefillId, prompt, inputTokens } = await this.ordered(this.decideCounted(input, nowMs, true), nowMs);
+    return this.tracked(decision, decision.prefill.name, seq, prefillId, { prompt, decidedAt, inputTokens }, true);
   }
 
-  /** The time from the decision to its first token, into the metrics and the learning policy, once. */
-  private firstTokenOf(decision: RouteDecision, decidedAt: number, endPrefill: () => void): () => void {
+  /**
+   * The proxy sends `tracked`'s request to `name` instead, its first instance having vanished
+   * before answering (openai-proxy.ts): counted against `name` now, in flight and in the prefill
+   * ledger with `name`'s own prefill from the decision, as the decision was against the first
+   * (whose counts the caller has ended). Not a new decision: no decision metrics, and its first
+   * token (timed from the decision, failed attempt included) is not learned from: the prediction
+   * was for the first instance.
+   */
+  retarget(tracked: TrackedDecision, name: string): TrackedDecision {
+    const inflight = this.inflight;
+    const inst = inflight === null ? null : this.view.instance(name);
+    if (inflight === null || inst === null) return this.tracked(tracked.decision, name, -1, -1, tracked, false);
+    const tokens = prefillTokensOn(tracked.decision, name, tracked.inputTokens);
+    const prefillId = inflight.startPrefill(inst, tokens, tracked.prompt);
+    const seq = inflight.record(inst, inflight.now(), tracked.prompt, 0);
+    return this.tracked(tracked.decision, name, seq, prefillId, tracked, false);
+  }
+
+  /**
+   * How a forwarded request's counts on `name` end: its in-flight entry `seq` at its answer, its
+   * ledger entry `prefillId` at its first token or its answer (−1: none); `learn` = its first
+   * token teaches the policy (DecisionObserver).
+   */
+  private tracked(
+    decision: RouteDecision,
+    name: string,
+    seq: number,
+    prefillId: number,
+    request: Pick<TrackedDecision, 'prompt' | 'decidedAt' | 'inputTokens'>,
+    learn: boolean,
+  ): TrackedDecision {
+    const inflight = this.inflight;
+    const endPrefill = inflight === null || prefillId < 0 ? NOTHING : (): void => inflight.endPrefill(name, prefillId);
+    const firstToken = this.firstTokenOf(decision, request.decidedAt, endPrefill, learn);
+    const answered =
+      inflight === null || seq < 0
+        ? endPrefill
+        : (): void => {
+            inflight.complete(name, seq);
+            endPrefill();
+          };
+    return { decision, answered, firstToken, prompt: request.prompt, decidedAt: request.decidedAt, inputTokens: request.inputTokens };
+  }
+
+  /** The time from the decision to its first token, into the metrics (and the learning policy when `learn`), once. */
+  private firstTokenOf(decision: RouteDecision, decidedAt: number, endPrefill: () => void, learn: boolean): () => void {
     let seen = false;
     return () => {
       if (seen) return;
       seen = true;
       endPrefill();
       const ms = performance.now() - decidedAt;
-      this.metrics.firstToken(this.policyName, ms, predictedMsOf(decision));
-      this.observer?.firstToken(decision, ms);
+      this.metrics.firstToken(this.policyName, ms, learn ? predictedMsOf(decision) : null);
+      if (learn) this.observer?.firstToken(decision, ms);
     };
   }
 
@@ -114,7 +153,7 @@ export class RouteDecider {
     let again: RouteDecision;
     try {
       again = inflight.orderedBefore(claimSeq, counted.atMs, () =>
-        this.policy.decide({ tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt }, this.view, nowMs + heldMs),
+        this.policy.decide({ tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt, identity: counted.identity }, this.view, nowMs + heldMs),
       );
     } catch {
       // No candidate any more: the first decision stands (its instance may be gone too; the
@@ -144,10 +183,12 @@ export class RouteDecider {
     const t0 = performance.now();
     const inputTokens = input.tokenIds !== null ? input.tokenIds.length : input.promptTokens;
     let decision: RouteDecision;
-    // Hashed once: CAR matches them against the requests in flight, the count keeps them for the others.
-    const fingerprints = this.pendingPrefix && this.inflight !== null && input.tokenIds !== null ? promptFingerprints(input.tokenIds) : null;
+    // Hashed once: CAR matches them against the requests in flight, the count keeps them for the
+    // others. Seeded with the identity: another identity's pending prompts never match them.
+    const fingerprints =
+      this.pendingPrefix && this.inflight !== null && input.tokenIds !== null ? promptFingerprints(input.tokenIds, MAX_PROMPT_GRANULES, input.identity?.fingerprintSeed) : null;
     try {
-      decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens, promptFingerprints: fingerprints }, this.view, nowMs);
+      decision = this.policy.decide({ tokenIds: input.tokenIds, promptTokens: input.promptTokens, promptFingerprints: fingerprints, identity: input.identity }, this.view, nowMs);
     } catch (e) {
       const seconds = (performance.now() - t0) / 1000;
       if (e instanceof NoCandidateError) {
@@ -173,7 +214,7 @@ export class RouteDecider {
     }
     if (input.dryRun !== true) this.observer?.counted(decision);
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
-    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, decidedAt: t0, inputTokens, prefillId };
+    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, identity: input.identity, decidedAt: t0, inputTokens, prefillId };
   }
 }
 
@@ -185,6 +226,8 @@ interface CountedDecision {
   readonly atMs: number;
   readonly prompt: Uint32Array | null;
   readonly tokenIds: readonly number[] | null;
+  /** The request's identity: a cold claim is decided again among the same model's candidates. */
+  readonly identity: RequestIdentity | undefined;
   /** performance.now() when the decision started (its first token is timed from it). */
   readonly decidedAt: number;
   readonly inputTokens: number;
@@ -203,8 +246,13 @@ function prefillScore(d: RouteDecision, name: string): number {
  * own_prefill_tokens; for the other policies the input less the chosen candidate's credited hit.
  */
 function decisionPrefillTokens(d: RouteDecision, inputTokens: number): number {
+  return prefillTokensOn(d, d.prefill.name, inputTokens);
+}
+
+/** The prefill tokens `d` predicts on P candidate `name` (the input when it is not listed). */
+function prefillTokensOn(d: RouteDecision, name: string, inputTokens: number): number {
   for (const c of d.candidates) {
-    if (c.role !== 'prefill' || c.instance_name !== d.prefill.name) continue;
+    if (c.role !== 'prefill' || c.instance_name !== name) continue;
     const own = (c as { own_prefill_tokens?: number }).own_prefill_tokens;
     return own ?? Math.max(0, inputTokens - c.hit_tokens);
   }

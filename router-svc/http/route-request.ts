@@ -3,7 +3,7 @@
  * Pure: JSON value in, typed request out, or a 400 RouterHttpError whose reason names the field.
  */
 import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
-import type { RouteRequest } from '../policy/policy.js';
+import type { RouteRequest } from '../policy/policy-types.js';
 import { badRequest } from './router-http-errors.js';
 
 /** `POST /v1/internal/kv-cache/query`. */
@@ -14,7 +14,7 @@ export interface KvQueryRequest {
 
 export function parseKvQueryRequest(body: unknown): KvQueryRequest {
   const o = jsonObject(body);
-  if (!('token_ids' in o)) throw badRequest('token_ids is required: an array of integers in [0, 2^31)');
+  if (!('token_ids' in o)) throw badRequest('token_ids is required: an array of integers in [0, 2^31)', 'token_ids');
   return { tokenIds: parseTokenIds(o['token_ids'], 'token_ids') };
 }
 
@@ -26,12 +26,12 @@ export function parseRouteRequest(body: unknown): RouteRequest {
   const o = jsonObject(body);
   const hasIds = 'token_ids' in o && o['token_ids'] !== null;
   const hasCount = 'prompt_tokens' in o && o['prompt_tokens'] !== null;
-  if (!hasIds && !hasCount) throw badRequest('token_ids, prompt, messages or prompt_tokens is required');
+  if (!hasIds && !hasCount) throw badRequest('token_ids, prompt, messages or prompt_tokens is required', 'token_ids');
   const tokenIds = hasIds ? parseTokenIds(o['token_ids'], 'token_ids') : null;
   let promptTokens = tokenIds?.length ?? 0;
   if (hasCount) {
     const n = o['prompt_tokens'];
-    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badRequest('prompt_tokens must be a non-negative integer');
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badRequest('prompt_tokens must be a non-negative integer', 'prompt_tokens');
     promptTokens = n;
   }
   return { tokenIds, promptTokens, dryRun: parseDryRun(o) };
@@ -40,7 +40,7 @@ export function parseRouteRequest(body: unknown): RouteRequest {
 /** `/v1/route`'s `"dry_run"` whatever the prompt's form (token ids, text or messages); absent = false. */
 export function parseDryRun(o: Readonly<Record<string, unknown>>): boolean {
   const dryRun = o['dry_run'] ?? false;
-  if (typeof dryRun !== 'boolean') throw badRequest('dry_run must be a boolean');
+  if (typeof dryRun !== 'boolean') throw badRequest('dry_run must be a boolean', 'dry_run');
   return dryRun;
 }
 
@@ -49,9 +49,9 @@ export function parseDryRun(o: Readonly<Record<string, unknown>>): boolean {
  * Hot path (8k-token prompts): one indexed loop, no intermediate arrays.
  */
 export function parseTokenIds(value: unknown, field: string): readonly number[] {
-  if (!Array.isArray(value)) throw badRequest(`${field} must be an array of integers in [0, 2^31)`);
+  if (!Array.isArray(value)) throw badRequest(`${field} must be an array of integers in [0, 2^31)`, field);
   const i = firstInvalidTokenId(value);
-  if (i >= 0) throw badRequest(`${field}[${i}] must be an integer in [0, 2^31)`);
+  if (i >= 0) throw badRequest(`${field}[${i}] must be an integer in [0, 2^31)`, field);
   return value as number[];
 }
 

@@ -1,8 +1,11 @@
 /**
  * router-svc's HTTP port (`--http_port`, routing.md "HTTP API"): the query endpoint, `/v1/route`,
- * the OpenAI-compatible proxy, `/health`, `/ready` and `/metrics`. Every answer is JSON; a failure
- * is `{"error": reason}` with the status of its RouterHttpError (400 naming the field, 401, 413,
- * 502, 503), and an unexpected error is a bare 500 (logged, never a stack trace in the response).
+ * the OpenAI-compatible proxy and `GET /v1/models` (cache-identity §2), the status page, `/health`,
+ * `/ready` and `/metrics`. Every answer is JSON; a failure is OpenAI's error object
+ * (router-http-errors.ts) with the status of its RouterHttpError (400 naming the field, 401, 404,
+ * 413, 502, 503), and an unexpected error is a bare 500 (logged, never a stack trace in the
+ * response). `/ready`'s 503 is a readiness report, not an error: it keeps
+ * `{"ready": false, "error": reason}`.
  *
  * `POST /v1/route` itself is answered on node:http in front of the Koa app (route-fast-path.ts);
  * everything else, the same endpoint under other spellings included, goes through Koa.
@@ -12,7 +15,7 @@
  */
 import { DomainError } from '../../shared/errors/domain-error.js';
 import { createServer, type Server } from 'node:http';
-import { answerClientErrors, jsonRefusalBody, limitedServerOptions, ROUTER_HTTP_LIMITS } from '../../shared/security/http-limits.js';
+import { answerClientErrors, limitedServerOptions, refusalReason, ROUTER_HTTP_LIMITS } from '../../shared/security/http-limits.js';
 import type { Socket } from 'node:net';
 import Koa from 'koa';
 import type { Context, Next } from 'koa';
@@ -28,10 +31,15 @@ import { queryResultJson } from './query-json.js';
 import type { RouteDecider } from './route-decider.js';
 import { routeAnswer, type RouteEndpointDeps } from './route-endpoint.js';
 import { withRouteFastPath } from './route-fast-path.js';
-import { parseKvQueryRequest } from './route-request.js';
+import { jsonObject, parseKvQueryRequest } from './route-request.js';
 import { PromptResolver } from '../proxy/prompt-resolver.js';
 import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
-import { failureAnswer, RouterHttpError, unauthorized } from './router-http-errors.js';
+import { IdentityResolver } from '../identity/identity-resolver.js';
+import { ANY_SCOPE, inScope, type RequestIdentity } from '../identity/request-identity.js';
+import { MODELS_PATH, servedModelList } from './models-list.js';
+import { parseIdentityFields, resolveIdentity } from './request-identity-fields.js';
+import type { ModelTokenizerInfo } from '../status/status-snapshot.js';
+import { failureAnswer, openAiError, RouterHttpError, unauthorized } from './router-http-errors.js';
 import type { RouterMetrics } from './router-metrics.js';
 
 export const KV_QUERY_PATH = '/v1/internal/kv-cache/query';
@@ -49,6 +57,10 @@ export interface RouterHttpServerOptions {
   readonly prompts?: PromptResolver;
   /** `--tokenizer` in use, for `/v1/status`; default null. */
   readonly tokenizer?: TokenizerInfo | null;
+  /** `--models_file`'s tokenizers, for `/v1/status`; default none. */
+  readonly modelTokenizers?: readonly ModelTokenizerInfo[];
+  /** Request identities against `view` (cache-identity §2); default one of its own over `view`. */
+  readonly identities?: IdentityResolver;
   /** null: no proxy routes (404). */
   readonly proxy: OpenAiProxy | null;
   readonly metrics: RouterMetrics;
@@ -86,10 +98,10 @@ export class RouterHttpServer {
     const server = createServer(limitedServerOptions(ROUTER_HTTP_LIMITS), withRouteFastPath(ROUTE_PATH, routeDeps, log, app.callback()));
     // Keep-alive clients (load balancers, benchmarks) reuse connections.
     server.keepAliveTimeout = 65_000;
-    // Refusals node makes itself (431, 408, 400) get the API's JSON error shape, never a stack.
+    // Refusals node makes itself (431, 408, 400) get the API's error object, never a stack.
     answerClientErrors(
       server,
-      jsonRefusalBody,
+      (status) => JSON.stringify(openAiError(status, refusalReason(status))),
       () => undefined,
     );
     const self = new RouterHttpServer(server, opts.port);
@@ -126,6 +138,7 @@ function routeEndpointDeps(opts: RouterHttpServerOptions): RouteEndpointDeps {
   return {
     decider: opts.decider,
     prompts: opts.prompts ?? new PromptResolver(null, opts.metrics),
+    identities: opts.identities ?? new IdentityResolver(opts.view),
     maxBodyBytes: opts.maxBodyBytes ?? MAX_BODY_BYTES,
     clock: opts.clock ?? Date.now,
   };
@@ -136,6 +149,8 @@ function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps, l
   const maxBodyBytes = routeDeps.maxBodyBytes;
   const token = new InternalTokenCheck(opts.internalApiToken);
   const view = opts.view;
+  const identities = routeDeps.identities;
+  const startedSeconds = Math.floor(clock() / 1000);
 
   const app = new Koa();
   // Errors are answered and logged below; koa's own handler would print stacks to stderr.
@@ -168,16 +183,20 @@ function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps, l
     if (!token.accepts(ctx.req.headers[INTERNAL_TOKEN_HEADER])) throw unauthorized();
     const body = await readJsonBody(ctx.req, maxBodyBytes);
     const request = parseKvQueryRequest(body.json);
+    // cache-identity §2: `model` optional here (absent: every stream), `cache_salt` keys block 0.
+    const identity = resolveIdentity(identities, parseIdentityFields(jsonObject(body.json)), true);
     ctx.status = 200;
     ctx.type = 'application/json';
-    ctx.body = queryResultJson(view.query(request.tokenIds, clock()));
+    ctx.body = queryResultJson(view.query(request.tokenIds, clock(), identity.keys, identity.scope === ANY_SCOPE ? null : scopeFilter(view, identity)));
   });
   router.post(ROUTE_PATH, async (ctx) => reply(ctx, 200, await routeAnswer(ctx.req, routeDeps)));
+  router.get(MODELS_PATH, (ctx) => reply(ctx, 200, servedModelList(view.instances(), startedSeconds)));
   mountStatusRoutes(router, {
     view,
     hitRatios: opts.metrics.hitRatios,
     policyName: opts.decider.policyName,
     tokenizer: opts.tokenizer ?? null,
+    modelTokenizers: opts.modelTokenizers ?? [],
     untokenized: () => opts.metrics.untokenizedCounts(),
     clock,
   });
@@ -194,8 +213,16 @@ function buildApp(opts: RouterHttpServerOptions, routeDeps: RouteEndpointDeps, l
       notImplemented: () => new RouterHttpError('method_not_allowed', 405, 'method not allowed'),
     }),
   );
-  app.use((ctx) => reply(ctx, 404, { error: 'not found' }));
+  app.use((ctx) => reply(ctx, 404, openAiError(404, 'not found')));
   return app;
+}
+
+/** The query endpoint's streams of a model: those of the instances in its scope (a stream of no registered instance may serve any). */
+function scopeFilter(view: ViewCache, identity: RequestIdentity): (name: string) => boolean {
+  return (name) => {
+    const inst = view.instance(name);
+    return inst === null || inScope(inst, identity);
+  };
 }
 
 function reply(ctx: Context, status: number, body: object): void {

@@ -7,6 +7,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { UNTOKENIZED_REASONS, type UntokenizedReason } from '../../shared/tokenize/chat-encoding.js';
 import { HitRatioSeries } from '../status/hit-ratio-series.js';
+import { UPSTREAM_RETRY_REASONS, type UpstreamRetryReason } from '../proxy/upstream-forwarder.js';
 
 /** The view's state at scrape time (main wires it to the ViewClient). */
 export interface ViewStatus {
@@ -25,8 +26,8 @@ export interface ViewStatus {
 /** How a decision ended: `ok`, `no_candidate` (503), `bad_request` (400, never reached the policy). */
 export type DecisionOutcome = 'ok' | 'no_candidate' | 'error';
 
-/** How a proxied request ended. */
-export type ProxyOutcome = 'ok' | 'upstream_error' | 'client_abort' | 'no_candidate' | 'bad_request';
+/** How a proxied request ended (`unknown_model`: the 404 of cache-identity §2). */
+export type ProxyOutcome = 'ok' | 'upstream_error' | 'client_abort' | 'no_candidate' | 'bad_request' | 'unknown_model';
 
 export class RouterMetrics {
   readonly registry = new Registry();
@@ -41,6 +42,7 @@ export class RouterMetrics {
   private readonly ttftPredictionRatio: Histogram;
   /** The TTFT policy's θ per engine, read at scrape time (registerThroughput); none otherwise. */
   private throughputSource: (() => readonly { instance: string; tokensPerS: number }[]) | null = null;
+  private readonly upstreamRetries: Counter<'reason'>;
   /** The same counts for the status page (tokenization.md §4), without a registry read. */
   private readonly untokenizedByReason = new Map<UntokenizedReason, number>();
 
@@ -108,6 +110,13 @@ export class RouterMetrics {
       this.untokenizedTotal.inc({ reason }, 0);
       this.untokenizedByReason.set(reason, 0);
     }
+    this.upstreamRetries = new Counter({
+      name: 'router_upstream_retries_total',
+      help: 'Proxied requests sent once more, to the next-best instance, because the chosen engine vanished before any answer byte (refused, reset, unreachable)',
+      labelNames: ['reason'],
+      registers,
+    });
+    for (const reason of UPSTREAM_RETRY_REASONS) this.upstreamRetries.inc({ reason }, 0);
     new Gauge({
       name: 'router_view_version',
       help: 'Version of the last view update applied',
@@ -169,5 +178,10 @@ export class RouterMetrics {
 
   proxyRequest(path: string, outcome: ProxyOutcome): void {
     this.proxied.inc({ path, outcome });
+  }
+
+  /** A proxied request sent again to the next-best instance (openai-proxy.ts). */
+  upstreamRetry(reason: UpstreamRetryReason): void {
+    this.upstreamRetries.inc({ reason });
   }
 }

@@ -25,7 +25,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { InflightLoad } from './inflight-load.js';
-import type { RouteDecision } from '../policy/policy.js';
+import type { RouteDecision } from '../policy/policy-types.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 
 /** How long after another router's share was last seen this router still orders its cold claims. */

@@ -18,6 +18,10 @@
  * shares with a request routed there and still in flight (its KV events not in the view yet),
  * floored to complete blocks, on single-rank instances whose view credit is trusted.
  *
+ * Candidates serve the request's model and its prompt is matched under its cache identity
+ * (cache-identity §2, §3: LoRA adapter, salt); queue costs, pending credit and tie rotations are
+ * those of the model's candidates only (candidates.ts keeps one set and one cursor pair per scope).
+ *
  * Exact P ties go to the fewest Device blocks in the view, then rotate (tie-break.ts; issue 15:
  * every replica reads the same key); D ties rotate (pickMinimumWithRotation). Cost per decision:
  * one walk per (block_size, seed) group over the shared residency index, hashing a block only
@@ -29,10 +33,10 @@ import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { chosen } from './explanation.js';
 import { pickDecode } from './decode-side.js';
-import { newRotationCursor, rotationOffset, type RotationCursor } from './pick-minimum.js';
+import { rotationOffset } from './pick-minimum.js';
 import { instanceHit, newInstanceHit, noInstanceHit } from './instance-hit.js';
 import { PrefillPick } from './tie-break.js';
-import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
+import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
 
 export interface CarPolicyOptions {
   /** `--car_prefill_lambda` in [0,1]: 1 compares only cache misses, 0 only queues. */
@@ -49,9 +53,7 @@ export class CarPolicy implements RoutingPolicy {
   readonly name = 'CAR' as const;
   private readonly lambda: number;
   private readonly hostWeight: number;
-  private readonly candidates = new CandidateCache();
-  private readonly prefillCursor: RotationCursor;
-  private readonly decodeCursor: RotationCursor;
+  private readonly candidates: CandidateCache;
   private readonly inflight: InflightLoad | null;
   private scores = new Float64Array(16);
   // Per-decision queue inputs with in-flight load, reused between decisions.
@@ -67,9 +69,7 @@ export class CarPolicy implements RoutingPolicy {
     this.lambda = opts.prefillLambda;
     this.hostWeight = opts.hostHitWeight;
     this.inflight = opts.inflight ?? null;
-    const offset = opts.routerId === undefined ? 0 : rotationOffset(opts.routerId);
-    this.prefillCursor = newRotationCursor(offset);
-    this.decodeCursor = newRotationCursor(offset);
+    this.candidates = new CandidateCache(opts.routerId === undefined ? 0 : rotationOffset(opts.routerId));
   }
 
   /**
@@ -102,13 +102,14 @@ export class CarPolicy implements RoutingPolicy {
   }
 
   decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision {
-    const set = this.candidates.of(view);
+    const identity = req.identity;
+    const set = this.candidates.of(view, identity);
     const p = set.prefill;
     const tokenIds = req.tokenIds;
     const inputTokens = tokenIds !== null ? tokenIds.length : req.promptTokens;
     // Without token ids there is nothing to match: hit ratios are 0, queue cost decides.
     // Only each instance's DP minimum is read, so ranks above it may stop walking early.
-    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs, this.hostWeight) : null;
+    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs, this.hostWeight, identity?.keys) : null;
     const explanations: CandidateExplanation[] = [];
     if (this.scores.length < Math.max(p.length, set.decode.length)) this.scores = new Float64Array(Math.max(p.length, set.decode.length) * 2);
     const scores = this.scores;
@@ -154,10 +155,10 @@ export class CarPolicy implements RoutingPolicy {
       explanations.push(e);
     }
     // Tie rule (tie-break.ts): the usage key is read only when the smallest score is shared.
-    const pi = this.prefillPick.pick(scores, p, set.prefillNames, this.prefillCursor, view, view.isStale(nowMs));
+    const pi = this.prefillPick.pick(scores, p, set.prefillNames, set.prefillCursor, view, view.isStale(nowMs));
     const tie = this.prefillPick.tie;
     const prefill = p[pi]!;
-    const decode = pickDecode(set, prefill, scores, this.decodeCursor, explanations);
+    const decode = pickDecode(set, prefill, scores, set.decodeCursor, explanations);
     const decision: RouteDecision = { policy: 'CAR', prefill: chosen(prefill), decode, candidates: explanations };
     if (tie !== null) decision.tie_break = tie;
     return decision;

@@ -9,7 +9,7 @@ import type { RouterInstance } from '../viewcache/view-cache.js';
 import type { CandidateSet } from './candidates.js';
 import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
 import { pickMinimumWithRotation, type RotationCursor } from './pick-minimum.js';
-import type { CandidateExplanation, RouteDecision } from './policy.js';
+import type { CandidateExplanation, RouteDecision } from './policy-types.js';
 
 /**
  * Scores every D candidate into `scores` (scratch, at least set.decode.length long), appends their

@@ -3,7 +3,7 @@
  * object per candidate per decision, the only allocation scoring does besides the result.
  */
 import type { RouterInstance } from '../viewcache/view-cache.js';
-import type { CandidateExplanation, RouteDecision } from './policy.js';
+import type { CandidateExplanation, RouteDecision } from './policy-types.js';
 
 /** A candidate with no prefix credit (RR, SLO_AWARE, D side): only its queue terms. */
 export function loadOnlyExplanation(inst: RouterInstance, role: 'prefill' | 'decode', queueCost: number, score: number): CandidateExplanation {

@@ -9,14 +9,14 @@
  * profiled ones when no target is set), then unprofiled by waiting requests, then profiled over
  * the target — and the smallest value of the first non-empty tier wins (exact ties rotate). The
  * current decode batch is taken as waiting_requests_num + 1 (the request joins it; the view
- * carries no running-batch count).
+ * carries no running-batch count). Candidates serve the request's model (candidates.ts).
  */
 import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
 import { predict, profilesOf, type LinearProfile } from './latency-profile.js';
-import { newRotationCursor, pickMinimumWithRotation, type RotationCursor } from './pick-minimum.js';
-import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
+import { pickMinimumWithRotation, type RotationCursor } from './pick-minimum.js';
+import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
 
 export interface SloAwarePolicyOptions {
   /** `--target_ttft` in ms; null = no target. */
@@ -33,24 +33,22 @@ const TIER_NOTES = ['within target', 'no profiling data: queue order', 'over tar
 export class SloAwarePolicy implements RoutingPolicy {
   readonly name = 'SLO_AWARE' as const;
   private readonly candidates = new CandidateCache();
-  private readonly prefillCursor = newRotationCursor();
-  private readonly decodeCursor = newRotationCursor();
   private values = new Float64Array(16);
   private tiers = new Uint8Array(16);
 
   constructor(private readonly opts: SloAwarePolicyOptions) {}
 
   decide(req: RouteRequest, view: ViewCache, _nowMs: number): RouteDecision {
-    const set = this.candidates.of(view);
+    const set = this.candidates.of(view, req.identity);
     const inputTokens = req.tokenIds !== null ? req.tokenIds.length : req.promptTokens;
     const explanations: CandidateExplanation[] = [];
-    const pi = this.rank(set.prefill, set.prefillNames, set.prefillQueueCost, 'prefill', this.opts.targetTtftMs, this.prefillCursor, explanations, (inst, profile) =>
+    const pi = this.rank(set.prefill, set.prefillNames, set.prefillQueueCost, 'prefill', this.opts.targetTtftMs, set.prefillCursor, explanations, (inst, profile) =>
       predict(profile, inputTokens) * (1 + inst.load!.waitingRequestsNum),
     );
     const prefill = set.prefill[pi]!;
     let decode: RouteDecision['decode'] = null;
     if (set.decode.length > 0) {
-      const di = this.rank(set.decode, set.decodeNames, set.decodeQueueCost, 'decode', this.opts.targetTpotMs, this.decodeCursor, explanations, (inst, profile) =>
+      const di = this.rank(set.decode, set.decodeNames, set.decodeQueueCost, 'decode', this.opts.targetTpotMs, set.decodeCursor, explanations, (inst, profile) =>
         predict(profile, inst.load!.waitingRequestsNum + 1),
       );
       if (needsDecode(prefill, set.decode.length)) decode = chosen(set.decode[di]!);

@@ -18,7 +18,7 @@
 import type { RouterInstance, RouterStream, ViewCache } from '../viewcache/view-cache.js';
 import { streamMatchesInstance } from './stream-identity.js';
 import { countMinimumTies, pickMinimumWithRotation, type RotationCursor } from './pick-minimum.js';
-import type { TieBreakExplanation } from './policy.js';
+import type { TieBreakExplanation } from './policy-types.js';
 
 /**
  * The tie key of every candidate of one side: the Device blocks one DP rank holds, as the view's
@@ -29,28 +29,38 @@ import type { TieBreakExplanation } from './policy.js';
  * Residency changes do not change which streams count, only their counts, which are read anew.
  */
 export class DeviceUsageKeys {
-  private view: ViewCache | null = null;
-  private side: readonly RouterInstance[] | null = null;
-  private instancesRevision = -1;
-  private streamsRevision = -1;
-  private counted: RouterStream[][] = [];
+  /**
+   * Per candidate side (one per model scope: candidates.ts keeps each scope's side array until its
+   * next rebuild), the streams each candidate counts, for the revisions they were read at.
+   */
+  private readonly counted = new WeakMap<readonly RouterInstance[], CountedStreams>();
 
   /** Fills keys[0..side.length) with each candidate's Device blocks per rank (the tie key). */
   fill(view: ViewCache, side: readonly RouterInstance[], keys: Float64Array): void {
-    if (view !== this.view || side !== this.side || view.instancesRevision !== this.instancesRevision || view.streamsRevision !== this.streamsRevision) {
-      this.view = view;
-      this.side = side;
-      this.instancesRevision = view.instancesRevision;
-      this.streamsRevision = view.streamsRevision;
-      this.counted = side.map((inst) => view.streamsOf(inst.name).filter((s) => s.synchronized && s.dpRank < inst.dpSize && streamMatchesInstance(s, inst)));
+    let c = this.counted.get(side);
+    if (c === undefined || c.view !== view || c.instancesRevision !== view.instancesRevision || c.streamsRevision !== view.streamsRevision) {
+      c = {
+        view,
+        instancesRevision: view.instancesRevision,
+        streamsRevision: view.streamsRevision,
+        streams: side.map((inst) => view.streamsOf(inst.name).filter((s) => s.synchronized && s.dpRank < inst.dpSize && streamMatchesInstance(s, inst))),
+      };
+      this.counted.set(side, c);
     }
     for (let i = 0; i < side.length; i++) {
-      const streams = this.counted[i]!;
+      const streams = c.streams[i]!;
       let blocks = 0;
       for (let j = 0; j < streams.length; j++) blocks += streams[j]!.deviceBlocks;
       keys[i] = blocks / side[i]!.dpSize;
     }
   }
+}
+
+interface CountedStreams {
+  readonly view: ViewCache;
+  readonly instancesRevision: number;
+  readonly streamsRevision: number;
+  readonly streams: RouterStream[][];
 }
 
 /**

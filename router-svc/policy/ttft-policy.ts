@@ -20,6 +20,9 @@
  * - θ: the engine's prefill throughput, learned from the first-token times the proxy observes
  *   (prefill-throughput.ts; `--ttft_prefill_tokens_per_s` until then).
  *
+ * Candidates are CAR's: the instances serving the request's model, its prompt matched under its
+ * cache identity (cache-identity §2, §3; candidates.ts, one set and one cursor pair per scope).
+ *
  * Smallest prediction wins; exact ties follow CAR's rule (fewest Device blocks, then rotation,
  * tie-break.ts). D side: load only, as CAR (decode-side.ts). The answer explains every term per
  * candidate (TtftCandidateExplanation). Learning is fed from outside: the route decider reports
@@ -36,12 +39,12 @@ import { CandidateCache } from './candidates.js';
 import { pickDecode } from './decode-side.js';
 import { chosen } from './explanation.js';
 import { instanceHit, newInstanceHit, noInstanceHit } from './instance-hit.js';
-import { newRotationCursor, rotationOffset, type RotationCursor } from './pick-minimum.js';
+import { rotationOffset } from './pick-minimum.js';
 import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstimate } from './prefill-throughput.js';
 import { RoutedPrefillMean } from './routed-prefill-mean.js';
 import { PrefillPick } from './tie-break.js';
 import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
-import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy.js';
+import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
 
 export interface TtftPolicyOptions {
   /** `--ttft_host_token_cost` in [0,1]. */
@@ -100,9 +103,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   private readonly inflight: InflightLoad | null;
   private readonly throughput: PrefillThroughput;
   private readonly routedMean = new RoutedPrefillMean();
-  private readonly candidates = new CandidateCache();
-  private readonly prefillCursor: RotationCursor;
-  private readonly decodeCursor: RotationCursor;
+  private readonly candidates: CandidateCache;
   private readonly prefillPick = new PrefillPick();
   private readonly scratchHit = newInstanceHit();
   private readonly prediction = newTtftPrediction();
@@ -111,8 +112,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   private ownWork = new Float64Array(16);
   /** Per engine, the load report last seen and the ledgers' requests when it was (ledgerAtReport). */
   private readonly reportLedger = new Map<string, { stamp: number; ledger: number }>();
-  /** The P side the estimators were last pruned to (they follow the fleet). */
-  private prunedFor: readonly RouterInstance[] | null = null;
+  /** The view and instance revision the estimators were last pruned to (they follow the fleet). */
+  private prunedView: ViewCache | null = null;
+  private prunedRevision = -1;
 
   constructor(opts: TtftPolicyOptions) {
     if (!(opts.hostTokenCost >= 0 && opts.hostTokenCost <= 1)) throw new RangeError(`hostTokenCost must be in [0,1], got ${opts.hostTokenCost}`);
@@ -122,19 +124,18 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     this.workSlack = slack;
     this.throughput = new PrefillThroughput(opts.throughput);
     this.inflight = opts.inflight ?? null;
-    const offset = opts.routerId === undefined ? 0 : rotationOffset(opts.routerId);
-    this.prefillCursor = newRotationCursor(offset);
-    this.decodeCursor = newRotationCursor(offset);
+    this.candidates = new CandidateCache(opts.routerId === undefined ? 0 : rotationOffset(opts.routerId));
   }
 
   decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision {
-    const set = this.candidates.of(view);
+    const identity = req.identity;
+    const set = this.candidates.of(view, identity);
     const p = set.prefill;
-    if (p !== this.prunedFor) this.prune(p, view);
+    if (view !== this.prunedView || view.instancesRevision !== this.prunedRevision) this.prune(view);
     const tokenIds = req.tokenIds;
     const inputTokens = tokenIds !== null ? tokenIds.length : req.promptTokens;
     // The minimum credit over DP ranks with w = 1 − c is the largest prefill over them.
-    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs, 1 - this.hostCost) : null;
+    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs, 1 - this.hostCost, identity?.keys) : null;
     const n = Math.max(p.length, set.decode.length);
     if (this.scores.length < n) {
       this.scores = new Float64Array(n * 2);
@@ -243,11 +244,11 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     // queued behind its prefix over an idle engine), which shortens the queues of the requests
     // after it. Then exact ties follow CAR's rule (tie-break.ts).
     const soonest = keepLeastWork(scores, this.ownWork, p.length, this.workSlack);
-    const pi = this.prefillPick.pick(scores, p, set.prefillNames, this.prefillCursor, view, stale);
+    const pi = this.prefillPick.pick(scores, p, set.prefillNames, set.prefillCursor, view, stale);
     const tie = this.prefillPick.tie;
     const prefill = p[pi]!;
     if (scores[pi]! > soonest) (explanations[pi] as TtftCandidateExplanation).note = `within ${this.workSlack} of the soonest prediction (${round3(soonest)} ms) with less prefill work`;
-    const decode = pickDecode(set, prefill, scores, this.decodeCursor, explanations);
+    const decode = pickDecode(set, prefill, scores, set.decodeCursor, explanations);
     const decision: RouteDecision = { policy: 'TTFT', prefill: chosen(prefill), decode, candidates: explanations };
     if (tie !== null) decision.tie_break = tie;
     return decision;
@@ -284,8 +285,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   }
 
   /** Forgets engines gone from the view (not those only out of the candidates for a while). */
-  private prune(p: readonly RouterInstance[], view: ViewCache): void {
-    this.prunedFor = p;
+  private prune(view: ViewCache): void {
+    this.prunedView = view;
+    this.prunedRevision = view.instancesRevision;
     const names = new Set(view.instances().map((i) => i.name));
     this.throughput.retainOnly(names);
     this.routedMean.retainOnly(names);

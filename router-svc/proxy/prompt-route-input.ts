@@ -8,7 +8,7 @@ import { optionalBool, parseChatRequest, PromptShapeError, type ChatRequest } fr
 import { badRequest } from '../http/router-http-errors.js';
 import { jsonObject, parseRouteRequest, parseTokenIds } from '../http/route-request.js';
 import { firstInvalidTokenId } from '../../shared/keys/token-ids.js';
-import type { RouteRequest } from '../policy/policy.js';
+import type { RouteRequest } from '../policy/policy-types.js';
 
 /**
  * Rough tokens per text character for the `promptTokens` estimate of untokenized text (SLO_AWARE
@@ -52,7 +52,7 @@ export function chatInput(o: Readonly<Record<string, unknown>>): PromptInput {
   try {
     chat = parseChatRequest(o);
   } catch (e) {
-    if (e instanceof PromptShapeError) throw badRequest(e.message);
+    if (e instanceof PromptShapeError) throw badRequest(e.message, e.param);
     throw e;
   }
   return { kind: 'chat', chat, estimate: Math.ceil(chat.textChars / CHARS_PER_TOKEN) };
@@ -60,9 +60,9 @@ export function chatInput(o: Readonly<Record<string, unknown>>): PromptInput {
 
 /** A completions-style prompt named `field`; an array of strings is one request per string, routed by the first. */
 export function promptInput(prompt: unknown, field: string, addSpecial = true): PromptInput {
-  if (prompt === undefined || prompt === null) throw badRequest(`${field} is required: a string or an array of token ids`);
+  if (prompt === undefined || prompt === null) throw badRequest(`${field} is required: a string or an array of token ids`, field);
   if (typeof prompt === 'string') return textInput(prompt, addSpecial);
-  if (!Array.isArray(prompt)) throw badRequest(`${field} must be a string, an array of strings or an array of token ids`);
+  if (!Array.isArray(prompt)) throw badRequest(`${field} must be a string, an array of strings or an array of token ids`, field);
   if (typeof prompt[0] === 'number') {
     // A token-id prompt: every element must be a token id (the 400 names the first bad index).
     const tokenIds = parseTokenIds(prompt, field);
@@ -73,7 +73,7 @@ export function promptInput(prompt: unknown, field: string, addSpecial = true): 
     const p: unknown = prompt[i];
     if (typeof p === 'string') promptTokens += estimateTokens(p);
     else if (Array.isArray(p) && isTokenIdArray(p)) promptTokens += p.length;
-    else throw badRequest(`${field}[${i}] must be a string or an array of token ids in [0, 2^31)`);
+    else throw badRequest(`${field}[${i}] must be a string or an array of token ids in [0, 2^31)`, field);
   }
   // tokenization.md §2: an array of strings is routed by its first prompt.
   if (typeof prompt[0] === 'string') return textInput(prompt[0], addSpecial);
@@ -90,7 +90,7 @@ function addSpecialTokens(o: Readonly<Record<string, unknown>>): boolean {
   try {
     return optionalBool(o, 'add_special_tokens') ?? true;
   } catch (e) {
-    if (e instanceof PromptShapeError) throw badRequest(e.message);
+    if (e instanceof PromptShapeError) throw badRequest(e.message, e.param);
     throw e;
   }
 }

@@ -4,7 +4,9 @@
  * agent and passes the answer back as it arrives (routing.md "OpenAI-compatible proxy"): status and
  * headers first, then each chunk as the engine writes it, so SSE streams are not buffered. A client
  * that disconnects cancels the upstream request; an engine that fails before answering gives 502
- * naming the instance. node:http errors are turned into RouterHttpError here and nowhere else.
+ * naming the instance. node:http errors are turned into RouterHttpError here and nowhere else, and
+ * a failure before any answer byte says whether the engine vanished (refused, reset, unreachable),
+ * so the proxy can send the request once to another instance (openai-proxy.ts).
  */
 import { Agent, request, type ClientRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -34,12 +36,27 @@ export interface UpstreamForwarderOptions {
   readonly connectTimeoutMs?: number;
 }
 
+/**
+ * Why an engine that failed before any byte of its answer looks gone (a pod that just died, before
+ * its health probe fails), so the request may go once to another instance:
+ * - `refused`: nothing listens on its port any more (ECONNREFUSED);
+ * - `reset`: the connection was reset or closed before the response head (ECONNRESET, EPIPE);
+ * - `unreachable`: its address no longer answers (EHOSTUNREACH, ENETUNREACH, EHOSTDOWN, a name
+ *   that no longer resolves, or the connect limit passed).
+ */
+export const UPSTREAM_RETRY_REASONS = ['refused', 'reset', 'unreachable'] as const;
+export type UpstreamRetryReason = (typeof UPSTREAM_RETRY_REASONS)[number];
+
 /** How a forward ended: answered in full, client went away, or the engine failed. */
 export type ForwardResult =
   | { readonly kind: 'ok'; readonly status: number }
   | { readonly kind: 'client_abort' }
-  /** Before any byte was sent to the client: the caller answers 502 with `error`. */
-  | { readonly kind: 'failed_before_response'; readonly error: RouterHttpError }
+  /**
+   * Before any byte was sent to the client: the caller answers 502 with `error`, or, when
+   * `vanished` says the engine looks gone, may send the request elsewhere (null: it must not, e.g.
+   * an instance name that is no address).
+   */
+  | { readonly kind: 'failed_before_response'; readonly error: RouterHttpError; readonly vanished: UpstreamRetryReason | null }
   /** After the status went out: the client connection was cut (nothing else can be said). */
   | { readonly kind: 'failed_mid_response'; readonly error: RouterHttpError };
 
@@ -71,7 +88,7 @@ export class UpstreamForwarder {
     const target = baseUrl === '' ? hostPort(instance) : urlTarget(baseUrl);
     if (target === null) {
       const why = baseUrl === '' ? 'instance name is not host:port' : `url ${JSON.stringify(baseUrl)} is not http://host:port[/path]`;
-      return Promise.resolve({ kind: 'failed_before_response', error: upstreamFailed(instance, why) });
+      return Promise.resolve({ kind: 'failed_before_response', error: upstreamFailed(instance, why), vanished: null });
     }
     return new Promise<ForwardResult>((resolve) => {
       let settled = false;
@@ -103,6 +120,7 @@ export class UpstreamForwarder {
 
         // Only connecting is bounded: a non-streaming generation may take minutes before its headers.
         let connectTimer: NodeJS.Timeout | null = null;
+        let connectTimedOut = false;
         const clearConnectTimer = (): void => {
           if (connectTimer !== null) clearTimeout(connectTimer);
           connectTimer = null;
@@ -110,7 +128,10 @@ export class UpstreamForwarder {
         if (this.connectTimeoutMs > 0) {
           up.once('socket', (socket: Socket) => {
             if (!socket.connecting) return; // a reused keep-alive socket
-            connectTimer = setTimeout(() => up.destroy(new Error(`connect timed out after ${this.connectTimeoutMs} ms`)), this.connectTimeoutMs);
+            connectTimer = setTimeout(() => {
+              connectTimedOut = true;
+              up.destroy(new Error(`connect timed out after ${this.connectTimeoutMs} ms`));
+            }, this.connectTimeoutMs);
             socket.once('connect', clearConnectTimer);
           });
         }
@@ -163,7 +184,7 @@ export class UpstreamForwarder {
             return;
           }
           res.off('close', onClientClose);
-          settle({ kind: 'failed_before_response', error: upstreamFailed(instance, e.message) });
+          settle({ kind: 'failed_before_response', error: upstreamFailed(instance, e.message), vanished: connectTimedOut ? 'unreachable' : vanishedReason(e) });
         });
 
         up.end(body);
@@ -176,6 +197,24 @@ export class UpstreamForwarder {
   close(): void {
     this.agent.destroy();
   }
+}
+
+/** The errno codes of an engine that is gone, by the reason they are counted under. */
+const VANISHED_CODES: ReadonlyMap<string, UpstreamRetryReason> = new Map([
+  ['ECONNREFUSED', 'refused'],
+  ['ECONNRESET', 'reset'],
+  ['EPIPE', 'reset'],
+  ['EHOSTUNREACH', 'unreachable'],
+  ['ENETUNREACH', 'unreachable'],
+  ['EHOSTDOWN', 'unreachable'],
+  ['ENOTFOUND', 'unreachable'],
+  ['ETIMEDOUT', 'unreachable'],
+]);
+
+/** A request error before the response head, as the reason the engine looks gone (null: it does not). */
+function vanishedReason(e: Error): UpstreamRetryReason | null {
+  const code = (e as NodeJS.ErrnoException).code;
+  return code === undefined ? null : (VANISHED_CODES.get(code) ?? null);
 }
 
 interface UpstreamTarget {

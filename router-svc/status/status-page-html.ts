@@ -1,7 +1,8 @@
 /**
  * The router's status page (`GET /`): one self-contained HTML document, inline CSS and JS, no CDN
  * and no build step. It polls `/v1/status` once a second and draws the hit-ratio chart (inline
- * SVG) and the instance and stream tables.
+ * SVG), the instance table (with each instance's served models, cache-identity §1), the tokenizer
+ * in use and each model's (§5), and the stream table.
  *
  * Every string from the status JSON (instance names come from etcd, errors from engines) reaches
  * the DOM through `textContent`, `dataset` or `setAttribute` only — never through innerHTML — and
@@ -112,6 +113,8 @@ function renderInstances(s) {
     tr.dataset.name = i.name;
     cell(tr, i.name, 'mono name');
     cell(tr, i.role ? i.type + ' / ' + i.role : i.type, 'type');
+    cell(tr, modelsText(i.models), 'models');
+    cell(tr, i.source || '-', 'source');
     badge(cell(tr, '', 'state'), i.state, stateKind(i.state));
     badge(cell(tr, '', 'schedulable'), i.candidate ? 'candidate' : i.schedulable ? 'no load report' : 'not schedulable', i.candidate ? 'ok' : 'warn');
     if (i.load) {
@@ -131,9 +134,38 @@ function renderInstances(s) {
     cell(tr, i.incarnation_id || '-', 'mono incarnation');
     rows.push(tr);
   });
-  if (rows.length === 0) rows.push(emptyRow(8, 'no instances in the view'));
+  if (rows.length === 0) rows.push(emptyRow(10, 'no instances in the view'));
   body.replaceChildren.apply(body, rows);
   text(byId('instance-count'), '(' + s.instances.length + ')');
+}
+
+function modelsText(models) {
+  if (!models) return 'unknown (any model)';
+  if (models.length === 0) return 'none';
+  return models.map(function (m) { return m.parent ? m.name + ' (adapter of ' + m.parent + ')' : m.name; }).join(', ');
+}
+
+function engineText(e) {
+  return e ? e.engine + (e.reason ? ' (' + e.reason + ')' : '') + ', ' + e.shadow_checks + ' shadow checks, ' + e.mismatches + ' differences' : '-';
+}
+
+function renderModelTokenizers(s) {
+  var body = byId('model-tokenizers').tBodies[0];
+  var rows = [];
+  (s.model_tokenizers || []).forEach(function (m) {
+    var tr = document.createElement('tr');
+    tr.dataset.model = m.model;
+    var t = m.tokenizer;
+    cell(tr, m.model, 'mono model');
+    cell(tr, t.path, 'mono path');
+    cell(tr, t.vocab_size, 'num vocab');
+    cell(tr, t.fingerprint, 'mono fingerprint');
+    cell(tr, t.chat_template || 'none: chat requests are routed by load', 'mono template');
+    cell(tr, engineText(t.template_engine), 'engine');
+    rows.push(tr);
+  });
+  if (rows.length === 0) rows.push(emptyRow(6, 'no --models_file: every model uses the tokenizer above'));
+  body.replaceChildren.apply(body, rows);
 }
 
 function renderStreams(s) {
@@ -209,13 +241,13 @@ function renderChart(s) {
 
 function renderTokenizer(s) {
   var t = s.tokenizer;
-  text(byId('tok-path'), t ? t.path : 'none: text and chat requests are routed by load');
+  var perModel = (s.model_tokenizers || []).length > 0;
+  text(byId('tok-path'), t ? t.path : perModel ? 'none: models without an entry below are routed by load' : 'none: text and chat requests are routed by load');
   text(byId('tok-vocab'), t ? t.vocab_size : '-');
   text(byId('tok-fingerprint'), t ? t.fingerprint : '-');
   text(byId('tok-template'), t ? (t.chat_template || 'none: chat requests are routed by load') : '-');
   text(byId('tok-threads'), t ? t.render_threads + (t.segment_cache ? ', segment cache on' : ', segment cache off') : '-');
-  var e = t && t.template_engine;
-  text(byId('tok-engine'), e ? e.engine + (e.reason ? ' (' + e.reason + ')' : '') + ', ' + e.shadow_checks + ' shadow checks, ' + e.mismatches + ' differences' : '-');
+  text(byId('tok-engine'), engineText(t && t.template_engine));
   var u = s.untokenized_requests || { total: 0, by_reason: {} };
   var parts = [];
   for (var r in u.by_reason) if (u.by_reason[r] > 0) parts.push(r + ' ' + u.by_reason[r]);
@@ -225,6 +257,7 @@ function renderTokenizer(s) {
 function render(s) {
   renderHeader(s);
   renderTokenizer(s);
+  renderModelTokenizers(s);
   renderChart(s);
   renderInstances(s);
   renderStreams(s);
@@ -272,12 +305,12 @@ const BODY = `
   <section>
     <h2>Instances <span class="count" id="instance-count"></span></h2>
     <table id="instances">
-      <thead><tr><th>Instance</th><th>Type / role</th><th>State</th><th>Routing</th><th class="num">Waiting</th><th class="num">GPU KV usage</th><th class="num">DP size</th><th>Incarnation</th></tr></thead>
+      <thead><tr><th>Instance</th><th>Type / role</th><th>Models</th><th>Source</th><th>State</th><th>Routing</th><th class="num">Waiting</th><th class="num">GPU KV usage</th><th class="num">DP size</th><th>Incarnation</th></tr></thead>
       <tbody></tbody>
     </table>
   </section>
   <section>
-    <h2>Tokenizer</h2>
+    <h2>Tokenizer <span class="count">(--tokenizer: every model without its own)</span></h2>
     <table id="tokenizer">
       <tbody>
         <tr><th>Directory</th><td class="mono" id="tok-path">-</td></tr>
@@ -288,6 +321,13 @@ const BODY = `
         <tr><th>Template engine</th><td id="tok-engine">-</td></tr>
         <tr><th>Routed without token ids</th><td id="tok-untokenized">0</td></tr>
       </tbody>
+    </table>
+  </section>
+  <section>
+    <h2>Tokenizers per model <span class="count">(--models_file; an adapter uses its parent's)</span></h2>
+    <table id="model-tokenizers">
+      <thead><tr><th>Model</th><th>Directory</th><th class="num">Vocabulary</th><th>Fingerprint</th><th>Chat template</th><th>Template engine</th></tr></thead>
+      <tbody></tbody>
     </table>
   </section>
   <section>

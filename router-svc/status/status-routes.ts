@@ -8,7 +8,7 @@ import type { TokenizerInfo } from '../../shared/tokenize/prompt-tokenizer.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 import type { HitRatioSeries } from './hit-ratio-series.js';
 import { STATUS_PAGE_CSP, STATUS_PAGE_HTML } from './status-page-html.js';
-import { buildStatus } from './status-snapshot.js';
+import { buildStatus, type ModelTokenizerInfo } from './status-snapshot.js';
 
 export const STATUS_PAGE_PATH = '/';
 export const STATUS_JSON_PATH = '/v1/status';
@@ -21,6 +21,8 @@ export interface StatusRouteSources {
   readonly policyName: string;
   /** `--tokenizer` in use; null without one. */
   readonly tokenizer: TokenizerInfo | null;
+  /** `--models_file`'s models and their tokenizers; [] without one. */
+  readonly modelTokenizers: readonly ModelTokenizerInfo[];
   /** Text requests routed without token ids, by reason. */
   readonly untokenized: () => Readonly<Record<string, number>>;
   /** Wall clock (Date.now). */

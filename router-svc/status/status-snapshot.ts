@@ -1,6 +1,6 @@
 /**
  * `GET /v1/status`: what the router knows, as the status page draws it — instances (type, role,
- * state, load, incarnation), streams (sync state, sequence, residency per tier), the view's
+ * state, load, incarnation, served models and where the directory found them), streams (sync state, sequence, residency per tier), the view's
  * epoch/version/staleness, the policy and the per-second hit-ratio series. Pure: the view, the
  * series and `nowMs` come in; one pass over instances and streams, for an operator's poll (once a
  * second per open page), never on the request path.
@@ -25,6 +25,10 @@ export interface WireStatusInstance {
   incarnation_id: string;
   register_ts_ms: number;
   dp_size: number;
+  /** cache-identity §1: the models it serves (`parent` set for a LoRA adapter); null = unknown (any model). */
+  models: { name: string; parent: string | null }[] | null;
+  /** Where the directory learned of it ("etcd", "engines_file", "dns:<name>"); '' when not said. */
+  source: string;
   /** null: no valid load report yet. */
   load: { waiting_requests_num: number; gpu_cache_usage_perc: number; reported_at_ms: number } | null;
 }
@@ -56,6 +60,8 @@ export interface WireStatus {
   };
   /** tokenization.md §4: the tokenizer in use (null: text is routed by load) and the requests left without ids. */
   tokenizer: TokenizerInfo | null;
+  /** cache-identity §5: each `--models_file` model's tokenizer (an adapter uses its parent's); [] without the file. */
+  model_tokenizers: ModelTokenizerInfo[];
   untokenized_requests: { total: number; by_reason: Record<string, number> };
   instances: WireStatusInstance[];
   streams: WireStatusStream[];
@@ -66,6 +72,12 @@ export interface WireStatus {
   };
 }
 
+/** One `--models_file` model and the tokenizer its requests use. */
+export interface ModelTokenizerInfo {
+  readonly model: string;
+  readonly tokenizer: TokenizerInfo;
+}
+
 export interface StatusSources {
   readonly view: ViewCache;
   readonly hitRatios: HitRatioSeries;
@@ -73,6 +85,8 @@ export interface StatusSources {
   readonly policyName: string;
   /** Absent: no tokenizer, no untokenized counts (callers that predate tokenization). */
   readonly tokenizer?: TokenizerInfo | null;
+  /** Absent: no models file. */
+  readonly modelTokenizers?: readonly ModelTokenizerInfo[];
   readonly untokenized?: () => Readonly<Record<string, number>>;
 }
 
@@ -90,6 +104,8 @@ export function buildStatus(src: StatusSources, nowMs: number): WireStatus {
       incarnation_id: i.incarnationId,
       register_ts_ms: i.registerTsMs,
       dp_size: i.dpSize,
+      models: i.models === null ? null : i.models.map((m) => ({ name: m.name, parent: m.parent })),
+      source: i.source,
       load:
         i.load === null
           ? null
@@ -125,6 +141,7 @@ export function buildStatus(src: StatusSources, nowMs: number): WireStatus {
       since_heard_ms: Number.isFinite(heard) ? Math.max(0, nowMs - heard) : null,
     },
     tokenizer: src.tokenizer ?? null,
+    model_tokenizers: [...(src.modelTokenizers ?? [])],
     untokenized_requests: { total: untokenizedTotal, by_reason: byReason },
     instances,
     streams,

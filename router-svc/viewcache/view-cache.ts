@@ -30,6 +30,7 @@ import type { DecodedDelta, DecodedSnapshot, DecodedSnapshotChunk, DecodedViewSt
 import { byNameThenRank } from '../../shared/keys/stream-key.js';
 import type { EngineKind } from '../../shared/config/engine-kind.js';
 import { PLAIN_IDENTITY, type KeyIdentity } from '../../shared/keys/cache-identity.js';
+import { sameModelLists } from '../../shared/view/served-models.js';
 
 export type { RouterInstance } from './view-update.js';
 
@@ -182,6 +183,7 @@ export class ViewCache {
   private assembly: SnapshotAssembly<ViewState> | null = null;
   private instancesRev = 0;
   private streamsRev = 0;
+  private modelsRev = 0;
   /** CAR's rank groups for the current revisions (rankPlanFor). */
   private readonly rankPlan: RankPlan = { state: null, streamsRev: -1, instancesRev: -1, stale: false, count: 0, groups: [], slots: new Int32Array(0), leaders: new Int32Array(0) };
   private hashedBlocks = 0;
@@ -234,6 +236,15 @@ export class ViewCache {
   /** Bumped whenever an instance changes (load reports included): policies cache candidates by it. */
   get instancesRevision(): number {
     return this.instancesRev;
+  }
+
+  /**
+   * Bumped whenever the served models of the view may have changed (cache-identity §1): an
+   * instance added or removed, or one whose model list changed — not on load reports, so what is
+   * derived from the lists (request identities, the models index) is rebuilt only when they move.
+   */
+  get modelsRevision(): number {
+    return this.modelsRev;
   }
 
   /** Bumped whenever the stream set or a stream's state changes (not on residency changes). */
@@ -475,18 +486,23 @@ export class ViewCache {
 
   /**
    * routing.md `POST /v1/internal/kv-cache/query`, the same answer as the directory's Query for
-   * the same view; a stale view reports every stream unsynchronized with VIEW_STALE_ERROR.
+   * the same view; a stale view reports every stream unsynchronized with VIEW_STALE_ERROR. With
+   * `includeInstance` (a request's model, cache-identity §2), only the streams of the instances it
+   * accepts are listed.
    */
-  query(tokenIds: ArrayLike<number>, nowMs: number, identity: KeyIdentity = PLAIN_IDENTITY): QueryResult {
+  query(tokenIds: ArrayLike<number>, nowMs: number, identity: KeyIdentity = PLAIN_IDENTITY, includeInstance: ((name: string) => boolean) | null = null): QueryResult {
     const hits = this.matchStreams(tokenIds, nowMs, undefined, identity);
-    const matches: StreamMatch[] = new Array<StreamMatch>(hits.count);
+    const matches: StreamMatch[] = [];
+    const listed: RouterStream[] = [];
     for (let i = 0; i < hits.count; i++) {
       const s = hits.streams[i]!;
+      if (includeInstance !== null && !includeInstance(s.instanceName)) continue;
       const credited = hits.credited[i] === 1;
       const error = hits.stale ? VIEW_STALE_ERROR : s.error;
-      matches[i] = streamMatch(s, credited, hits.deviceHitTokens[i]!, hits.hostOnlyHitTokens[i]!, credited ? s.deviceBlocks : 0, credited ? s.hostBlocks : 0, error);
+      matches.push(streamMatch(s, credited, hits.deviceHitTokens[i]!, hits.hostOnlyHitTokens[i]!, credited ? s.deviceBlocks : 0, credited ? s.hostBlocks : 0, error));
+      listed.push(s);
     }
-    return { input_tokens: tokenIds.length, block_size: commonBlockSize(hits.streams, hits.count), matches };
+    return { input_tokens: tokenIds.length, block_size: commonBlockSize(listed, listed.length), matches };
   }
 
   private checkContinuity(epoch: string, version: bigint, want: bigint, what: string): void {
@@ -558,6 +574,7 @@ export class ViewCache {
     this.awaitingSnapshot = false;
     this.instancesRev++;
     this.streamsRev++;
+    this.modelsRev++;
   }
 
   /** A slot in the stream's group of `state`; a group beyond MAX_SLOTS streams is a protocol error. */
@@ -612,8 +629,14 @@ export class ViewCache {
   private applyDelta(u: DecodedDelta): void {
     this.validateDelta(u);
     const state = this.state;
-    for (const name of u.instanceRemovals) state.instances.delete(name);
-    for (const inst of u.instanceUpserts) state.instances.set(inst.name, inst);
+    let modelsChanged = false;
+    for (const name of u.instanceRemovals) if (state.instances.delete(name)) modelsChanged = true;
+    for (const inst of u.instanceUpserts) {
+      const prev = state.instances.get(inst.name);
+      if (prev === undefined || !sameModelLists(prev.models, inst.models)) modelsChanged = true;
+      state.instances.set(inst.name, inst);
+    }
+    if (modelsChanged) this.modelsRev++;
     if (u.instanceRemovals.length + u.instanceUpserts.length > 0) {
       state.invalidateInstances();
       this.instancesRev++;

@@ -4,12 +4,18 @@
  * replaces them, so an operator's old command line fails with a pointer, not "unknown flag". Only `directory-svc/main.ts` calls this with
  * `process.argv`; everything else receives the frozen `DirectoryFlags` object.
  */
+import { isIP } from 'node:net';
 import { ConfigError } from './config-error.js';
 import { flagsHelp, parseFlags, type FlagValues, type ParsedArgs } from './flags.js';
 import { LOG_LEVEL_VALUES } from './log-level.js';
 
 export const DIRECTORY_FLAGS = {
-  etcd_addr: { type: 'host-port-list', default: '127.0.0.1:2379', help: 'etcd endpoints for discovery' },
+  etcd_addr: {
+    type: 'host-port-list',
+    default: '127.0.0.1:2379',
+    emptyMeansNone: true,
+    help: 'etcd endpoints for discovery; empty (--etcd_addr=) runs no etcd discovery and never connects to etcd (engines file and DNS fleets, engines.md §6)',
+  },
   etcd_namespace: { type: 'string', default: '', placeholder: 'ns', help: 'etcd key prefix; "ns" gives /ns/ (discovery.md "etcd keys")' },
   kv_events_config_file: {
     type: 'string',
@@ -29,6 +35,26 @@ export const DIRECTORY_FLAGS = {
     min: 50,
     max: 60000,
     help: 'engines-file engines: GET /health and /metrics period; load older than 3x this is stale (engines.md §4.1, §4.2)',
+  },
+  engines_models_refresh_ms: {
+    type: 'int',
+    default: 10000,
+    min: 1000,
+    max: 600000,
+    help: 'engines-file engines without a pinned "models": GET /v1/models period, and at once on (re)activation (cache-identity §1)',
+  },
+  engines_dns_refresh_ms: {
+    type: 'int',
+    default: 5000,
+    min: 1000,
+    max: 600000,
+    help: 'engines-file DNS entries: how often each name is resolved again (engines.md §6)',
+  },
+  engines_dns_server: {
+    type: 'string',
+    default: '',
+    placeholder: 'ip:port',
+    help: 'DNS server for engines-file DNS entries (ip:port or [ipv6]:port); empty = the system resolver\'s servers (/etc/resolv.conf)',
   },
   grpc_port: { type: 'int', default: 50051, min: 1, max: 65535, help: 'gRPC port: KvDirectory (view stream, Query, ListStreams, GetStats), health, reflection' },
   http_port: { type: 'int', default: 8889, min: 1, max: 65535, help: 'HTTP port: engine heartbeats, health, metrics' },
@@ -67,7 +93,10 @@ export function parseDirectoryFlags(
 ): ParsedArgs<DirectoryFlags> {
   refuseMovedMetaFlags(argv);
   const parsed = parseFlags(DIRECTORY_FLAGS, argv, env);
-  if (parsed.kind === 'flags') checkPorts(parsed.flags);
+  if (parsed.kind === 'flags') {
+    checkPorts(parsed.flags);
+    checkDnsServer(parsed.flags.enginesDnsServer);
+  }
   return parsed;
 }
 
@@ -79,6 +108,25 @@ export function directoryHelp(): string {
 function checkPorts(f: DirectoryFlags): void {
   if (f.grpcPort === f.httpPort) {
     throw new ConfigError('--http_port', 'same as --grpc_port', `invalid --http_port: ${f.httpPort} is also --grpc_port`);
+  }
+}
+
+/**
+ * `--engines_dns_server`: what `dns.Resolver#setServers` takes, an IP address with a port (a
+ * resolver cannot be named by a host name it would itself have to resolve).
+ */
+function checkDnsServer(text: string): void {
+  if (text === '') return;
+  const m = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(text);
+  const host = m === null ? '' : (m[1] ?? m[2]!);
+  const family = m === null ? 0 : isIP(host);
+  const port = m === null ? 0 : Number(m[3]);
+  if (family === 0 || (m![1] !== undefined) !== (family === 6) || port < 1 || port > 65535) {
+    throw new ConfigError(
+      '--engines_dns_server',
+      'expected ip:port',
+      `invalid --engines_dns_server: expected ip:port or [ipv6]:port with a port in 1..65535, got ${JSON.stringify(text)}`,
+    );
   }
 }
 

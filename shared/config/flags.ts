@@ -48,6 +48,8 @@ export interface HostPortListFlag extends FlagBase {
   readonly type: 'host-port-list';
   /** Written as on the command line, e.g. `127.0.0.1:2379`; parsed like any given value. */
   readonly default: string;
+  /** An empty value is the empty list (`--etcd_addr=`: no etcd at all) rather than an error. */
+  readonly emptyMeansNone?: boolean;
 }
 
 export type FlagSpec = StringFlag | IntFlag | FloatFlag | BoolFlag | EnumFlag | HostPortListFlag;
@@ -202,6 +204,7 @@ function convert(name: string, spec: FlagSpec, raw: string | null): unknown {
       return hit;
     }
     case 'host-port-list': {
+      if (raw === '' && spec.emptyMeansNone === true) return Object.freeze([]);
       const list = raw === null ? null : parseHostPortList(raw);
       if (list === null) throw bad();
       return list;
@@ -229,7 +232,7 @@ function expectation(spec: FlagSpec): string {
     case 'enum':
       return `one of ${spec.values.join(', ')}`;
     case 'host-port-list':
-      return 'host:port[,host:port...] with ports in 1..65535';
+      return `host:port[,host:port...] with ports in 1..65535${spec.emptyMeansNone === true ? ', or empty for none' : ''}`;
     default:
       return assertNever(spec);
   }

@@ -97,6 +97,13 @@ export const ROUTER_FLAGS = {
     help: 'model directory with tokenizer.json and tokenizer_config.json: text and chat requests get cache credit; empty = routed by load',
   },
   chat_template: { type: 'string', default: '', placeholder: 'file', help: "Jinja chat template overriding tokenizer_config.json's (as the engine's --chat-template)" },
+  // cache-identity §2, §5 (issue 26): request identity and per-model tokenizers.
+  models_file: {
+    type: 'string',
+    default: '',
+    placeholder: 'file',
+    help: 'JSON {"models":[{"model","tokenizer","chat_template"?}]}: each model\'s tokenizer (an adapter uses its parent\'s); --tokenizer then serves the models it does not name',
+  },
   log_level: { type: 'enum', values: LOG_LEVEL_VALUES, default: 'info', help: 'pino log level' },
 } as const;
 

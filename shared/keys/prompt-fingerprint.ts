@@ -12,8 +12,15 @@
  * granule prefix floors to an instance's complete blocks exactly. A collision can only credit a
  * prefix the engine then recomputes (a slower request, never wrong output).
  *
+ * Identity (cache-identity §2, §3): the chain starts from a seed derived from the request's cache
+ * identity (LoRA name, salt), so a prompt under one identity never matches another identity's in
+ * flight — their blocks are different KV on the engine. The plain identity's seed is FNV-1a's own
+ * offset basis, so plain fingerprints are what they were before identities existed; the wire
+ * carries the same bytes either way (a router compares them, the directory only stores them).
+ *
  * Pure; one pass over the tokens up to `maxGranules` granules, no allocation but the result.
  */
+import { isPlainIdentity, type KeyIdentity } from './cache-identity.js';
 
 export const GRANULE_TOKENS = 16;
 /** Granules fingerprinted per prompt (8,192 tokens): the wire and the view carry at most this many. */
@@ -27,12 +34,33 @@ export const MAX_PROMPT_GRANULES = 512;
  */
 export const PENDING_PROMPTS_PER_SHARE = 8;
 
-/** The first min(⌊len/16⌋, maxGranules) fingerprints of `tokenIds`. */
-export function promptFingerprints(tokenIds: ArrayLike<number>, maxGranules: number = MAX_PROMPT_GRANULES): Uint32Array {
+/** The chain seed of the plain identity (base model, unsalted): FNV-1a's offset basis. */
+export const PLAIN_FINGERPRINT_SEED = 0x811c9dc5;
+
+/**
+ * The chain seed of `identity`: FNV-1a over its root preimage suffix (the `L` and `S` terms of
+ * cache-identity §3, which name the LoRA adapter and the salt unambiguously), mixed once. Computed
+ * once per identity by its owner, never per request.
+ */
+export function fingerprintSeed(identity: KeyIdentity): number {
+  if (isPlainIdentity(identity)) return PLAIN_FINGERPRINT_SEED;
+  const suffix = identity.rootSuffix!;
+  let h = PLAIN_FINGERPRINT_SEED;
+  for (let i = 0; i < suffix.length; i++) h = Math.imul(h ^ suffix[i]!, 0x01000193);
+  h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d) >>> 0;
+  // A seed equal to the plain one would let the identity match plain prompts: step off it.
+  return h === PLAIN_FINGERPRINT_SEED ? (h ^ 1) >>> 0 : h;
+}
+
+/**
+ * The first min(⌊len/16⌋, maxGranules) fingerprints of `tokenIds`, chained from `seed` (the
+ * request identity's, fingerprintSeed; default the plain identity's).
+ */
+export function promptFingerprints(tokenIds: ArrayLike<number>, maxGranules: number = MAX_PROMPT_GRANULES, seed: number = PLAIN_FINGERPRINT_SEED): Uint32Array {
   const n = Math.min(Math.floor(tokenIds.length / GRANULE_TOKENS), maxGranules);
   const out = new Uint32Array(n);
   // FNV-1a over the token ids' 32-bit values, the state carried from granule to granule.
-  let h = 0x811c9dc5;
+  let h = seed;
   for (let g = 0, t = 0; g < n; g++) {
     for (const end = t + GRANULE_TOKENS; t < end; t++) h = Math.imul(h ^ (tokenIds[t]! | 0), 0x01000193);
     // One extra mix per granule so a granule boundary is part of what is hashed.

@@ -67,9 +67,14 @@ export function limitedServerOptions(limits: HttpLimits): ServerOptions {
   };
 }
 
-/** `{"error": ...}` body for a refusal, the shape of both services' HTTP APIs. */
+/** The one-line reason of a refusal node made itself (no parser detail ever reaches a client). */
+export function refusalReason(status: ClientRefusal['status']): string {
+  return status === 431 ? 'request headers too large' : status === 408 ? 'request timeout' : 'bad request';
+}
+
+/** `{"error": ...}` body for a refusal, the shape of the directory's HTTP API. */
 export function jsonRefusalBody(status: ClientRefusal['status']): string {
-  return JSON.stringify({ error: status === 431 ? 'request headers too large' : status === 408 ? 'request timeout' : 'bad request' });
+  return JSON.stringify({ error: refusalReason(status) });
 }
 
 /** A request node refused before (or while) the handler saw it: the status sent and why. */

@@ -15,8 +15,12 @@ import { idsToArray, type TokenEncoder } from './token-encoder.js';
  */
 export const MAX_TOKENIZE_CHARS = 1024 * 1024;
 
-/** Why a text request got no token ids (the `reason` label of router_untokenized_requests_total). */
-export const UNTOKENIZED_REASONS = ['no_tokenizer', 'no_chat_template', 'template_error', 'non_text_content', 'too_long', 'tokenizer_error'] as const;
+/**
+ * Why a text request got no token ids (the `reason` label of router_untokenized_requests_total).
+ * `no_tokenizer`: the router has none at all; `no_tokenizer_for_model`: it has some, but none for
+ * the request's model (cache-identity §5).
+ */
+export const UNTOKENIZED_REASONS = ['no_tokenizer', 'no_tokenizer_for_model', 'no_chat_template', 'template_error', 'non_text_content', 'too_long', 'tokenizer_error'] as const;
 export type UntokenizedReason = (typeof UNTOKENIZED_REASONS)[number];
 
 export type TokenizeOutcome =

@@ -14,6 +14,14 @@ import { PlainMessageError } from '../errors/domain-error.js';
 
 export class PromptShapeError extends PlainMessageError {
   readonly class = 'prompt_shape' as const;
+
+  constructor(
+    detail: string,
+    /** The request's top-level field at fault (an OpenAI error's `param`); null when it is a pair of them. */
+    readonly param: string | null,
+  ) {
+    super(detail);
+  }
 }
 
 export type ContentFormat = 'string' | 'openai';
@@ -49,15 +57,15 @@ export interface ChatMessage {
 
 export function parseChatRequest(body: Readonly<Record<string, unknown>>): ChatRequest {
   const raw = body['messages'];
-  if (!Array.isArray(raw) || raw.length === 0) throw new PromptShapeError('messages must be a non-empty array of messages');
+  if (!Array.isArray(raw) || raw.length === 0) throw new PromptShapeError('messages must be a non-empty array of messages', 'messages');
   const messages: ChatMessage[] = [];
   let textChars = 0;
   let firstNonTextMessage = -1;
   for (let i = 0; i < raw.length; i++) {
     const m: unknown = raw[i];
-    if (typeof m !== 'object' || m === null || Array.isArray(m)) throw new PromptShapeError(`messages[${i}] must be an object`);
+    if (typeof m !== 'object' || m === null || Array.isArray(m)) throw new PromptShapeError(`messages[${i}] must be an object`, 'messages');
     const o = m as Record<string, unknown>;
-    if (typeof o['role'] !== 'string' || o['role'] === '') throw new PromptShapeError(`messages[${i}].role must be a non-empty string`);
+    if (typeof o['role'] !== 'string' || o['role'] === '') throw new PromptShapeError(`messages[${i}].role must be a non-empty string`, 'messages');
     const { content, ...fields } = o;
     const texts: string[] = [];
     let plain = false;
@@ -67,18 +75,18 @@ export function parseChatRequest(body: Readonly<Record<string, unknown>>): ChatR
     } else if (Array.isArray(content)) {
       for (let p = 0; p < content.length; p++) {
         const part: unknown = content[p];
-        if (typeof part !== 'object' || part === null) throw new PromptShapeError(`messages[${i}].content[${p}] must be an object`);
+        if (typeof part !== 'object' || part === null) throw new PromptShapeError(`messages[${i}].content[${p}] must be an object`, 'messages');
         const po = part as Record<string, unknown>;
-        if (typeof po['type'] !== 'string') throw new PromptShapeError(`messages[${i}].content[${p}].type must be a string`);
+        if (typeof po['type'] !== 'string') throw new PromptShapeError(`messages[${i}].content[${p}].type must be a string`, 'messages');
         if (po['type'] === 'text') {
-          if (typeof po['text'] !== 'string') throw new PromptShapeError(`messages[${i}].content[${p}].text must be a string`);
+          if (typeof po['text'] !== 'string') throw new PromptShapeError(`messages[${i}].content[${p}].text must be a string`, 'messages');
           texts.push(po['text']);
         } else if (firstNonTextMessage < 0) {
           firstNonTextMessage = i;
         }
       }
     } else if (content !== undefined && content !== null) {
-      throw new PromptShapeError(`messages[${i}].content must be a string, an array of content parts or null`);
+      throw new PromptShapeError(`messages[${i}].content must be a string, an array of content parts or null`, 'messages');
     }
     for (const t of texts) textChars += t.length;
     messages.push({ fields: withParsedToolArguments(fields, i), texts, plain });
@@ -86,11 +94,11 @@ export function parseChatRequest(body: Readonly<Record<string, unknown>>): ChatR
   const agp = optionalBool(body, 'add_generation_prompt');
   const cfm = optionalBool(body, 'continue_final_message') ?? false;
   // vLLM refuses the pair (400): a generation prompt after a message being continued is contradictory.
-  if (agp === true && cfm) throw new PromptShapeError('add_generation_prompt and continue_final_message cannot both be true');
+  if (agp === true && cfm) throw new PromptShapeError('add_generation_prompt and continue_final_message cannot both be true', null);
   const kwargs = body['chat_template_kwargs'];
-  if (kwargs !== undefined && kwargs !== null && (typeof kwargs !== 'object' || Array.isArray(kwargs))) throw new PromptShapeError('chat_template_kwargs must be an object');
+  if (kwargs !== undefined && kwargs !== null && (typeof kwargs !== 'object' || Array.isArray(kwargs))) throw new PromptShapeError('chat_template_kwargs must be an object', 'chat_template_kwargs');
   const documents = body['documents'];
-  if (documents !== undefined && documents !== null && !Array.isArray(documents)) throw new PromptShapeError('documents must be an array');
+  if (documents !== undefined && documents !== null && !Array.isArray(documents)) throw new PromptShapeError('documents must be an array', 'documents');
   return {
     messages,
     addGenerationPrompt: agp ?? !cfm,
@@ -129,7 +137,7 @@ function withParsedToolArguments(fields: Record<string, unknown>, i: number): Re
   const calls = fields['tool_calls'];
   if (fields['role'] !== 'assistant' || !Array.isArray(calls)) return fields;
   const parsed = calls.map((call: unknown, c) => {
-    if (typeof call !== 'object' || call === null) throw new PromptShapeError(`messages[${i}].tool_calls[${c}] must be an object`);
+    if (typeof call !== 'object' || call === null) throw new PromptShapeError(`messages[${i}].tool_calls[${c}] must be an object`, 'messages');
     const fn = (call as Record<string, unknown>)['function'];
     if (typeof fn !== 'object' || fn === null) return call;
     const args = (fn as Record<string, unknown>)['arguments'];
@@ -138,7 +146,7 @@ function withParsedToolArguments(fields: Record<string, unknown>, i: number): Re
     try {
       value = JSON.parse(args);
     } catch {
-      throw new PromptShapeError(`messages[${i}].tool_calls[${c}].function.arguments must be a JSON string`);
+      throw new PromptShapeError(`messages[${i}].tool_calls[${c}].function.arguments must be a JSON string`, 'messages');
     }
     return { ...(call as Record<string, unknown>), function: { ...(fn as Record<string, unknown>), arguments: value } };
   });
@@ -148,13 +156,13 @@ function withParsedToolArguments(fields: Record<string, unknown>, i: number): Re
 /** vLLM's ChatCompletionToolsParam dump: `{type, function: {name, description, parameters}}`, absent fields null. */
 function parseTools(value: unknown): readonly unknown[] | undefined {
   if (value === undefined || value === null) return undefined;
-  if (!Array.isArray(value)) throw new PromptShapeError('tools must be an array');
+  if (!Array.isArray(value)) throw new PromptShapeError('tools must be an array', 'tools');
   return value.map((t: unknown, i) => {
-    if (typeof t !== 'object' || t === null) throw new PromptShapeError(`tools[${i}] must be an object`);
+    if (typeof t !== 'object' || t === null) throw new PromptShapeError(`tools[${i}] must be an object`, 'tools');
     const fn = (t as Record<string, unknown>)['function'];
-    if (typeof fn !== 'object' || fn === null) throw new PromptShapeError(`tools[${i}].function must be an object`);
+    if (typeof fn !== 'object' || fn === null) throw new PromptShapeError(`tools[${i}].function must be an object`, 'tools');
     const f = fn as Record<string, unknown>;
-    if (typeof f['name'] !== 'string') throw new PromptShapeError(`tools[${i}].function.name must be a string`);
+    if (typeof f['name'] !== 'string') throw new PromptShapeError(`tools[${i}].function.name must be a string`, 'tools');
     return { type: 'function', function: { name: f['name'], description: f['description'] ?? null, parameters: f['parameters'] ?? null } };
   });
 }
@@ -162,7 +170,7 @@ function parseTools(value: unknown): readonly unknown[] | undefined {
 export function optionalBool(body: Readonly<Record<string, unknown>>, field: string): boolean | undefined {
   const v = body[field];
   if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'boolean') throw new PromptShapeError(`${field} must be a boolean`);
+  if (typeof v !== 'boolean') throw new PromptShapeError(`${field} must be a boolean`, field);
   return v;
 }
 

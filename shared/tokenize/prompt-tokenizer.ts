@@ -11,7 +11,7 @@ import { ChatPool } from './chat-pool.js';
 import type { ChatRequest } from './chat-request.js';
 import { asTokenizeOutcome, encodeOutcome, MAX_TOKENIZE_CHARS, renderAndEncode, tooLong, type TokenizeOutcome } from './chat-encoding.js';
 import { DEFAULT_SEGMENT_CACHE_BYTES, sumCacheStats, TokenEncoder, type SegmentCacheStats } from './token-encoder.js';
-import { readTokenizerFiles } from './tokenizer-files.js';
+import { readTokenizerFiles, type TokenizerOrigin } from './tokenizer-files.js';
 import type { TemplateEngineInfo } from './shadow-checked-renderer.js';
 
 /**
@@ -70,6 +70,10 @@ export interface PromptTokenizerOptions {
   readonly compileTemplate?: boolean;
   /** Told once when the shadow check switches the compiled template off (the router logs it). */
   readonly onTemplateSwitchOff?: (reason: string) => void;
+  /** The segment caches' budget over this thread and the chat threads; default DEFAULT_SEGMENT_CACHE_BYTES. */
+  readonly segmentCacheBytes?: number;
+  /** Where the directory and template were named, for start-up errors; default `--tokenizer`/`--chat_template`. */
+  readonly origin?: TokenizerOrigin;
 }
 
 function sum(all: readonly TemplateEngineInfo[], key: 'renders' | 'shadow_checks' | 'interpreted_renders' | 'mismatches'): number {
@@ -90,10 +94,10 @@ export class PromptTokenizer {
 
   /** Reads `--tokenizer` DIR (and `--chat_template` FILE, '' for none); throws ConfigError naming the file. */
   static load(dir: string, chatTemplateFile: string, opts: PromptTokenizerOptions = {}): PromptTokenizer {
-    const files = readTokenizerFiles(dir, chatTemplateFile);
+    const files = readTokenizerFiles(dir, chatTemplateFile, opts.origin);
     const threads = opts.renderThreads ?? 0;
     // The segment-cache budget is shared by this thread and the chat threads (each takes overflow chats).
-    const cacheShare = Math.floor(DEFAULT_SEGMENT_CACHE_BYTES / (threads + 1));
+    const cacheShare = Math.floor((opts.segmentCacheBytes ?? DEFAULT_SEGMENT_CACHE_BYTES) / (threads + 1));
     const encoder = TokenEncoder.fromJson(files.tokenizerJson, `${files.dir}/tokenizer.json`, cacheShare);
     const compile = opts.compileTemplate ?? true;
     const told = opts.onTemplateSwitchOff ?? (() => {});

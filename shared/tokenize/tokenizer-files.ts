@@ -25,8 +25,27 @@ export interface TokenizerFiles {
   readonly fingerprint: string;
 }
 
-/** Reads and checks the files; throws ConfigError naming `--tokenizer`/`--chat_template` and the file. */
-export function readTokenizerFiles(dirFlag: string, chatTemplateFlag: string): TokenizerFiles {
+/**
+ * Where a tokenizer directory and template were named, for the one-line errors: the flag an error
+ * is reported under and what precedes the file's path (a models-file entry's field).
+ */
+export interface TokenizerOrigin {
+  readonly tokenizerFlag: string;
+  readonly tokenizerWhere: string;
+  readonly templateFlag: string;
+  readonly templateWhere: string;
+}
+
+/** `--tokenizer DIR` and `--chat_template FILE`: `invalid --tokenizer: <path>: <reason>`. */
+export const FLAG_ORIGIN: TokenizerOrigin = Object.freeze({ tokenizerFlag: '--tokenizer', tokenizerWhere: '', templateFlag: '--chat_template', templateWhere: '' });
+
+/**
+ * Reads and checks the files; throws ConfigError naming the flag (`origin`, default
+ * `--tokenizer`/`--chat_template`) and the file.
+ */
+export function readTokenizerFiles(dirFlag: string, chatTemplateFlag: string, origin: TokenizerOrigin = FLAG_ORIGIN): TokenizerFiles {
+  const tok = { flag: origin.tokenizerFlag, where: origin.tokenizerWhere };
+  const tpl = { flag: origin.templateFlag, where: origin.templateWhere };
   const dir = resolve(dirFlag);
   let isDir = false;
   try {
@@ -34,23 +53,23 @@ export function readTokenizerFiles(dirFlag: string, chatTemplateFlag: string): T
   } catch {
     // reported below
   }
-  if (!isDir) throw fileError('--tokenizer', dir, 'no such directory');
+  if (!isDir) throw fileError(tok, dir, 'no such directory');
   const tokenizerPath = join(dir, 'tokenizer.json');
-  const tokenizerJson = readText('--tokenizer', tokenizerPath);
-  const tokenizer = parseObject('--tokenizer', tokenizerPath, tokenizerJson);
-  if (typeof tokenizer['model'] !== 'object' || tokenizer['model'] === null) throw fileError('--tokenizer', tokenizerPath, 'no "model" object (not a Hugging Face tokenizer.json)');
+  const tokenizerJson = readText(tok, tokenizerPath);
+  const tokenizer = parseObject(tok, tokenizerPath, tokenizerJson);
+  if (typeof tokenizer['model'] !== 'object' || tokenizer['model'] === null) throw fileError(tok, tokenizerPath, 'no "model" object (not a Hugging Face tokenizer.json)');
   const configPath = join(dir, 'tokenizer_config.json');
-  const config = parseObject('--tokenizer', configPath, readText('--tokenizer', configPath));
+  const config = parseObject(tok, configPath, readText(tok, configPath));
 
   let chatTemplate: string | null = null;
   let chatTemplateSource = '';
   if (chatTemplateFlag !== '') {
     const path = resolve(chatTemplateFlag);
-    chatTemplate = readText('--chat_template', path);
-    if (chatTemplate.trim() === '') throw fileError('--chat_template', path, 'empty template');
+    chatTemplate = readText(tpl, path);
+    if (chatTemplate.trim() === '') throw fileError(tpl, path, 'empty template');
     chatTemplateSource = path;
   } else {
-    chatTemplate = configTemplate(config['chat_template'], configPath);
+    chatTemplate = configTemplate(config['chat_template'], configPath, tok);
     if (chatTemplate !== null) chatTemplateSource = configPath;
   }
   const hash = createHash('sha256').update(tokenizerJson).update('\0').update(chatTemplate ?? '');
@@ -61,7 +80,7 @@ export function readTokenizerFiles(dirFlag: string, chatTemplateFlag: string): T
  * `chat_template` is a string, or a list of `{name, template}` (transformers: the one named
  * "default" is used when no name is asked for). Absent/null: no template.
  */
-function configTemplate(value: unknown, configPath: string): string | null {
+function configTemplate(value: unknown, configPath: string, tok: Label): string | null {
   if (value === undefined || value === null) return null;
   if (typeof value === 'string') return value;
   if (Array.isArray(value)) {
@@ -71,31 +90,37 @@ function configTemplate(value: unknown, configPath: string): string | null {
         if (typeof template === 'string') return template;
       }
     }
-    throw fileError('--tokenizer', configPath, 'chat_template is a list without a {"name":"default","template":string} entry');
+    throw fileError(tok, configPath, 'chat_template is a list without a {"name":"default","template":string} entry');
   }
-  throw fileError('--tokenizer', configPath, 'chat_template must be a string or a list of {name, template}');
+  throw fileError(tok, configPath, 'chat_template must be a string or a list of {name, template}');
 }
 
-function readText(flag: string, path: string): string {
+/** The flag an error is reported under and what precedes the path (TokenizerOrigin). */
+interface Label {
+  readonly flag: string;
+  readonly where: string;
+}
+
+function readText(label: Label, path: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw fileError(flag, path, code === 'ENOENT' ? 'file not found' : `cannot read (${code ?? 'error'})`);
+    throw fileError(label, path, code === 'ENOENT' ? 'file not found' : `cannot read (${code ?? 'error'})`);
   }
 }
 
-function parseObject(flag: string, path: string, text: string): Record<string, unknown> {
+function parseObject(label: Label, path: string, text: string): Record<string, unknown> {
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw fileError(flag, path, `not JSON (${e instanceof Error ? e.message.split('\n', 1)[0] : 'parse error'})`);
+    throw fileError(label, path, `not JSON (${e instanceof Error ? e.message.split('\n', 1)[0] : 'parse error'})`);
   }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw fileError(flag, path, 'must hold a JSON object');
+  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw fileError(label, path, 'must hold a JSON object');
   return json as Record<string, unknown>;
 }
 
-function fileError(flag: string, path: string, reason: string): ConfigError {
-  return new ConfigError(flag, reason, `invalid ${flag}: ${path}: ${reason}`);
+function fileError(label: Label, path: string, reason: string): ConfigError {
+  return new ConfigError(label.flag, reason, `invalid ${label.flag}: ${label.where}${path}: ${reason}`);
 }

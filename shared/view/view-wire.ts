@@ -155,6 +155,8 @@ export interface WireViewUpdate {
 export interface WireListInstancesResponse {
   instances: WireViewInstance[];
   etcd_connected: boolean;
+  /** Absent from older directories (and from unit fixtures): etcd in use. */
+  etcd_disabled?: boolean;
 }
 
 /** `ReportInflight` client-stream message (routing.md "In-flight load"). */

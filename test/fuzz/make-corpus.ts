@@ -48,7 +48,8 @@ write('live-batch', '05-tokenless-cpu.bin', batch([stored([11, 12], null, [], 'c
 write('live-batch', '06-hash-forms.bin', batch([stored([0xfffffffffffffffen, -2n, Uint8Array.of(0x12, 0x34), new Uint8Array(16)], null, toks(1, 16), 'GPU')]));
 write('live-batch', '07-lora-extra-keys.bin', batch([{ type: 'BlockStored', block_hashes: [21], parent_block_hash: 11, token_ids: toks(9, 4), block_size: 4, lora_id: 3, lora_name: 'adapter', extra_keys: [[1, 'x']], medium: 'gpu', group_idx: 0 }]));
 write('live-batch', '08-empty-batch.bin', batch([]));
-write('live-batch', '09-positional-removed.bin', batch([['BlockRemoved', [11], 'cpu', 'extra'], ['BlockStored', [13], 12, [], null, null, 'cpu', null, null]]));
+// Positions 3–4 of BlockRemoved are group_idx and locality (cache-identity §4); 'extra' is past them.
+write('live-batch', '09-positional-removed.bin', batch([['BlockRemoved', [11], 'cpu', 0, null, 'extra'], ['BlockStored', [13], 12, [], null, null, 'cpu', null, null]]));
 {
   // A realistic step from the simulator: chained stores, an eviction and an offload.
   const pool = new BlockPool({ blockSize: 4, deviceCapacityBlocks: 6, hostCapacityBlocks: 4 });
@@ -56,6 +57,24 @@ write('live-batch', '09-positional-removed.bin', batch([['BlockRemoved', [11], '
   write('live-batch', '10-sim-step.bin', batch(pool.admitPrompt([...toks(100, 8), ...toks(500, 12)]).events));
   write('live-batch', '11-full-state.bin', batch(pool.fullStateEvents()));
 }
+
+// cache-identity §4 as vLLM 0.19+ publishes it: LoRA and salt in per-block extra_keys, multimodal
+// (identifier, offset) items and embedding bins, a sliding-window group beside group 0, a group-1
+// removal and a REMOTE locality; then SGLang's salt in the map and trailing-metadata forms.
+const full = { group_idx: 0, kv_cache_spec_kind: 'full_attention', kv_cache_spec_sliding_window: null };
+write('live-batch', '12-identity-vllm.bin', batch([
+  { ...stored([41, 42], null, toks(1, 8)), lora_id: 1, lora_name: 'sql-lora', extra_keys: [['sql-lora', 'tenant-a'], ['sql-lora']], ...full },
+  { ...stored([51, 52, 53], null, toks(1, 12)), lora_id: null, lora_name: null, extra_keys: [[['img-1', 0]], [['img-1', -4]], [Uint8Array.of(1, 2, 3)]], ...full },
+  { ...stored([41, 42], null, toks(1, 8)), lora_id: null, lora_name: null, group_idx: 1, kv_cache_spec_kind: 'sliding_window', kv_cache_spec_sliding_window: 1024 },
+  { type: 'BlockRemoved', block_hashes: [42], medium: 'GPU', group_idx: 1 },
+  { ...stored([61], null, toks(1, 4)), lora_id: null, lora_name: null, locality: 'REMOTE', ownership: 'shared', session_id: 's-1', ...full },
+  ['BlockStored', [71], null, toks(1, 4), 4, null, 'GPU', null, [['tenant-b']], 0, 'full_attention', null, 'LOCAL'],
+]));
+write('live-batch', '13-identity-sglang.bin', batch([
+  ['BlockStored', [81], null, toks(1, 4), 4, null, 'GPU', { cache_salt: 'tenant-c' }],
+  { ...stored([82], null, toks(1, 4)), lora_id: null, cache_salt: 'tenant-c' },
+  { ...stored([83], 82, toks(5, 4)), lora_id: null, metadata: { cache_salt: 'tenant-c' } },
+]));
 
 // ---- snapshot chunks (kv-events §6) ----------------------------------------------------------
 const snap = (hash: number, parent: number | null, tokens: number[], media: string[]): WireSnapshotBlock => ({ block_hash: hash, parent_block_hash: parent, token_ids: tokens, media });
@@ -68,6 +87,12 @@ write('snapshot-chunk', '03-orphan-lora.bin', encodeSnapshotChunks(enc, [snap(30
   pool.admitPrompt([...toks(100, 8), ...toks(900, 16)]);
   write('snapshot-chunk', '04-sim-pool.bin', encodeSnapshotChunks(enc, pool.snapshot(), 0, 4, 65536, 1000)[0]!);
 }
+// cache-identity §4 per snapshot block: a LoRA + salt root, its LoRA child, a multimodal block.
+write('snapshot-chunk', '05-identity.bin', encodeSnapshotChunks(enc, [
+  { ...snap(41, null, toks(1, 4), ['gpu']), lora_name: 'sql-lora', lora_id: 1, extra_keys: ['sql-lora', 'tenant-a'] },
+  { ...snap(42, 41, toks(5, 4), ['gpu', 'cpu']), lora_name: 'sql-lora', extra_keys: [['sql-lora']] },
+  { ...snap(51, null, toks(1, 4), ['cpu']), extra_keys: [['img-1', 0]] },
+], 0, 4, 65536, 100)[0]!);
 
 // ---- JSON seeds ------------------------------------------------------------------------------
 const json = (v: unknown): string => JSON.stringify(v);

@@ -2,12 +2,31 @@
 // payload is decoded by @msgpack/msgpack (a separate MessagePack implementation) and the §3 rules
 // are applied to the resulting JS value, one rule per line. The production decoder and this one
 // must agree on every input: the same events, or both reject (parse before protocol, §3.1).
+// cache-identity §4 (identity, groups, locality) is read here from its rule text too.
 import { ExtData, decode } from '@msgpack/msgpack';
 
+/** A BlockStored's cache identity (cache-identity §4): LoRA name and block-0 salt, or none. */
+export interface RefIdentity {
+  lora: string | null;
+  salt: string | null;
+}
+
 export type RefEvent =
-  | { kind: 'stored'; hashes: bigint[]; parent: bigint | null; tokens: number[]; blockSize: number | null; tier: 1 | 2; outOfScope: boolean }
-  | { kind: 'removed'; hashes: bigint[]; tier: 1 | 2 }
-  | { kind: 'cleared'; tiers: 1 | 2 | 3 };
+  | {
+      kind: 'stored';
+      hashes: bigint[];
+      parent: bigint | null;
+      tokens: number[];
+      blockSize: number | null;
+      tier: 0 | 1 | 2;
+      outOfScope: boolean;
+      identity: RefIdentity;
+      reproducibleBlocks: number;
+      group: number;
+      reusableGroup: boolean;
+    }
+  | { kind: 'removed'; hashes: bigint[]; tier: 0 | 1 | 2; group: number }
+  | { kind: 'cleared'; tiers: 0 | 1 | 2 | 3 };
 
 export type RefResult = { ok: true; events: RefEvent[] } | { ok: false; cls: 'parse' | 'protocol'; why: string };
 
@@ -62,7 +81,58 @@ function medium(v: unknown, nilMeans: 1 | 2 | 3): 1 | 2 | 3 {
   return parse('medium not gpu/cpu');
 }
 
-function stored(f: (i: number, key: string) => unknown): RefEvent {
+/** cache-identity §4 rule 4: the reusable-prefix kinds. */
+const REUSABLE_KINDS = new Set(['full_attention', 'mla_attention', 'sink_full_attention']);
+
+/** An optional string field (nil → null); another type is parse. */
+function optStr(v: unknown, what: string): string | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v !== 'string') return parse(`${what} not a string`);
+  return v;
+}
+
+/** group_idx: int 0..2^31−1 or nil (= 0). */
+function groupOf(v: unknown): number {
+  if (v === null || v === undefined) return 0;
+  if (!isInt(v)) return parse('group_idx not an integer');
+  const g = BigInt(v);
+  if (g < 0n || g > 0x7fffffffn) return parse('group_idx out of range');
+  return Number(g);
+}
+
+/** locality: "REMOTE" (any case) is a tier we do not serve (§4 rule 5). */
+function remoteOf(v: unknown): boolean {
+  const s = optStr(v, 'locality');
+  return s !== null && s.toLowerCase() === 'remote';
+}
+
+/**
+ * §4 rule 2 over one block's entry: nil or the tuple; drop a leading lora_name; nothing left →
+ * plain; exactly one string where a salt may be → that salt; anything else → out.
+ */
+function entryOf(entry: unknown, lora: string | null, saltAllowed: boolean): { kind: 'plain' } | { kind: 'salt'; salt: string } | { kind: 'out' } {
+  if (entry === null || entry === undefined) return { kind: 'plain' };
+  if (!Array.isArray(entry)) return { kind: 'out' };
+  let rest: unknown[] = entry;
+  if (lora !== null && rest.length > 0 && rest[0] === lora) rest = rest.slice(1);
+  if (rest.length === 0) return { kind: 'plain' };
+  if (rest.length === 1 && saltAllowed && typeof rest[0] === 'string') return { kind: 'salt', salt: rest[0] };
+  return { kind: 'out' };
+}
+
+/** §4 rules 1 and 3 after rule 2: the event's identity, or out of scope. */
+function identityOf(loraId: unknown, lora: string | null, entrySalt: string | null, eventSalt: string | null, parentless: boolean): RefIdentity | null {
+  if ((loraId !== null && loraId !== undefined && lora === null) || lora === '') return null;
+  let salt = entrySalt;
+  if (eventSalt !== null && parentless) {
+    if (salt !== null && salt !== eventSalt) return null;
+    salt = eventSalt;
+  }
+  if (salt === '') return null;
+  return { lora, salt };
+}
+
+function stored(f: (i: number, key: string) => unknown, eventSalt: string | null): RefEvent {
   const hs = hashes(f(1, 'block_hashes') ?? parse('block_hashes nil'));
   const p = f(2, 'parent_block_hash');
   const parent = p === null || p === undefined ? null : hashOf(p);
@@ -79,38 +149,99 @@ function stored(f: (i: number, key: string) => unknown): RefEvent {
   if (bs !== null && bs !== undefined && !isInt(bs)) parse('block_size not an integer');
   const loraId = f(5, 'lora_id');
   if (loraId !== null && loraId !== undefined && !isInt(loraId)) parse('lora_id not an integer');
-  const tier = medium(f(6, 'medium'), 1) as 1 | 2;
-  const loraName = f(7, 'lora_name');
-  if (loraName !== null && loraName !== undefined && typeof loraName !== 'string') parse('lora_name not a string');
+  const medium6 = medium(f(6, 'medium'), 1) as 1 | 2;
+  const loraName = optStr(f(7, 'lora_name'), 'lora_name');
   const extra = f(8, 'extra_keys');
   if (extra !== null && extra !== undefined && !Array.isArray(extra)) parse('extra_keys not an array');
-  const extraNonEmpty = Array.isArray(extra) && extra.some((x) => !(x === null || (Array.isArray(x) && x.length === 0)));
-  const outOfScope = (loraId !== null && loraId !== undefined) || (loraName !== null && loraName !== undefined) || extraNonEmpty;
-  return { kind: 'stored', hashes: hs, parent, tokens, blockSize: bs === null || bs === undefined ? null : Number(bs), tier, outOfScope };
+  const group = groupOf(f(9, 'group_idx'));
+  const kind = optStr(f(10, 'kv_cache_spec_kind'), 'kv_cache_spec_kind');
+  const window = f(11, 'kv_cache_spec_sliding_window');
+  if (window !== null && window !== undefined && !isInt(window)) parse('kv_cache_spec_sliding_window not an integer');
+  const remote = remoteOf(f(12, 'locality'));
+  // Rule 2, block by block in hash order.
+  let reproducibleBlocks = hs.length;
+  let entrySalt: string | null = null;
+  if (Array.isArray(extra)) {
+    for (let i = 0; i < Math.min(extra.length, hs.length); i++) {
+      const r = entryOf(extra[i], loraName, i === 0 && parent === null);
+      if (r.kind === 'out') {
+        reproducibleBlocks = i;
+        break;
+      }
+      if (r.kind === 'salt') entrySalt = r.salt;
+    }
+  }
+  const identity = identityOf(loraId, loraName, entrySalt, eventSalt, parent === null);
+  return {
+    kind: 'stored',
+    hashes: hs,
+    parent,
+    tokens,
+    blockSize: bs === null || bs === undefined ? null : Number(bs),
+    tier: remote ? 0 : medium6,
+    outOfScope: identity === null,
+    identity: identity ?? { lora: null, salt: null },
+    reproducibleBlocks: identity === null ? 0 : reproducibleBlocks,
+    group,
+    reusableGroup: kind === null || REUSABLE_KINDS.has(kind),
+  };
+}
+
+/** SGLang's `metadata` map: its cache_salt (str or nil), `undefined` when it names none. */
+function metadataSalt(m: unknown): string | null | undefined {
+  if (m === null || m === undefined) return undefined;
+  if (!isMap(m)) return parse('metadata not a map');
+  if (!Object.hasOwn(m, 'cache_salt')) return undefined;
+  return optStr(get(m, 'cache_salt'), 'metadata.cache_salt');
 }
 
 function event(e: unknown): RefEvent {
   let name: unknown;
   let field: (i: number, key: string) => unknown;
+  let eventSalt: string | null = null;
   if (Array.isArray(e)) {
     name = e[0];
-    field = (i) => e[i];
+    const positional = e;
+    // SGLang's BlockStoredWithMetadata: a map at position 7 or later of a BlockStored.
+    const isMetadata = (i: number): boolean => name === 'BlockStored' && i >= 7 && isMap(positional[i]);
+    field = (i) => (isMetadata(i) ? undefined : positional[i]);
+    if (name === 'BlockStored') {
+      let meta: string | null | undefined = undefined;
+      for (let i = 7; i < positional.length; i++) {
+        if (!isMetadata(i)) continue;
+        const m = metadataSalt(positional[i]);
+        if (m !== undefined) meta = m;
+      }
+      eventSalt = meta ?? null;
+    }
   } else if (isMap(e)) {
     if (!Object.hasOwn(e, 'type')) parse('event map without type');
     name = get(e, 'type');
     field = (_i, key) => get(e, key);
+    if (name === 'BlockStored') {
+      const own = optStr(get(e, 'cache_salt'), 'cache_salt');
+      const meta = metadataSalt(get(e, 'metadata'));
+      eventSalt = own ?? meta ?? null;
+    }
   } else {
     return parse('event neither array nor map');
   }
   if (typeof name !== 'string') return parse('event name not a string');
   switch (name) {
     case 'BlockStored':
-      return stored(field);
-    case 'BlockRemoved':
-      return { kind: 'removed', hashes: hashes(field(1, 'block_hashes') ?? parse('block_hashes nil')), tier: medium(field(2, 'medium'), 1) as 1 | 2 };
-    case 'AllBlocksCleared':
+      return stored(field, eventSalt);
+    case 'BlockRemoved': {
+      const hs = hashes(field(1, 'block_hashes') ?? parse('block_hashes nil'));
+      const m = medium(field(2, 'medium'), 1) as 1 | 2;
+      const group = groupOf(field(3, 'group_idx'));
+      return { kind: 'removed', hashes: hs, tier: remoteOf(field(4, 'locality')) ? 0 : m, group };
+    }
+    case 'AllBlocksCleared': {
       // The positional form has no medium position: both tiers.
-      return { kind: 'cleared', tiers: Array.isArray(e) ? 3 : medium(field(1, 'medium'), 3) };
+      if (Array.isArray(e)) return { kind: 'cleared', tiers: 3 };
+      const m = medium(field(1, 'medium'), 3);
+      return { kind: 'cleared', tiers: remoteOf(field(2, 'locality')) ? 0 : m };
+    }
     default:
       return parse(`unknown event ${name}`);
   }
@@ -241,6 +372,8 @@ export interface RefSnapshotBlock {
   tokens: number[];
   tiers: number;
   outOfScope: boolean;
+  multimodal: boolean;
+  identity: RefIdentity;
 }
 
 export type RefChunkResult = ({ ok: true; blocks: RefSnapshotBlock[] } | { ok: false; cls: 'parse' | 'protocol'; why: string }) & { value?: unknown };
@@ -292,13 +425,21 @@ export function referenceChunk(payload: Uint8Array, dpRank: number, blockSize: n
       if (media.length === 0) violations.push('media empty');
       const loraId = get(b, 'lora_id');
       if (loraId !== null && loraId !== undefined && !isInt(loraId)) parse('lora_id not an int');
-      const loraName = get(b, 'lora_name');
-      if (loraName !== null && loraName !== undefined && typeof loraName !== 'string') parse('lora_name not a string');
+      const loraName = optStr(get(b, 'lora_name'), 'lora_name');
       const extra = get(b, 'extra_keys');
       if (extra !== null && extra !== undefined && !Array.isArray(extra)) parse('extra_keys not an array');
-      const extraNonEmpty = Array.isArray(extra) && extra.some((x) => !(x === null || (Array.isArray(x) && x.length === 0)));
       if (tokens.length !== blockSize) violations.push('token count');
-      return { hash, parent, tokens, tiers: tiers || 1, outOfScope: (loraId !== null && loraId !== undefined) || (loraName !== null && loraName !== undefined) || extraNonEmpty };
+      // The block's own entry, or a one-element per-hash list holding it (snapshot-decoder.ts).
+      let entry: unknown = extra;
+      if (Array.isArray(extra) && extra.length === 1 && (extra[0] === null || Array.isArray(extra[0]))) entry = extra[0];
+      const r = entryOf(entry, loraName, parent === null);
+      const base = { hash, parent, tokens, tiers: tiers || 1 };
+      const outId = { outOfScope: true, multimodal: false, identity: { lora: null, salt: null } };
+      if ((loraId !== null && loraId !== undefined && loraName === null) || loraName === '') return { ...base, ...outId };
+      if (r.kind === 'out') return { ...base, outOfScope: false, multimodal: true, identity: { lora: null, salt: null } };
+      const identity = identityOf(loraId, loraName, r.kind === 'salt' ? r.salt : null, null, parent === null);
+      if (identity === null) return { ...base, ...outId };
+      return { ...base, outOfScope: false, multimodal: false, identity };
     });
     if (rank === null || rank === undefined || BigInt(rank as number | bigint) !== BigInt(dpRank)) throw new RefError('protocol', 'dp_rank');
     if (size === null || size === undefined || BigInt(size as number | bigint) !== BigInt(blockSize)) throw new RefError('protocol', 'block_size');

@@ -5,7 +5,7 @@
 // 503 (no candidate) with a JSON body, never a 5xx crash; /health keeps answering; RSS growth
 // over the run stays bounded. FUZZ_SEED reproduces a run, FUZZ_ITERATIONS lengthens it.
 import { expect } from 'chai';
-import { createPolicy } from '../../router-svc/policy/policy.js';
+import { createPolicy } from '../../router-svc/policy/create-policy.js';
 import { RouteDecider } from '../../router-svc/http/route-decider.js';
 import { KV_QUERY_PATH, ROUTE_PATH, RouterHttpServer } from '../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../router-svc/http/router-metrics.js';

@@ -20,36 +20,64 @@ import { ServiceProcess } from '../../shared/process/service-process.js';
 
 export const FLEET_BLOCK_SIZE = 4;
 
-/** One simulated engine process on ports p (HTTP), p+1 (events), p+2 (replay). */
+/** Where and how a simulated engine runs (defaults: 127.0.0.1 on a free port, one rank). */
+export interface SimOptions {
+  readonly kind?: 'vllm' | 'sglang';
+  readonly args?: readonly string[];
+  /** `--host`: the loopback address it binds (engines.md §6: several engines on one port). */
+  readonly host?: string;
+  /** The HTTP port; default a free range of 1 + 2 × dp_size ports on 127.0.0.1. */
+  readonly port?: number;
+  readonly dpSize?: number;
+  /** Rank r publishes on port + eventOffset + r (default 1) and replays on port + eventOffset + dp_size + r. */
+  readonly eventOffset?: number;
+  /** `--device_capacity_blocks` per rank (default 4096): small to make an engine evict. */
+  readonly deviceCapacityBlocks?: number;
+}
+
+/**
+ * One simulated engine process on ports p (HTTP), p+1.. (events, one per rank), then the replay
+ * ports; with the default single rank: p, p+1, p+2.
+ */
 export class SimProcess {
+  /** The running process (replaced by `restart`). */
+  proc!: ServiceProcess;
+
   private constructor(
     readonly name: string,
     readonly port: number,
     readonly kind: 'vllm' | 'sglang',
+    readonly host: string,
+    readonly dpSize: number,
+    readonly eventOffset: number,
+    private readonly deviceCapacityBlocks: number,
     private readonly extraArgs: readonly string[],
-    public proc: ServiceProcess,
   ) {}
 
-  static async start(name: string, opts: { kind?: 'vllm' | 'sglang'; args?: readonly string[] } = {}): Promise<SimProcess> {
-    const port = await freePortRange(3);
-    const kind = opts.kind ?? 'vllm';
-    const sim = new SimProcess(name, port, kind, opts.args ?? [], SimProcess.spawn(name, port, kind, opts.args ?? []));
+  static async start(name: string, opts: SimOptions = {}): Promise<SimProcess> {
+    const dpSize = opts.dpSize ?? 1;
+    const eventOffset = opts.eventOffset ?? 1;
+    const port = opts.port ?? (await freePortRange(eventOffset + 2 * dpSize));
+    const sim = new SimProcess(name, port, opts.kind ?? 'vllm', opts.host ?? '127.0.0.1', dpSize, eventOffset, opts.deviceCapacityBlocks ?? 4096, opts.args ?? []);
+    sim.proc = sim.spawn();
     await sim.ready();
     return sim;
   }
 
-  private static spawn(name: string, port: number, kind: string, args: readonly string[]): ServiceProcess {
+  private spawn(): ServiceProcess {
     return ServiceProcess.spawn({
-      name: `engine ${name}`,
+      name: `engine ${this.name}`,
       entry: 'tools/engine-sim/cli.ts',
       args: [
-        `--engine_kind=${kind}`,
-        `--name=127.0.0.1:${port}`,
-        '--event_port_offset=1',
-        '--replay_port_offset=2',
+        `--engine_kind=${this.kind}`,
+        `--name=127.0.0.1:${this.port}`,
+        ...(this.host === '127.0.0.1' ? [] : [`--host=${this.host}`]),
+        `--dp_size=${this.dpSize}`,
+        `--event_port_offset=${this.eventOffset}`,
+        `--replay_port_offset=${this.eventOffset + this.dpSize}`,
         `--block_size=${FLEET_BLOCK_SIZE}`,
-        '--device_capacity_blocks=4096',
-        ...args,
+        `--device_capacity_blocks=${this.deviceCapacityBlocks}`,
+        ...this.extraArgs,
       ],
     });
   }
@@ -60,21 +88,27 @@ export class SimProcess {
       name: this.name,
       url: this.url,
       kind: this.kind,
-      event_endpoint: `tcp://127.0.0.1:${this.port + 1}`,
-      replay_endpoint: `tcp://127.0.0.1:${this.port + 2}`,
+      ...(this.dpSize === 1 ? {} : { dp_size: this.dpSize }),
+      event_endpoint: `tcp://${this.host}:${this.port + this.eventOffset}`,
+      replay_endpoint: `tcp://${this.host}:${this.port + this.eventOffset + this.dpSize}`,
       block_size: FLEET_BLOCK_SIZE,
       ...over,
     };
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `http://${this.host}:${this.port}`;
+  }
+
+  /** The instance name a DNS entry gives it (engines.md §6). */
+  get address(): string {
+    return `${this.host}:${this.port}`;
   }
 
   /** A new process on the same ports (its `process_start_time_seconds` differs); the old one is killed first. */
   async restart(): Promise<void> {
     await this.proc.kill();
-    this.proc = SimProcess.spawn(this.name, this.port, this.kind, this.extraArgs);
+    this.proc = this.spawn();
     await this.ready();
   }
 
@@ -103,7 +137,7 @@ type Unary<Req, Res> = (req: Req, cb: (e: grpc.ServiceError | null, r: Res) => v
 interface FleetClient extends grpc.Client {
   ListInstances: Unary<Record<string, never>, WireListInstancesResponse>;
   ListStreams: Unary<Record<string, never>, WireListStreamsResponse>;
-  Query: Unary<{ token_ids: number[] }, WireQueryResponse>;
+  Query: Unary<{ token_ids: number[]; model?: string; cache_salt?: string }, WireQueryResponse>;
 }
 
 /** directory-svc with `--engines_file` (no etcd running: the watch just retries) and its gRPC client. */
@@ -117,7 +151,8 @@ export class FleetDirectory {
     private readonly client: FleetClient,
   ) {}
 
-  static async start(entries: readonly unknown[], opts: { refreshIntervalMs?: number; args?: readonly string[] } = {}): Promise<FleetDirectory> {
+  /** `etcdAddr` '' runs it without etcd (`--etcd_addr=`); default a free port where no etcd runs. */
+  static async start(entries: readonly unknown[], opts: { refreshIntervalMs?: number; args?: readonly string[]; etcdAddr?: string } = {}): Promise<FleetDirectory> {
     const tmp = mkdtempSync(join(tmpdir(), 'engines-fleet-'));
     const enginesFile = join(tmp, 'engines.json');
     writeFileSync(enginesFile, JSON.stringify({ engines: entries }));
@@ -131,7 +166,7 @@ export class FleetDirectory {
         `--engines_file=${enginesFile}`,
         `--engines_refresh_interval_ms=${opts.refreshIntervalMs ?? 100}`,
         `--kv_events_config_file=${kvEvents}`,
-        `--etcd_addr=127.0.0.1:${etcdPort}`,
+        `--etcd_addr=${opts.etcdAddr ?? `127.0.0.1:${etcdPort}`}`,
         `--grpc_port=${grpcPort}`,
         `--http_port=${httpPort}`,
         '--instance_delete_probe_attempts=2',
@@ -160,7 +195,12 @@ export class FleetDirectory {
   }
 
   async instances(): Promise<WireViewInstance[]> {
-    return (await this.call<WireListInstancesResponse>((cb) => this.client.ListInstances({}, cb))).instances;
+    return (await this.listInstances()).instances;
+  }
+
+  /** The whole `ListInstances` answer (etcd_connected, etcd_disabled). */
+  listInstances(): Promise<WireListInstancesResponse> {
+    return this.call<WireListInstancesResponse>((cb) => this.client.ListInstances({}, cb));
   }
 
   async instance(name: string): Promise<WireViewInstance | undefined> {
@@ -175,6 +215,17 @@ export class FleetDirectory {
   async matches(tokens: readonly number[], name: string): Promise<WireMatchRow[]> {
     const r = await this.call<WireQueryResponse>((cb) => this.client.Query({ token_ids: [...tokens] }, cb));
     return r.matches.filter((m) => m.instance_name === name);
+  }
+
+  /** Query under a request identity (cache-identity §2); rejects with the gRPC error (NOT_FOUND, INVALID_ARGUMENT). */
+  async query(tokens: readonly number[], identity: { model?: string; cache_salt?: string } = {}): Promise<WireQueryResponse> {
+    return this.call<WireQueryResponse>((cb) => this.client.Query({ token_ids: [...tokens], ...identity }, cb));
+  }
+
+  /** cache-identity §1: an instance's served models from ListInstances as `name` / `name<parent`; null = unknown or absent. */
+  async models(name: string): Promise<string[] | null> {
+    const models = (await this.instance(name))?.models;
+    return models == null ? null : models.data.map((m) => (m.parent === '' ? m.name : `${m.name}<${m.parent}`));
   }
 
   /** The directory's own `GET /metrics` text. */

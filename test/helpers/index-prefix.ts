@@ -5,6 +5,7 @@
 import { ServedResidency } from '../../directory-svc/index/served-residency.js';
 import type { StreamIndex } from '../../directory-svc/index/stream-index.js';
 import type { GroupSlot } from '../../shared/index/residency-groups.js';
+import { PLAIN_IDENTITY, type KeyIdentity } from '../../shared/keys/cache-identity.js';
 
 /** Result of a walk, in blocks; reusable blocks = deviceBlocks + hostOnlyBlocks (§8). */
 export interface PrefixHit {
@@ -26,15 +27,15 @@ export function walkPrefix(index: StreamIndex, keys: Uint8Array, blockCount: num
   out.hostOnlyBlocks = hostOnly;
 }
 
-/** §8 hits of `tokens` on one stream's slot of its shared group (the services' match path). */
-export function slotHits(r: GroupSlot, tokens: ArrayLike<number>): PrefixHit {
+/** §8 hits of `tokens` (keyed under `identity`, cache-identity §3) on one stream's slot of its shared group (the services' match path). */
+export function slotHits(r: GroupSlot, tokens: ArrayLike<number>, identity: KeyIdentity = PLAIN_IDENTITY): PrefixHit {
   r.group.clearCandidates();
   r.group.addCandidate(r.slot);
-  r.group.match(tokens);
+  r.group.match(tokens, identity);
   return { deviceBlocks: r.group.deviceHitBlocks(r.slot), hostOnlyBlocks: r.group.hostOnlyHitBlocks(r.slot) };
 }
 
 /** §8 hits of `tokens` on `index` mirrored into a group of its own (ServedResidency.of). */
-export function groupHits(index: StreamIndex, tokens: ArrayLike<number>): PrefixHit {
-  return slotHits(ServedResidency.of(index), tokens);
+export function groupHits(index: StreamIndex, tokens: ArrayLike<number>, identity: KeyIdentity = PLAIN_IDENTITY): PrefixHit {
+  return slotHits(ServedResidency.of(index), tokens, identity);
 }

@@ -1,6 +1,6 @@
 // Free TCP ports for tests: never a fixed port. Ports are reserved per process so parallel
 // helpers within one test run never get the same one twice.
-import { createServer } from 'node:net';
+import { createServer, type Server } from 'node:net';
 
 const handedOut = new Set<number>();
 
@@ -23,11 +23,19 @@ export async function freePort(): Promise<number> {
   }
 }
 
+/**
+ * Below Linux's ephemeral range (32768..60999 by default): a port picked inside it can be taken by
+ * an outgoing connection between the check and the bind (seen under load: a simulator failed to
+ * bind a port a client had just been handed).
+ */
+const RANGE_FIRST = 10000;
+const RANGE_END = 32768;
+
 /** `count` consecutive free ports (for base + dp_rank layouts); returns the first. */
 export async function freePortRange(count: number): Promise<number> {
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 40000);
-    if (base + count > 65535) continue;
+    const base = RANGE_FIRST + Math.floor(Math.random() * (RANGE_END - RANGE_FIRST));
+    if (base + count > RANGE_END) continue;
     let ok = true;
     for (let i = 0; i < count && ok; i++) ok = !handedOut.has(base + i) && (await isFree(base + i));
     if (ok) {
@@ -56,4 +64,15 @@ export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, wha
     if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/** Listens on 127.0.0.1:`port` (a port the test chose, e.g. to come back on after going down). */
+export async function listenLoopback(server: Server, port: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
 }

@@ -5,6 +5,7 @@
  * client configured with this port sees its server vanish and return.
  */
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { listenLoopback } from './ports.js';
 
 export class TcpProxy {
   private server: Server | null = null;
@@ -35,13 +36,7 @@ export class TcpProxy {
       client.once('close', () => upstream.destroy());
       upstream.once('close', () => client.destroy());
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.port, '127.0.0.1', () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    await listenLoopback(server, this.port);
     this.server = server;
   }
 

@@ -102,8 +102,8 @@ describe('chaos (short form): faults under a steady two-router workload, every r
     expect(report.rows.reduce((a, r) => a + r.credited_hits, 0)).to.be.greaterThan(0);
   });
 
-  it('no request fails without a fault, nor while the directory or etcd is down (routers keep routing by load)', () => {
-    for (const fault of ['baseline', 'directory_kill9_restart', 'etcd_kill9_restart']) {
+  it('no request fails without a fault, nor while the directory or etcd is down (routers keep routing by load), nor when an engine is killed (sent once to the next-best)', () => {
+    for (const fault of ['baseline', 'engine_kill9_restart', 'vllm_engine_kill9_restart', 'directory_kill9_restart', 'etcd_kill9_restart']) {
       const row = report.rows.find((r) => r.fault === fault)!;
       expect(row.failed, `${fault}: ${report.failures.join('\n')}`).to.equal(0);
       expect(row.requests, fault).to.be.greaterThan(0);

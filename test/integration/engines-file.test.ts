@@ -56,7 +56,8 @@ describe('engines.md §4 the engines file (real processes)', function () {
   }
 
   it('E11 entries added, changed and removed on reload update instances and streams; an invalid reload keeps the last good list', async () => {
-    const a = await SimProcess.start('vllm-a');
+    // The entry's topic must decide: an engine serving /kv_event_sources would override it (engines.md §6).
+    const a = await SimProcess.start('vllm-a', { args: ['--no_kv_event_sources'] });
     const b = await SimProcess.start('vllm-b');
     dir = await FleetDirectory.start([a.entry()]);
 
@@ -136,7 +137,8 @@ describe('engines.md §4 the engines file (real processes)', function () {
    * restore tells a resume from last + 1 from a rebuild.
    */
   async function cutAndRestore(args: readonly string[]): Promise<{ before: WireViewInstance }> {
-    const a = await SimProcess.start('vllm-a', { args: ['--replay_buffer_steps=4', ...args] });
+    // The entry's endpoint is the proxy: an engine serving /kv_event_sources would bypass it (engines.md §6).
+    const a = await SimProcess.start('vllm-a', { args: ['--replay_buffer_steps=4', '--no_kv_event_sources', ...args] });
     const proxy = new TcpProxy(await freePort(), a.port + 1);
     await proxy.up();
     cleanups.push(() => proxy.down());
@@ -187,8 +189,8 @@ describe('engines.md §4 the engines file (real processes)', function () {
 
   it('E7 the identity source: a fresh scrape per call, unchanged while the process lives, changed after a restart, rejected while /metrics is down', async () => {
     const a = await SimProcess.start('vllm-a');
-    const entry = parseEnginesFile(JSON.stringify({ engines: [a.entry()] }))[0]!;
-    const sink = { putEngine: () => null, engineLoad: () => undefined, engineHealth: () => undefined };
+    const entry = parseEnginesFile(JSON.stringify({ engines: [a.entry()] })).engines[0]!;
+    const sink = { putEngine: () => null, engineLoad: () => undefined, engineHealth: () => undefined, engineModels: () => undefined };
     const scraper = new EngineScraper(entry, sink, { refreshIntervalMs: 60000, failedProbesToSuspect: 2, requestTimeoutMs: 1000, nowMs: Date.now, report: () => undefined });
     try {
       expect(scraper.current()).to.equal(undefined);

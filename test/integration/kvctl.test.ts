@@ -58,7 +58,7 @@ describe('kvctl against a real directory-svc', function () {
     tmp = mkdtempSync(join(tmpdir(), 'kvctl-'));
     etcd = await EtcdServer.start();
     const etcdClient = new Etcd3({ hosts: etcd.clientUrl });
-    await etcdClient.put('XLLM:DEFAULT:a:8000').value(JSON.stringify({ name: 'a:8000', rpc_address: 'a:9000', type: 0, incarnation_id: 'inc-a' }));
+    await etcdClient.put('XLLM:DEFAULT:a:8000').value(JSON.stringify({ name: 'a:8000', rpc_address: 'a:9000', type: 0, incarnation_id: 'inc-a', models: ['llama', 'sql-lora'] }));
     etcdClient.close();
     for (let i = 0; i < 2; i++) {
       pubs.push(await RankPublisher.start({ eventPort: await freePort(), replayPort: await freePort(), dpRank: 0, blockSize: BLOCK_SIZE, maxMessageBytes: 65_536 }));
@@ -101,12 +101,12 @@ describe('kvctl against a real directory-svc', function () {
     const run = await kvctl(['streams', `--directory_addr=${addr}`]);
     expect(run.code, run.stderr).to.equal(0);
     const lines = run.stdout.split('\n').filter((l) => l !== '');
-    expect(rows(run.stdout)[0]).to.deep.equal(['INSTANCE', 'DP', 'KIND', 'STATE', 'SEQ', 'DEVICE', 'HOST', 'ENTRIES', 'BATCHES', 'RECOVERIES', 'SYNC_LOST', 'ERROR']);
+    expect(rows(run.stdout)[0]).to.deep.equal(['INSTANCE', 'DP', 'KIND', 'STATE', 'SEQ', 'DEVICE', 'HOST', 'ENTRIES', 'BATCHES', 'RECOVERIES', 'SYNC_LOST', 'SKIPPED', 'ERROR']);
     expect(rows(run.stdout).slice(1)).to.deep.equal([
-      ['a:8000', '0', 'xllm', 'SYNCHRONIZED', '0', '3', '0', '3', '1', '1/0', '-', '-'],
-      ['b:8000', '0', 'xllm', 'SYNCHRONIZED', '-1', '0', '0', '0', '0', '1/0', '-', '-'],
+      ['a:8000', '0', 'xllm', 'SYNCHRONIZED', '0', '3', '0', '3', '1', '1/0', '-', '-', '-'],
+      ['b:8000', '0', 'xllm', 'SYNCHRONIZED', '-1', '0', '0', '0', '0', '1/0', '-', '-', '-'],
     ]);
-    for (const h of ['STATE', 'SYNC_LOST', 'ERROR']) expectAligned(lines, h);
+    for (const h of ['STATE', 'SYNC_LOST', 'SKIPPED', 'ERROR']) expectAligned(lines, h);
   });
 
   it('query --tokens and --tokens_file print the same per-stream prefix hits', async () => {
@@ -143,8 +143,25 @@ describe('kvctl against a real directory-svc', function () {
     expect(run.code, run.stderr).to.equal(0);
     const r = rows(run.stdout);
     expect(r[0]).to.deep.equal(['etcd: connected']);
-    expect(r[1]).to.deep.equal(['NAME', 'TYPE', 'ROLE', 'STATE', 'SCHEDULABLE', 'DP', 'INCARNATION', 'WAITING', 'GPU_CACHE', 'HEARTBEAT_AGE', 'EXCLUDED']);
-    expect(r[2]!.slice(0, 10)).to.deep.equal(['a:8000', 'DEFAULT', '-', 'ACTIVE', 'yes', '1', 'inc-a', '-', '-', '-']);
+    expect(r[1]).to.deep.equal(['NAME', 'SOURCE', 'TYPE', 'ROLE', 'STATE', 'SCHEDULABLE', 'DP', 'INCARNATION', 'WAITING', 'GPU_CACHE', 'HEARTBEAT_AGE', 'MODELS', 'EXCLUDED']);
+    expect(r[2]!.slice(0, 11)).to.deep.equal(['a:8000', 'etcd', 'DEFAULT', '-', 'ACTIVE', 'yes', '1', 'inc-a', '-', '-', '-']);
+    // cache-identity §1: the etcd value's models, the adapter marked.
+    expect(r[2]![11]).to.equal('llama +sql-lora');
+  });
+
+  it('CI5 query --model keeps the streams of instances serving it or with an unknown list (b:8000 is a static stream: unknown); an adapter is keyed as its LoRA chain; a bad model is INVALID_ARGUMENT', async () => {
+    const tokens = chainTokens(0, 2);
+    const q = async (...extra: string[]): Promise<string[][]> => {
+      const run = await kvctl(['query', `--directory_addr=${addr}`, `--tokens=${tokens.join(',')}`, ...extra]);
+      expect(run.code, run.stderr).to.equal(0);
+      return rows(run.stdout).slice(2).map((r) => [r[0]!, r[4]!]);
+    };
+    expect(await q('--model=llama')).to.deep.equal([['a:8000', '8'], ['b:8000', '0']]);
+    expect(await q('--model=qwen')).to.deep.equal([['b:8000', '0']]);
+    expect(await q('--model=sql-lora')).to.deep.equal([['a:8000', '0'], ['b:8000', '0']]);
+    const bad = await kvctl(['query', `--directory_addr=${addr}`, '--tokens=1', '--model=a\tb']);
+    expect(bad.code).to.equal(1);
+    expect(bad.stderr).to.match(/^kvctl: Query on 127\.0\.0\.1:\d+: INVALID_ARGUMENT: model: expected no control characters/);
   });
 
   it('the process serves the same streams\' §10 series on GET /metrics (main.ts wires StreamMetrics)', async () => {

@@ -128,45 +128,47 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
     await untilCandidates(router.view, []);
     const r = await call(`${url}/v1/route`, { body: JSON.stringify({ token_ids: PROMPT }) });
     expect(r.status).to.equal(503);
-    expect(r.body.error).to.be.a('string').and.not.equal('');
+    expect(r.body.error).to.include({ type: 'ServiceUnavailableError', code: 503, param: null });
+    expect(r.body.error.message).to.be.a('string').and.not.equal('');
     expect(r.text).to.not.match(/\n\s+at /); // no stack trace
     const rr = await call(`${url}/v1/route`, { body: JSON.stringify({ prompt_tokens: 10 }) });
     expect(rr.status).to.equal(503);
   });
 
-  it('400 names the field: malformed JSON, token_ids type and range, prompt_tokens', async () => {
+  it('400 names the field in the OpenAI error object: malformed JSON, token_ids type and range, prompt_tokens', async () => {
     const { url } = await startRouter();
-    const cases: { path: string; body: string; field: RegExp }[] = [
-      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [1, 2', field: /JSON/ },
-      { path: '/v1/internal/kv-cache/query', body: '[1,2,3]', field: /JSON object/ },
-      { path: '/v1/internal/kv-cache/query', body: '{}', field: /token_ids/ },
-      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": "1 2 3"}', field: /token_ids/ },
-      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [1, -1]}', field: /token_ids\[1\]/ },
-      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [2147483648]}', field: /token_ids\[0\]/ },
-      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [1.5]}', field: /token_ids\[0\]/ },
-      { path: '/v1/route', body: '{}', field: /^token_ids, prompt, messages or prompt_tokens is required$/ },
-      { path: '/v1/route', body: '{"token_ids": {"0": 1}}', field: /token_ids/ },
-      { path: '/v1/route', body: '{"prompt_tokens": -3}', field: /prompt_tokens/ },
-      { path: '/v1/route', body: '{"prompt_tokens": "12"}', field: /prompt_tokens/ },
-      { path: '/v1/completions', body: '{"prompt": 42}', field: /prompt/ },
-      { path: '/v1/chat/completions', body: '{"messages": "hi"}', field: /messages/ },
+    const cases: { path: string; body: string; field: RegExp; param: string | null }[] = [
+      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [1, 2', field: /JSON/, param: null },
+      { path: '/v1/internal/kv-cache/query', body: '[1,2,3]', field: /JSON object/, param: null },
+      { path: '/v1/internal/kv-cache/query', body: '{}', field: /token_ids/, param: 'token_ids' },
+      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": "1 2 3"}', field: /token_ids/, param: 'token_ids' },
+      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [1, -1]}', field: /token_ids\[1\]/, param: 'token_ids' },
+      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [2147483648]}', field: /token_ids\[0\]/, param: 'token_ids' },
+      { path: '/v1/internal/kv-cache/query', body: '{"token_ids": [1.5]}', field: /token_ids\[0\]/, param: 'token_ids' },
+      { path: '/v1/route', body: '{}', field: /^token_ids, prompt, messages or prompt_tokens is required$/, param: 'token_ids' },
+      { path: '/v1/route', body: '{"token_ids": {"0": 1}}', field: /token_ids/, param: 'token_ids' },
+      { path: '/v1/route', body: '{"prompt_tokens": -3}', field: /prompt_tokens/, param: 'prompt_tokens' },
+      { path: '/v1/route', body: '{"prompt_tokens": "12"}', field: /prompt_tokens/, param: 'prompt_tokens' },
+      { path: '/v1/completions', body: '{"prompt": 42}', field: /prompt/, param: 'prompt' },
+      { path: '/v1/chat/completions', body: '{"messages": "hi"}', field: /messages/, param: 'messages' },
     ];
     for (const c of cases) {
       const r = await call(`${url}${c.path}`, { body: c.body });
       expect(r.status, `${c.path} ${c.body}`).to.equal(400);
       expect(Object.keys(r.body as object), c.body).to.deep.equal(['error']);
-      expect(r.body.error, c.body).to.match(c.field);
+      expect(r.body.error, c.body).to.include({ type: 'BadRequestError', code: 400, param: c.param });
+      expect(r.body.error.message, c.body).to.match(c.field);
     }
   });
 
-  it('unknown paths answer 404 and wrong methods 405, both as JSON errors', async () => {
+  it('unknown paths answer 404 and wrong methods 405, both as OpenAI error objects', async () => {
     const { url } = await startRouter();
     const missing = await call(`${url}/v1/nothing`, { body: '{}' });
     expect(missing.status).to.equal(404);
-    expect(missing.body).to.deep.equal({ error: 'not found' });
+    expect(missing.body).to.deep.equal({ error: { message: 'not found', type: 'NotFoundError', param: null, code: 404 } });
     const wrongMethod = await call(`${url}/v1/route`);
     expect(wrongMethod.status).to.equal(405);
-    expect(wrongMethod.body).to.have.property('error');
+    expect(wrongMethod.body.error).to.include({ message: 'method not allowed', code: 405 });
   });
 
   it('401 on internal endpoints without the right X-Internal-Token when --internal_api_token is set', async () => {
@@ -174,7 +176,7 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
     const body = JSON.stringify({ token_ids: PROMPT });
     const missing = await call(`${url}/v1/internal/kv-cache/query`, { body });
     expect(missing.status).to.equal(401);
-    expect(missing.body).to.deep.equal({ error: 'invalid internal token' });
+    expect(missing.body).to.deep.equal({ error: { message: 'invalid internal token', type: 'AuthenticationError', param: null, code: 401 } });
     const wrong = await call(`${url}/v1/internal/kv-cache/query`, { body, headers: { 'x-internal-token': 's3cre' } });
     expect(wrong.status).to.equal(401);
     expect(wrong.text).to.not.include('s3cre');
@@ -188,7 +190,7 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
     const big = Buffer.alloc(8 * 1024 * 1024 + 1, 0x20);
     const declared = await call(`${url}/v1/internal/kv-cache/query`, { body: big });
     expect(declared.status).to.equal(413);
-    expect(declared.body.error).to.be.a('string');
+    expect(declared.body.error).to.include({ type: 'RequestTooLargeError', code: 413 });
     const streamed = await postChunked(`${url}/v1/route`, Buffer.alloc(64 * 1024, 0x20), 129);
     expect(streamed.status).to.equal(413);
     // Exactly 8 MiB is still read (and then fails as JSON, not as size).
@@ -196,11 +198,11 @@ describe('routing.md HTTP API (router-svc against directory-svc, etcd and simula
     expect(atLimit.status).to.equal(400);
   });
 
-  it('431 as a JSON error for request headers over 16 KiB, and the router keeps answering', async () => {
+  it('431 as an OpenAI error object for request headers over 16 KiB, and the router keeps answering', async () => {
     const { url } = await startRouter();
     const huge = await call(`${url}/health`, { headers: { 'x-padding': 'a'.repeat(20 * 1024) } });
     expect(huge.status).to.equal(431);
-    expect(huge.body).to.deep.equal({ error: 'request headers too large' });
+    expect(huge.body).to.deep.equal({ error: { message: 'request headers too large', type: 'RequestHeaderFieldsTooLargeError', param: null, code: 431 } });
     expect((await call(`${url}/health`)).status).to.equal(200);
   });
 

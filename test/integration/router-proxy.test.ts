@@ -68,8 +68,9 @@ describe('routing.md OpenAI-compatible proxy (router-svc to simulated engines)',
     await untilCandidates(router.view, []);
     const res = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: PROMPT, max_tokens: 2 }) });
     expect(res.status).to.equal(503);
-    const body = (await res.json()) as { error: string };
-    expect(body.error).to.be.a('string').and.not.equal('');
+    const body = (await res.json()) as { error: { message: string; type: string; code: number } };
+    expect(body.error).to.include({ type: 'ServiceUnavailableError', code: 503 });
+    expect(body.error.message).to.be.a('string').and.not.equal('');
   });
 
   it('forwards the body unchanged to http://<instance><same path> and passes the JSON answer back', async () => {
@@ -180,7 +181,8 @@ describe('routing.md OpenAI-compatible proxy (router-svc to simulated engines)',
     await engine.control.kill();
     const res = await fetch(`${url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: PROMPT, max_tokens: 2 }) });
     expect(res.status).to.equal(502);
-    const body = (await res.json()) as { error: string };
-    expect(body.error).to.include(engine.name);
+    const body = (await res.json()) as { error: { message: string; type: string } };
+    expect(body.error.type).to.equal('BadGatewayError');
+    expect(body.error.message).to.include(engine.name);
   });
 });

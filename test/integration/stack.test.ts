@@ -27,6 +27,19 @@ async function freePortFlags(): Promise<{ args: string[]; routerPort: number; me
   return { args, routerPort, metaPort };
 }
 
+/** etcd, directory-svc, meta-svc, four engines of qwen3 (+ sql-lora), one of llama-3.1 (cache-identity), the router. */
+const XLLM_CHILDREN = ['etcd', 'directory', 'meta', 'engine-0', 'engine-1', 'engine-2', 'engine-3', 'engine-4', 'router'];
+/** engines.md §6: a vLLM fleet needs no etcd, and the stack starts none. */
+const VLLM_CHILDREN = XLLM_CHILDREN.filter((n) => n !== 'etcd');
+
+/** Names of the processes the stack reported starting, sorted. */
+function startedNames(stack: ServiceProcess): string[] {
+  return stack.output.flatMap((l) => {
+    const m = /^\[stack\] started (\S+) \(pid \d+\)$/.exec(l);
+    return m === null ? [] : [m[1]!];
+  }).sort();
+}
+
 /** Pids of the processes the stack reported starting (`[stack] started <name> (pid N)`). */
 function childPids(stack: ServiceProcess): number[] {
   return stack.output.flatMap((l) => {
@@ -35,9 +48,11 @@ function childPids(stack: ServiceProcess): number[] {
   });
 }
 
-async function expectNothingLeft(stack: ServiceProcess): Promise<void> {
+/** `started`: what the stack should have started (default etcd, 4 engines, directory, meta-svc and router). */
+async function expectNothingLeft(stack: ServiceProcess, started: readonly string[] = XLLM_CHILDREN): Promise<void> {
   const pids = childPids(stack);
-  expect(pids.length, 'etcd, 4 engines, directory, meta-svc and router were started').to.equal(8);
+  expect(startedNames(stack), 'the processes the stack started').to.deep.equal([...started].sort());
+  expect(pids.length).to.equal(started.length);
   // The stack waits for each child to exit before it exits itself.
   expect(pids.filter(pidAlive), 'children still alive').to.deep.equal([]);
   // tsx's esbuild helper shares the stack's process group and leaves when its pipe to the stack
@@ -78,8 +93,8 @@ describe('local stack (tools/stack.ts, npm start)', function () {
     return stack;
   }
 
-  /** Runs `--demo_only` with `extra` flags and checks the demo's second round found the cache. */
-  async function demoOnly(extra: string[]): Promise<void> {
+  /** Runs `--demo_only` with `extra` flags and checks the demo's second round found the cache; returns the stack's output. */
+  async function demoOnly(extra: string[], started: readonly string[] = XLLM_CHILDREN, models = true): Promise<readonly string[]> {
     const { args, routerPort } = await freePortFlags();
     const stack = spawnStack(['--demo_only', ...extra, ...args]);
     const exit = await stack.waitForExit(STACK_RUN_MS);
@@ -107,15 +122,56 @@ describe('local stack (tools/stack.ts, npm start)', function () {
       expect(t.hit, out).to.be.greaterThan(0);
       expect(t.cached, out).to.equal(t.hit);
     }
-    await expectNothingLeft(stack);
+    if (models) expectModelsDemo(stack.output, chat.map((t) => t.engine), out);
+    await expectNothingLeft(stack, started);
+    return stack.output;
   }
 
-  it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, exits 0 and leaves no process behind', async () => {
+  /**
+   * cache-identity: the router lists both base models and the adapter; the adapter's first turn
+   * gets nothing from the qwen3 chat's cached system prompt; each model's chat stays on the
+   * engine of its first turn and its second turn is credited with what that engine reuses; the
+   * llama-3.1 chat is served by an engine no qwen3 chat used.
+   */
+  function expectModelsDemo(lines: readonly string[], qwenEngines: readonly string[], out: string): void {
+    expect(lines, out).to.include('[demo] the router lists 3 models (GET /v1/models): llama-3.1, qwen3, sql-lora (adapter of qwen3)');
+    expect(out).to.match(/^\[demo\] sql-lora's first turn as qwen3 would be credited [1-9]\d* tokens \(the system prompt of the chat above\); as sql-lora it gets 0: /m);
+    expect(out).to.match(/^\[demo\] POST \/v1\/route for it explains the identity: model sql-lora, lora_name sql-lora, salted false; left out for serving another model: \S+ \(llama-3\.1\)$/m);
+    const turns = lines.flatMap((l) => {
+      const m = /^\s+(sql-lora|llama-3\.1)\s+turn (\d+)\s+-> (\S+)\s+tokens\s+(\d+) \((\w+)\)\s+hit\s+(\d+) \(router view\)\s+cached\s+(\d+) \(engine\)$/.exec(l);
+      return m === null ? [] : [{ model: m[1]!, turn: Number(m[2]), engine: m[3]!, source: m[5]!, hit: Number(m[6]), cached: Number(m[7]) }];
+    });
+    expect(turns.map((t) => `${t.model} ${t.turn} ${t.source}`), out).to.deep.equal(['sql-lora 1 tokenizer', 'sql-lora 2 tokenizer', 'llama-3.1 1 tokenizer', 'llama-3.1 2 tokenizer']);
+    for (const [first, second] of [[turns[0]!, turns[1]!], [turns[2]!, turns[3]!]]) {
+      expect([first.hit, first.cached], out).to.deep.equal([0, 0]);
+      expect(second.engine, out).to.equal(first.engine);
+      expect(second.hit, out).to.be.greaterThan(0);
+      expect(second.cached, out).to.equal(second.hit);
+    }
+    expect([...qwenEngines, turns[0]!.engine], out).to.not.include(turns[2]!.engine);
+    expect(lines, out).to.include(`[demo] llama-3.1: 1 of 1 later turns credited on ${turns[2]!.engine}, the engine holding the first`);
+  }
+
+  it('--demo_only brings the router to ready, prints a second-round prompt routed with a non-zero hit, shows a second model and an adapter each credited on its engine, exits 0 and leaves no process behind', async () => {
     await demoOnly([]);
   });
 
-  it('--engine_kind=vllm --demo_only runs the same demo against engines listed in an engines file (engines.md §5)', async () => {
-    await demoOnly(['--engine_kind=vllm', '--engines=DEFAULT,DEFAULT,PREFILL,DECODE']);
+  it('E18 --engine_kind=vllm --demo_only runs the same demo, second model and adapter included, against engines listed in an engines file (engines.md §5), with no etcd at all', async () => {
+    const out = await demoOnly(['--engine_kind=vllm', '--engines=DEFAULT,DEFAULT,PREFILL,DECODE'], VLLM_CHILDREN);
+    expect(out).to.include('  etcd                not used (vLLM/SGLang engines come from the engines file; directory --etcd_addr=)');
+  });
+
+  it('E15 --engine_kind=vllm --engines_dns --demo_only: engines at 127.0.0.x behind a local dnsmasq join and leave the directory as the hosts file changes', async () => {
+    // One DNS name is one model's fleet: no second model, the adapter's chat still runs.
+    const out = await demoOnly(['--engine_kind=vllm', '--engines_dns'], ['dns', 'directory', 'meta', 'engine-0', 'engine-1', 'engine-2', 'engine-3', 'router'], false);
+    const text = out.join('\n');
+    expect(out, text).to.include('[dns] now: the directory lists 3 engines from dns:vllm.kv-stack.test');
+    const port = /^ {4}127\.0\.0\.2:(\d+) /m.exec(text)?.[1];
+    expect(port, text).to.not.equal(undefined);
+    expect(text).to.match(new RegExp(`^\\[dns\\] 127\\.0\\.0\\.5:${port} joined after \\d+ ms: the directory lists 4 engines from dns:vllm\\.kv-stack\\.test$`, 'm'));
+    expect(text).to.match(new RegExp(`^\\[dns\\] 127\\.0\\.0\\.2:${port} left after \\d+ ms: the directory lists 3 engines from dns:vllm\\.kv-stack\\.test$`, 'm'));
+    const last = out.slice(out.findIndex((l) => l.includes(' left after ')) + 1, out.findIndex((l) => l.includes(' left after ')) + 4).map((l) => l.trim().split(/\s+/)[0]);
+    expect(last).to.deep.equal([`127.0.0.3:${port}`, `127.0.0.4:${port}`, `127.0.0.5:${port}`]);
   });
 
   it('SIGTERM while running stops every process it started and exits 0; meta-svc serves the KVCM API beside the directory', async () => {
@@ -130,7 +186,7 @@ describe('local stack (tools/stack.ts, npm start)', function () {
 
     const exit = await stack.stop();
     expect(exit.code, stack.tail(50)).to.equal(0);
-    expect(stack.output).to.include('[stack] stopped 8 processes');
+    expect(stack.output).to.include('[stack] stopped 9 processes');
     await expectNothingLeft(stack);
   });
 

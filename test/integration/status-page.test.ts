@@ -43,6 +43,7 @@ async function postJson<T>(url: string, body: unknown): Promise<{ status: number
 interface ShownInstance {
   name: string;
   type: string;
+  models: string;
   state: string;
   routing: string;
   waiting: string;
@@ -61,6 +62,7 @@ interface ShownStream {
 /** The instance table's rows as the page shows them. */
 const READ_INSTANCES = `[...document.querySelectorAll('#instances tbody tr:not(.empty)')].map((tr) => ({
   name: tr.querySelector('.name').textContent, type: tr.querySelector('.type').textContent,
+  models: tr.querySelector('.models').textContent,
   state: tr.querySelector('.state').textContent, routing: tr.querySelector('.schedulable').textContent,
   waiting: tr.querySelector('.waiting').textContent }))`;
 
@@ -177,6 +179,8 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
         expect(i.state).to.equal('ACTIVE');
         expect(i.type).to.equal('DEFAULT');
         expect(i.routing).to.equal('candidate');
+        // cache-identity §1: the simulators' registrations name no models: unknown, any model.
+        expect(i.models).to.equal('unknown (any model)');
       }
       const byName = new Map(shownInstances.map((i) => [i.name, i]));
       expect(byName.get(engines[1]!.name)!.waiting).to.equal('3');
@@ -258,6 +262,11 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
             incarnation_id: '<script>x</script>',
             register_ts_ms: 0,
             dp_size: 1,
+            models: [
+              { name: '<b>base</b>', parent: null },
+              { name: '<script>window.__pwned=4</script>', parent: '<b>base</b>' },
+            ],
+            source: '<i>etcd</i>',
             load: { waiting_requests_num: 2, gpu_cache_usage_perc: 0.5, reported_at_ms: 0 },
           },
         ],
@@ -266,6 +275,9 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
         ],
         hit_ratio: { interval_ms: 1000, decisions: 0, points: [] },
         tokenizer: { path: '/models/<b>evil</b>', vocab_size: 7, fingerprint: 'ab', chat_template: '<script>t</script>', segment_cache: true, render_threads: 1 },
+        model_tokenizers: [
+          { model: '<b>base</b>', tokenizer: { path: '/models/<svg onload=window.__pwned=5>', vocab_size: 9, fingerprint: 'cd', chat_template: '', segment_cache: true, render_threads: 0 } },
+        ],
         untokenized_requests: { total: 2, by_reason: { template_error: 2 } },
       };
       server = createServer((req, res) => {
@@ -304,10 +316,19 @@ describe('router status page (GET / and /v1/status) in headless Chromium', funct
       expect(await page.evaluate<string>(`document.getElementById('tok-path').textContent`)).to.equal('/models/<b>evil</b>');
       expect(await page.evaluate<string>(`document.getElementById('tok-untokenized').textContent`)).to.equal('2 (template_error 2)');
       expect(await page.evaluate<string>(`document.getElementById('tok-threads').textContent`)).to.equal('1, segment cache on');
-      expect(await page.evaluate<number>(`document.querySelectorAll('#tokenizer b, #tokenizer script').length`)).to.equal(0);
+      expect(await page.evaluate<number>(`document.querySelectorAll('#tokenizer b, #tokenizer script, #model-tokenizers svg, #model-tokenizers b').length`)).to.equal(0);
+      const perModel = await page.evaluate<string[]>(`[...document.querySelectorAll('#model-tokenizers tbody td')].map((td) => td.textContent)`);
+      expect(perModel.slice(0, 3)).to.deep.equal(['<b>base</b>', '/models/<svg onload=window.__pwned=5>', '9']);
+      expect(perModel[4]).to.equal('none: chat requests are routed by load');
       expect(shown.pwned).to.equal(undefined);
       const instanceRow = await page.evaluate<string[]>(`[...document.querySelectorAll('#instances tbody td')].map((td) => td.textContent)`);
-      expect(instanceRow.slice(1, 4)).to.deep.equal(['MIX / PREFILL', 'SUSPECT', 'not schedulable']);
+      expect(instanceRow.slice(1, 6)).to.deep.equal([
+        'MIX / PREFILL',
+        '<b>base</b>, <script>window.__pwned=4</script> (adapter of <b>base</b>)',
+        '<i>etcd</i>',
+        'SUSPECT',
+        'not schedulable',
+      ]);
       expect(await page.evaluate<string>(`document.querySelector('#hit-ratio-chart text.none').textContent`)).to.match(/no routing decisions/);
       await page.screenshot(join(tmpdir(), 'router-status-page-hostile.png'));
     });

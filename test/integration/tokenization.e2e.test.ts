@@ -241,7 +241,7 @@ describe('tokenization.md §5 end to end (router process, directory, etcd, token
 
     const both = await router.post('/v1/route', { messages, add_generation_prompt: true, continue_final_message: true });
     expect(both.status).to.equal(400);
-    expect(((await both.json()) as { error: string }).error).to.equal('add_generation_prompt and continue_final_message cannot both be true');
+    expect(((await both.json()) as { error: { message: string } }).error.message).to.equal('add_generation_prompt and continue_final_message cannot both be true');
   });
 
   it('T4 token-id prompts are used as they are', async () => {

@@ -13,6 +13,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { ContentKeyHasher } from '../../shared/keys/content-key.js';
+import { PLAIN_IDENTITY } from '../../shared/keys/cache-identity.js';
 import type { EngineHash, KvEvent, SnapshotBlock } from '../../directory-svc/decoder/kv-batch.js';
 import type { TierBits } from '../../shared/keys/tier-bits.js';
 import { isStreamError } from '../../directory-svc/errors/stream-errors.js';
@@ -60,12 +61,16 @@ const storedArb: fc.Arbitrary<KvEvent> = fc
       blockSize: r.mode === 'tokenless' ? null : r.blockSize,
       tier: r.tier,
       outOfScope: r.outOfScope && r.rareScope === 0,
+      identity: PLAIN_IDENTITY,
+      reproducibleBlocks: n,
+      group: 0,
+      reusableGroup: true,
     };
   });
 
 const eventArb: fc.Arbitrary<KvEvent> = fc.oneof(
   { weight: 6, arbitrary: storedArb },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('removed' as const), blockHashes: fc.array(hashArb, { maxLength: 4 }).map((h) => BigUint64Array.from(h)), tier: tierArb }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('removed' as const), blockHashes: fc.array(hashArb, { maxLength: 4 }).map((h) => BigUint64Array.from(h)), tier: tierArb, group: fc.constant(0) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('cleared' as const), tiers: fc.constantFrom<TierBits>(1, 2, 3) }) },
 );
 
@@ -303,6 +308,8 @@ describe('kv-events §5/§6 property: StreamIndex equals a literal reading of th
             tokenIds: s.short ? tokensOf([s.block]).subarray(1) : tokensOf([s.block]),
             tiers: s.tiers,
             outOfScope: s.outOfScope,
+            multimodal: false,
+            identity: PLAIN_IDENTITY,
           }));
           const got = outcome(() => {
             both((i) => {

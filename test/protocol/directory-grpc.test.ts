@@ -178,6 +178,8 @@ describe('architecture.md KvDirectory gRPC diagnostics', () => {
       {
         instance_name: '127.0.0.1:8000',
         dp_rank: 0,
+        // StreamMatch.engine_kind (engines.md §1), filled in the Query answer since 6b6bc34.
+        engine_kind: 'xllm',
         synchronized: true,
         sequence: '1',
         device_hit_tokens: 8,
@@ -190,6 +192,7 @@ describe('architecture.md KvDirectory gRPC diagnostics', () => {
       {
         instance_name: '127.0.0.1:8000',
         dp_rank: 1,
+        engine_kind: 'xllm',
         synchronized: true,
         sequence: '1',
         device_hit_tokens: 0,

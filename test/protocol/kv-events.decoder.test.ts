@@ -15,6 +15,8 @@ import { encode } from '@msgpack/msgpack';
 import { WireEncoder, u64be } from '../../tools/engine-sim/wire-encoding.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
 import { waitFor } from '../helpers/ports.js';
+import { keyIdentity } from '../../shared/keys/cache-identity.js';
+import { StreamQuery } from '../../directory-svc/index/stream-query.js';
 import { ARRAY_BATCH_WITH_MAP_EVENT, MAP_BATCH, MAP_EVENT, POSITIONAL_BATCH, concatBytes as concat, specBytes } from '../helpers/spec-bytes.js';
 import {
   OpenRigs,
@@ -78,6 +80,7 @@ describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', functi
       expect(r.query(TOKENS_1_8)).to.deep.equal({
         instance_name: r.sub.config.instanceName,
         dp_rank: 0,
+        engine_kind: 'xllm',
         synchronized: true,
         sequence: 0,
         device_hit_tokens: 8,
@@ -113,13 +116,16 @@ describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', functi
     let m = rig.query(blockTokens(0));
     expect([m.device_hit_tokens, m.device_blocks, m.host_blocks]).to.deep.equal([4, 1, 0]);
     expect(rig.sub.counters.skipped.outOfScope).to.equal(0);
+    // cache-identity §4 made group_idx, kv_cache_spec_kind (and, positionally, elements 9–12)
+    // fields: group 0 of a reusable kind is the group this stream indexes. Unknown keys (ownership,
+    // session_id) and elements after locality stay ignored.
     await rig.apply([
-      { ...stored([12], 11, blockTokens(1)), group_idx: 3, kv_cache_spec_kind: 'full_attention' },
-      ['BlockStored', [13], 12, blockTokens(2), 4, null, 'cpu', null, null, 'trailing', 42],
+      { ...stored([12], 11, blockTokens(1)), group_idx: 0, kv_cache_spec_kind: 'full_attention', ownership: 'x', session_id: 's' },
+      ['BlockStored', [13], 12, blockTokens(2), 4, null, 'cpu', null, null, null, null, null, null, 'trailing', 42],
     ]);
     m = rig.query(chainTokens(0, 3));
     expect([m.device_hit_tokens, m.host_only_hit_tokens, m.device_blocks, m.host_blocks]).to.deep.equal([8, 4, 2, 1]);
-    await rig.apply([['BlockRemoved', [13], 'cpu', 'trailing']]);
+    await rig.apply([['BlockRemoved', [13], 'cpu', null, null, 'trailing']]);
     m = rig.query(chainTokens(0, 3));
     expect([m.device_hit_tokens, m.host_only_hit_tokens, m.host_blocks]).to.deep.equal([8, 0, 0]);
     expect(rig.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
@@ -297,27 +303,30 @@ describe('kv-events §12 decoder and framing (D1–D9) over real ZeroMQ', functi
     expect(queryStreams([rig, sibling], chainTokens(0, 2)).matches.map((m) => m.synchronized)).to.deep.equal([true, true]);
   });
 
-  it('D9 non-nil lora_name or lora_id, or extra_keys [[5]], is skipped and counted; extra_keys [nil] is indexed', async () => {
+  it('D9 (as cache-identity §4 replaced it) a non-nil lora_name is indexed under its identity; lora_id alone and extra_keys [[5]] are skipped and counted; extra_keys [nil] is indexed', async () => {
     const rig = await open();
     await rig.startSynchronized();
-    const skipped = (): number => rig.sub.counters.skipped.outOfScope;
+    const skipped = (): number[] => [rig.sub.counters.skipped.outOfScope, rig.sub.counters.skipped.multimodal ?? 0];
     await rig.apply([{ ...stored([21], null, blockTokens(0)), lora_name: 'adapter-a' }]);
-    expect(skipped()).to.equal(1);
+    expect(skipped()).to.deep.equal([0, 0]);
     await rig.apply([{ ...stored([22], null, blockTokens(1)), lora_id: 7 }]);
-    expect(skipped()).to.equal(2);
+    expect(skipped()).to.deep.equal([1, 0]);
     await rig.apply([{ ...stored([23], null, blockTokens(2)), extra_keys: [[5]] }]);
-    expect(skipped()).to.equal(3);
-    // Counted per block.
-    await rig.apply([{ ...stored([26, 27], null, chainTokens(4, 2)), lora_name: 'adapter-b' }]);
-    expect(skipped()).to.equal(5);
+    expect(skipped()).to.deep.equal([1, 1]);
+    // Counted per block: lora_id without a name on a two-block event.
+    await rig.apply([{ ...stored([26, 27], null, chainTokens(4, 2)), lora_id: 8 }]);
+    expect(skipped()).to.deep.equal([3, 1]);
+    // None of them credits a plain request; the named LoRA's block credits its own requests only.
     for (const b of [0, 1, 2, 4]) expect(rig.query(blockTokens(b)).device_hit_tokens, `block ${b}`).to.equal(0);
+    const lora = new StreamQuery().query(blockTokens(0), [rig.sub.toQueryable()], keyIdentity('adapter-a', null)).matches[0]!;
+    expect(lora.device_hit_tokens).to.equal(4);
     let m = rig.query(blockTokens(0));
-    expect([m.synchronized, m.device_blocks, m.host_blocks]).to.deep.equal([true, 0, 0]);
+    expect([m.synchronized, m.device_blocks, m.host_blocks]).to.deep.equal([true, 1, 0]);
 
     await rig.apply([{ ...stored([24], null, blockTokens(3)), extra_keys: [null] }]);
-    expect(skipped()).to.equal(5);
+    expect(skipped()).to.deep.equal([3, 1]);
     m = rig.query(blockTokens(3));
-    expect([m.device_hit_tokens, m.device_blocks]).to.deep.equal([4, 1]);
+    expect([m.device_hit_tokens, m.device_blocks]).to.deep.equal([4, 2]);
     expect(rig.states).to.deep.equal(['RECOVERING', 'SYNCHRONIZED']);
     expect(rig.sub.error).to.equal('');
   });

@@ -98,6 +98,7 @@ describe('kv-events §12 index (I1–I10) over real ZeroMQ', function () {
         {
           instance_name: 'engine-a',
           dp_rank: 0,
+          engine_kind: 'xllm',
           synchronized: true,
           sequence: 0,
           device_hit_tokens: 8,
@@ -161,7 +162,8 @@ describe('kv-events §12 index (I1–I10) over real ZeroMQ', function () {
   it('I6 a tokenless event naming a skipped LoRA hash is accepted; a child of a skipped LoRA block is a descendant', async () => {
     const rig = await open();
     await rig.startSynchronized();
-    await rig.apply([{ ...stored([40], null, blockTokens(0)), lora_name: 'adapter-a' }]);
+    // cache-identity §4 rule 1: a LoRA known only by lora_id (no lora_name) is the skipped kind.
+    await rig.apply([{ ...stored([40], null, blockTokens(0)), lora_id: 3 }]);
     expect(rig.sub.counters.skipped.outOfScope).to.equal(1);
     await rig.apply([replica([40], 'cpu')]);
     await rig.apply([stored([41], 40, blockTokens(1))]);
@@ -244,8 +246,9 @@ describe('kv-events §12 index (I1–I10) over real ZeroMQ', function () {
     for (const r of [rig, sibling]) {
       await r.apply([stored([11, 12], null, range(1, 8))]);
       await r.apply([replica([11, 12], 'cpu')]);
-      // An UNINDEXED record kept so later events on it stay consistent: an entry, not a block.
-      await r.apply([{ ...stored([40], null, blockTokens(9)), lora_name: 'adapter-a' }]);
+      // An UNINDEXED record kept so later events on it stay consistent: an entry, not a block
+      // (a LoRA known only by lora_id, cache-identity §4 rule 1; a lora_name is indexed now).
+      await r.apply([{ ...stored([40], null, blockTokens(9)), lora_id: 3 }]);
       expect(r.sub.index?.entryCount).to.equal(5);
       expect(counts(r.query(range(1, 8)))).to.deep.equal({ device: 8, hostOnly: 0, reusable: 8, deviceBlocks: 2, hostBlocks: 2 });
     }

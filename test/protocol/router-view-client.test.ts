@@ -14,8 +14,7 @@
 import { once } from 'node:events';
 import { expect } from 'chai';
 import * as grpc from '@grpc/grpc-js';
-import { kvDirectoryServiceConstructor } from '../../shared/view/kvdirectory-proto.js';
-import type { WireViewUpdate, WireWatchViewRequest } from '../../shared/view/view-wire.js';
+import type { WireViewUpdate } from '../../shared/view/view-wire.js';
 import { ViewClient, type ViewClientOptions } from '../../router-svc/viewcache/view-client.js';
 import { VIEW_STALE_ERROR } from '../../router-svc/viewcache/view-cache.js';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
@@ -26,72 +25,8 @@ import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
 import { RankPublisher } from '../../tools/engine-sim/rank-publisher.js';
 import type { WireEvent } from '../../tools/engine-sim/wire-types.js';
 import { freePort, waitFor } from '../helpers/ports.js';
+import { ScriptedDirectory, send, type Watch } from '../helpers/scripted-directory.js';
 import { DEVICE, blockKeys, delta, heartbeat, residency, residencyChanges, snapshot, tokens, wireInstance, wireStream } from '../unit/router/view-fixtures.js';
-
-type WatchCall = grpc.ServerWritableStream<WireWatchViewRequest, WireViewUpdate>;
-
-interface Watch {
-  readonly req: WireWatchViewRequest;
-  readonly token: string | null;
-  readonly call: WatchCall;
-}
-
-/** A KvDirectory server whose WatchView calls are handed to the test to script. */
-class ScriptedDirectory {
-  readonly watches: Watch[] = [];
-  private waiters: ((w: Watch) => void)[] = [];
-
-  private constructor(
-    private readonly server: grpc.Server,
-    readonly port: number,
-  ) {}
-
-  static async start(): Promise<ScriptedDirectory> {
-    const server = new grpc.Server();
-    let self: ScriptedDirectory | null = null;
-    const unimplemented = (_call: unknown, cb: grpc.sendUnaryData<unknown>): void => cb({ code: grpc.status.UNIMPLEMENTED, details: 'test server' });
-    server.addService(kvDirectoryServiceConstructor().service, {
-      Query: unimplemented,
-      ListStreams: unimplemented,
-      GetStats: unimplemented,
-      ListInstances: unimplemented,
-      WatchView: (call: WatchCall) => {
-        const token = call.metadata.get('x-internal-token')[0];
-        const w: Watch = { req: call.request, token: token === undefined ? null : String(token), call };
-        call.on('error', () => undefined); // a cancelled call: nothing to do
-        self!.watches.push(w);
-        const waiter = self!.waiters.shift();
-        if (waiter) waiter(w);
-      },
-    });
-    const port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
-    );
-    self = new ScriptedDirectory(server, port);
-    return self;
-  }
-
-  get address(): { host: string; port: number } {
-    return { host: '127.0.0.1', port: this.port };
-  }
-
-  /** The next WatchView call (or the oldest one not yet taken). */
-  nextWatch(): Promise<Watch> {
-    const taken = this.taken++;
-    if (taken < this.watches.length) return Promise.resolve(this.watches[taken]!);
-    return new Promise((resolve) => this.waiters.push(resolve));
-  }
-
-  private taken = 0;
-
-  stop(): void {
-    this.server.forceShutdown();
-  }
-}
-
-function send(w: Watch, u: WireViewUpdate): void {
-  w.call.write(u);
-}
 
 /** The next 'update' event carrying `version`. */
 async function updateTo(client: ViewClient, version: bigint): Promise<void> {

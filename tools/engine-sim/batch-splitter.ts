@@ -51,14 +51,20 @@ function splitEvent(e: WireEvent): [WireEvent, WireEvent] | null {
   if (hashes.length < 2) return null;
   const k = hashes.length >> 1;
   const tokens = m.type === 'BlockStored' && Array.isArray(m.token_ids) ? (m.token_ids as readonly number[]) : [];
-  if (tokens.length === 0) {
-    return [withFields(m, { block_hashes: hashes.slice(0, k) }), withFields(m, { block_hashes: hashes.slice(k) })];
+  const first: Record<string, unknown> = { block_hashes: hashes.slice(0, k) };
+  const second: Record<string, unknown> = { block_hashes: hashes.slice(k) };
+  if (tokens.length > 0) {
+    const per = tokens.length / hashes.length;
+    first.token_ids = tokens.slice(0, k * per);
+    second.token_ids = tokens.slice(k * per);
+    second.parent_block_hash = hashes[k - 1];
   }
-  const per = tokens.length / hashes.length;
-  return [
-    withFields(m, { block_hashes: hashes.slice(0, k), token_ids: tokens.slice(0, k * per) }),
-    withFields(m, { block_hashes: hashes.slice(k), parent_block_hash: hashes[k - 1], token_ids: tokens.slice(k * per) }),
-  ];
+  // vLLM 0.19+: extra_keys holds one entry per block hash, so it is cut with them.
+  if (Array.isArray(m.extra_keys) && m.extra_keys.length === hashes.length) {
+    first.extra_keys = m.extra_keys.slice(0, k);
+    second.extra_keys = m.extra_keys.slice(k);
+  }
+  return [withFields(m, first), withFields(m, second)];
 }
 
 function withFields(event: Record<string, unknown>, fields: Record<string, unknown>): WireEvent {

@@ -17,10 +17,22 @@
  * Device first and completes the copies at the end of the step (token-bearing unless the block
  * came back meanwhile), as engines with asynchronous offload do.
  *
+ * Cache identity (cache-identity §6), exactly as vLLM keys its prefix cache: a LoRA request's
+ * blocks all carry the adapter name in their hash and `extra_keys`, a request's `cache_salt` only
+ * its first block (the rest differ through the parent), so requests under different identities
+ * never share a block and the same identity with the same tokens always does.
+ *
+ * Hybrid models (`slidingWindowTokens` > 0): the pool itself is the full-attention group 0
+ * (`group_idx` 0, `full_attention`) and its residency is exactly that of a plain pool; a second,
+ * sliding-window group (`group_idx` 1) mirrors every Device store with the same hashes, drops the
+ * blocks a request's window has passed (vLLM's `get_num_skipped_tokens`: the first
+ * floor((tokens − window + 1) / block_size) blocks) and every block group 0 evicts from Device.
+ * Its events follow group 0's in the step, as vLLM's per-group managers emit them.
+ *
  * Cost per admitted prompt: O(blocks · block_size) hashing plus O(evictions · pinned) LRU scans.
  */
-import { engineHashOf, loraSalt } from './engine-hash.js';
-import { EventBuilder } from './event-builder.js';
+import { engineHashOf, extraKeyWords, NO_EXTRA_KEYS, type ExtraKeyWords } from './engine-hash.js';
+import { EventBuilder, type KvCacheGroup, type StoredBlockIdentity } from './event-builder.js';
 import { TIER_DEVICE, TIER_HOST } from '../../shared/keys/tier-bits.js';
 import { mediaOf } from './residency-model.js';
 import type { WireEvent, WireSnapshotBlock } from './wire-types.js';
@@ -35,11 +47,18 @@ export interface BlockPoolOptions {
   hostCapacityBlocks: number;
   /** Default `sync`. */
   offloadMode?: OffloadMode;
+  /** Hybrid model: the sliding-window group's window in tokens; 0 or absent = one group. */
+  slidingWindowTokens?: number;
 }
 
+/** The request's cache identity (cache-identity §6). */
 export interface AdmitOptions {
-  /** Adapter name: the blocks are LoRA blocks, out of the index's scope (§3.4, §11.7). */
+  /** LoRA adapter name: every block of the request is keyed and marked with it. */
   loraName?: string | null;
+  /** vLLM's adapter id, published as the deprecated `lora_id` beside the name; never hashed. */
+  loraId?: number | null;
+  /** vLLM `cache_salt`: keys the request's first block only; null or '' = unsalted. */
+  cacheSalt?: string | null;
 }
 
 export interface AdmitResult {
@@ -55,11 +74,10 @@ export interface AdmitResult {
   placedBlocks: number;
 }
 
-interface PoolBlock {
+interface PoolBlock extends StoredBlockIdentity {
   readonly hash: bigint;
   readonly parent: bigint | null;
   readonly tokenIds: readonly number[];
-  readonly loraName: string | null;
   onDevice: boolean;
   onHost: boolean;
   /** An async Host copy started and not yet completed. */
@@ -72,11 +90,55 @@ function tierBitsOf(b: PoolBlock): number {
   return (b.onDevice ? TIER_DEVICE : 0) | (b.onHost ? TIER_HOST : 0);
 }
 
+/**
+ * One request's identity resolved once (not per block): the hash words and `extra_keys` entry of
+ * its first block (LoRA name, then salt) and of every later block (LoRA name only), as vLLM's
+ * `generate_block_hash_extra_keys` builds them.
+ */
+interface RequestKeys {
+  readonly loraName: string | null;
+  readonly loraId: number | null;
+  readonly rootWords: ExtraKeyWords;
+  readonly chainWords: ExtraKeyWords;
+  readonly rootExtra: readonly string[] | null;
+  readonly chainExtra: readonly string[] | null;
+}
+
+const PLAIN_KEYS: RequestKeys = Object.freeze({
+  loraName: null,
+  loraId: null,
+  rootWords: NO_EXTRA_KEYS,
+  chainWords: NO_EXTRA_KEYS,
+  rootExtra: null,
+  chainExtra: null,
+});
+
+function requestKeys(opts: AdmitOptions): RequestKeys {
+  const loraName = opts.loraName ?? null;
+  const salt = opts.cacheSalt === undefined || opts.cacheSalt === null || opts.cacheSalt === '' ? null : opts.cacheSalt;
+  const loraId = opts.loraId ?? null;
+  if (loraName === null && salt === null && loraId === null) return PLAIN_KEYS;
+  const chainExtra = loraName === null ? null : Object.freeze([loraName]);
+  const rootExtra = salt === null ? chainExtra : Object.freeze(loraName === null ? [salt] : [loraName, salt]);
+  return {
+    loraName,
+    loraId,
+    rootWords: extraKeyWords(loraName, salt),
+    chainWords: extraKeyWords(loraName, null),
+    rootExtra,
+    chainExtra,
+  };
+}
+
+const FULL_ATTENTION_GROUP: KvCacheGroup = Object.freeze({ idx: 0, kind: 'full_attention', slidingWindowTokens: null });
+
 export class BlockPool {
   readonly blockSize: number;
   readonly deviceCapacityBlocks: number;
   readonly hostCapacityBlocks: number;
   readonly offloadMode: OffloadMode;
+  /** Hybrid: the sliding-window group's window in tokens; 0 = one group (no group fields). */
+  readonly slidingWindowTokens: number;
   /** Every block resident somewhere or with a copy in flight, in creation order. */
   private readonly blocks = new Map<bigint, PoolBlock>();
   /** Map insertion order is the LRU order: first = least recently used. */
@@ -84,6 +146,12 @@ export class BlockPool {
   private readonly hostLru = new Map<bigint, PoolBlock>();
   private pendingCopies: PoolBlock[] = [];
   private step = 0;
+  /** Hybrid: group 0's spec (stamped on its events), group 1's, and what group 1 holds (Device). */
+  private readonly fullGroup: KvCacheGroup | null;
+  private readonly slidingGroup: KvCacheGroup | null;
+  private readonly slidingResident = new Set<bigint>();
+  /** Group 1's events of the step in progress (evictions happen deep inside it). */
+  private slidingOut: EventBuilder | null = null;
 
   constructor(opts: BlockPoolOptions) {
     if (!Number.isInteger(opts.blockSize) || opts.blockSize < 1) throw new RangeError(`blockSize must be a positive integer, got ${opts.blockSize}`);
@@ -97,6 +165,16 @@ export class BlockPool {
     this.deviceCapacityBlocks = opts.deviceCapacityBlocks;
     this.hostCapacityBlocks = opts.hostCapacityBlocks;
     this.offloadMode = opts.offloadMode ?? 'sync';
+    const window = opts.slidingWindowTokens ?? 0;
+    if (!Number.isInteger(window) || window < 0) throw new RangeError(`slidingWindowTokens must be a non-negative integer, got ${window}`);
+    this.slidingWindowTokens = window;
+    this.fullGroup = window > 0 ? FULL_ATTENTION_GROUP : null;
+    this.slidingGroup = window > 0 ? Object.freeze({ idx: 1, kind: 'sliding_window', slidingWindowTokens: window }) : null;
+  }
+
+  /** Hybrid: whether the sliding-window group (1) holds `hash`. */
+  inSlidingGroup(hash: bigint): boolean {
+    return this.slidingResident.has(hash);
   }
 
   get deviceBlocks(): number {
@@ -113,14 +191,17 @@ export class BlockPool {
     return b === undefined ? 0 : tierBitsOf(b);
   }
 
-  /** Engine hashes of the prompt's complete blocks (what admitPrompt would look up). */
+  /** Engine hashes of the prompt's complete blocks under its identity (what admitPrompt would look up). */
   hashesOf(tokenIds: readonly number[], opts: AdmitOptions = {}): bigint[] {
-    const salt = loraSalt(opts.loraName ?? null);
+    return this.hashesUnder(tokenIds, requestKeys(opts));
+  }
+
+  private hashesUnder(tokenIds: readonly number[], keys: RequestKeys): bigint[] {
     const n = Math.floor(tokenIds.length / this.blockSize);
     const out: bigint[] = [];
     let parent: bigint | null = null;
     for (let i = 0; i < n; i++) {
-      parent = engineHashOf(parent, tokenIds, i * this.blockSize, this.blockSize, salt);
+      parent = engineHashOf(parent, tokenIds, i * this.blockSize, this.blockSize, i === 0 ? keys.rootWords : keys.chainWords);
       out.push(parent);
     }
     return out;
@@ -131,10 +212,12 @@ export class BlockPool {
    * as needed). Returns the events in emission order and the prefix hits found before the step.
    */
   admitPrompt(tokenIds: readonly number[], opts: AdmitOptions = {}): AdmitResult {
-    const loraName = opts.loraName ?? null;
-    const hashes = this.hashesOf(tokenIds, opts);
+    const keys = requestKeys(opts);
+    const hashes = this.hashesUnder(tokenIds, keys);
     const step = ++this.step;
-    const out = new EventBuilder(this.blockSize);
+    const out = new EventBuilder(this.blockSize, this.fullGroup);
+    const sliding = this.slidingGroup === null ? null : new EventBuilder(this.blockSize, this.slidingGroup);
+    this.slidingOut = sliding;
 
     // §8 semantics: walk from block 0, stop at the first block resident nowhere.
     let hitBlocks = 0;
@@ -165,7 +248,9 @@ export class BlockPool {
           hash: h,
           parent: i === 0 ? null : hashes[i - 1],
           tokenIds: tokenIds.slice(start, start + this.blockSize),
-          loraName,
+          loraName: keys.loraName,
+          loraId: keys.loraId,
+          extraKey: i === 0 ? keys.rootExtra : keys.chainExtra,
           onDevice: false,
           onHost: false,
           copyPending: false,
@@ -180,7 +265,13 @@ export class BlockPool {
       const resident = b.onHost;
       b.onDevice = true;
       this.deviceLru.set(h, b);
-      out.stored(h, b.parent, resident ? null : b.tokenIds, 'gpu', b.loraName);
+      out.stored(h, b.parent, resident ? null : b.tokenIds, 'gpu', b);
+      if (sliding !== null && !this.slidingResident.has(h)) {
+        // Group 1 mirrors the store with the same hash; it never held this block (group 0 had
+        // it off Device, and every group 0 Device eviction leaves group 1 too), so token-bearing.
+        this.slidingResident.add(h);
+        sliding.stored(h, b.parent, b.tokenIds, 'gpu', b);
+      }
       placed++;
     }
 
@@ -194,7 +285,16 @@ export class BlockPool {
     }
 
     this.completeCopies(step, out);
-    return { events: out.finish(), hitBlocks, hostHitBlocks, promptBlocks: hashes.length, placedBlocks: placed };
+    const events = out.finish();
+    if (sliding !== null) {
+      // vLLM SlidingWindowManager: after the prefill the window covers the last `window` tokens;
+      // blocks wholly before it are freed from this group.
+      const skipped = Math.min(hashes.length, Math.max(0, Math.floor((tokenIds.length - this.slidingWindowTokens + 1) / this.blockSize)));
+      for (let i = 0; i < skipped; i++) if (this.slidingResident.delete(hashes[i])) sliding.removed(hashes[i], 'gpu');
+      this.slidingOut = null;
+      for (const e of sliding.finish()) events.push(e);
+    }
+    return { events, hitBlocks, hostHitBlocks, promptBlocks: hashes.length, placedBlocks: placed };
   }
 
   /**
@@ -203,6 +303,8 @@ export class BlockPool {
   clear(medium: 'gpu' | 'cpu' | null = null): WireEvent[] {
     const out = new EventBuilder(this.blockSize);
     out.cleared(medium);
+    // The event names no group: it clears every group's Device blocks (group 1 holds no others).
+    if (medium !== 'cpu') this.slidingResident.clear();
     if (medium === null || medium === 'gpu') {
       for (const b of this.deviceLru.values()) b.onDevice = false;
       this.deviceLru.clear();
@@ -223,6 +325,7 @@ export class BlockPool {
     this.deviceLru.clear();
     this.hostLru.clear();
     this.pendingCopies = [];
+    this.slidingResident.clear();
   }
 
   /**
@@ -238,7 +341,10 @@ export class BlockPool {
         token_ids: b.tokenIds,
         media: mediaOf(tierBitsOf(b)),
       };
+      // §11.8: scope fields as the block's own one-hash BlockStored would carry them.
+      if (b.loraId !== null) block.lora_id = b.loraId;
       if (b.loraName !== null) block.lora_name = b.loraName;
+      if (b.extraKey !== null) block.extra_keys = [b.extraKey];
       out.push(block);
     });
     return out;
@@ -250,16 +356,20 @@ export class BlockPool {
    * without breaking §11.5 and are left out; they could never be matched anyway (§6 orphans).
    */
   fullStateEvents(): WireEvent[] {
-    const out = new EventBuilder(this.blockSize);
+    const out = new EventBuilder(this.blockSize, this.fullGroup);
     out.cleared(null);
+    const sliding = this.slidingGroup === null ? null : new EventBuilder(this.blockSize, this.slidingGroup);
     const listed = new Set<bigint>();
     this.walkParentFirst((b) => {
       if (b.parent !== null && !listed.has(b.parent)) return;
       listed.add(b.hash);
-      if (b.onDevice) out.stored(b.hash, b.parent, b.tokenIds, 'gpu', b.loraName);
-      if (b.onHost) out.stored(b.hash, b.parent, b.onDevice ? null : b.tokenIds, 'cpu', b.loraName);
+      if (b.onDevice) out.stored(b.hash, b.parent, b.tokenIds, 'gpu', b);
+      if (b.onHost) out.stored(b.hash, b.parent, b.onDevice ? null : b.tokenIds, 'cpu', b);
+      if (sliding !== null && this.slidingResident.has(b.hash)) sliding.stored(b.hash, b.parent, b.tokenIds, 'gpu', b);
     });
-    return out.finish();
+    const events = out.finish();
+    if (sliding !== null) for (const e of sliding.finish()) events.push(e);
+    return events;
   }
 
   private walkParentFirst(visit: (b: PoolBlock) => void): void {
@@ -301,6 +411,7 @@ export class BlockPool {
     b.onDevice = false;
     this.deviceLru.delete(b.hash);
     out.removed(b.hash, 'gpu');
+    if (this.slidingOut !== null && this.slidingResident.delete(b.hash)) this.slidingOut.removed(b.hash, 'gpu');
     this.dropIfGone(b);
   }
 
@@ -347,7 +458,7 @@ export class BlockPool {
     if (!resident && b.parent !== null && this.tiersOf(b.parent) === 0) return;
     b.onHost = true;
     this.hostLru.set(b.hash, b);
-    out.stored(b.hash, b.parent, resident ? null : b.tokenIds, 'cpu', b.loraName);
+    out.stored(b.hash, b.parent, resident ? null : b.tokenIds, 'cpu', b);
   }
 
   private makeHostRoom(step: number, out: EventBuilder): boolean {

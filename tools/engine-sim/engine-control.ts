@@ -60,6 +60,11 @@ export interface EngineControlOptions {
   readonly incarnationId?: string;
   /** Served on the same port as /health (one HTTP server per simulated engine). */
   readonly httpRoutes?: EngineHttpRoutes;
+  /**
+   * cache-identity §1: the registration's `models` (first the base model, the rest its adapters),
+   * read at every (re)registration; absent or null leaves the field out (an unknown list).
+   */
+  readonly servedModels?: () => readonly string[] | null;
   readonly logger?: Logger;
 }
 
@@ -242,6 +247,7 @@ export class EngineControl {
       register_ts_ms: Date.now(),
       dp_size: this.opts.dpSize ?? 1,
       backend_type: this.opts.backendType ?? 'xllm',
+      ...modelsField(this.opts.servedModels?.() ?? null),
     };
     await this.lease.put(this.key).value(JSON.stringify(value));
   }
@@ -296,4 +302,9 @@ export class EngineControl {
 function namespacePrefix(namespace: string): string {
   const trimmed = namespace.replace(/^\/+/, '').replace(/\/+$/, '');
   return trimmed === '' ? '' : `/${trimmed}/`;
+}
+
+/** The registration's optional `models` field: left out for an unknown list. */
+function modelsField(models: readonly string[] | null): { models?: readonly string[] } {
+  return models === null ? {} : { models };
 }

@@ -18,8 +18,9 @@ import { EngineSimulator } from './engine-simulator.js';
 import { engineSimHelp, parseEngineSimArgs, type EngineSimConfig } from './engine-sim-flags.js';
 import { MetricsRoute, processIdentity } from './metrics-route.js';
 import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
-import { OpenAiEndpoint, OpenAiServer } from './openai-server.js';
+import { kvEventSourcesAnswer, OpenAiEndpoint, OpenAiServer } from './openai-server.js';
 import { RankDispatcher } from './rank-dispatcher.js';
+import { ServedModelRegistry } from './served-model-registry.js';
 
 /** A stop that hangs (etcd unreachable for the revoke) must not keep the process alive. */
 const STOP_DEADLINE_MS = 5000;
@@ -55,18 +56,30 @@ async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, lo
     batchForm: cfg.batchForm,
     replayBufferSteps: cfg.replayBufferSteps,
     replayLayout: cfg.replayLayout,
+    slidingWindowTokens: cfg.hybridSlidingWindow,
     logger: log,
   });
   started.push({ name: 'publisher', close: () => sim.close() });
 
   const dispatcher = new RankDispatcher(sim, cfg.deviceCapacityBlocks, cfg.dropEveryNBatches);
-  const endpoint = new OpenAiEndpoint({ engine: dispatcher, tokenizer, tokenIntervalMs: cfg.tokenIntervalMs, logger: log.child({ component: 'openai' }) });
+  // cache-identity §6: what /v1/models lists; a request's longest cacheable prompt is one rank's Device.
+  const models = new ServedModelRegistry({ ...cfg.servedModels, ownedBy: cfg.engineKind, maxModelLen: cfg.deviceCapacityBlocks * cfg.blockSize });
+  // engines.md §6: vLLM/SGLang kinds say where each rank publishes, unless --no_kv_event_sources.
+  const sources = cfg.engineKind !== 'xllm' && cfg.kvEventSources ? kvEventSourcesAnswer(sim.eventEndpoints, sim.replayEndpoints, cfg.topic) : null;
+  const endpoint = new OpenAiEndpoint({
+    engine: dispatcher,
+    models,
+    tokenizer,
+    tokenIntervalMs: cfg.tokenIntervalMs,
+    kvEventSources: sources === null ? null : () => sources,
+    logger: log.child({ component: 'openai' }),
+  });
 
   let control: EngineControl | null = null;
   const kind = cfg.engineKind;
   const fileIncarnation = kind !== 'xllm' && cfg.processMetrics ? processIdentity() : '';
   // engines.md §5: vLLM and SGLang engines expose their load as /metrics, and never touch etcd.
-  const served: EngineHttpRoutes = kind === 'xllm' ? endpoint : new MetricsRoute(kind, dispatcher, cfg.processMetrics, endpoint);
+  const served: EngineHttpRoutes = kind === 'xllm' ? endpoint : new MetricsRoute(kind, dispatcher, cfg.processMetrics, endpoint, models.baseModel);
   const routes: EngineHttpRoutes =
     opts.wrapRoutes === undefined ? served : opts.wrapRoutes({ sim, incarnationId: () => control?.incarnationId ?? fileIncarnation, inner: served });
   if (kind === 'xllm' && cfg.etcdHosts.length > 0) {
@@ -84,10 +97,19 @@ async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, lo
       currentRole: cfg.currentRole,
       incarnationId: cfg.incarnationId ?? undefined,
       httpRoutes: routes,
+      // cache-identity §1: an explicit --served_models is registered as `models`; without it the
+      // engine serves any name, which is what an absent field (unknown list) says.
+      servedModels: models.strict ? () => models.list().map((m) => m.name) : undefined,
       logger: log.child({ component: 'control' }),
     });
     const ctl = control;
     started.push({ name: 'control', close: () => ctl.close() });
+    // An adapter loaded or unloaded at run time: the key is written again with the new list.
+    if (models.strict) {
+      models.onChange(() => {
+        ctl.reregister().catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e) }, 'served models changed; etcd registration not rewritten'));
+      });
+    }
   } else {
     // No etcd: nobody discovers this engine, but its API and event sockets still serve tests.
     const server = await OpenAiServer.listen({ port: cfg.httpPort, host: cfg.host, endpoint, routes });
@@ -121,6 +143,8 @@ async function start(cfg: EngineSimConfig, tokenizer: PromptTokenizer | null, lo
       registered: control !== null,
       heartbeats_to: control !== null ? cfg.directoryUrl : null,
       drop_every_n_batches: cfg.dropEveryNBatches,
+      served_models: models.list().map((m) => m.name),
+      hybrid_sliding_window: cfg.hybridSlidingWindow,
     },
     'engine simulator ready',
   );

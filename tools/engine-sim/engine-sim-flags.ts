@@ -6,6 +6,7 @@
  * streams": rank r publishes on `port + event_port_offset + r` and serves snapshots on
  * `port + replay_port_offset + r`.
  */
+import { isIP } from 'node:net';
 import { ConfigError } from '../../shared/config/config-error.js';
 import { flagsHelp, parseFlags, parseHostPortList, type FlagValues, type HostPort } from '../../shared/config/flags.js';
 import { LOG_LEVEL_VALUES, type LogLevel } from '../../shared/config/log-level.js';
@@ -15,6 +16,7 @@ import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.j
 import { DEFAULT_REPLAY_BUFFER_STEPS } from './history-buffer.js';
 import type { ReplayLayout } from './history-buffer.js';
 import type { BatchForm } from './wire-encoding.js';
+import { DEFAULT_BASE_MODEL } from './served-model-registry.js';
 
 export const ENGINE_TYPES = ['DEFAULT', 'PREFILL', 'DECODE', 'MIX'] as const;
 /** BlockPool implements LRU only; the flag exists so command lines state it and other policies can come. */
@@ -57,6 +59,29 @@ export const ENGINE_SIM_FLAGS = {
   omit_dp_rank: { type: 'bool', default: false, help: 'vllm/sglang: leave the dp rank out of every batch (older releases)' },
   replay_buffer_steps: { type: 'int', default: DEFAULT_REPLAY_BUFFER_STEPS, min: 1, max: 1000000, help: 'vllm/sglang: live batches kept for history replay (vLLM buffer_steps)' },
   replay_layout: { type: 'enum', values: ['2', '3', 'none'], default: '2', help: 'vllm/sglang: history reply frames after the delimiter (2 or 3 with topic), or no replay endpoint' },
+  // Cache identity (cache-identity §6).
+  served_models: {
+    type: 'string',
+    default: '',
+    placeholder: 'base[,adapter...]',
+    help: `GET /v1/models (xllm: also the etcd registration's models): the base model, then LoRA adapters of it; a request for another model is vLLM's 404. Empty: base "${DEFAULT_BASE_MODEL}", any model name served by it`,
+  },
+  hybrid_sliding_window: {
+    type: 'int',
+    default: 0,
+    min: 0,
+    max: 16777216,
+    help: 'vllm: a hybrid model; every Device store is also published for group 1 (sliding_window, this many tokens), which drops blocks outside each request window; 0 = one group',
+  },
+  event_encoding: { type: 'enum', values: ['map', 'array'], default: 'map', help: 'vllm/sglang: events as maps (newer vLLM) or positional arrays (older vLLM, msgspec array_like)' },
+  // engines.md §6: DNS fleets (several engines on one port at different loopback addresses).
+  host: {
+    type: 'string',
+    default: '',
+    placeholder: '127.0.0.N',
+    help: 'IPv4 address the HTTP server, PUB and ROUTER sockets bind, and the host of the instance name; empty = the host of --name',
+  },
+  no_kv_event_sources: { type: 'bool', default: false, help: 'vllm/sglang: do not serve GET /kv_event_sources (vLLM before its bind-time ports; engines.md §6)' },
 } as const;
 
 type EngineSimFlags = FlagValues<typeof ENGINE_SIM_FLAGS>;
@@ -98,6 +123,12 @@ export interface EngineSimConfig {
   readonly batchForm: BatchForm;
   readonly replayBufferSteps: number;
   readonly replayLayout: ReplayLayout;
+  /** `--served_models`: base first, then adapters; strict = a list was given (404 for others). */
+  readonly servedModels: { readonly names: readonly string[]; readonly strict: boolean };
+  /** `--hybrid_sliding_window` tokens; 0 = not a hybrid model. */
+  readonly hybridSlidingWindow: number;
+  /** vllm/sglang: serve `GET /kv_event_sources` (engines.md §6). */
+  readonly kvEventSources: boolean;
 }
 
 export const ENGINE_SIM_USAGE = 'Usage: node dist/tools/engine-sim/cli.js [--name=value ...]\n\nA simulated xLLM, vLLM or SGLang engine: KV events over ZeroMQ per DP rank, etcd registration, heartbeats, OpenAI API.';
@@ -114,7 +145,8 @@ export function parseEngineSimArgs(argv: readonly string[]): EngineSimConfig | '
 }
 
 function toConfig(f: EngineSimFlags): EngineSimConfig {
-  const name = single(f.name, '--name');
+  const named = single(f.name, '--name');
+  const name = f.host === '' ? named : { host: bindHost(f.host), port: named.port };
   const lastRank = f.dpSize - 1;
   const eventPortBase = name.port + f.eventPortOffset;
   const replayPortBase = name.port + f.replayPortOffset;
@@ -163,10 +195,42 @@ function toConfig(f: EngineSimFlags): EngineSimConfig {
     tokenizerDir: f.tokenizer,
     chatTemplateFile: f.chatTemplate,
     logLevel: f.logLevel,
-    batchForm: Object.freeze({ encoding: f.batchEncoding, omitDpRank: f.omitDpRank }),
+    batchForm: Object.freeze({ encoding: f.batchEncoding, omitDpRank: f.omitDpRank, eventEncoding: f.eventEncoding }),
     replayBufferSteps: f.replayBufferSteps,
     replayLayout: f.replayLayout === 'none' ? 'none' : f.replayLayout === '3' ? 3 : 2,
+    ...identityConfig(f),
+    kvEventSources: !f.noKvEventSources,
   });
+}
+
+/** cache-identity §6 flags: a served list of distinct non-empty names; hybrid groups only as vLLM publishes them. */
+function identityConfig(f: EngineSimFlags): Pick<EngineSimConfig, 'servedModels' | 'hybridSlidingWindow'> {
+  let servedModels: EngineSimConfig['servedModels'] = Object.freeze({ names: Object.freeze([DEFAULT_BASE_MODEL]), strict: false });
+  if (f.servedModels !== '') {
+    const names = f.servedModels.split(',').map((n) => n.trim());
+    const bad = names.findIndex((n, i) => n === '' || names.indexOf(n) !== i);
+    if (bad >= 0) {
+      const why = names[bad] === '' ? `entry ${bad} is empty` : `${JSON.stringify(names[bad])} is listed twice`;
+      throw new ConfigError('--served_models', 'bad list', `invalid --served_models: expected base[,adapter...] of distinct non-empty names, ${why} in ${JSON.stringify(f.servedModels)}`);
+    }
+    servedModels = Object.freeze({ names: Object.freeze(names), strict: true });
+  }
+  if (f.hybridSlidingWindow > 0 && f.engineKind !== 'vllm') {
+    throw new ConfigError(
+      '--hybrid_sliding_window',
+      'needs --engine_kind=vllm',
+      `invalid --hybrid_sliding_window: KV cache groups are published only by --engine_kind=vllm, got ${f.engineKind}`,
+    );
+  }
+  return { servedModels, hybridSlidingWindow: f.hybridSlidingWindow };
+}
+
+/** `--host`: a concrete IPv4 address (a wildcard would make the published endpoints unconnectable). */
+function bindHost(text: string): string {
+  if (isIP(text) !== 4 || text === '0.0.0.0') {
+    throw new ConfigError('--host', 'bad address', `invalid --host: expected an IPv4 address such as 127.0.0.2 (not 0.0.0.0), got ${JSON.stringify(text)}`);
+  }
+  return text;
 }
 
 function single(text: string, flag: string): HostPort {

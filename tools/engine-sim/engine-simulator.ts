@@ -40,6 +40,8 @@ export interface EngineSimulatorOptions {
   sendHighWaterMark?: number;
   /** Default `sync` (see BlockPool). */
   offloadMode?: OffloadMode;
+  /** A hybrid model: group 1's sliding window in tokens (BlockPool); 0 or absent = one group. */
+  slidingWindowTokens?: number;
   /**
    * §11.7 SHOULD: publish `[AllBlocksCleared]` as batch 0 of each rank. Default true for xllm,
    * false for vllm/sglang (those engines publish nothing until their first cache change).
@@ -79,6 +81,7 @@ export class SimulatedRank {
       deviceCapacityBlocks: opts.deviceCapacityBlocks,
       hostCapacityBlocks: opts.hostCapacityBlocks ?? 0,
       offloadMode: opts.offloadMode,
+      slidingWindowTokens: opts.slidingWindowTokens,
     });
     const publisher = await RankPublisher.start({
       host: opts.host,

@@ -25,6 +25,8 @@ export class MetricsRoute implements EngineHttpRoutes {
     private readonly dispatcher: RankDispatcher,
     private readonly processMetrics: boolean,
     private readonly inner: EngineHttpRoutes,
+    /** The served base model: the `model_name` label vLLM and SGLang put on every sample. */
+    private readonly baseModel: string = 'sim',
   ) {}
 
   handle(req: IncomingMessage, res: ServerResponse): boolean {
@@ -37,7 +39,7 @@ export class MetricsRoute implements EngineHttpRoutes {
     const load = this.dispatcher.load();
     const text = renderSimMetrics({
       kind: this.kind,
-      model: 'sim',
+      model: this.baseModel,
       waitingRequests: load.waiting_requests_num,
       runningRequests: 0,
       cacheUsageByRank: this.dispatcher.cacheUsageByRank(),

@@ -22,6 +22,12 @@
  * admission: requests wait their turn, the prefill takes time by the uncached tokens, and the
  * answer's headers carry the engine's own TTFT (`x-sim-ttft-ms`, see PREFILL_TIMING_HEADERS).
  *
+ * Served models (cache-identity §6): `GET /v1/models` and vLLM's LoRA load/unload routes come from
+ * `models-route.ts` over the endpoint's ServedModelRegistry. A request's `model` picks the base
+ * model or a loaded adapter (a LoRA request: every block keyed by the adapter), or is vLLM's 404
+ * when the registry is strict; `cache_salt` (a non-empty string, else vLLM's 400) salts the first
+ * block. Both go to the prefill as the request's cache identity.
+ *
  * One HTTP server per simulated engine: with EngineControl, pass this as its `httpRoutes`; alone,
  * `OpenAiServer.listen` serves these routes and /health.
  */
@@ -33,11 +39,16 @@ import { silentLogger, type Logger } from '../../shared/log/logger.js';
 import { parseChatRequest, PromptShapeError } from '../../shared/tokenize/chat-request.js';
 import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { prefillTimingHeaders, type PrefillQueue } from './prefill-cost-model.js';
+import type { AdmitOptions } from './block-pool.js';
+import { ModelsRoute } from './models-route.js';
+import { DEFAULT_BASE_MODEL, ServedModelRegistry } from './served-model-registry.js';
+import { sendModelNotFound, sendVllmError } from './vllm-error.js';
 
 /** What the endpoint needs from the engine: a prefill on some rank (EngineSimulator has it). */
 export interface PromptAdmitter {
   readonly blockSize: number;
-  admitPrompt(tokenIds: readonly number[]): Promise<{ hitBlocks: number; hostHitBlocks: number }>;
+  /** `identity`: the request's LoRA adapter and cache salt (absent = base model, unsalted). */
+  admitPrompt(tokenIds: readonly number[], identity?: AdmitOptions): Promise<{ hitBlocks: number; hostHitBlocks: number }>;
   /** vLLM's `POST /reset_prefix_cache`: every rank publishes `[AllBlocksCleared]` (a full-state batch). */
   resetPrefixCache?(): Promise<void>;
 }
@@ -48,8 +59,10 @@ export const RESET_PREFIX_CACHE_PATH = '/reset_prefix_cache';
 export interface OpenAiEndpointOptions {
   /** null: answer without touching any cache (no prefill side effects). */
   readonly engine: PromptAdmitter | null;
-  /** `model` echoed in answers; default `sim`. */
+  /** Base model of the default (lenient) registry when `models` is absent; default `sim`. */
   readonly model?: string;
+  /** What the engine serves (`/v1/models`, LoRA routes, 404s); default: `model` alone, lenient. */
+  readonly models?: ServedModelRegistry;
   /** Delay before each generated token; default 1 ms. Tests raise it to keep a stream open. */
   readonly tokenIntervalMs?: number;
   /** FIFO prefill queue with a cost model; absent or null: admitted at once, no delay. */
@@ -58,6 +71,8 @@ export interface OpenAiEndpointOptions {
   readonly tokenizer?: PromptTokenizer | null;
   /** Largest request body; default 8 MiB (the router's own limit). */
   readonly maxBodyBytes?: number;
+  /** vllm/sglang: the `GET /kv_event_sources` answer (engines.md §6); absent or null: the route is not served. */
+  readonly kvEventSources?: (() => readonly WireKvEventSource[]) | null;
   readonly logger?: Logger;
 }
 
@@ -69,6 +84,31 @@ export interface SimRequestEvent {
   readonly promptTokens: number;
   /** The request body exactly as received (tests check a proxy forwarded it unchanged). */
   readonly body: Buffer;
+}
+
+/** vLLM's KV event discovery route (its PR 55844; engines.md §6). */
+export const KV_EVENT_SOURCES_PATH = '/kv_event_sources';
+
+/** One element of vLLM's `GET /kv_event_sources` answer (a bare JSON array, one per DP rank). */
+export interface WireKvEventSource {
+  readonly data_parallel_rank: number;
+  readonly endpoint: string;
+  readonly replay_endpoint: string | null;
+  readonly topic: string;
+}
+
+/**
+ * The answer a vLLM started with `"endpoint": "tcp://*:5557"` gives: each rank's bind endpoint
+ * with the wildcard host it was configured with (the consumer puts the engine's address in).
+ */
+export function kvEventSourcesAnswer(eventEndpoints: readonly string[], replayEndpoints: readonly string[], topic: string): WireKvEventSource[] {
+  const wildcard = (ep: string): string => ep.replace(/^tcp:\/\/[^/]+:(\d+)$/, 'tcp://*:$1');
+  return eventEndpoints.map((ep, r) => ({
+    data_parallel_rank: r,
+    endpoint: wildcard(ep),
+    replay_endpoint: replayEndpoints[r] === undefined || replayEndpoints[r] === '' ? null : wildcard(replayEndpoints[r]!),
+    topic,
+  }));
 }
 
 export const COMPLETIONS_PATH = '/v1/completions';
@@ -83,6 +123,8 @@ class BadRequest extends Error {}
 export class OpenAiEndpoint extends EventEmitter {
   private readonly log: Logger;
   private readonly intervalMs: number;
+  readonly models: ServedModelRegistry;
+  private readonly modelsRoute: ModelsRoute;
   private seq = 0;
   /** Requests accepted (valid JSON on a known path). */
   requests = 0;
@@ -94,11 +136,23 @@ export class OpenAiEndpoint extends EventEmitter {
     super();
     this.log = opts.logger ?? silentLogger;
     this.intervalMs = opts.tokenIntervalMs ?? 1;
+    this.models = opts.models ?? new ServedModelRegistry({ names: [opts.model ?? DEFAULT_BASE_MODEL], strict: false });
+    this.modelsRoute = new ModelsRoute(this.models);
   }
 
   /** Answers the OpenAI paths (true) or leaves the request to the caller (false). */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
+    if (this.modelsRoute.handle(req, res)) return true;
     const path = (req.url ?? '').split('?', 1)[0]!;
+    const sources = this.opts.kvEventSources ?? null;
+    if (path === KV_EVENT_SOURCES_PATH && sources !== null) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') sendError(res, 405, 'method not allowed');
+      else {
+        const json = JSON.stringify(sources());
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(json) }).end(req.method === 'HEAD' ? undefined : json);
+      }
+      return true;
+    }
     const engine = this.opts.engine;
     if (path === RESET_PREFIX_CACHE_PATH && engine?.resetPrefixCache !== undefined) {
       if (req.method !== 'POST') sendError(res, 405, 'method not allowed');
@@ -127,7 +181,12 @@ export class OpenAiEndpoint extends EventEmitter {
     if (body === null) return sendError(res, 413, 'request body too large');
     let request: ParsedRequest;
     try {
-      request = await parseRequest(body, path === CHAT_COMPLETIONS_PATH, this.opts.tokenizer ?? null);
+      const o = parseBody(body);
+      // vLLM checks the model and its fields before it tokenizes anything.
+      const identity = requestIdentity(o, this.models);
+      if (identity.kind === 'not_found') return sendModelNotFound(res, identity.model);
+      if (identity.kind === 'bad_salt') return sendVllmError(res, 400, 'BadRequestError', "Parameter 'cache_salt' must be a non-empty string if provided.");
+      request = await parseRequest(o, path === CHAT_COMPLETIONS_PATH, this.opts.tokenizer ?? null, identity);
     } catch (e) {
       if (e instanceof BadRequest) return sendError(res, 400, e.message);
       throw e;
@@ -147,13 +206,12 @@ export class OpenAiEndpoint extends EventEmitter {
 
     const engine = this.opts.engine;
     const queue = this.opts.prefill ?? null;
-    const timing = engine !== null && queue !== null ? await queue.run(request.tokens.length, engine.blockSize, () => engine.admitPrompt(request.tokens)) : null;
-    const prefill = engine === null ? { hitBlocks: 0, hostHitBlocks: 0 } : timing !== null ? timing.admitted : await engine.admitPrompt(request.tokens);
+    const timing = engine !== null && queue !== null ? await queue.run(request.tokens.length, engine.blockSize, () => engine.admitPrompt(request.tokens, request.identity)) : null;
+    const prefill = engine === null ? { hitBlocks: 0, hostHitBlocks: 0 } : timing !== null ? timing.admitted : await engine.admitPrompt(request.tokens, request.identity);
     const timingHeaders = timing === null ? {} : prefillTimingHeaders(timing);
     const cachedTokens = this.opts.engine === null ? 0 : (prefill.hitBlocks + prefill.hostHitBlocks) * this.opts.engine.blockSize;
     const created = Math.floor(Date.now() / 1000);
-    const model = request.model ?? this.opts.model ?? 'sim';
-    const base = { id: event.id, created, model };
+    const base = { id: event.id, created, model: request.model };
     const chat = path === CHAT_COMPLETIONS_PATH;
 
     if (request.stream) {
@@ -247,10 +305,12 @@ interface ParsedRequest {
   readonly tokens: readonly number[];
   readonly stream: boolean;
   readonly maxTokens: number;
-  readonly model: string | null;
+  /** `model` of the answer: the adapter, the base model, or (lenient registry) the name asked for. */
+  readonly model: string;
+  readonly identity: AdmitOptions;
 }
 
-async function parseRequest(body: Buffer, chat: boolean, tokenizer: PromptTokenizer | null): Promise<ParsedRequest> {
+function parseBody(body: Buffer): Record<string, unknown> {
   let json: unknown;
   try {
     json = JSON.parse(body.toString('utf8'));
@@ -258,7 +318,30 @@ async function parseRequest(body: Buffer, chat: boolean, tokenizer: PromptTokeni
     throw new BadRequest('body is not JSON');
   }
   if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new BadRequest('body must be a JSON object');
-  const o = json as Record<string, unknown>;
+  return json as Record<string, unknown>;
+}
+
+type RequestIdentity =
+  | { readonly kind: 'ok'; readonly answerModel: string; readonly admit: AdmitOptions }
+  | { readonly kind: 'not_found'; readonly model: string }
+  | { readonly kind: 'bad_salt' };
+
+const BASE_UNSALTED: AdmitOptions = Object.freeze({});
+
+/** cache-identity §6: the model picks base or LoRA; `cache_salt` (vLLM's field) salts block 0. */
+function requestIdentity(o: Record<string, unknown>, models: ServedModelRegistry): RequestIdentity {
+  const m = o['model'] ?? null;
+  if (m !== null && typeof m !== 'string') throw new BadRequest('model must be a string');
+  const salt = o['cache_salt'] ?? null;
+  if (salt !== null && (typeof salt !== 'string' || salt === '')) return { kind: 'bad_salt' };
+  const resolved = models.resolve(m);
+  if (resolved.kind === 'not_found') return resolved;
+  const lora = resolved.kind === 'lora' ? resolved.adapter : null;
+  const admit = lora === null && salt === null ? BASE_UNSALTED : { loraName: lora?.name ?? null, loraId: lora?.id ?? null, cacheSalt: salt };
+  return { kind: 'ok', answerModel: resolved.answerModel, admit };
+}
+
+async function parseRequest(o: Record<string, unknown>, chat: boolean, tokenizer: PromptTokenizer | null, identity: RequestIdentity & { kind: 'ok' }): Promise<ParsedRequest> {
   const tokens = tokenizer === null ? (chat ? chatTokens(o['messages']) : promptTokens(o['prompt'])) : await modelTokens(o, chat, tokenizer);
   const stream = o['stream'] === true;
   const mt = o['max_tokens'] ?? o['max_completion_tokens'];
@@ -267,8 +350,7 @@ async function parseRequest(body: Buffer, chat: boolean, tokenizer: PromptTokeni
     if (typeof mt !== 'number' || !Number.isInteger(mt) || mt < 1) throw new BadRequest('max_tokens must be a positive integer');
     maxTokens = Math.min(mt, MAX_TOKENS_CAP);
   }
-  const model = typeof o['model'] === 'string' ? o['model'] : null;
-  return { tokens, stream, maxTokens, model };
+  return { tokens, stream, maxTokens, model: identity.answerModel, identity: identity.admit };
 }
 
 /** The request's ids as the model's tokenizer gives them (the same code the router runs). */

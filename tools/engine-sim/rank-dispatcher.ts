@@ -5,6 +5,7 @@
  * (kv-events §7.1: the subscriber sees a gap and recovers from the snapshot, which stays truthful
  * because the pool did change). Also reports the load a heartbeat carries.
  */
+import type { AdmitOptions } from './block-pool.js';
 import type { EngineSimulator } from './engine-simulator.js';
 import type { PromptAdmitter } from './openai-server.js';
 
@@ -25,7 +26,7 @@ export class RankDispatcher implements PromptAdmitter {
     this.batches = new Array<number>(sim.dpSize).fill(0);
   }
 
-  async admitPrompt(tokenIds: readonly number[]): Promise<{ hitBlocks: number; hostHitBlocks: number }> {
+  async admitPrompt(tokenIds: readonly number[], identity: AdmitOptions = {}): Promise<{ hitBlocks: number; hostHitBlocks: number }> {
     const r = this.nextRank;
     this.nextRank = (r + 1) % this.sim.dpSize;
     const rank = this.sim.rank(r);
@@ -33,7 +34,7 @@ export class RankDispatcher implements PromptAdmitter {
     // The flag stays armed until a batch goes out, so a step that publishes nothing (prompt fully
     // resident) moves the drop to the next step rather than losing it.
     if (n > 0 && (this.batches[r]! + 1) % n === 0) rank.publisher.dropNextBatch();
-    const step = await rank.admitPrompt(tokenIds);
+    const step = await rank.admitPrompt(tokenIds, identity);
     this.batches[r]! += step.seqs.length;
     return step;
   }

@@ -60,7 +60,7 @@ export interface RankPublisherOptions {
   sendHighWaterMark?: number;
   /** engines.md §1. Default xllm (snapshot replay, canonical batches). */
   engineKind?: EngineKind;
-  /** vllm/sglang only: batch encoding and dp rank omission (engines.md §2). Default array with rank. */
+  /** vllm/sglang only: batch and event encoding, dp rank omission (engines.md §2). Default array with rank, map events. */
   batchForm?: BatchForm;
   /** vllm/sglang only: history ring size (vLLM `buffer_steps`). Default 10000. */
   replayBufferSteps?: number;
@@ -141,7 +141,7 @@ export class RankPublisher {
   private readonly replayPort: number;
   private readonly sendHighWaterMark: number;
   private readonly log: Logger;
-  private readonly encoder = new WireEncoder();
+  private readonly encoder: WireEncoder;
   private readonly batchForm: BatchForm;
   /** What this rank has published (including dropped batches: the engine did apply them). */
   private readonly model = new ResidencyModel();
@@ -173,6 +173,8 @@ export class RankPublisher {
     this.engineKind = opts.engineKind ?? 'xllm';
     const historyKind = replaysHistory(this.engineKind);
     this.batchForm = historyKind ? (opts.batchForm ?? CANONICAL_BATCH_FORM) : CANONICAL_BATCH_FORM;
+    // kv-events §11.3: xLLM publishers emit map events; vLLM has shipped positional ones too.
+    this.encoder = new WireEncoder(this.batchForm.eventEncoding ?? 'map');
     this.replayLayout = historyKind ? (opts.replayLayout ?? 2) : 2;
     this.history = historyKind ? new HistoryBuffer(opts.replayBufferSteps ?? DEFAULT_REPLAY_BUFFER_STEPS) : null;
     this.eventEndpoint = `tcp://${this.host}:${this.eventPort}`;

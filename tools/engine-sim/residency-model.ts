@@ -6,6 +6,10 @@
  *
  * Lenient on purpose: events a decoder would reject (tests publish those too) are skipped where
  * they cannot be interpreted, never thrown on. Pure: no sockets, no clock.
+ *
+ * Hybrid models: only KV cache group 0 is modelled (the group a subscriber indexes when group 0 is
+ * full attention, cache-identity §4 rule 4); stores and removals of any other `group_idx` are
+ * another group's residency and leave the model alone.
  */
 import { TIER_BOTH, TIER_DEVICE, TIER_HOST } from '../../shared/keys/tier-bits.js';
 import { hashToU64 } from './wire-encoding.js';
@@ -18,7 +22,8 @@ interface ModelBlock {
   tiers: number;
   readonly loraId: number | null;
   readonly loraName: string | null;
-  readonly extraKeys: readonly unknown[] | null;
+  /** This block's own entry of the event's per-block `extra_keys` (nil entries are not kept). */
+  readonly extraKey: unknown;
 }
 
 /** §3.4 medium → tier bit; 0 for a medium the model cannot interpret. nil → `nilMeans`. */
@@ -69,9 +74,11 @@ export class ResidencyModel {
   private applyMap(e: Record<string, unknown>): void {
     switch (e.type) {
       case 'BlockStored':
+        if (otherGroup(e.group_idx)) return;
         this.stored(e.block_hashes, e.parent_block_hash, e.token_ids, e.block_size, e.medium, e.lora_id, e.lora_name, e.extra_keys);
         return;
       case 'BlockRemoved':
+        if (otherGroup(e.group_idx)) return;
         this.removed(e.block_hashes, e.medium);
         return;
       case 'AllBlocksCleared':
@@ -83,12 +90,15 @@ export class ResidencyModel {
   }
 
   private applyPositional(e: readonly unknown[]): void {
-    // §3.2 positional layouts; AllBlocksCleared has no medium position (clears both).
+    // §3.2 positional layouts (vLLM field order, group_idx after extra_keys / medium);
+    // AllBlocksCleared has no medium position (clears both).
     switch (e[0]) {
       case 'BlockStored':
+        if (otherGroup(e[9])) return;
         this.stored(e[1], e[2], e[3], e[4], e[6], e[5], e[7], e[8]);
         return;
       case 'BlockRemoved':
+        if (otherGroup(e[3])) return;
         this.removed(e[1], e[2]);
         return;
       case 'AllBlocksCleared':
@@ -126,7 +136,7 @@ export class ResidencyModel {
           tiers: tier,
           loraId: typeof loraId === 'number' ? loraId : null,
           loraName: typeof loraName === 'string' ? loraName : null,
-          extraKeys: Array.isArray(extraKeys) ? extraKeys : null,
+          extraKey: Array.isArray(extraKeys) ? (extraKeys[i] ?? null) : null,
         });
       }
       // Within one event block i's parent is block i−1 (§4).
@@ -203,9 +213,15 @@ function snapshotBlockOf(hash: bigint, b: ModelBlock): WireSnapshotBlock {
     lora_name?: string;
     extra_keys?: readonly unknown[];
   } = { block_hash: hash, parent_block_hash: b.parent, token_ids: b.tokenIds, media: mediaOf(b.tiers) };
-  // §11.8: out-of-scope blocks carry their scope fields; plain-text ones omit them (= nil).
+  // §11.8: identity blocks carry their scope fields, extra_keys as a one-hash event would;
+  // plain-text ones omit them (= nil).
   if (b.loraId !== null) out.lora_id = b.loraId;
   if (b.loraName !== null) out.lora_name = b.loraName;
-  if (b.extraKeys !== null) out.extra_keys = b.extraKeys;
+  if (b.extraKey !== null) out.extra_keys = [b.extraKey];
   return out;
+}
+
+/** A `group_idx` naming a group other than 0 (absent or nil = group 0). */
+function otherGroup(groupIdx: unknown): boolean {
+  return groupIdx !== undefined && groupIdx !== null && groupIdx !== 0;
 }

@@ -71,22 +71,58 @@ function wireHashList(list: unknown): unknown {
   return out;
 }
 
-/** Key order of each map event: the §3.5 example's order first, unknown keys after. */
+/**
+ * Key order of each map event: vLLM's struct field order (the §3.5 example's order, then the
+ * 0.19+ identity and group fields), unknown keys after. The same order is the positional layout.
+ */
 const EVENT_KEY_ORDER: Readonly<Record<string, readonly string[]>> = {
-  BlockStored: ['type', 'block_hashes', 'parent_block_hash', 'token_ids', 'block_size', 'lora_id', 'medium', 'lora_name', 'extra_keys'],
-  BlockRemoved: ['type', 'block_hashes', 'medium'],
+  BlockStored: [
+    'type',
+    'block_hashes',
+    'parent_block_hash',
+    'token_ids',
+    'block_size',
+    'lora_id',
+    'medium',
+    'lora_name',
+    'extra_keys',
+    'group_idx',
+    'kv_cache_spec_kind',
+    'kv_cache_spec_sliding_window',
+  ],
+  BlockRemoved: ['type', 'block_hashes', 'medium', 'group_idx'],
   AllBlocksCleared: ['type', 'medium'],
 };
+/**
+ * Positional (msgspec `array_like`) events: how many leading positions have no default and are
+ * always written; the rest default to nil and are left off the end when nil (`omit_defaults`).
+ * AllBlocksCleared has no fields at all in vLLM.
+ */
+const POSITIONAL_REQUIRED: Readonly<Record<string, number>> = { BlockStored: 8, BlockRemoved: 3, AllBlocksCleared: 1 };
 const HASH_LIST_KEYS = new Set(['block_hashes']);
 const SNAPSHOT_BLOCK_KEYS = ['block_hash', 'parent_block_hash', 'token_ids', 'media', 'lora_id', 'lora_name', 'extra_keys'];
+
+/**
+ * How a publisher writes its map events (engines.md §2): `map` (kv-events §3.2 canonical, newer
+ * vLLM) or `array`, the positional form older vLLM releases shipped (msgspec `array_like`).
+ */
+export type EventEncoding = 'map' | 'array';
 
 /** Encodes events, snapshot blocks and the envelopes around them. One instance per publisher. */
 export class WireEncoder {
   private readonly msgpack = new Encoder({ useBigInt64: true });
 
-  /** One event's MessagePack bytes (a map event, or a positional one passed through). */
+  constructor(private readonly eventEncoding: EventEncoding = 'map') {}
+
+  /**
+   * One event's MessagePack bytes: a map event in this encoder's event encoding, or a positional
+   * one passed through.
+   */
   encodeEvent(event: WireEvent): Uint8Array {
-    return this.msgpack.encode(Array.isArray(event) ? normalizePositional(event) : normalizeMapEvent(event as Record<string, unknown>));
+    if (Array.isArray(event)) return this.msgpack.encode(normalizePositional(event));
+    const map = normalizeMapEvent(event as Record<string, unknown>);
+    const positional = this.eventEncoding === 'array' ? positionalOf(map) : null;
+    return this.msgpack.encode(positional ?? map);
   }
 
   encodeSnapshotBlock(block: WireSnapshotBlock): Uint8Array {
@@ -208,10 +244,12 @@ const KEY_TS = fixstr('ts');
 const KEY_EVENTS = fixstr('events');
 const KEY_DATA_PARALLEL_RANK = fixstr('data_parallel_rank');
 
-/** engines.md §2 / §5 `--batch_encoding` and `--omit_dp_rank`. */
+/** engines.md §2 / §5 `--batch_encoding`, `--omit_dp_rank` and `--event_encoding`. */
 export interface BatchForm {
   readonly encoding: 'array' | 'map';
   readonly omitDpRank: boolean;
+  /** The events inside the batch; absent = map. */
+  readonly eventEncoding?: EventEncoding;
 }
 
 /** kv-events §3.1: what publishers MUST emit, and what xLLM engines do. */
@@ -253,6 +291,25 @@ function normalizeMapEvent(e: Record<string, unknown>): Record<string, unknown> 
     if (HASH_LIST_KEYS.has(k)) out[k] = wireHashList(out[k]);
     else if (k === 'parent_block_hash') out[k] = wireHashValue(out[k]);
   }
+  return out;
+}
+
+/**
+ * A normalized map event in vLLM's positional layout: the fields in struct order, trailing nil
+ * defaults left off. Null when the event has no positional form that means the same: an unknown
+ * type, or an `AllBlocksCleared` of one tier (positional ones clear both, §3.2); such an event goes
+ * as a map, which a batch may mix with positional ones (§3.2).
+ */
+function positionalOf(e: Record<string, unknown>): unknown[] | null {
+  const type = e.type;
+  if (typeof type !== 'string') return null;
+  const order = EVENT_KEY_ORDER[type];
+  const required = POSITIONAL_REQUIRED[type];
+  if (order === undefined || required === undefined) return null;
+  if (type === 'AllBlocksCleared') return e.medium === null || e.medium === undefined ? [type] : null;
+  const out: unknown[] = [type];
+  for (let i = 1; i < order.length; i++) out.push(e[order[i]!] ?? null);
+  while (out.length > required && out[out.length - 1] === null) out.pop();
   return out;
 }
 

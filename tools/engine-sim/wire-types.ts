@@ -22,8 +22,13 @@ export interface WireBlockStored {
   readonly medium?: WireMedium | null;
   readonly lora_id?: number | null;
   readonly lora_name?: string | null;
+  /** vLLM 0.19+: one entry per block hash (that block's extra keys, or nil), cache-identity §4. */
   readonly extra_keys?: readonly unknown[] | null;
-  /** Unknown keys (e.g. `group_idx`) are passed through; decoders must ignore them (§3.2). */
+  /** Hybrid models (cache-identity §4 rule 4): the KV cache group and its spec. */
+  readonly group_idx?: number | null;
+  readonly kv_cache_spec_kind?: string | null;
+  readonly kv_cache_spec_sliding_window?: number | null;
+  /** Unknown keys are passed through; decoders must ignore them (§3.2). */
   readonly [extra: string]: unknown;
 }
 
@@ -31,6 +36,7 @@ export interface WireBlockRemoved {
   readonly type: 'BlockRemoved';
   readonly block_hashes: readonly WireHash[];
   readonly medium?: WireMedium | null;
+  readonly group_idx?: number | null;
   readonly [extra: string]: unknown;
 }
 
@@ -61,5 +67,6 @@ export interface WireSnapshotBlock {
   readonly media: readonly WireMedium[];
   readonly lora_id?: number | null;
   readonly lora_name?: string | null;
+  /** As a one-hash BlockStored carries it: `[this block's extra keys]`. */
   readonly extra_keys?: readonly unknown[] | null;
 }

@@ -70,8 +70,9 @@ export class DirectoryClient {
     return this.call('ListInstances', {}) as Promise<WireListInstancesResponse>;
   }
 
-  query(tokenIds: readonly number[]): Promise<WireQueryResponse> {
-    return this.call('Query', { token_ids: tokenIds }) as Promise<WireQueryResponse>;
+  /** `model` / `cacheSalt` '' = not given (cache-identity §2). */
+  query(tokenIds: readonly number[], model = '', cacheSalt = ''): Promise<WireQueryResponse> {
+    return this.call('Query', { token_ids: tokenIds, model, cache_salt: cacheSalt }) as Promise<WireQueryResponse>;
   }
 
   getStats(): Promise<WireGetStatsResponse> {

@@ -24,6 +24,8 @@ export const KVCTL_FLAGS = {
   json: { type: 'bool', default: false, help: 'print the raw answer as JSON instead of a table' },
   tokens: { type: 'string', default: '', placeholder: '1,2,3', help: 'query: comma-separated token ids in [0, 2^31)' },
   tokens_file: { type: 'string', default: '', placeholder: 'path', help: 'query: file of token ids (JSON array, or separated by commas/whitespace)' },
+  model: { type: 'string', default: '', placeholder: 'name', help: "query: only instances serving this model (or with an unknown list); an adapter's keys are its LoRA keys (cache-identity §2)" },
+  cache_salt: { type: 'string', default: '', placeholder: 'salt', help: "query: the request's cache_salt (salts block 0's key, cache-identity §3)" },
   timeout_ms: { type: 'int', default: 5000, min: 1, max: 600000, help: 'deadline of each call' },
 } as const;
 
@@ -41,6 +43,10 @@ export interface KvctlOptions {
   readonly tokenIds: readonly number[] | null;
   /** query only: '' unless --tokens_file was given. */
   readonly tokensFile: string;
+  /** query only: `--model`, '' = any. */
+  readonly model: string;
+  /** query only: `--cache_salt`, '' = unsalted. */
+  readonly cacheSalt: string;
 }
 
 const USAGE = `Usage: kvctl <command> [--name=value ...]   (node dist/tools/kvctl.js)
@@ -50,7 +56,8 @@ Diagnostics over the directory's gRPC API (proto/kvdirectory.proto).
 Commands:
   streams     every subscribed stream: state, sequence, residency, kv-events §10 counters
   instances   every discovered instance: lifecycle state, load, heartbeat age, exclusion reason
-  query       prefix hits of --tokens / --tokens_file on every stream (routing.md query)
+  query       prefix hits of --tokens / --tokens_file on every stream (routing.md query),
+              or on those of --model's instances, keyed under --model / --cache_salt
   stats       directory-wide totals`;
 
 export function kvctlHelp(): string {
@@ -124,7 +131,7 @@ export function parseKvctlArgs(argv: readonly string[]): KvctlOptions | 'help' {
     if (inline) tokenIds = parseTokenIds(f.tokens, '--tokens');
     else if (f.tokensFile === '') throw new ConfigError('--tokens_file', 'empty', 'invalid --tokens_file: expected a path');
   } else {
-    for (const flag of ['tokens', 'tokens_file'] as const) {
+    for (const flag of ['tokens', 'tokens_file', 'model', 'cache_salt'] as const) {
       if (parsed.given.has(flag)) throw new ConfigError(`--${flag}`, 'query only', `invalid --${flag}: only the query command takes it`);
     }
   }
@@ -139,5 +146,7 @@ export function parseKvctlArgs(argv: readonly string[]): KvctlOptions | 'help' {
     timeoutMs: f.timeoutMs,
     tokenIds: tokenIds === null ? null : Object.freeze(tokenIds),
     tokensFile: name === 'query' && tokenIds === null ? f.tokensFile : '',
+    model: f.model,
+    cacheSalt: f.cacheSalt,
   });
 }

@@ -3,7 +3,7 @@
  * so the printed layout is unit-tested from fixed messages. Columns follow the spec's words
  * (kv-events §8/§10, discovery.md); "-" marks a value that does not exist (no load report yet).
  */
-import type { WireListInstancesResponse, WireViewInstance } from '../../shared/view/view-wire.js';
+import type { WireListInstancesResponse, WireServedModels, WireViewInstance } from '../../shared/view/view-wire.js';
 import type { WireGetStatsResponse, WireListStreamsResponse, WireQueryResponse, WireStreamStatus } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import { formatKeyValues, formatTable, type Column } from './table.js';
 
@@ -15,6 +15,23 @@ function syncLostText(byClass: Readonly<Record<string, string>>): string {
     .filter((k) => byClass[k] !== '0')
     .sort()
     .map((k) => `${k}:${byClass[k]}`);
+  return parts.length === 0 ? NONE : parts.join(' ');
+}
+
+/**
+ * Non-zero skip counts by reason (kv-events §10, engines.md §2, cache-identity §4), reasons in
+ * name order, e.g. `group:12 multimodal:3`; '-' when nothing was skipped.
+ */
+function skippedText(c: WireStreamStatus['counters']): string {
+  const byReason: ReadonlyArray<readonly [string, string]> = [
+    ['descendant', c.skipped_descendant],
+    ['group', c.skipped_group],
+    ['medium', c.skipped_medium],
+    ['multimodal', c.skipped_multimodal],
+    ['orphan', c.skipped_orphan],
+    ['out_of_scope', c.skipped_out_of_scope],
+  ];
+  const parts = byReason.filter(([, n]) => n !== '' && n !== '0').map(([reason, n]) => `${reason}:${n}`);
   return parts.length === 0 ? NONE : parts.join(' ');
 }
 
@@ -39,6 +56,7 @@ const STREAM_COLUMNS: readonly Column[] = [
   { header: 'BATCHES', align: 'right' },
   { header: 'RECOVERIES', align: 'right' },
   { header: 'SYNC_LOST' },
+  { header: 'SKIPPED' },
   { header: 'ERROR' },
 ];
 
@@ -58,6 +76,7 @@ function streamRow(s: WireStreamStatus): string[] {
     // ok/failed: a failed count that keeps growing is the first thing to look at.
     `${c.recoveries_ok}/${c.recoveries_failed}`,
     syncLostText(c.sync_lost),
+    skippedText(c),
     s.error === '' ? NONE : s.error,
   ];
 }
@@ -69,6 +88,7 @@ export function renderStreams(res: WireListStreamsResponse): string {
 
 const INSTANCE_COLUMNS: readonly Column[] = [
   { header: 'NAME' },
+  { header: 'SOURCE' },
   { header: 'TYPE' },
   { header: 'ROLE' },
   { header: 'STATE' },
@@ -78,14 +98,29 @@ const INSTANCE_COLUMNS: readonly Column[] = [
   { header: 'WAITING', align: 'right' },
   { header: 'GPU_CACHE', align: 'right' },
   { header: 'HEARTBEAT_AGE', align: 'right' },
+  { header: 'MODELS' },
   { header: 'EXCLUDED' },
 ];
+
+/**
+ * cache-identity §1 at a glance: base models by name, LoRA adapters as `+name` (`+name(parent)`
+ * when the parent is not the first base listed); `unknown` when the instance may serve any model.
+ */
+export function modelsText(models: WireServedModels | null | undefined): string {
+  if (models === null || models === undefined) return 'unknown';
+  const data = models.data ?? [];
+  if (data.length === 0) return 'none';
+  const base = data.find((m) => m.parent === '')?.name;
+  return data.map((m) => (m.parent === '' ? m.name : m.parent === base ? `+${m.name}` : `+${m.name}(${m.parent})`)).join(' ');
+}
 
 function instanceRow(i: WireViewInstance): string[] {
   const load = i.load ?? null;
   const age = Number(i.heartbeat_age_ms ?? '-1');
   return [
     i.name,
+    // "etcd", "engines_file", or "dns:<name>": which DNS name an engine was found through (engines.md §6); none from older directories.
+    i.source === undefined || i.source === '' ? NONE : i.source,
     i.type,
     i.current_role === '' ? NONE : i.current_role,
     i.state,
@@ -95,13 +130,15 @@ function instanceRow(i: WireViewInstance): string[] {
     load === null ? NONE : String(load.waiting_requests_num),
     load === null ? NONE : `${(load.gpu_cache_usage_perc * 100).toFixed(1)}%`,
     age < 0 ? NONE : durationText(age),
+    modelsText(i.models),
     i.excluded_reason === undefined || i.excluded_reason === '' ? NONE : i.excluded_reason,
   ];
 }
 
 export function renderInstances(res: WireListInstancesResponse): string {
   // discovery.md: etcd down never stops routing; the table is the last one known.
-  const etcd = res.etcd_connected ? 'etcd: connected\n' : 'etcd: DISCONNECTED (last known instance table)\n';
+  const etcd =
+    res.etcd_disabled === true ? 'etcd: not used (--etcd_addr= empty)\n' : res.etcd_connected ? 'etcd: connected\n' : 'etcd: DISCONNECTED (last known instance table)\n';
   if (res.instances.length === 0) return `${etcd}no instances\n`;
   return etcd + formatTable(INSTANCE_COLUMNS, res.instances.map(instanceRow));
 }

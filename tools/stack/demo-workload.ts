@@ -19,6 +19,8 @@ const VIEW_WAIT_MS = 30000;
 
 export interface DemoOptions {
   readonly routerUrl: string;
+  /** The model every request names (the fleet serves several, cache-identity §2). */
+  readonly model: string;
   readonly blockSize: number;
   readonly internalApiToken: string;
   /** Streams the directory should serve (DEFAULT, PREFILL and MIX ranks). */
@@ -38,7 +40,7 @@ export interface DemoRequest {
 }
 
 export async function runDemo(opts: DemoOptions): Promise<DemoRequest[]> {
-  const client = new RouterClient(opts.routerUrl, opts.internalApiToken);
+  const client = new RouterClient(opts.routerUrl, opts.internalApiToken, opts.model);
   opts.print(`[demo] waiting for the router's view to list ${opts.expectedStreams} synchronized engine streams`);
   await waitFor(async () => {
     const q = await client.query([]);
@@ -89,20 +91,30 @@ export interface ChatDemoTurn {
   readonly cachedTokens: number;
 }
 
-const CHAT_SYSTEM = 'You are the demo assistant of a KV-cache-aware router. Keep answers short and precise.';
+/** Every demo chat starts with it, whatever its model: a prefix only the same identity may reuse. */
+export const CHAT_SYSTEM = 'You are the demo assistant of a KV-cache-aware router. Keep answers short and precise.';
 const CHAT_QUESTIONS = ['What does the router do with a chat request?', 'And on the second turn?', 'How can I check it?'];
 
+export interface ChatDemoOptions extends DemoOptions {
+  /** The user turns, one request each (default: three questions about the router). */
+  readonly questions?: readonly string[];
+  /** How each turn's line starts (default `chat turn N`). */
+  readonly label?: (turn: number) => string;
+}
+
 /**
- * A three-turn chat through `/v1/chat/completions` (text, not token ids): the router tokenizes it
- * with the model's chat template (`--tokenizer`), and each turn resends the history, so turn n+1
- * is credited with turn n's prefix on the engine that served turn n.
+ * A chat of several turns through `/v1/chat/completions` (text, not token ids): the router
+ * tokenizes it with the model's chat template (its `--models_file` entry), and each turn resends
+ * the history, so turn n+1 is credited with turn n's prefix on the engine that served turn n.
  */
-export async function runChatDemo(opts: DemoOptions): Promise<ChatDemoTurn[]> {
-  const client = new RouterClient(opts.routerUrl, opts.internalApiToken);
+export async function runChatDemo(opts: ChatDemoOptions): Promise<ChatDemoTurn[]> {
+  const client = new RouterClient(opts.routerUrl, opts.internalApiToken, opts.model);
+  const questions = opts.questions ?? CHAT_QUESTIONS;
+  const label = opts.label ?? ((turn: number): string => `chat turn ${turn}`);
   const messages: { role: string; content: string }[] = [{ role: 'system', content: CHAT_SYSTEM }];
   const turns: ChatDemoTurn[] = [];
-  for (let t = 0; t < CHAT_QUESTIONS.length; t++) {
-    messages.push({ role: 'user', content: CHAT_QUESTIONS[t]! });
+  for (let t = 0; t < questions.length; t++) {
+    messages.push({ role: 'user', content: questions[t]! });
     await waitFor(async () => (await client.routeBody({ messages })).candidates.every((c) => c.queue_cost === 0), 'every engine idle in the router view');
     const before = await client.routeBody({ messages });
     const served = await client.chat(messages);
@@ -110,7 +122,7 @@ export async function runChatDemo(opts: DemoOptions): Promise<ChatDemoTurn[]> {
     const turn: ChatDemoTurn = { turn: t + 1, engine: served.engine, inputTokens: before.input_tokens, tokenSource: before.token_source, hitTokens: hit, cachedTokens: served.cachedTokens };
     turns.push(turn);
     opts.print(
-      `  chat turn ${turn.turn}  -> ${turn.engine.padEnd(21)} tokens ${String(turn.inputTokens).padStart(4)} (${turn.tokenSource})  hit ${String(turn.hitTokens).padStart(4)} (router view)  cached ${String(turn.cachedTokens).padStart(4)} (engine)`,
+      `  ${label(turn.turn)}  -> ${turn.engine.padEnd(21)} tokens ${String(turn.inputTokens).padStart(4)} (${turn.tokenSource})  hit ${String(turn.hitTokens).padStart(4)} (router view)  cached ${String(turn.cachedTokens).padStart(4)} (engine)`,
     );
     if (before.token_source !== 'tokenizer') opts.print(`    not tokenized: ${before.reason ?? '(no reason)'}`);
     // Until the router sees this turn resident on its engine, so the next turn can be credited.
@@ -125,8 +137,8 @@ export async function runChatDemo(opts: DemoOptions): Promise<ChatDemoTurn[]> {
 }
 
 /** One `/v1/route` answer for the first prompt, for the summary (no request is sent to an engine). */
-export async function routeExample(opts: Pick<DemoOptions, 'routerUrl' | 'blockSize' | 'internalApiToken'>): Promise<RouteAnswer> {
-  return new RouterClient(opts.routerUrl, opts.internalApiToken).route(demoPrompts(opts.blockSize)[0]!);
+export async function routeExample(opts: Pick<DemoOptions, 'routerUrl' | 'model' | 'blockSize' | 'internalApiToken'>): Promise<RouteAnswer> {
+  return new RouterClient(opts.routerUrl, opts.internalApiToken, opts.model).route(demoPrompts(opts.blockSize)[0]!);
 }
 
 /**
@@ -158,13 +170,15 @@ function bestRankHit(matches: readonly StreamMatch[], instance: string): number 
   return hit;
 }
 
-/** The part of a `POST /v1/route` answer the demo reads (routing.md "POST /v1/route"). */
+/** The part of a `POST /v1/route` answer the demo reads (routing.md "POST /v1/route", cache-identity §2). */
 export interface RouteAnswer {
   readonly prefill: { readonly name: string };
   readonly input_tokens: number;
   readonly token_source: string;
   readonly reason?: string;
   readonly decode: { readonly name: string } | null;
+  readonly identity: { readonly model: string | null; readonly lora_name: string | null; readonly salted: boolean };
+  readonly excluded_for_model: readonly { readonly instance_name: string; readonly models: readonly string[] }[];
   readonly candidates: readonly {
     readonly instance_name: string;
     readonly role: string;
@@ -175,14 +189,16 @@ export interface RouteAnswer {
   }[];
 }
 
-class RouterClient {
+/** The router's endpoints the demo calls; every body names `model`. */
+export class RouterClient {
   constructor(
     private readonly baseUrl: string,
     private readonly token: string,
+    readonly model: string,
   ) {}
 
   async query(tokenIds: readonly number[]): Promise<QueryResult> {
-    return (await this.post(QUERY_PATH, { token_ids: tokenIds }, true)).json as QueryResult;
+    return (await this.post(QUERY_PATH, { model: this.model, token_ids: tokenIds }, true)).json as QueryResult;
   }
 
   async route(tokenIds: readonly number[]): Promise<RouteAnswer> {
@@ -191,18 +207,25 @@ class RouterClient {
 
   async routeBody(body: object): Promise<RouteAnswer> {
     // A dry run: nothing is sent to an engine, so it must not count as in-flight load.
-    return (await this.post('/v1/route', { ...body, dry_run: true }, true)).json as RouteAnswer;
+    return (await this.post('/v1/route', { model: this.model, ...body, dry_run: true }, true)).json as RouteAnswer;
+  }
+
+  /** `GET /v1/models`: the routing candidates' models, adapters with their parent. */
+  async models(): Promise<{ id: string; parent: string | null }[]> {
+    const res = await fetch(`${this.baseUrl}/v1/models`, { signal: AbortSignal.timeout(10000) });
+    if (res.status !== 200) throw new Error(`GET /v1/models answered ${res.status}`);
+    return ((await res.json()) as { data: { id: string; parent: string | null }[] }).data;
   }
 
   async chat(messages: readonly { role: string; content: string }[]): Promise<{ engine: string; cachedTokens: number; text: string }> {
-    const res = await this.post('/v1/chat/completions', { model: 'demo', messages, max_tokens: 8 }, false);
+    const res = await this.post('/v1/chat/completions', { model: this.model, messages, max_tokens: 8 }, false);
     const answer = res.json as { choices?: { message?: { content?: unknown } }[] };
     const text = answer.choices?.[0]?.message?.content;
     return { ...servedBy(res), text: typeof text === 'string' ? text : '' };
   }
 
   async complete(tokenIds: readonly number[]): Promise<{ engine: string; cachedTokens: number }> {
-    return servedBy(await this.post('/v1/completions', { model: 'demo', prompt: tokenIds, max_tokens: 4 }, false));
+    return servedBy(await this.post('/v1/completions', { model: this.model, prompt: tokenIds, max_tokens: 4 }, false));
   }
 
   private async post(path: string, body: unknown, internal: boolean): Promise<{ json: unknown; headers: Headers }> {
@@ -223,7 +246,7 @@ function servedBy(res: { json: unknown; headers: Headers }): { engine: string; c
   return { engine, cachedTokens: typeof cached === 'number' ? cached : 0 };
 }
 
-async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {
+export async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {
   const deadline = performance.now() + VIEW_WAIT_MS;
   let lastError = '';
   for (;;) {

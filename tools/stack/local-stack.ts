@@ -1,23 +1,39 @@
 /**
  * Starts the stack's processes in dependency order and stops them in reverse:
  *
- *   etcd (/health) → directory-svc and meta-svc (GET /health 200) → engines ("engine simulator ready",
- *   registered in etcd, heartbeating to the directory) → router-svc (GET /ready 200: it opens its
- *   port only once it holds the directory's view)
+ *   etcd (/health; xLLM engines only) or dnsmasq (--engines_dns) → directory-svc and meta-svc
+ *   (GET /health 200) → engines ("engine simulator ready", registered in etcd, heartbeating to the
+ *   directory; or listed in the engines file, or behind the DNS name) → router-svc (GET /ready 200:
+ *   it opens its port only once it holds the directory's view)
  *
+ * A vLLM/SGLang stack runs no etcd at all (engines.md §6): its directory runs with `--etcd_addr=`.
  * Every port is checked before the first process starts. Stopping sends SIGTERM to the router,
  * then the directory and meta-svc, then the engines (which revoke their leases while etcd is still up), then
- * etcd, each with a SIGKILL fallback, so Ctrl-C leaves no process behind and every port free.
+ * etcd or dnsmasq, each with a SIGKILL fallback, so Ctrl-C leaves no process behind and every port free.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { assertPortsFree, enginePorts, findFreeEngineBase, layoutEngines, type PlannedEngine, type PlannedPort } from './port-plan.js';
-import { directoryCommand, engineCommand, metaCommand, etcdCommand, REPO_ROOT, routerCommand, writeDiscoveryConfig, writeEnginesFile, type Command } from './service-commands.js';
-import type { StackConfig } from './stack-flags.js';
+import { assertPortsFree, dnsEngine, enginePorts, findFreeEngineBase, layoutDnsEngines, layoutEngines, type PlannedEngine, type PlannedPort } from './port-plan.js';
+import {
+  directoryCommand,
+  engineCommand,
+  metaCommand,
+  etcdCommand,
+  REPO_ROOT,
+  routerCommand,
+  writeDiscoveryConfig,
+  writeDnsEnginesFile,
+  writeEnginesFile,
+  writeModelsFile,
+  type Command,
+} from './service-commands.js';
+import { dnsAnswers, dnsHostsPath, dnsmasqCommand, ensureDnsmasq, freeDnsPort, stackDnsName, writeDnsHosts } from './stack-dns.js';
+import { usesEtcd, type StackConfig, type StackEngine } from './stack-flags.js';
 import { httpStatus, ServiceProcess } from '../../shared/process/service-process.js';
 
 const ETCD_START_MS = 20000;
+const DNS_START_MS = 10000;
 /** tsx compiles the sources on first start; on a shared 2-core machine that takes a while. */
 const SERVICE_START_MS = 90000;
 /** The services' own stop deadline is 10 s; SIGKILL only after that. */
@@ -32,8 +48,10 @@ export class LocalStack {
   private ownsRunDir = false;
   /** Set by stop(): a start still in progress must not spawn anything stop() would miss. */
   private stopping = false;
-  engines: readonly PlannedEngine[] = [];
+  engines: readonly (StackEngine & PlannedEngine)[] = [];
   runDir = '';
+  /** `--engines_dns`: the local dnsmasq (`127.0.0.1:P`), its name for the fleet and the addresses it lists. */
+  dns: { readonly address: string; readonly name: string; addresses: readonly string[] } | null = null;
 
   constructor(
     private readonly cfg: StackConfig,
@@ -48,33 +66,44 @@ export class LocalStack {
   async start(): Promise<void> {
     const cfg = this.cfg;
     const fixed: PlannedPort[] = [
-      { port: cfg.etcdPort, owner: '--etcd_port' },
-      { port: cfg.etcdPeerPort, owner: '--etcd_peer_port' },
+      ...(usesEtcd(cfg)
+        ? [
+            { port: cfg.etcdPort, owner: '--etcd_port' },
+            { port: cfg.etcdPeerPort, owner: '--etcd_peer_port' },
+          ]
+        : []),
       { port: cfg.directoryGrpcPort, owner: '--directory_grpc_port' },
       { port: cfg.directoryHttpPort, owner: '--directory_http_port' },
       { port: cfg.routerPort, owner: '--router_port' },
     ];
     if (cfg.metaPort !== 0) fixed.push({ port: cfg.metaPort, owner: '--meta_port' });
-    const base = cfg.engineBasePort !== 0 ? cfg.engineBasePort : await findFreeEngineBase(cfg.engines, new Set(fixed.map((p) => p.port)));
-    this.engines = layoutEngines(cfg.engines, base);
-    await assertPortsFree([...fixed, ...this.engines.flatMap((e, i) => enginePorts(e, i))]);
+    // A DNS fleet shares one engine's ports at different addresses: that layout is what must be free.
+    const layout = cfg.enginesDns ? cfg.engines.slice(0, 1) : cfg.engines;
+    const base = cfg.engineBasePort !== 0 ? cfg.engineBasePort : await findFreeEngineBase(layout, new Set(fixed.map((p) => p.port)));
+    this.engines = cfg.enginesDns ? layoutDnsEngines(cfg.engines, base) : layoutEngines(cfg.engines, base);
+    await assertPortsFree([...fixed, ...layoutEngines(layout, base).flatMap((e, i) => enginePorts(e, i))]);
 
     this.ownsRunDir = cfg.runDir === '';
     this.runDir = cfg.runDir !== '' ? cfg.runDir : mkdtempSync(join(tmpdir(), 'kv-stack-'));
     mkdirSync(join(this.runDir, 'logs'), { recursive: true });
     this.print(`[stack] run dir ${this.runDir} (logs in ${join(this.runDir, 'logs')})`);
 
-    const etcd = this.spawn('etcd', etcdCommand(cfg, join(this.runDir, 'etcd')));
-    await etcd.waitUntil('etcd /health', () => etcdHealthy(cfg.etcdPort), ETCD_START_MS).catch((e: Error) => {
-      if (etcd.exit?.code !== 127) throw e;
-      throw new Error(`${e.message}\nno etcd binary "${cfg.etcdBin}": install Debian's etcd-server (npm start does it when run as root) or pass --etcd_bin`);
-    });
+    if (usesEtcd(cfg)) {
+      const etcd = this.spawn('etcd', etcdCommand(cfg, join(this.runDir, 'etcd')));
+      await etcd.waitUntil('etcd /health', () => etcdHealthy(cfg.etcdPort), ETCD_START_MS).catch((e: Error) => {
+        if (etcd.exit?.code !== 127) throw e;
+        throw new Error(`${e.message}\nno etcd binary "${cfg.etcdBin}": install Debian's etcd-server (npm start does it when run as root) or pass --etcd_bin`);
+      });
+    }
+    if (cfg.enginesDns) await this.startDns();
 
     // Readiness by ports, not log lines, so any --log_level works. The directory opens its HTTP
     // port last (after gRPC and discovery); an engine opens /health just before registering.
-    // vLLM/SGLang engines do not register in etcd: the directory reads them from an engines file.
-    const enginesFile = cfg.engineKind === 'xllm' ? null : writeEnginesFile(cfg, this.engines, this.runDir);
-    const directory = this.spawn('directory', directoryCommand(cfg, writeDiscoveryConfig(cfg, this.runDir), enginesFile));
+    // vLLM/SGLang engines do not register in etcd: the directory reads them from an engines file
+    // (one entry each, or one DNS entry for the whole fleet).
+    const enginesFile =
+      cfg.engineKind === 'xllm' ? null : this.dns !== null ? writeDnsEnginesFile(cfg, this.engines[0]!, this.dns.name, this.runDir) : writeEnginesFile(cfg, this.engines, this.runDir);
+    const directory = this.spawn('directory', directoryCommand(cfg, writeDiscoveryConfig(cfg, this.runDir), enginesFile, this.dns));
     const directoryHealth = `http://127.0.0.1:${cfg.directoryHttpPort}/health`;
     // meta-svc depends on nothing else in the stack: it starts beside the directory.
     const meta = cfg.metaPort !== 0 ? this.spawn('meta', metaCommand(cfg, this.runDir)) : null;
@@ -84,10 +113,9 @@ export class LocalStack {
       meta?.waitUntil(`GET ${metaHealth} 200`, async () => (await httpStatus(metaHealth)) === 200, SERVICE_START_MS),
     ]);
 
-    const engines = this.engines.map((e, i) => ({ child: this.spawn(`engine-${i}`, engineCommand(cfg, e)), health: `http://127.0.0.1:${e.httpPort}/health` }));
-    await Promise.all(engines.map((e) => e.child.waitUntil(`GET ${e.health} 200`, async () => (await httpStatus(e.health)) === 200, SERVICE_START_MS)));
+    await Promise.all(this.engines.map((e, i) => this.startEngine(e, i)));
 
-    const router = this.spawn('router', routerCommand(cfg));
+    const router = this.spawn('router', routerCommand(cfg, writeModelsFile(cfg, this.runDir)));
     await router.waitUntil('GET /ready 200', async () => (await httpStatus(`${this.routerUrl}/ready`)) === 200, SERVICE_START_MS);
     // An engine that could not register (etcd) exits after its /health opened: say so here.
     const dead = this.exitedChild();
@@ -101,13 +129,56 @@ export class LocalStack {
     const router = this.children.filter((c) => c.name === 'router');
     const directory = this.children.filter((c) => c.name === 'directory' || c.name === 'meta');
     const engines = this.children.filter((c) => c.name.startsWith('engine-'));
-    const etcd = this.children.filter((c) => c.name === 'etcd');
+    const etcd = this.children.filter((c) => c.name === 'etcd' || c.name === 'dns');
     for (const group of [router, directory, engines, etcd]) {
       await Promise.all(group.map((c) => c.stop(STOP_GRACE_MS)));
     }
     this.print(`[stack] stopped ${this.children.length} processes`);
     if (this.ownsRunDir && opts.keepRunDir !== true) rmSync(this.runDir, { recursive: true, force: true });
     else if (this.runDir !== '') this.print(`[stack] logs kept in ${join(this.runDir, 'logs')}`);
+  }
+
+  /**
+   * `--engines_dns`: one more engine on the fleet's port at the next loopback address, started and
+   * answering `/health`, but not yet in DNS (`setDnsAddresses` publishes it).
+   */
+  async addDnsEngine(): Promise<StackEngine & PlannedEngine> {
+    const engine = dnsEngine(this.engines[0]!, this.engines[0]!.httpPort, this.engines.length);
+    this.engines = [...this.engines, engine];
+    await this.startEngine(engine, this.engines.length - 1);
+    return engine;
+  }
+
+  /** `--engines_dns`: rewrites the hosts file and sends dnsmasq SIGHUP (a pod came or went). */
+  setDnsAddresses(addresses: readonly string[]): void {
+    const dns = this.dns;
+    const child = this.children.find((c) => c.name === 'dns');
+    if (dns === null || child === undefined) throw new Error('no DNS server in this stack (--engines_dns)');
+    writeDnsHosts(dnsHostsPath(this.runDir), dns.name, addresses);
+    dns.addresses = [...addresses];
+    child.signal('SIGHUP');
+  }
+
+  /** The dnsmasq process id (for `kill -HUP`), 0 without one. */
+  get dnsPid(): number {
+    return this.children.find((c) => c.name === 'dns')?.pid ?? 0;
+  }
+
+  private async startDns(): Promise<void> {
+    const binary = ensureDnsmasq(this.print);
+    const address = `127.0.0.1:${await freeDnsPort()}`;
+    const name = stackDnsName(this.cfg.engineKind);
+    const addresses = this.engines.map((e) => e.host);
+    writeDnsHosts(dnsHostsPath(this.runDir), name, addresses);
+    const dns = this.spawn('dns', dnsmasqCommand(binary, Number(address.split(':')[1]), dnsHostsPath(this.runDir)));
+    await dns.waitUntil(`dnsmasq answering on ${address}`, () => dnsAnswers(address), DNS_START_MS);
+    this.dns = { address, name, addresses };
+  }
+
+  private async startEngine(e: StackEngine & PlannedEngine, i: number): Promise<void> {
+    const child = this.spawn(`engine-${i}`, engineCommand(this.cfg, e));
+    const health = `http://${e.host}:${e.httpPort}/health`;
+    await child.waitUntil(`GET ${health} 200`, async () => (await httpStatus(health)) === 200, SERVICE_START_MS);
   }
 
   /** A child that exited on its own while the stack runs (shown, and the stack stops). */

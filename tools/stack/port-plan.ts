@@ -14,6 +14,8 @@ export const EVENT_PORT_OFFSET = 10000;
 export const REPLAY_PORT_OFFSET = 30000;
 
 export interface PlannedEngine extends EngineSpec {
+  /** The address it binds: 127.0.0.1, or 127.0.0.(2 + i) behind the stack's DNS name (engines.md §6). */
+  readonly host: string;
   readonly httpPort: number;
 }
 
@@ -40,13 +42,27 @@ export function enginePorts(e: PlannedEngine, index: number): PlannedPort[] {
   return out;
 }
 
-export function layoutEngines(engines: readonly EngineSpec[], basePort: number): PlannedEngine[] {
+/** Each engine with its address and HTTP port; whatever else a spec carries (served models) stays on it. */
+export function layoutEngines<E extends EngineSpec>(engines: readonly E[], basePort: number): (E & PlannedEngine)[] {
   let port = basePort;
   return engines.map((e) => {
-    const planned = { ...e, httpPort: port };
+    const planned = { ...e, host: '127.0.0.1', httpPort: port };
     port += Math.max(e.dpSize, 1);
     return planned;
   });
+}
+
+/**
+ * `--engines_dns`: every engine on the same ports, engine i at 127.0.0.(2 + i), as pods of one
+ * Deployment behind a headless Service (engines.md §6). Their ports are one engine's: check those.
+ */
+export function layoutDnsEngines<E extends EngineSpec>(engines: readonly E[], basePort: number): (E & PlannedEngine)[] {
+  return engines.map((e, i) => dnsEngine(e, basePort, i));
+}
+
+/** Engine `i` of a DNS fleet (the demo adds one past the last). */
+export function dnsEngine<E extends EngineSpec>(spec: E, basePort: number, i: number): E & PlannedEngine {
+  return { ...spec, host: `127.0.0.${2 + i}`, httpPort: basePort };
 }
 
 /** Throws PortTakenError for the first port something else already listens on. */

@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EVENT_PORT_OFFSET, REPLAY_PORT_OFFSET, type PlannedEngine } from './port-plan.js';
-import type { StackConfig } from './stack-flags.js';
+import { usesEtcd, type StackConfig, type StackEngine, type StackModel } from './stack-flags.js';
 
 export interface Command {
   readonly command: string;
@@ -87,13 +87,33 @@ export function writeEnginesFile(cfg: StackConfig, engines: readonly PlannedEngi
   return path;
 }
 
-/** `enginesFile` null: engines register in etcd (xllm). */
-export function directoryCommand(cfg: StackConfig, kvEventsConfigFile: string, enginesFile: string | null = null): Command {
+/**
+ * `--engines_dns`: the engines file holds one DNS entry for the whole fleet (engines.md §6). No
+ * ports: the simulated vLLM engines serve `GET /kv_event_sources`, as vLLM with bind-time ports does.
+ */
+export function writeDnsEnginesFile(cfg: StackConfig, engine: PlannedEngine, dnsName: string, runDir: string): string {
+  const path = join(runDir, 'engines.json');
+  const entry = { dns: dnsName, port: engine.httpPort, kind: cfg.engineKind, role: engine.type, block_size: cfg.blockSize };
+  writeFileSync(path, JSON.stringify({ engines: [entry] }, null, 2) + '\n');
+  return path;
+}
+
+/** How the directory resolves the stack's DNS name: its local dnsmasq, asked every second. */
+export interface StackDnsServer {
+  readonly address: string;
+}
+
+/** `enginesFile` null: engines register in etcd (xllm); vLLM/SGLang stacks run no etcd at all (`--etcd_addr=`). */
+export function directoryCommand(cfg: StackConfig, kvEventsConfigFile: string, enginesFile: string | null = null, dns: StackDnsServer | null = null): Command {
   return nodeEntry('directory-svc/main', [
-    `--etcd_addr=127.0.0.1:${cfg.etcdPort}`,
+    `--etcd_addr=${usesEtcd(cfg) ? `127.0.0.1:${cfg.etcdPort}` : ''}`,
     `--kv_events_config_file=${kvEventsConfigFile}`,
     // Faster than the 1000 ms default so the demo's engines are scraped and subscribed soon.
-    ...(enginesFile === null ? [] : [`--engines_file=${enginesFile}`, '--engines_refresh_interval_ms=250']),
+    // Served models are scraped from each engine's /v1/models (no pins): an adapter loaded at run
+    // time shows within 2 s rather than the default 10.
+    ...(enginesFile === null ? [] : [`--engines_file=${enginesFile}`, '--engines_refresh_interval_ms=250', '--engines_models_refresh_ms=2000']),
+    // engines.md §6: the shortest refresh, so the demo's joins and leaves show within seconds.
+    ...(dns === null ? [] : [`--engines_dns_server=${dns.address}`, '--engines_dns_refresh_ms=1000']),
     `--grpc_port=${cfg.directoryGrpcPort}`,
     `--http_port=${cfg.directoryHttpPort}`,
     `--internal_api_token=${cfg.internalApiToken}`,
@@ -109,10 +129,11 @@ export function metaCommand(cfg: StackConfig, runDir: string): Command {
   return nodeEntry('meta-svc/main', [`--http_port=${cfg.metaPort}`, `--meta_store=sqlite:${join(runDir, 'kvcm.db')}`, `--log_level=${cfg.logLevel}`]);
 }
 
-export function engineCommand(cfg: StackConfig, engine: PlannedEngine): Command {
+export function engineCommand(cfg: StackConfig, engine: StackEngine & PlannedEngine): Command {
   return nodeEntry('tools/engine-sim/cli', [
     `--engine_kind=${cfg.engineKind}`,
     `--name=127.0.0.1:${engine.httpPort}`,
+    ...(engine.host === '127.0.0.1' ? [] : [`--host=${engine.host}`]),
     `--type=${engine.type}`,
     `--dp_size=${engine.dpSize}`,
     `--block_size=${cfg.blockSize}`,
@@ -120,21 +141,35 @@ export function engineCommand(cfg: StackConfig, engine: PlannedEngine): Command 
     `--host_capacity_blocks=${cfg.hostCapacityBlocks}`,
     `--event_port_offset=${EVENT_PORT_OFFSET}`,
     `--replay_port_offset=${REPLAY_PORT_OFFSET}`,
-    `--etcd_addr=127.0.0.1:${cfg.etcdPort}`,
+    `--etcd_addr=${usesEtcd(cfg) ? `127.0.0.1:${cfg.etcdPort}` : ''}`,
     `--directory_http=127.0.0.1:${cfg.directoryHttpPort}`,
-    // The router's tokenizer: a chat the router credits becomes resident as these same ids.
-    `--tokenizer=${cfg.tokenizerDir}`,
+    // The router's tokenizer for this engine's model: a chat the router credits becomes resident
+    // as these same ids. The served models reach the directory through etcd (xLLM) or /v1/models.
+    `--tokenizer=${engine.tokenizerDir}`,
+    `--served_models=${engine.servedModels.join(',')}`,
     `--internal_api_token=${cfg.internalApiToken}`,
     `--log_level=${cfg.logLevel}`,
   ]);
 }
 
-export function routerCommand(cfg: StackConfig): Command {
+/** Every model the router tokenizes: --model, then --second_model (an adapter uses its parent's). */
+export function stackModels(cfg: StackConfig): StackModel[] {
+  return [{ model: cfg.model, tokenizerDir: cfg.tokenizerDir }, ...(cfg.secondModel === null ? [] : [cfg.secondModel])];
+}
+
+/** The router's `--models_file` (cache-identity §5) in the run dir; returns its path. */
+export function writeModelsFile(cfg: StackConfig, runDir: string): string {
+  const path = join(runDir, 'models.json');
+  writeFileSync(path, JSON.stringify({ models: stackModels(cfg).map((m) => ({ model: m.model, tokenizer: m.tokenizerDir })) }, null, 2) + '\n');
+  return path;
+}
+
+export function routerCommand(cfg: StackConfig, modelsFile: string): Command {
   return nodeEntry('router-svc/main', [
     `--directory_addr=127.0.0.1:${cfg.directoryGrpcPort}`,
     `--http_port=${cfg.routerPort}`,
     `--load_balance_policy=${cfg.loadBalancePolicy}`,
-    `--tokenizer=${cfg.tokenizerDir}`,
+    `--models_file=${modelsFile}`,
     `--internal_api_token=${cfg.internalApiToken}`,
     `--log_level=${cfg.logLevel}`,
   ]);

@@ -20,6 +20,7 @@ import { parseRouterFlags, type RouterFlags } from '../../../shared/config/route
 import { parseEngineSimArgs, type EngineSimConfig } from '../../../tools/engine-sim/engine-sim-flags.js';
 import { parseEnginesFile } from '../../../directory-svc/engines/engines-file.js';
 import { readTokenizerFiles } from '../../../shared/tokenize/tokenizer-files.js';
+import { readModelsFile } from '../../../shared/config/models-file.js';
 
 const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 /** WORKDIR of the image: relative paths in commands are relative to it. */
@@ -285,15 +286,28 @@ describe('docker-compose.yml and Dockerfile', () => {
     expect(flags.internalApiToken).to.equal(dir.internalApiToken);
   });
 
-  it('tokenization.md: the router and every engine name the same --tokenizer, a production dependency inside the image that loads', () => {
-    const dir = routerFlags().tokenizer;
-    expect(dir, 'router-svc --tokenizer').to.match(/^node_modules\//);
-    for (const { service, cfg } of allEngines()) expect(cfg.tokenizerDir, `${service} --tokenizer`).to.equal(dir);
-    // The runtime image keeps only production node_modules: the tokenizer's package must be one.
+  it('tokenization.md, cache-identity §5: the router\'s --models_file names every base model the engines serve with the --tokenizer those engines use, each a production dependency inside the image that loads', () => {
+    const flags = routerFlags();
+    expect(flags.modelsFile, 'router-svc --models_file').to.not.equal('');
+    const models = readModelsFile(repoPathOf(flags.modelsFile));
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
-    const name = dir.split('/').slice(1, 3).join('/');
-    expect(Object.keys(pkg.dependencies), `${name} is a production dependency`).to.include(name);
-    expect(readTokenizerFiles(join(ROOT, dir), '').chatTemplate, 'its tokenizer_config.json has a chat template').to.not.equal(null);
+    for (const m of models) {
+      expect(m.tokenizer, `${m.model} tokenizer`).to.match(/^node_modules\//);
+      // The runtime image keeps only production node_modules: the tokenizer's package must be one.
+      const name = m.tokenizer.split('/').slice(1, 3).join('/');
+      expect(Object.keys(pkg.dependencies), `${name} is a production dependency`).to.include(name);
+      expect(readTokenizerFiles(repoPathOf(m.tokenizer), '').chatTemplate, `${m.model}: its tokenizer_config.json has a chat template`).to.not.equal(null);
+    }
+    // cache-identity §1: every engine says what it serves (no unknown list: a candidate for every
+    // model), and tokenizes its base model as the router does; adapters use their parent's.
+    for (const { service, cfg } of allEngines()) {
+      expect(cfg.servedModels.strict, `${service} --served_models`).to.equal(true);
+      const entry = models.find((m) => m.model === cfg.servedModels.names[0]);
+      expect(entry, `${service}'s base model ${cfg.servedModels.names[0]} in the models file`).to.not.equal(undefined);
+      expect(cfg.tokenizerDir, `${service} --tokenizer`).to.equal(entry!.tokenizer);
+    }
+    const bases = new Set(allEngines().map((e) => e.cfg.servedModels.names[0]));
+    expect(models.map((m) => m.model).sort(), 'models the file names that no engine serves').to.deep.equal([...bases].sort());
   });
 
   it('four engines: flags parse, named by their own service and hostname, heartbeating to the directory HTTP port', () => {
@@ -326,7 +340,7 @@ describe('docker-compose.yml and Dockerfile', () => {
   it('engines.md §4: the engines file validates and lists exactly the vLLM/SGLang-kind engine services at their url, ports and block size', () => {
     const dir = directoryFlags();
     expect(dir.enginesFile, 'an engines file is named').to.not.equal('');
-    const listed = parseEnginesFile(readFileSync(repoPathOf(dir.enginesFile), 'utf8'));
+    const listed = parseEnginesFile(readFileSync(repoPathOf(dir.enginesFile), 'utf8')).engines;
     const fileKind = allEngines().filter((e) => e.cfg.engineKind !== 'xllm');
     expect(fileKind.length, 'at least one vLLM-kind engine service').to.be.greaterThan(0);
     expect(listed.map((e) => e.name).sort()).to.deep.equal(fileKind.map((e) => e.service).sort());

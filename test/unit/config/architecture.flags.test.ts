@@ -163,6 +163,9 @@ describe('architecture.md flags: directory-svc table', () => {
       kvEventsConfigFile: '',
       enginesFile: '',
       enginesRefreshIntervalMs: 1000,
+      enginesModelsRefreshMs: 10000,
+      enginesDnsRefreshMs: 5000,
+      enginesDnsServer: '',
       grpcPort: 50051,
       httpPort: 8889,
       internalApiToken: '',
@@ -210,6 +213,10 @@ describe('architecture.md flags: directory-svc table', () => {
       ['instance_delete_probe_attempts', 1, 10],
       // engines.md §4.1
       ['engines_refresh_interval_ms', 50, 60000],
+      // cache-identity §1
+      ['engines_models_refresh_ms', 1000, 600000],
+      // engines.md §6
+      ['engines_dns_refresh_ms', 1000, 600000],
     ];
     for (const [flag, min, max] of bounds) {
       expect(() => dir([`--${flag}=${min}`])).to.not.throw();
@@ -222,6 +229,32 @@ describe('architecture.md flags: directory-svc table', () => {
   it('directory: --engines_file defaults to none and --engines_refresh_interval_ms to 1000 (engines.md §4)', () => {
     expect(dir([])).to.deep.include({ enginesFile: '', enginesRefreshIntervalMs: 1000 });
     expect(dir(['--engines_file=/etc/engines.json']).enginesFile).to.equal('/etc/engines.json');
+  });
+
+  it('directory: --engines_models_refresh_ms defaults to 10000 and is shown in --help (cache-identity §1)', () => {
+    expect(dir([]).enginesModelsRefreshMs).to.equal(10000);
+    expect(dir(['--engines_models_refresh_ms=2500']).enginesModelsRefreshMs).to.equal(2500);
+    expect(configError(() => dir(['--engines_models_refresh_ms=999'])).message).to.equal('invalid --engines_models_refresh_ms: expected an integer in 1000..600000, got "999"');
+    expect(directoryHelp()).to.match(/--engines_models_refresh_ms=<int 1000..600000>\n.*GET \/v1\/models period.*\(default: 10000\)/);
+  });
+
+  it('E18 directory: --etcd_addr= (empty) is no etcd at all; a bad list is still an error naming the empty form', () => {
+    expect(dir(['--etcd_addr=']).etcdAddr).to.deep.equal([]);
+    expect(dir(['--etcd_addr', '']).etcdAddr).to.deep.equal([]);
+    expect(configError(() => dir(['--etcd_addr=a'])).message).to.equal(
+      'invalid --etcd_addr: expected host:port[,host:port...] with ports in 1..65535, or empty for none, got "a"',
+    );
+  });
+
+  it('E15 directory: --engines_dns_server takes ip:port or [ipv6]:port, nothing a resolver would itself have to resolve', () => {
+    expect(dir([]).enginesDnsServer).to.equal('');
+    expect(dir(['--engines_dns_server=127.0.0.1:5353']).enginesDnsServer).to.equal('127.0.0.1:5353');
+    expect(dir(['--engines_dns_server=[::1]:53']).enginesDnsServer).to.equal('[::1]:53');
+    for (const bad of ['dns.local:53', '127.0.0.1', '127.0.0.1:0', '127.0.0.1:65536', '::1:53', '[127.0.0.1]:53', '[::1]']) {
+      expect(configError(() => dir([`--engines_dns_server=${bad}`])).message, bad).to.equal(
+        `invalid --engines_dns_server: expected ip:port or [ipv6]:port with a port in 1..65535, got ${JSON.stringify(bad)}`,
+      );
+    }
   });
 
   it('directory: --etcd_addr list, --log_level enum', () => {
@@ -266,6 +299,7 @@ describe('architecture.md flags: router-svc table', () => {
       targetTpotMs: null,
       tokenizer: '',
       chatTemplate: '',
+      modelsFile: '',
       logLevel: 'info',
     });
   });

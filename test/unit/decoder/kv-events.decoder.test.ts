@@ -15,6 +15,7 @@ import {
 } from '../../../directory-svc/decoder/snapshot-decoder.js';
 import type { SnapshotMessage } from '../../../directory-svc/decoder/snapshot-decoder.js';
 import { MsgpackReader } from '../../../directory-svc/decoder/msgpack-reader.js';
+import { PLAIN_IDENTITY } from '../../../shared/keys/cache-identity.js';
 import { seededRandom } from '../../../bench/lib/seeded-random.js';
 import { ARRAY_BATCH_WITH_MAP_EVENT, MAP_BATCH, MAP_EVENT, POSITIONAL_BATCH, concatBytes as concat, specBytes } from '../../helpers/spec-bytes.js';
 
@@ -99,6 +100,11 @@ const EXPECTED_EVENT = {
   blockSize: 4,
   tier: 1,
   outOfScope: false,
+  // cache-identity §4: a plain-text block of group 0 (no identity fields on the wire).
+  identity: PLAIN_IDENTITY,
+  reproducibleBlocks: 2,
+  group: 0,
+  reusableGroup: true,
 };
 
 describe('kv-events §3.5 byte examples', () => {
@@ -146,10 +152,10 @@ describe('kv-events §2/§3 live decoder (D1–D9)', () => {
     expect(b.events.map((e) => e.kind)).to.deep.equal(['cleared', 'stored', 'stored', 'removed', 'removed', 'cleared']);
     expect(plain(b.events)).to.deep.equal([
       { kind: 'cleared', tiers: 3 },
-      { ...EXPECTED_EVENT, blockHashes: [11n], tokenIds: [1, 2, 3, 4] },
-      { ...EXPECTED_EVENT, blockHashes: [12n], parentBlockHash: 11n, tokenIds: [5, 6, 7, 8], tier: 2 },
-      { kind: 'removed', blockHashes: [12n], tier: 2 },
-      { kind: 'removed', blockHashes: [11n], tier: 1 },
+      { ...EXPECTED_EVENT, blockHashes: [11n], tokenIds: [1, 2, 3, 4], reproducibleBlocks: 1 },
+      { ...EXPECTED_EVENT, blockHashes: [12n], parentBlockHash: 11n, tokenIds: [5, 6, 7, 8], tier: 2, reproducibleBlocks: 1 },
+      { kind: 'removed', blockHashes: [12n], tier: 2, group: 0 },
+      { kind: 'removed', blockHashes: [11n], tier: 1, group: 0 },
       { kind: 'cleared', tiers: 1 },
     ]);
   });
@@ -161,7 +167,7 @@ describe('kv-events §2/§3 live decoder (D1–D9)', () => {
 
   it('D2 positional BlockStored with 5 elements gets nil lora fields and Device', () => {
     const b = decodeLive(batch([['BlockStored', [11], null, [1, 2, 3, 4], 4]]));
-    expect(plain(b.events)).to.deep.equal([{ ...EXPECTED_EVENT, blockHashes: [11n], tokenIds: [1, 2, 3, 4] }]);
+    expect(plain(b.events)).to.deep.equal([{ ...EXPECTED_EVENT, blockHashes: [11n], tokenIds: [1, 2, 3, 4], reproducibleBlocks: 1 }]);
   });
 
   it('D2 positional BlockStored with 2 elements: nil parent, no tokens, nil block_size', () => {
@@ -172,18 +178,21 @@ describe('kv-events §2/§3 live decoder (D1–D9)', () => {
     expect(e.tier).to.equal(1);
   });
 
-  it('D2 unknown map keys and extra trailing elements are ignored', () => {
+  it('D2 unknown map keys and extra trailing elements are ignored (cache-identity §4: group and locality fields are read)', () => {
+    // cache-identity §4 made group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window and
+    // locality known fields (positions 9–12 / 3–4); what follows them, and ownership or
+    // session_id keys (rule 5), stays ignored.
     const payload = batch([
-      storedMap({ group_idx: 3, kv_cache_spec_kind: 'full_attention', nested: { a: [1, { b: 2 }] } }),
-      ['BlockStored', [11, 12], null, [1, 2, 3, 4, 5, 6, 7, 8], 4, null, 'gpu', null, null, 'extra', { x: [1] }, 9],
-      ['BlockRemoved', [11, 12], 'gpu', 'extra', 1.5],
+      storedMap({ group_idx: 3, kv_cache_spec_kind: 'full_attention', ownership: 'x', session_id: 's', nested: { a: [1, { b: 2 }] } }),
+      ['BlockStored', [11, 12], null, [1, 2, 3, 4, 5, 6, 7, 8], 4, null, 'gpu', null, null, null, null, null, null, 'extra', 9],
+      ['BlockRemoved', [11, 12], 'gpu', null, null, 'extra', 1.5],
       ['AllBlocksCleared', 'gpu', 'more'],
     ]);
     const b = decodeLive(payload);
     expect(plain(b.events)).to.deep.equal([
+      { ...EXPECTED_EVENT, group: 3 },
       EXPECTED_EVENT,
-      EXPECTED_EVENT,
-      { kind: 'removed', blockHashes: [11n, 12n], tier: 1 },
+      { kind: 'removed', blockHashes: [11n, 12n], tier: 1, group: 0 },
       { kind: 'cleared', tiers: 3 },
     ]);
   });
@@ -448,7 +457,7 @@ describe('kv-events §2/§3 live decoder (D1–D9)', () => {
 
     it('D7 "type" need not be the first key', () => {
       const b = decodeLive(batch([{ medium: 'cpu', block_hashes: [11], type: 'BlockRemoved', extra: 1 }]));
-      expect(plain(b.events)).to.deep.equal([{ kind: 'removed', blockHashes: [11n], tier: 2 }]);
+      expect(plain(b.events)).to.deep.equal([{ kind: 'removed', blockHashes: [11n], tier: 2, group: 0 }]);
     });
 
     it('D7 an event that is neither array nor map → parse, naming the event index', () => {
@@ -539,46 +548,49 @@ describe('kv-events §2/§3 live decoder (D1–D9)', () => {
     });
   });
 
-  describe('D9 scope (§3.4)', () => {
-    const outOfScope: Array<[string, Record<string, unknown>]> = [
-      ['lora_name "adapter"', { lora_name: 'adapter' }],
-      ['lora_name ""', { lora_name: '' }],
-      ['lora_id 7', { lora_id: 7 }],
-      ['lora_id 0', { lora_id: 0 }],
-      ['extra_keys [[5]]', { extra_keys: [[5]] }],
-      ['extra_keys [nil, "mm-hash"]', { extra_keys: [null, 'mm-hash'] }],
-      ['extra_keys [[], [1]]', { extra_keys: [[], [1]] }],
-      ['extra_keys [{}]', { extra_keys: [{}] }],
+  describe('D9 scope (§3.4, replaced by cache-identity §4)', () => {
+    // kv-events D9 as cache-identity §4 changed it: a non-nil lora_name is indexed under its
+    // identity, lora_id alone stays out of scope, and extra_keys entries decide per block.
+    const scope = (f: Record<string, unknown>): [boolean, number, string | null, string | null] => {
+      const e = stored(decodeLive(batch([storedMap(f)])));
+      return [e.outOfScope, e.reproducibleBlocks, e.identity.loraName, e.identity.salt];
+    };
+    const rows: Array<[string, Record<string, unknown>, [boolean, number, string | null, string | null]]> = [
+      ['lora_name "adapter" is indexed under LoRA "adapter"', { lora_name: 'adapter' }, [false, 2, 'adapter', null]],
+      ['lora_name "" is out of scope (no request names it)', { lora_name: '' }, [true, 0, null, null]],
+      ['lora_id 7 without lora_name is out of scope', { lora_id: 7 }, [true, 0, null, null]],
+      ['lora_id 0 without lora_name is out of scope', { lora_id: 0 }, [true, 0, null, null]],
+      ['lora_id with lora_name is the named LoRA', { lora_id: 3, lora_name: 'a' }, [false, 2, 'a', null]],
+      ['extra_keys [[5]]: block 0 unreproducible', { extra_keys: [[5]] }, [false, 0, null, null]],
+      ['extra_keys [nil, "mm-hash"]: block 1 entry not a tuple', { extra_keys: [null, 'mm-hash'] }, [false, 1, null, null]],
+      ['extra_keys [[], [1]]: block 1 unreproducible', { extra_keys: [[], [1]] }, [false, 1, null, null]],
+      ['extra_keys [{}]: block 0 entry not a tuple', { extra_keys: [{}] }, [false, 0, null, null]],
+      ['extra_keys [nil]', { extra_keys: [null] }, [false, 2, null, null]],
+      ['extra_keys [[]]', { extra_keys: [[]] }, [false, 2, null, null]],
+      ['extra_keys []', { extra_keys: [] }, [false, 2, null, null]],
+      ['extra_keys nil', { extra_keys: null }, [false, 2, null, null]],
+      ['extra_keys [nil, [], nil] (an entry past the last hash is ignored)', { extra_keys: [null, [], null] }, [false, 2, null, null]],
+      ['lora_name nil, lora_id nil', { lora_name: null, lora_id: null }, [false, 2, null, null]],
     ];
-    for (const [name, f] of outOfScope) {
-      it(`D9 ${name} marks the event out of scope`, () => {
-        expect(stored(decodeLive(batch([storedMap(f)]))).outOfScope).to.equal(true);
+    for (const [name, f, want] of rows) {
+      it(`D9 ${name}`, () => {
+        expect(scope(f)).to.deep.equal(want);
       });
     }
 
-    const inScope: Array<[string, Record<string, unknown>]> = [
-      ['extra_keys [nil]', { extra_keys: [null] }],
-      ['extra_keys [[]]', { extra_keys: [[]] }],
-      ['extra_keys []', { extra_keys: [] }],
-      ['extra_keys nil', { extra_keys: null }],
-      ['extra_keys [nil, [], nil]', { extra_keys: [null, [], null] }],
-      ['lora_name nil, lora_id nil', { lora_name: null, lora_id: null }],
-    ];
-    for (const [name, f] of inScope) {
-      it(`D9 ${name} is indexed (in scope)`, () => {
-        expect(stored(decodeLive(batch([storedMap(f)]))).outOfScope).to.equal(false);
-      });
-    }
-
-    it('D9 positional lora fields and extra_keys mark the event out of scope', () => {
+    it('D9 positional lora fields and extra_keys', () => {
       const base = ['BlockStored', [11], null, [1, 2, 3, 4], 4];
-      expect(stored(decodeLive(batch([[...base, 3]]))).outOfScope).to.equal(true);
-      expect(stored(decodeLive(batch([[...base, null, 'gpu', 'lora-a']]))).outOfScope).to.equal(true);
-      expect(stored(decodeLive(batch([[...base, null, 'gpu', null, [[5]]]]))).outOfScope).to.equal(true);
-      expect(stored(decodeLive(batch([[...base, null, 'gpu', null, [null]]]))).outOfScope).to.equal(false);
+      const read = (e: unknown[]): [boolean, number, string | null] => {
+        const s = stored(decodeLive(batch([e])));
+        return [s.outOfScope, s.reproducibleBlocks, s.identity.loraName];
+      };
+      expect(read([...base, 3])).to.deep.equal([true, 0, null]);
+      expect(read([...base, null, 'gpu', 'lora-a'])).to.deep.equal([false, 1, 'lora-a']);
+      expect(read([...base, null, 'gpu', null, [[5]]])).to.deep.equal([false, 0, null]);
+      expect(read([...base, null, 'gpu', null, [null]])).to.deep.equal([false, 1, null]);
       // array16 encoding of an empty element also counts as empty
       const p = specBytes('93 00 91 99 ab "BlockStored" 91 0b c0 90 04 c0 c0 c0 91 dc 00 00 00');
-      expect(stored(decodeLive(p)).outOfScope).to.equal(false);
+      expect(stored(decodeLive(p)).reproducibleBlocks).to.equal(1);
     });
 
     it('D9 out-of-scope events are still fully type-checked (token range, medium)', () => {
@@ -646,8 +658,8 @@ describe('kv-events §6 snapshot decoder', () => {
     expect(
       msg.blocks.map((b) => ({ ...b, tokenIds: [...b.tokenIds] })),
     ).to.deep.equal([
-      { blockHash: 11n, parentBlockHash: null, tokenIds: [1, 2, 3, 4], tiers: 3, outOfScope: false },
-      { blockHash: 12n, parentBlockHash: 11n, tokenIds: [5, 6, 7, 8], tiers: 2, outOfScope: false },
+      { blockHash: 11n, parentBlockHash: null, tokenIds: [1, 2, 3, 4], tiers: 3, outOfScope: false, multimodal: false, identity: PLAIN_IDENTITY },
+      { blockHash: 12n, parentBlockHash: 11n, tokenIds: [5, 6, 7, 8], tiers: 2, outOfScope: false, multimodal: false, identity: PLAIN_IDENTITY },
     ]);
     expect(decodeSnapshotMessage(TERMINATOR_FRAMES, SNAP_OPTS)).to.deep.equal({ kind: 'terminator' });
     const asm = new SnapshotAssembler();
@@ -765,7 +777,7 @@ describe('kv-events §6 snapshot decoder', () => {
     expectStreamError(() => decodeSnapshotMessage(chunkFrames(p), SNAP_OPTS), 'parse');
   });
 
-  it('§6 scope fields (optional) mark blocks out of scope per §3.4; unknown keys ignored', () => {
+  it('§6 scope fields (optional) per cache-identity §4: LoRA indexed, lora_id alone out of scope, multimodal entries skipped; unknown keys ignored', () => {
     const p = chunkPayload({ extra: { x: 1 } }, [
       blockWith({ lora_name: 'a' }),
       blockWith({ lora_id: 3 }),
@@ -775,7 +787,13 @@ describe('kv-events §6 snapshot decoder', () => {
     ]);
     const m = decodeSnapshotMessage(chunkFrames(p), SNAP_OPTS);
     if (m.kind !== 'chunk') throw new Error('chunk expected');
-    expect(m.blocks.map((b) => b.outOfScope)).to.deep.equal([true, true, true, false, false]);
+    expect(m.blocks.map((b) => [b.outOfScope, b.multimodal, b.identity.loraName])).to.deep.equal([
+      [false, false, 'a'],
+      [true, false, null],
+      [false, true, null],
+      [false, false, null],
+      [false, false, null],
+    ]);
   });
 
   it('§6 truncation at every byte offset of the example chunk → parse', () => {

@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { BlockPool, type BlockPoolOptions } from '../../../tools/engine-sim/block-pool.js';
 import { hashToU64 } from '../../../tools/engine-sim/wire-encoding.js';
 import { CPU, GPU, ObligationChecker, expectSnapshotMatches, mediaTiers } from './obligation-checker.js';
+import { sharedPrefixPrompt, smallPoolCaps } from './pool-arbitraries.js';
 
 function range(from: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => from + i);
@@ -152,18 +153,10 @@ describe('engine-sim block pool (kv-events §11)', () => {
   });
 
   it('property: any prompt mix keeps capacities, §11 obligations and snapshot = replayed events', () => {
-    // Prompts share prefixes: each is a few blocks drawn from a tiny alphabet of block contents.
-    const prompt = fc.array(fc.integer({ min: 0, max: 5 }), { minLength: 0, maxLength: 6 }).chain((blocks) =>
-      fc.integer({ min: 0, max: 3 }).map((tail) => [...blocks.flatMap((b) => [b, b + 1, b + 2, b + 3]), ...range(900, tail)]),
-    );
     fc.assert(
       fc.property(
-        fc.record({
-          deviceCapacityBlocks: fc.integer({ min: 1, max: 6 }),
-          hostCapacityBlocks: fc.integer({ min: 0, max: 6 }),
-          offloadMode: fc.constantFrom('sync' as const, 'async' as const),
-        }),
-        fc.array(prompt, { minLength: 1, maxLength: 25 }),
+        smallPoolCaps(),
+        fc.array(sharedPrefixPrompt(), { minLength: 1, maxLength: 25 }),
         (caps, prompts) => {
           const { pool, ref } = run({ blockSize: 4, ...caps }, prompts);
           expectSnapshotMatches(pool.snapshot(), ref);

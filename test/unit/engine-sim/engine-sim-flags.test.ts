@@ -3,7 +3,7 @@
 // directory exclude the instance.
 import { expect } from 'chai';
 import { ConfigError } from '../../../shared/config/config-error.js';
-import { parseEngineSimArgs, type EngineSimConfig } from '../../../tools/engine-sim/engine-sim-flags.js';
+import { ENGINE_SIM_FLAGS, engineSimHelp, parseEngineSimArgs, type EngineSimConfig } from '../../../tools/engine-sim/engine-sim-flags.js';
 
 function cfg(argv: string[]): EngineSimConfig {
   const c = parseEngineSimArgs(argv);
@@ -68,11 +68,46 @@ describe('engine simulator flags (tools/engine-sim/engine-sim-flags.ts)', () => 
   });
 
   it('engines.md §5 publisher modes: xllm by default; vllm/sglang take the batch form, buffer and layout', () => {
-    expect(cfg([])).to.deep.include({ engineKind: 'xllm', batchForm: { encoding: 'array', omitDpRank: false }, replayBufferSteps: 10000, replayLayout: 2 });
-    const v = cfg(['--engine_kind=vllm', '--batch_encoding=map', '--omit_dp_rank', '--replay_buffer_steps=5', '--replay_layout=3']);
-    expect(v).to.deep.include({ engineKind: 'vllm', batchForm: { encoding: 'map', omitDpRank: true }, replayBufferSteps: 5, replayLayout: 3 });
+    expect(cfg([])).to.deep.include({ engineKind: 'xllm', batchForm: { encoding: 'array', omitDpRank: false, eventEncoding: 'map' }, replayBufferSteps: 10000, replayLayout: 2 });
+    const v = cfg(['--engine_kind=vllm', '--batch_encoding=map', '--omit_dp_rank', '--replay_buffer_steps=5', '--replay_layout=3', '--event_encoding=array']);
+    expect(v).to.deep.include({ engineKind: 'vllm', batchForm: { encoding: 'map', omitDpRank: true, eventEncoding: 'array' }, replayBufferSteps: 5, replayLayout: 3 });
     expect(cfg(['--engine_kind=sglang', '--replay_layout=none']).replayLayout).to.equal('none');
     expect(error(['--engine_kind=trtllm'])).to.match(/^invalid --engine_kind: /);
     expect(error(['--replay_buffer_steps=0'])).to.match(/^invalid --replay_buffer_steps: /);
+  });
+
+  it('cache-identity §6 --served_models: base then adapters, strict; empty = lenient "sim"; empty or repeated names refused', () => {
+    expect(cfg([]).servedModels).to.deep.equal({ names: ['sim'], strict: false });
+    expect(cfg(['--served_models=llama-3.1-8b, sql-lora ,chat-lora']).servedModels).to.deep.equal({ names: ['llama-3.1-8b', 'sql-lora', 'chat-lora'], strict: true });
+    expect(error(['--served_models=a,,b'])).to.equal('invalid --served_models: expected base[,adapter...] of distinct non-empty names, entry 1 is empty in "a,,b"');
+    expect(error(['--served_models=a,b,a'])).to.equal('invalid --served_models: expected base[,adapter...] of distinct non-empty names, "a" is listed twice in "a,b,a"');
+  });
+
+  it('cache-identity §6 --hybrid_sliding_window: tokens, 0 = off, only for --engine_kind=vllm; --event_encoding map or array', () => {
+    expect(cfg([]).hybridSlidingWindow).to.equal(0);
+    expect(cfg(['--engine_kind=vllm', '--hybrid_sliding_window=64']).hybridSlidingWindow).to.equal(64);
+    expect(error(['--hybrid_sliding_window=64'])).to.equal('invalid --hybrid_sliding_window: KV cache groups are published only by --engine_kind=vllm, got xllm');
+    expect(error(['--engine_kind=vllm', '--hybrid_sliding_window=-1'])).to.match(/^invalid --hybrid_sliding_window: expected an integer in 0\.\.16777216/);
+    expect(error(['--event_encoding=tuple'])).to.equal('invalid --event_encoding: expected one of map, array, got "tuple"');
+  });
+
+  it('--help names every flag, the identity flags included', () => {
+    const help = engineSimHelp();
+    for (const flag of Object.keys(ENGINE_SIM_FLAGS)) expect(help).to.include(`--${flag}`);
+    expect(help).to.include('--served_models=<base[,adapter...]>');
+    expect(help).to.include('--hybrid_sliding_window');
+    expect(help).to.include('--event_encoding');
+  });
+
+  it('E15 --host binds (and names) the engine at a given IPv4 address, --name keeping the port; nothing unconnectable', () => {
+    expect(cfg(['--host=127.0.0.7', '--name=127.0.0.1:8100'])).to.include({ host: '127.0.0.7', instanceName: '127.0.0.7:8100', httpPort: 8100, eventPortBase: 18100 });
+    expect(cfg([])).to.include({ host: '127.0.0.1', kvEventSources: true });
+    for (const bad of ['0.0.0.0', 'localhost', '::1', '127.0.0']) {
+      expect(error([`--host=${bad}`])).to.equal(`invalid --host: expected an IPv4 address such as 127.0.0.2 (not 0.0.0.0), got ${JSON.stringify(bad)}`);
+    }
+  });
+
+  it('E17 --no_kv_event_sources turns GET /kv_event_sources off', () => {
+    expect(cfg(['--engine_kind=vllm', '--no_kv_event_sources']).kvEventSources).to.equal(false);
   });
 });

@@ -36,7 +36,7 @@ function errorOf(text: string, reserved?: string[]): string {
 }
 
 function entry(over: Record<string, unknown> = {}): EngineEntry {
-  return parseEnginesFile(file({ ...VLLM, ...over }))[0]!;
+  return parseEnginesFile(file({ ...VLLM, ...over })).engines[0]!;
 }
 
 const table = (): InstanceTable => new InstanceTable({ leaseLostHeartbeatTimeoutMs: 3000, detectDisconnectedIntervalMs: 15000 });
@@ -46,7 +46,7 @@ const ETCD: DiscoveryConfig = { enabled: true, blockSize: 128, topic: '', eventP
 describe('engines.md §4 the engines file', () => {
   describe('validation', () => {
     it('E11 an entry parses with its defaults filled in', () => {
-      const [e] = parseEnginesFile(file({ name: 'sg-0', url: 'http://h:30000/', kind: 'sglang', event_endpoint: 'tcp://h:5557', block_size: 64 }));
+      const [e] = parseEnginesFile(file({ name: 'sg-0', url: 'http://h:30000/', kind: 'sglang', event_endpoint: 'tcp://h:5557', block_size: 64 })).engines;
       expect(e).to.deep.equal({
         name: 'sg-0',
         url: 'http://h:30000',
@@ -58,8 +58,11 @@ describe('engines.md §4 the engines file', () => {
         replayEndpoint: null,
         topic: '',
         blockSize: 64,
+        models: null,
+        dnsName: null,
+        eventSources: null,
       });
-      expect(parseEnginesFile(file(VLLM))[0]).to.deep.include({ dpSize: 2, replayEndpoint: 'tcp://10.0.0.5:5567' });
+      expect(parseEnginesFile(file(VLLM)).engines[0]).to.deep.include({ dpSize: 2, replayEndpoint: 'tcp://10.0.0.5:5567' });
     });
 
     it("E11 the spec's DP=2 example on 5557/5558 is refused: rank 1's events would be rank 0's replay port (vLLM could not bind both)", () => {

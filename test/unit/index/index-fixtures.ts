@@ -8,7 +8,9 @@ import type {
   SnapshotBlock,
 } from '../../../directory-svc/decoder/kv-batch.js';
 import type { TierBits } from '../../../shared/keys/tier-bits.js';
+import { PLAIN_IDENTITY, type KeyIdentity } from '../../../shared/keys/cache-identity.js';
 import type { SkipCounters } from '../../../directory-svc/index/stream-index.js';
+import { isStreamError, type StreamErrorClass } from '../../../directory-svc/errors/stream-errors.js';
 
 export const D = 1 as const;
 export const H = 2 as const;
@@ -31,6 +33,13 @@ export function hash(h: number | bigint): EngineHash {
 export interface StoredOptions {
   blockSize?: number | null;
   outOfScope?: boolean;
+  /** cache-identity §3–§4: the chain's identity (plain by default). */
+  identity?: KeyIdentity;
+  /** Blocks before the first multimodal one (all by default). */
+  reproducibleBlocks?: number;
+  /** group_idx (0 by default) and whether its kind is a reusable prefix (true by default). */
+  group?: number;
+  reusableGroup?: boolean;
 }
 
 export function stored(
@@ -48,11 +57,15 @@ export function stored(
     blockSize: opts.blockSize === undefined ? 4 : opts.blockSize,
     tier,
     outOfScope: opts.outOfScope ?? false,
+    identity: opts.identity ?? PLAIN_IDENTITY,
+    reproducibleBlocks: opts.reproducibleBlocks ?? hashes.length,
+    group: opts.group ?? 0,
+    reusableGroup: opts.reusableGroup ?? true,
   };
 }
 
-export function removed(hashes: readonly (number | bigint)[], tier: 1 | 2): BlockRemovedEvent {
-  return { kind: 'removed', blockHashes: BigUint64Array.from(hashes.map((h) => hash(h))), tier };
+export function removed(hashes: readonly (number | bigint)[], tier: 1 | 2, group = 0): BlockRemovedEvent {
+  return { kind: 'removed', blockHashes: BigUint64Array.from(hashes.map((h) => hash(h))), tier, group };
 }
 
 export function cleared(tiers: TierBits): AllBlocksClearedEvent {
@@ -65,8 +78,10 @@ export function snapshotBlock(
   tokens: readonly number[],
   tiers: TierBits,
   outOfScope = false,
+  identity: KeyIdentity = PLAIN_IDENTITY,
+  multimodal = false,
 ): SnapshotBlock {
-  return { blockHash: hash(h), parentBlockHash: parent === null ? null : hash(parent), tokenIds: Int32Array.from(tokens), tiers, outOfScope };
+  return { blockHash: hash(h), parentBlockHash: parent === null ? null : hash(parent), tokenIds: Int32Array.from(tokens), tiers, outOfScope, multimodal, identity };
 }
 
 export function noSkips(): SkipCounters {
@@ -75,4 +90,15 @@ export function noSkips(): SkipCounters {
 
 export function hexKey(hex: string): Uint8Array {
   return Uint8Array.from(Buffer.from(hex, 'hex'));
+}
+
+/** The error class thrown by fn (tests match on class, kv-events §10), or null. */
+export function errorClassOf(fn: () => void): StreamErrorClass | null {
+  try {
+    fn();
+  } catch (e) {
+    if (isStreamError(e)) return e.class;
+    throw e;
+  }
+  return null;
 }

@@ -13,7 +13,7 @@ import { walkPrefix, type PrefixHit } from '../../helpers/index-prefix.js';
 import { StreamQuery } from '../../../directory-svc/index/stream-query.js';
 import type { QueryableStream } from '../../../directory-svc/index/stream-query.js';
 import { ReferenceError, ReferenceIndex } from './reference-index.js';
-import { BOTH, D, H, K0_HEX, K1_HEX, cleared, hexKey, noSkips, range, removed, snapshotBlock, stored } from './index-fixtures.js';
+import { BOTH, D, H, K0_HEX, K1_HEX, cleared, hexKey, noSkips, range, removed, snapshotBlock, stored, errorClassOf } from './index-fixtures.js';
 import { ResidencyGroups } from '../../../shared/index/residency-groups.js';
 import { ServedResidency } from '../../../directory-svc/index/served-residency.js';
 
@@ -31,17 +31,6 @@ function apply(index: StreamIndex, ...events: KvEvent[]): ReturnType<typeof noSk
   const skipped = noSkips();
   index.applyEvents(events, skipped);
   return skipped;
-}
-
-/** The error class thrown by fn (tests match on class, kv-events §10), or null. */
-function errorClassOf(fn: () => void): StreamErrorClass | null {
-  try {
-    fn();
-  } catch (e) {
-    if (isStreamError(e)) return e.class;
-    throw e;
-  }
-  return null;
 }
 
 /** The typed error thrown by fn; `text` is `<class>: <detail>` as kv-events §10 writes it. */

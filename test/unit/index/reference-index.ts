@@ -1,5 +1,10 @@
 // A deliberately naive reference model of kv-events §5 (Map<bigint, record>, string keys), written
-// straight from the spec's rule text, for the property test that StreamIndex agrees with it.
+// straight from the spec's rule text, for the property tests that StreamIndex agrees with it.
+// cache-identity §4 read as literally: keys carry the block's identity suffix (root suffix on a
+// parentless block, chain suffix otherwise); blocks from `reproducibleBlocks` on are out of scope
+// (`multimodal`); one KV cache group is applied, the lowest reusable one (a lower one appearing
+// later is `inconsistent`, the directory's documented choice); skips count a block only when its
+// record is created (rule 6: re-emitted stores count nothing), `group` counts every hash ignored.
 import type { ContentKeyHasher } from '../../../shared/keys/content-key.js';
 import { contentKeyHex } from '../../../shared/keys/content-key.js';
 import type { StreamErrorClass } from '../../../directory-svc/errors/stream-errors.js';
@@ -46,16 +51,27 @@ export class ReferenceIndex {
   }
 
   keyOf(parent: string | null, tokens: ArrayLike<number>, start: number): string {
+    return this.keyWith(parent, tokens, start, null);
+  }
+
+  keyWith(parent: string | null, tokens: ArrayLike<number>, start: number, suffix: Uint8Array | null): string {
     const out = new Uint8Array(16);
     const p = parent === null ? null : Uint8Array.from(Buffer.from(parent, 'hex'));
-    this.hasher.keyInto(p, 0, tokens, start, this.blockSize, out, 0);
+    this.hasher.keyInto(p, 0, tokens, start, this.blockSize, out, 0, suffix);
     const hex = contentKeyHex(out);
     this.seenKeys.add(hex);
     return hex;
   }
 
+  /** cache-identity §4 rule 4: the indexed group, −1 before the first reusable store. */
+  group = -1;
+
   apply(e: KvEvent, skipped: SkipCounters): void {
     if (e.kind === 'removed') {
+      if (this.group >= 0 && e.group !== this.group) {
+        skipped.group = (skipped.group ?? 0) + e.blockHashes.length;
+        return;
+      }
       for (const h of e.blockHashes) {
         const r = this.records.get(h);
         if (!r) continue;
@@ -71,15 +87,31 @@ export class ReferenceIndex {
       }
       return;
     }
-    const out = e.outOfScope;
+    // Rule 4: the lowest reusable group seen; other groups ignored and counted.
+    if (!e.reusableGroup || (this.group >= 0 && e.group > this.group)) {
+      skipped.group = (skipped.group ?? 0) + e.blockHashes.length;
+      return;
+    }
+    if (this.group >= 0 && e.group < this.group) {
+      this.group = e.group;
+      throw new ReferenceError('inconsistent');
+    }
+    this.group = e.group;
     const m = e.tier;
     const hashes = [...e.blockHashes];
+    // Rules 1–2: every block out (lora_id alone) or out from the first unreproducible one on.
+    const blockOut = (i: number): boolean => e.outOfScope || i >= e.reproducibleBlocks;
+    const countOut = (): void => {
+      if (e.outOfScope) skipped.outOfScope++;
+      else skipped.multimodal = (skipped.multimodal ?? 0) + 1;
+    };
+    const out = e.outOfScope || (hashes.length > 0 && blockOut(0));
     if (e.tokenIds.length === 0) {
       if (e.parentBlockHash !== null && !out && !this.records.has(e.parentBlockHash)) throw new ReferenceError('inconsistent');
-      for (const h of hashes) {
-        const r = this.records.get(h);
+      for (let i = 0; i < hashes.length; i++) {
+        const r = this.records.get(hashes[i]);
         if (r) this.addTier(r, m);
-        else if (out) skipped.outOfScope++;
+        else if (blockOut(i)) countOut();
         else throw new ReferenceError('inconsistent');
       }
       return;
@@ -94,8 +126,12 @@ export class ReferenceIndex {
       p = r.key === null ? UNI : r.key;
     }
     for (let i = 0; i < hashes.length; i++) {
-      const k = p === UNI ? null : this.keyOf(p, e.tokenIds, i * bs);
+      if (blockOut(i)) p = UNI;
+      // cache-identity §3: the salt term only on a block with no parent.
+      const k = p === UNI ? null : this.keyWith(p, e.tokenIds, i * bs, p === null ? e.identity.rootSuffix : e.identity.chainSuffix);
+      if (k !== null) this.seenKeys.add(k);
       let r = this.records.get(hashes[i]);
+      const created = !r;
       if (!r) {
         this.budget(1);
         r = { key: k, tiers: m };
@@ -105,12 +141,11 @@ export class ReferenceIndex {
         if (r.key === null && k !== null) r.key = k;
         this.addTier(r, m);
       }
-      if (out) {
-        skipped.outOfScope++;
-        p = UNI;
+      if (blockOut(i)) {
+        if (created) countOut();
       } else {
         p = r.key === null ? UNI : r.key;
-        if (r.key === null) skipped.descendant++;
+        if (r.key === null && created) skipped.descendant++;
       }
     }
   }

@@ -132,11 +132,28 @@ describe('directory stream metrics (kv-events §10) on GET /metrics', () => {
     expect(value('kv_index_bytes')).to.be.greaterThan(0);
     expect(value('kv_recoveries_total', { result: 'ok' })).to.equal(1);
     expect(value('kv_recoveries_total', { result: 'failed' })).to.equal(0);
-    for (const reason of ['out_of_scope', 'descendant', 'orphan']) expect(value('kv_skipped_total', { reason })).to.equal(0);
+    for (const reason of ['out_of_scope', 'descendant', 'orphan', 'multimodal', 'group']) expect(value('kv_skipped_total', { reason }), reason).to.equal(0);
     // Every §10 class is present from the first scrape, so the first loss of each is an increase.
     for (const cls of ['connecting', 'disconnected', 'parse', 'protocol', 'inconsistent', 'gap', 'seq_reset', 'timeout', 'limit', 'history_lost']) {
       expect(value('kv_sync_lost_total', { class: cls }), cls).to.be.a('number');
     }
+  });
+
+  it('CI3/CI4 kv_skipped_total{reason="multimodal"} and {reason="group"} count blocks of images and of groups the stream does not index', async () => {
+    await addSynchronizedStream();
+    const tokens = chainTokens(0, 3);
+    await pub!.publish([
+      // Block 0 text, blocks 1–2 an image: 2 multimodal.
+      { ...stored([11, 12, 13], null, tokens), extra_keys: [null, [['img-1', 0]], [['img-1', -4]]] },
+      // A sliding-window group beside group 0: 3 stores and 1 removal ignored.
+      { ...stored([11, 12, 13], null, tokens), group_idx: 1, kv_cache_spec_kind: 'sliding_window' },
+      { type: 'BlockRemoved', block_hashes: [11], medium: 'gpu', group_idx: 1 },
+    ]);
+    await waitFor(() => directory!.listStreams()[0]!.counters.batchesApplied === 1, 5000, 'batch applied');
+    const { series } = await scrape();
+    const skipped = (reason: string): number | undefined => series.find((s) => s.name === 'kv_skipped_total' && s.labels['instance'] === 'engine-a:8000' && s.labels['reason'] === reason)?.value;
+    expect([skipped('multimodal'), skipped('group'), skipped('descendant')]).to.deep.equal([2, 4, 0]);
+    expect(directory!.listStreams()[0]!.deviceBlocks).to.equal(1);
   });
 
   it('counts a foreign-topic message and a sequence gap at the next scrape, with no hook on the event path', async () => {

@@ -1,6 +1,7 @@
 // kv-events §6 building through SnapshotBuilder into a real StreamIndex (no sockets).
 import { expect } from 'chai';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
+import { PLAIN_IDENTITY } from '../../../shared/keys/cache-identity.js';
 import type { EngineHash, SnapshotBlock } from '../../../directory-svc/decoder/kv-batch.js';
 import type { TierBits } from '../../../shared/keys/tier-bits.js';
 import type { SnapshotMessage } from '../../../directory-svc/decoder/snapshot-decoder.js';
@@ -17,6 +18,8 @@ function block(hash: number, parent: number | null, tokens: number[], tiers: Tie
     tokenIds: Int32Array.from(tokens),
     tiers,
     outOfScope: false,
+    multimodal: false,
+    identity: PLAIN_IDENTITY,
   };
 }
 

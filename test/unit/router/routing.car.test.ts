@@ -8,7 +8,8 @@
  */
 import { expect } from 'chai';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
-import { createPolicy, type CandidateExplanation, type RouteDecision, type RoutingPolicy } from '../../../router-svc/policy/policy.js';
+import { createPolicy } from '../../../router-svc/policy/create-policy.js';
+import type { CandidateExplanation, RouteDecision, RoutingPolicy } from '../../../router-svc/policy/policy-types.js';
 import { NoCandidateError } from '../../../router-svc/policy/no-candidate-error.js';
 import type { WireViewInstance, WireViewStream } from '../../../shared/view/view-wire.js';
 import { BOTH, DEVICE, HOST, apply, blockKeys, delta, residency, residencyChanges, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';

@@ -15,7 +15,8 @@ import { InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
 import type { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { ViewProtocolError } from '../../../router-svc/viewcache/view-errors.js';
-import { fingerprintBytes, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, MAX_PROMPT_GRANULES, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
+import { IdentityResolver } from '../../../router-svc/identity/identity-resolver.js';
 import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
 import { apply, delta, snapshot, testDecider, tokens, wireInstance, wireLoad, wireStream, explained } from './view-fixtures.js';
 
@@ -86,6 +87,33 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     expect(onA.answered).to.equal(undefined);
     expect(report.find((r) => r.instance_name === 'b:1')).to.include({ count: 1 });
     expect(claims.waiting).to.equal(0);
+  });
+
+  it('claim order never crosses identities: a salted cold claim does not follow an earlier unsalted claim of the same tokens, only one of its own salt', async () => {
+    const salted = new IdentityResolver(view).resolve(null, 'tenant-a');
+    const fpSalted = fingerprintBytes(promptFingerprints(P, MAX_PROMPT_GRANULES, salted.fingerprintSeed));
+    const answer = decider.decideOrdered({ tokenIds: P, promptTokens: 0, identity: salted }, 0);
+    expect(claims.waiting).to.equal(1);
+    // router-x claimed P first (seq 5) — unsalted: its blocks are not this request's.
+    await publish(
+      instance('a:1', [{ router_id: ME, count: 1, prompts: [fpSalted], prompt_seqs: [7] }]),
+      instance('b:1', [{ router_id: OTHER, count: 2, prompts: [fp(UNRELATED), fp(P)], prompt_seqs: [1, 5] }]),
+    );
+    const stays = await answer;
+    expect(stays.prefill.name).to.equal('a:1');
+    expect(stays.claim_order).to.not.have.property('moved_from');
+    // Under the same salt, the earlier claim is followed.
+    const again = decider.decideOrdered({ tokenIds: tokens(64, 3000), promptTokens: 0, identity: salted }, 0);
+    const Q = fingerprintBytes(promptFingerprints(tokens(64, 3000), MAX_PROMPT_GRANULES, salted.fingerprintSeed));
+    const first = [...claims.waitingOn()][0]!;
+    const otherName = first === 'a:1' ? 'b:1' : 'a:1';
+    await publish(
+      instance(first, [{ router_id: ME, count: 2, prompts: [fpSalted, Q], prompt_seqs: [7, 9] }]),
+      instance(otherName, [{ router_id: OTHER, count: 1, prompts: [Q], prompt_seqs: [8] }]),
+    );
+    const follows = await again;
+    expect(follows.prefill.name).to.equal(otherName);
+    expect(follows.claim_order).to.include({ claim_seq: 9, moved_from: first });
   });
 
   it('the earliest claim stays where it is, whatever later claims of the same prefix the view shows', async () => {

@@ -12,7 +12,7 @@ import type { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { parseRouteRequest } from '../../../router-svc/http/route-request.js';
 import { RouterHttpServer } from '../../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
-import type { RouteDecision } from '../../../router-svc/policy/policy.js';
+import type { RouteDecision } from '../../../router-svc/policy/policy-types.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
 import { apply, delta, snapshot, testDecider, wireInstance, wireLoad, explained } from './view-fixtures.js';

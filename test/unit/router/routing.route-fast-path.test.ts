@@ -11,7 +11,7 @@ import { request } from 'node:http';
 import { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { ROUTE_PATH, RouterHttpServer } from '../../../router-svc/http/router-http-server.js';
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
-import { createPolicy } from '../../../router-svc/policy/policy.js';
+import { createPolicy } from '../../../router-svc/policy/create-policy.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { apply, blockKeys, DEVICE, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
 
@@ -112,7 +112,7 @@ describe('routing.md POST /v1/route: the fast path answers what the Koa route an
 
   it('503 with the reason when the view holds no candidate', async () => {
     const answer = await expectSameAnswer(empty.port, Buffer.from(JSON.stringify({ token_ids: prompt })), 503);
-    expect(JSON.parse(answer.body)).to.have.property('error').that.is.a('string');
+    expect((JSON.parse(answer.body) as { error: { message: unknown } }).error.message).to.be.a('string');
   });
 
   it('every decision on the fast path is counted once in router_decisions_total', async () => {
@@ -129,7 +129,7 @@ describe('routing.md POST /v1/route: the fast path answers what the Koa route an
   it('other methods and path spellings still go to Koa: GET is 405, a trailing path segment 404', async () => {
     const get = await fetch(`http://127.0.0.1:${server.port}${ROUTE_PATH}`);
     expect(get.status).to.equal(405);
-    expect(await get.json()).to.deep.equal({ error: 'method not allowed' });
+    expect(await get.json()).to.deep.equal({ error: { message: 'method not allowed', type: 'MethodNotAllowedError', param: null, code: 405 } });
     const other = await post(server.port, `${ROUTE_PATH}/x`, Buffer.from('{}'));
     expect(other.statusLine).to.equal('404 Not Found');
   });

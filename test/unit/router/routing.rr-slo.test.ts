@@ -6,7 +6,8 @@
  */
 import { expect } from 'chai';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
-import { createPolicy, type CandidateExplanation, type RouteDecision, type RoutingPolicy } from '../../../router-svc/policy/policy.js';
+import { createPolicy } from '../../../router-svc/policy/create-policy.js';
+import type { CandidateExplanation, RouteDecision, RoutingPolicy } from '../../../router-svc/policy/policy-types.js';
 import { linearProfile, predict } from '../../../router-svc/policy/latency-profile.js';
 import type { WireViewInstance } from '../../../shared/view/view-wire.js';
 import { apply, snapshot, tokens, wireInstance, wireLoad } from './view-fixtures.js';

@@ -4,12 +4,15 @@
  * real grpc-js server). Defaults: a DEFAULT instance, ACTIVE, with a load report, one DP rank,
  * incarnation `inc-<name>`, generation 1; a synchronized stream of block_size 4, seed 1024.
  */
-import { createPolicy, type CandidateExplanation, type PolicyFlags, type RouteDecision } from '../../../router-svc/policy/policy.js';
+import { createPolicy, type PolicyFlags } from '../../../router-svc/policy/create-policy.js';
+import type { CandidateExplanation, RouteDecision } from '../../../router-svc/policy/policy-types.js';
 import { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
 import type { ClaimOrder } from '../../../router-svc/inflight/claim-order.js';
 import type { InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
 import { ContentKeyHasher } from '../../../shared/keys/content-key.js';
+import { PLAIN_IDENTITY, type KeyIdentity } from '../../../shared/keys/cache-identity.js';
+import type { WireServedModels } from '../../../shared/view/view-wire.js';
 import { TIER_BOTH, TIER_DEVICE, TIER_HOST } from '../../../shared/keys/tier-bits.js';
 import type {
   WireResidencyChanges,
@@ -68,6 +71,11 @@ export function wireStream(streamId: number, instanceName: string, over: Partial
   };
 }
 
+/** A served-model list (cache-identity §1) in its wire shape: `base`, then adapters of it. */
+export function served(base: string, ...adapters: string[]): WireServedModels {
+  return { data: [{ name: base, parent: '' }, ...adapters.map((name) => ({ name, parent: base }))] };
+}
+
 /** Residency blobs: `keys` holds the listed 16-byte keys, each with its tier byte. */
 export function residency(keys: readonly Uint8Array[], tiers: readonly number[]): { keys: Uint8Array; tiers: Uint8Array } {
   const k = new Uint8Array(keys.length * 16);
@@ -97,10 +105,13 @@ export function heartbeat(epoch: string, version: number): WireViewUpdate {
   return { epoch, version: String(version), body: 'heartbeat', heartbeat: {}, sent_at_ms: '0' };
 }
 
-/** The §4 keys of `tokens`' complete blocks, one 16-byte key per block. */
-export async function blockKeys(tokens: readonly number[], blockSize = 4, seed = 1024): Promise<Uint8Array[]> {
+/**
+ * The §4 keys of `tokens`' complete blocks, one 16-byte key per block; under `identity`
+ * (cache-identity §3: LoRA name, salt) when given.
+ */
+export async function blockKeys(tokens: readonly number[], blockSize = 4, seed = 1024, identity: KeyIdentity = PLAIN_IDENTITY): Promise<Uint8Array[]> {
   const hasher = await ContentKeyHasher.forSeed(seed);
-  const chain = hasher.chain(tokens, blockSize);
+  const chain = hasher.chain(tokens, blockSize, undefined, identity);
   const out: Uint8Array[] = [];
   for (let b = 0; b * 16 < chain.length; b++) out.push(chain.slice(b * 16, b * 16 + 16));
   return out;

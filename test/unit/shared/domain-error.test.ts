@@ -25,7 +25,7 @@ describe('one base error with a stable class', () => {
     expect(gap.message).to.equal('gap: x');
     const config = new ConfigError('--grpc_port', 'expected an integer');
     expect([config.class, config.message]).to.deep.equal(['config', '--grpc_port: expected an integer']);
-    const shape = new PromptShapeError('messages[0].role must be a string');
-    expect([shape.class, shape.message, shape.name]).to.deep.equal(['prompt_shape', 'messages[0].role must be a string', 'PromptShapeError']);
+    const shape = new PromptShapeError('messages[0].role must be a string', 'messages');
+    expect([shape.class, shape.message, shape.name, shape.param]).to.deep.equal(['prompt_shape', 'messages[0].role must be a string', 'PromptShapeError', 'messages']);
   });
 });

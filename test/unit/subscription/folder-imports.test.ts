@@ -6,6 +6,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { importCycles } from '../../helpers/import-cycles.js';
 
 const SVC = join(dirname(fileURLToPath(import.meta.url)), '../../../directory-svc');
 
@@ -28,28 +29,17 @@ describe('directory-svc layering', () => {
 
   it('directory-svc folders import without cycles (no folder reaches itself through others)', () => {
     const folders = readdirSync(SVC, { withFileTypes: true }).filter((d) => d.isDirectory()).map((d) => d.name);
-    const uses = new Map<string, Set<string>>();
+    const uses = new Map<string, string[]>();
     for (const folder of folders) {
       const used = new Set<string>();
       for (const { spec } of importsOf(folder)) {
         const m = /^\.\.\/([\w-]+)\//.exec(spec);
         if (m !== null && folders.includes(m[1]!)) used.add(m[1]!);
       }
-      uses.set(folder, used);
+      uses.set(folder, [...used]);
     }
     // Depth-first search for a path that comes back to a folder on it (any length, not only pairs).
-    const done = new Set<string>();
-    const cycles: string[] = [];
-    const visit = (folder: string, path: string[]): void => {
-      if (path.includes(folder)) {
-        cycles.push([...path.slice(path.indexOf(folder)), folder].join(' -> '));
-        return;
-      }
-      if (done.has(folder)) return;
-      for (const next of uses.get(folder)!) visit(next, [...path, folder]);
-      done.add(folder);
-    };
-    for (const folder of folders) visit(folder, []);
+    const cycles = importCycles(uses);
     expect(cycles).to.deep.equal([]);
   });
 });

@@ -6,7 +6,6 @@
  */
 import { expect } from 'chai';
 import type { InstanceRegistration } from '../../../directory-svc/discovery/instance-json.js';
-import { InstanceTable, type InstanceChange } from '../../../directory-svc/discovery/instance-table.js';
 import { checkInflightReport } from '../../../directory-svc/grpc/inflight-handler.js';
 import { InflightService } from '../../../directory-svc/inflight/inflight-service.js';
 import { INFLIGHT_TTL_MS, InflightTable } from '../../../directory-svc/inflight/inflight-table.js';
@@ -14,25 +13,14 @@ import { MAX_PROMPT_GRANULES, PENDING_PROMPTS_PER_SHARE } from '../../../shared/
 import { ViewPublisher } from '../../../directory-svc/view/view-publisher.js';
 import type { ViewSink } from '../../../directory-svc/view/view-watcher.js';
 import { decodeViewUpdate, type DecodedViewUpdate } from '../../helpers/view-model.js';
+import { TableInstances } from '../../helpers/instance-table-source.js';
 
 function registration(name: string): InstanceRegistration {
-  return { name, type: 'DEFAULT', rpcAddress: name, incarnationId: 'inc-1', registerTsMs: 1000, dpSize: 1, ttftProfile: [], tpotProfile: [], backendType: 'xllm' };
+  return { name, type: 'DEFAULT', rpcAddress: name, incarnationId: 'inc-1', registerTsMs: 1000, dpSize: 1, ttftProfile: [], tpotProfile: [], backendType: 'xllm', models: null };
 }
 
 /** A real InstanceTable with any number of change listeners (as DiscoveryService has). */
-class Instances {
-  readonly table = new InstanceTable({ leaseLostHeartbeatTimeoutMs: 3000, detectDisconnectedIntervalMs: 15000 });
-  private readonly listeners: ((c: InstanceChange) => void)[] = [];
-  instances() {
-    return this.table.instances();
-  }
-  onChange(l: (c: InstanceChange) => void): () => void {
-    this.listeners.push(l);
-    return () => undefined;
-  }
-  emit(changes: readonly InstanceChange[]): void {
-    for (const c of changes) for (const l of this.listeners) l(c);
-  }
+class Instances extends TableInstances {
   heartbeat(name: string, waiting: number): void {
     this.emit(this.table.heartbeat({ name, incarnationId: 'inc-1', currentRole: null, load: { waitingRequests: waiting, gpuCacheUsage: 0, recentMaxTtftMs: null, recentMaxTbtMs: null } }, 0).changes);
   }

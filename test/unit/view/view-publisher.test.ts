@@ -146,6 +146,7 @@ function registration(name: string, over: Partial<InstanceRegistration> = {}): I
     ttftProfile: [[128, 20]],
     tpotProfile: [],
     backendType: 'xllm',
+    models: null,
     ...over,
   };
 }
@@ -343,6 +344,52 @@ describe('architecture.md view stream: publisher', () => {
       p.flush();
       applyAll(model, sink, sink.sent.length - 1);
       expect(model.streamByName('d:8000', 0)).to.equal(null);
+    } finally {
+      await directory.close();
+    }
+  });
+
+  it('engines.md §1 engine_kind on every ViewStream the directory publishes: snapshot, upsert and reset carry the kind (xllm when absent); the router reads it', async () => {
+    const p = open();
+    const directory = new Directory({
+      enabled: true,
+      streamSource: 'static',
+      maxStreams: 4,
+      limits: DEFAULT_STREAM_LIMITS,
+      createStream: (cfg) => new SourceStream(cfg.instanceName),
+      trackers: [p],
+    });
+    try {
+      const base = { dpRank: 0, blockSize: 4, topic: '', hashSeed: 1024n };
+      await directory.addStream({ ...base, instanceName: 'v:8000', endpoint: 'tcp://127.0.0.1:1', replayEndpoint: '', engineKind: 'vllm' });
+      await directory.addStream({ ...base, instanceName: 'x:8000', endpoint: 'tcp://127.0.0.1:3', replayEndpoint: 'tcp://127.0.0.1:4' });
+      const { src } = track(p, 'g:8000');
+      const sglang = p.addStream({ instanceName: 'sg:8000', dpRank: 0, blockSize: 4, hashSeed: 1024n, engineKind: 'sglang' });
+      const sgSrc = new SourceStream('sg:8000');
+      sgSrc.index = sgSrc.newIndex();
+      sgSrc.observe(new StreamObservers([sglang]));
+      const sink = new MemorySink();
+      watchInto(p, new ViewModel(), sink);
+      const snap = sink.updates()[0]!;
+      const kinds = new Map(snap.snapshot!.streams.map((s) => [s.instance_name, s.engine_kind]));
+      expect(Object.fromEntries(kinds)).to.deep.equal({ 'v:8000': 'vllm', 'x:8000': 'xllm', 'g:8000': 'xllm', 'sg:8000': 'sglang' });
+      // An upsert (a batch) and a reset (a recovered index) carry it too.
+      sgSrc.index.applyEvents([stored([1], null, range(1, 4), 1)], skips());
+      sgSrc.sequence++;
+      sgSrc.announceBatch();
+      p.flush();
+      const fresh = sgSrc.newIndex();
+      sgSrc.index = fresh;
+      sgSrc.announceIndex();
+      p.flush();
+      const deltas = sink.updates().slice(1).map((u) => u.delta!);
+      expect(deltas.flatMap((d) => d.stream_upserts.map((s) => s.engine_kind))).to.deep.equal(['sglang']);
+      expect(deltas.flatMap((d) => d.stream_resets.map((s) => s.engine_kind))).to.deep.equal(['sglang']);
+      const cache = new ViewCache({ staleAfterMs: 3_600_000 });
+      await cache.hashers.ensure([1024n]);
+      for (const u of sink.updates()) cache.applyUpdate(routerDecode(u), clock);
+      expect(Object.fromEntries(cache.streams().map((s) => [s.instanceName, s.engineKind]))).to.deep.equal({ 'v:8000': 'vllm', 'x:8000': 'xllm', 'g:8000': 'xllm', 'sg:8000': 'sglang' });
+      expect(src.index!.entryCount).to.equal(0);
     } finally {
       await directory.close();
     }

@@ -5,9 +5,11 @@ import type { ViewInstance as _kvdirectory_v1_ViewInstance, ViewInstance__Output
 export interface ListInstancesResponse {
   'instances'?: (_kvdirectory_v1_ViewInstance)[];
   'etcd_connected'?: (boolean);
+  'etcd_disabled'?: (boolean);
 }
 
 export interface ListInstancesResponse__Output {
   'instances': (_kvdirectory_v1_ViewInstance__Output)[];
   'etcd_connected': (boolean);
+  'etcd_disabled': (boolean);
 }

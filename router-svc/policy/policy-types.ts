@@ -1,14 +1,14 @@
 /**
- * The routing policies' common surface (routing.md): a pure decision over the router's view.
- * `createPolicy` picks the implementation named by `--load_balance_policy`.
+ * The surface every routing policy implements and returns (routing.md), at the bottom of the
+ * policy folder: the policies import these types, and only create-policy.ts imports the policies
+ * (see README.md here for the layering and what a new policy implements).
  */
-import type { RouterFlags } from '../../shared/config/router-flags.js';
-import type { InflightLoad } from '../inflight/inflight-load.js';
+import type { LoadBalancePolicy } from '../../shared/config/router-flags.js';
+import type { RequestIdentity } from '../identity/request-identity.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
-import { CarPolicy } from './car-policy.js';
-import { RoundRobinPolicy } from './round-robin-policy.js';
-import { SloAwarePolicy } from './slo-aware-policy.js';
-import { TtftPolicy, ttftPolicyOptions } from './ttft-policy.js';
+
+/** A policy's name: the `--load_balance_policy` value that selects it, and the route answer's `policy`. */
+export type PolicyName = LoadBalancePolicy;
 
 /** What a policy decides on (`POST /v1/route`, or a proxied request's prompt). */
 export interface RouteRequest {
@@ -17,15 +17,21 @@ export interface RouteRequest {
   /** Input length for RR/SLO_AWARE when tokenIds is null (ignored when tokenIds is given). */
   readonly promptTokens: number;
   /**
+   * cache-identity §2: the request's model scope (candidates are the instances serving it) and
+   * the keys its prompt is matched under (LoRA adapter, salt). Absent = ANY_IDENTITY (any
+   * instance, base keys); the HTTP edge always resolves one.
+   */
+  readonly identity?: RequestIdentity;
+  /**
    * `POST /v1/route` `"dry_run": true`: explain without counting the decision as in-flight load
    * (routing.md "In-flight load"). The policies ignore it; the route decider reads it. Absent =
    * false (proxied requests always count).
    */
   readonly dryRun?: boolean;
   /**
-   * The prompt's fingerprints (shared/keys/prompt-fingerprint.ts) when pending prefix credit is
-   * on (`--car_pending_prefix`): CAR credits the prefix they share with requests in flight on an
-   * instance. Absent or null = no pending credit. The route decider fills it.
+   * The prompt's fingerprints (shared/keys/prompt-fingerprint.ts, seeded with the identity) when
+   * pending prefix credit is on (`--car_pending_prefix`): CAR credits the prefix they share with
+   * requests in flight on an instance. Absent or null = no pending credit. The route decider fills it.
    */
   readonly promptFingerprints?: Uint32Array | null;
 }
@@ -73,7 +79,7 @@ export interface TieBreakExplanation {
 }
 
 export interface RouteDecision {
-  policy: 'RR' | 'SLO_AWARE' | 'CAR' | 'TTFT';
+  policy: PolicyName;
   prefill: { name: string; incarnation_id: string };
   /** null when there is no D candidate, or the chosen prefill is a DEFAULT serving alone. */
   decode: { name: string; incarnation_id: string } | null;
@@ -95,32 +101,22 @@ export interface ClaimOrderExplanation {
   moved_from?: string;
 }
 
+/**
+ * A routing policy (routing.md): a pure decision over the router's in-process view — no I/O, no
+ * clock reads (`nowMs` comes in), no metrics or logs (the route decider records them).
+ *
+ * What an implementation must do:
+ * - take its candidates from a `CandidateCache` (candidates.ts) with `of(view, identity)`: that
+ *   is where schedulability, P/D sides and the model filter (cache-identity §2) are applied, and
+ *   where the per-scope rotation cursors live — never from `view.instances()` directly;
+ * - when it matches the prompt, match under `identity.keys` (`view.matchStreams(..., identity.keys)`);
+ * - explain every candidate it scored (`candidates`, built with explanation.ts) and throw
+ *   NoCandidateError when no instance can take the request (the 503's reason).
+ * Registering one: add its name to LOAD_BALANCE_POLICIES (shared/config/router-flags.ts) and a
+ * case to createPolicy (create-policy.ts).
+ */
 export interface RoutingPolicy {
-  readonly name: 'RR' | 'SLO_AWARE' | 'CAR' | 'TTFT';
+  readonly name: PolicyName;
   /** Throws NoCandidateError (503) when no instance can take the request. */
   decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision;
-}
-
-export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'> &
-  Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack'>>;
-
-/**
- * `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. `routerId`: where
- * CAR's tie rotations start (absent: the first name).
- */
-export function createPolicy(flags: PolicyFlags, inflight: InflightLoad | null = null, routerId?: string): RoutingPolicy {
-  switch (flags.loadBalancePolicy) {
-    case 'CAR':
-      return new CarPolicy({ prefillLambda: flags.carPrefillLambda, hostHitWeight: flags.carHostHitWeight, inflight, ...(routerId === undefined ? {} : { routerId }) });
-    case 'RR':
-      return new RoundRobinPolicy();
-    case 'SLO_AWARE':
-      return new SloAwarePolicy({ targetTtftMs: flags.targetTtftMs, targetTpotMs: flags.targetTpotMs });
-    case 'TTFT':
-      return new TtftPolicy(ttftPolicyOptions(flags, inflight, routerId));
-    default: {
-      const never: never = flags.loadBalancePolicy;
-      throw new RangeError(`unknown load_balance_policy ${String(never)}`);
-    }
-  }
 }
