@@ -162,6 +162,29 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     expect(d.prefill.name).to.equal('b:1');
   });
 
+
+  it("TT12 a request retried on the next-best engine (the first vanished) moves to its ledger with that engine's own prefill; its first token ends it there and teaches no engine", async () => {
+    // a: nothing cached, idle → 16 ms. b: k0 k1 on Device (own 8) behind another replica's 1,000-token ledger → 1,008 ms.
+    const ledger: WireInflightShare = { router_id: 'router-x', count: 0, prompts: [], outstanding_prefill: { tokens: '1000', requests: 1 } };
+    await load([instance('a:1'), instance('b:1', 0, [ledger])], [wireStream(1, 'a:1'), wireStream(2, 'b:1', residency([k[0]!, k[1]!], [DEVICE, DEVICE]))]);
+    const p = policy();
+    const dec = decider(p);
+    const tracked = await dec.decideTracked({ tokenIds: T16, promptTokens: 0 }, 0);
+    expect(tracked.decision.prefill.name).to.equal('a:1');
+    expect(inflight.ownOutstandingTokens(view.instance('a:1')!)).to.equal(16);
+    tracked.answered(); // the forward to a:1 failed before any byte
+    const moved = dec.retarget(tracked, 'b:1');
+    expect(inflight.ownOutstandingTokens(view.instance('a:1')!)).to.equal(0);
+    expect(inflight.ownOutstandingRequests(view.instance('b:1')!)).to.equal(1);
+    expect(inflight.ownOutstandingTokens(view.instance('b:1')!)).to.equal(8);
+    expect(inflight.own(view.instance('b:1')!)).to.equal(1);
+    moved.firstToken();
+    expect(inflight.ownOutstandingRequests(view.instance('b:1')!)).to.equal(0);
+    // The time included the failed attempt and the prediction was a's: neither engine learns from it.
+    expect(p.throughputEstimates().every((e) => e.samples === 0)).to.equal(true);
+    moved.answered();
+    expect(inflight.own(view.instance('b:1')!)).to.equal(0);
+  });
   it('TT5 hits: Device free, Host-only at c; c = 1 makes a Host hit worth nothing', async () => {
     // a: k0 k1 Device → own 16 − 8 = 8. b: k0 Device, k1..k3 Host → own 16 − 4 − 12 + .25 · 12 = 3.
     await load(
