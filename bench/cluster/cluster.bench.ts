@@ -105,7 +105,7 @@
  *        [--workload=multi_turn|agentic|mixed_length|trace] [--samples=FILE] [--car_inflight_load=false] [--car_pending_prefix=false]
  *        [--no_sweep | --sweep_only] [--sweep_kv=pressured|ample] [--sweep_warm] [--reps=10] [--max_pair_reps=30] [--no_desync]
  *        [--trace=FILE] [--trace_requests=N] [--trace_speed=X [--replay_only]] [--trace_us_per_token=40] [--trace_window_s=10]
- *        [--write_trace=FILE]
+ *        [--write_trace=FILE] [--runs=TTFT,CAR_0.8,...] [--router_flag=--name=value ...]
  * (--quick: the short form for CI; full ≈ 15 min plus the trace workloads. --samples appends every
  * request's sample. Issue 27's comparisons alone: --sweep_only [--workload=mixed_length].)
  * The machine is shared: client TTFT includes its scheduling noise; engine_ttft_p90_ms does not.
