@@ -31,6 +31,8 @@ const benches: { name: string; file: string; nodeArgs?: string[] }[] = [
   { name: 'propagation', file: 'bench/propagation/propagation.bench.ts' },
   { name: 'scale', file: 'bench/scale/scale.bench.ts', nodeArgs: ['--expose-gc', '--max-old-space-size=16384'] },
   { name: 'cluster', file: 'bench/cluster/cluster.bench.ts' },
+  // Issue 26: two base models, an adapter and two salted tenants on one fleet (per-identity hit ratio vs ORACLE).
+  { name: 'cluster-identity', file: 'bench/cluster/identity.bench.ts' },
 ];
 
 // The machine the numbers come from (the docs print it under every table): these runs share their

@@ -33,6 +33,11 @@ export interface MetaServiceDeps {
   /** Clock in ms since epoch; tests inject it. */
   readonly nowMs: () => number;
   /**
+   * reportEvent bodies of at least this many bytes are parsed and written by the report worker
+   * (issue 28); null = never (undefined: the default size).
+   */
+  readonly reportOffloadMinBytes?: number | null;
+  /**
    * Run `hook` during close, after in-flight requests finished and before the store closes
    * (§9.3 "statistics flush"). Hooks run in registration order; a failing hook is logged.
    */
@@ -51,6 +56,8 @@ export interface MetaServiceOptions {
   readonly storeAvailable?: () => boolean;
   /** Background lease TTL on the Redis store (tests shorten it; default 3 s). */
   readonly leaseTtlMs?: number;
+  /** See MetaServiceDeps.reportOffloadMinBytes (tests force the worker with 0, or turn it off). */
+  readonly reportOffloadMinBytes?: number | null;
   /**
    * prom-client's process metrics (`process_*`, `nodejs_*`: memory, CPU, event-loop lag) on
    * `/metrics`, as directory-svc has them; main turns them on, tests that start many services leave
@@ -80,7 +87,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
   const store = new InstrumentedMetaStore(opts.store, metrics.storeTxDurationSeconds);
   const redisStore = opts.store instanceof RedisMetaStore ? opts.store : null;
   const instances = new InstanceRegistry(store, config, log.child({ component: 'meta-instances' }), redisStore === null);
-  const cluster = redisStore ? createRedisCluster(redisStore, config.nodeId, log, metrics.registry, opts.leaseTtlMs) : null;
+  const cluster = redisStore ? createRedisCluster(redisStore, config.nodeId, log, metrics.registry, instances, opts.leaseTtlMs) : null;
   // Bound once reportEvent is registered: every RPC first catches up with the other replicas.
   let catchUp: () => Promise<void> = () => Promise.resolve();
   const deps: MetaServiceDeps = {
@@ -91,6 +98,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
     instances,
     cluster,
     nowMs: opts.nowMs ?? Date.now,
+    reportOffloadMinBytes: opts.reportOffloadMinBytes,
     onClose: (hook) => {
       closeHooks.push(hook);
     },
@@ -119,6 +127,7 @@ export async function startMetaService(opts: MetaServiceOptions): Promise<MetaSe
         }
       }
       await opts.store.close();
+      metrics.stopLoopMonitor();
       log.info('meta service stopped');
     })();
     return closing;

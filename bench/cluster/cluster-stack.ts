@@ -26,6 +26,9 @@ import { EngineSimulator } from '../../tools/engine-sim/engine-simulator.js';
 import { OpenAiEndpoint } from '../../tools/engine-sim/openai-server.js';
 import { benchTokenizer } from './workloads.js';
 import { PrefillQueue, type PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
+import { ServedModelRegistry } from '../../tools/engine-sim/served-model-registry.js';
+import type { ModelTokenizers } from '../../shared/tokenize/model-tokenizers.js';
+import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const NAMESPACE = 'bench-cluster';
@@ -38,6 +41,14 @@ export interface EngineShape {
   readonly hostCapacityBlocks: number;
   readonly prefill: PrefillCostOptions;
   readonly heartbeatIntervalMs: number;
+  /**
+   * cache-identity §1, §6: what the engine serves (base model first, then its adapters), strict
+   * (another model is vLLM's 404) and registered in etcd as the instance's `models`; absent: the
+   * lenient default (any model, an unknown list), as before.
+   */
+  readonly servedModels?: readonly string[];
+  /** Its model's tokenizer; absent: the bench's Qwen3 (`benchTokenizer`). */
+  readonly tokenizer?: PromptTokenizer;
 }
 
 /** One simulated engine with the prefill cost model on, registered and heartbeating. */
@@ -67,7 +78,8 @@ export class ClusterEngine {
     });
     const queue = new PrefillQueue(shape.prefill);
     // The engines tokenize chat text with the routers' tokenizer, as real engines share the model's.
-    const endpoint = new OpenAiEndpoint({ engine: sim, tokenizer: benchTokenizer(), tokenIntervalMs: 0, prefill: queue });
+    const models = shape.servedModels === undefined ? undefined : new ServedModelRegistry({ names: shape.servedModels, strict: true });
+    const endpoint = new OpenAiEndpoint({ engine: sim, tokenizer: shape.tokenizer ?? benchTokenizer(), tokenIntervalMs: 0, prefill: queue, ...(models === undefined ? {} : { models }) });
     let control: EngineControl;
     try {
       control = await EngineControl.start({
@@ -79,6 +91,7 @@ export class ClusterEngine {
         heartbeatIntervalMs: shape.heartbeatIntervalMs,
         leaseTtlS: 10,
         httpRoutes: endpoint,
+        ...(models === undefined ? {} : { servedModels: () => models.list().map((m) => m.name) }),
       });
     } catch (e) {
       await sim.close();
@@ -177,11 +190,18 @@ export class ClusterStack {
   }
 
   /**
-   * A router replica with `policy` (and CAR's lambda), HTTP on a free port, with `extraFlags` (the
-   * TTFT policy's prior, say). Each gets its own router id: replicas share this process, and
+   * A router replica with `policy` (and CAR's lambda), HTTP on a free port, with `tokenizers` and
+   * `extraFlags` (the TTFT policy's prior, say). Each gets its own router id: replicas share this process, and
    * in-flight load tells routers apart by id.
    */
-  async startRouter(policy: 'RR' | 'SLO_AWARE' | 'CAR' | 'TTFT', lambda = 0.5, inflightLoad = true, pendingPrefix = true, extraFlags: readonly string[] = []): Promise<RouterService> {
+  async startRouter(
+    policy: 'RR' | 'SLO_AWARE' | 'CAR' | 'TTFT',
+    lambda = 0.5,
+    inflightLoad = true,
+    pendingPrefix = true,
+    tokenizers?: ModelTokenizers,
+    extraFlags: readonly string[] = [],
+  ): Promise<RouterService> {
     const parsed = parseRouterFlags([
       `--directory_addr=${this.directoryGrpc}`,
       `--load_balance_policy=${policy}`,
@@ -192,7 +212,8 @@ export class ClusterStack {
     ]);
     if (parsed.kind !== 'flags') throw new Error('unexpected --help');
     const routerId = `bench-router-${++this.routersStarted}`;
-    return RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId });
+    // `tokenizers`: per-model tokenizers (cache-identity §5, what --models_file loads); default one Qwen3 for every model.
+    return RouterService.start({ flags: parsed.flags, tokenizer: benchTokenizer(), ...(tokenizers === undefined ? {} : { tokenizers }), logger: silentLogger, host: '127.0.0.1', httpPort: 0, routerId });
   }
 
   async close(): Promise<void> {

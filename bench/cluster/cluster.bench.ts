@@ -538,7 +538,7 @@ async function runOnce(
   try {
     // TTFT's throughput prior is the engines' nominal speed, as an operator would set it from the hardware's.
     const prior = [`--ttft_prefill_tokens_per_s=${Math.round(1e6 / engines[0]!.prefill.usPerToken)}`, ...ROUTER_FLAGS];
-    for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(isOracle(p) ? 'RR' : (p.policy as 'RR' | 'SLO_AWARE' | 'CAR' | 'TTFT'), p.lambda ?? 0.5, INFLIGHT_LOAD, PENDING_PREFIX, prior));
+    for (let i = 0; i < Math.max(1, replicas); i++) routers.push(await stack.startRouter(isOracle(p) ? 'RR' : (p.policy as 'RR' | 'SLO_AWARE' | 'CAR' | 'TTFT'), p.lambda ?? 0.5, INFLIGHT_LOAD, PENDING_PREFIX, undefined, prior));
     for (const e of engines) await e.reset();
     for (const r of routers) await untilSettled(r, engines);
     if (replicas > 1 && DESYNC) await desynchronize(routers, routers.map((r) => rotationOffset(r.routerId)));

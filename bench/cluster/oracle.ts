@@ -11,11 +11,15 @@
  * smallest wins; exact ties go to the engine with the fewest Device blocks (its true pool), then
  * rotate — CAR's own tie rule (router-svc/policy/tie-break.ts) read from the truth. It is what CAR
  * would do with a perfect, instantaneous view — the bound in-flight load and the view stream approach.
+ *
+ * With a request identity (cache-identity §2, §6; oracle-identity.ts) it considers only the engines
+ * that would serve the request's model, and reads each pool under the keys that engine would use.
  */
 import { newRotationCursor, pickMinimumWithRotation } from '../../router-svc/policy/pick-minimum.js';
 import { TIER_DEVICE } from '../../shared/keys/tier-bits.js';
 import type { BlockPool } from '../../tools/engine-sim/block-pool.js';
 import type { ClusterEngine } from './cluster-stack.js';
+import { admissionOn, PLAIN_IDENTITY, type RequestIdentity } from './oracle-identity.js';
 
 /** What the bench needs to route one request: where, and what to call when it is answered. */
 export interface OracleChoice {
@@ -61,14 +65,27 @@ export class OmniscientRouter {
     this.releases = this.byName.map((_, i) => () => void this.queue[i]!--);
   }
 
-  choose(tokenIds: readonly number[]): OracleChoice {
+  choose(tokenIds: readonly number[], identity: RequestIdentity = PLAIN_IDENTITY): OracleChoice {
     const engines = this.byName;
     const blockSize = engines[0]!.sim.rank(0).pool.blockSize;
-    const hashes = engines[0]!.sim.rank(0).pool.hashesOf(tokenIds);
+    // Engines that would refuse the model are no candidates (+Infinity never wins: one serves it).
+    const admits = engines.map((e) => admissionOn(e.endpoint.models, identity));
     let maxQueue = 0;
-    for (let i = 0; i < engines.length; i++) maxQueue = Math.max(maxQueue, this.queue[i]!);
+    for (let i = 0; i < engines.length; i++) if (admits[i] !== null) maxQueue = Math.max(maxQueue, this.queue[i]!);
+    // Admissions differ only by LoRA name (an engine serving the model as an adapter or as base): hash once per name.
+    let hashes: bigint[] = [];
+    let hashedAs: string | null | undefined;
     for (let i = 0; i < engines.length; i++) {
+      const admit = admits[i] ?? null;
+      if (admit === null) {
+        this.scores[i] = Number.POSITIVE_INFINITY;
+        continue;
+      }
       const pool = engines[i]!.sim.rank(0).pool;
+      if (hashedAs !== admit.loraName) {
+        hashes = pool.hashesOf(tokenIds, admit);
+        hashedAs = admit.loraName;
+      }
       const { device, hostOnly } = residentPrefix(pool, hashes);
       const hit = (device + this.hostHitWeight * hostOnly) * blockSize;
       const ratio = tokenIds.length > 0 ? Math.min(1, hit / tokenIds.length) : 0;

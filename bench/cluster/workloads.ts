@@ -83,11 +83,11 @@ class TokenSource {
   }
 }
 
-function uniformInt(rand: () => number, [lo, hi]: readonly [number, number]): number {
+export function uniformInt(rand: () => number, [lo, hi]: readonly [number, number]): number {
   return lo + Math.floor(rand() * (hi - lo + 1));
 }
 
-function exponential(rand: () => number, mean: number): number {
+export function exponential(rand: () => number, mean: number): number {
   return -Math.log(1 - rand()) * mean;
 }
 
@@ -108,7 +108,7 @@ const WORDS = ('the of and to in is that it for was on are as with his they at b
   'your can said there use an each which she do how their if will up other about out many then them these so some her would make like him into ' +
   'time has look two more write go see number no way could people my than first water been call who its now find long down day did get come made may part').split(' ');
 
-function words(rand: () => number, n: number): string {
+export function words(rand: () => number, n: number): string {
   let s = '';
   for (let i = 0; i < n; i++) s += (i === 0 ? '' : ' ') + WORDS[Math.floor(rand() * WORDS.length)]!;
   return s;

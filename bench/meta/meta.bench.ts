@@ -25,8 +25,18 @@
  *       the directory while a worker thread drives reportEvent ADD + lookup load at the MetaService:
  *       `before_split` = MetaService in the same process (the pre-split code path, startMetaService
  *       in-process), `after_split` = meta-svc as its own process.
+ *    8. Issue 28, per store, over a meta-svc process (bench/meta/snapshot-stall.ts): one
+ *       EVENT_BLOCK_SNAPSHOT of 200,000 blocks (50,000 with --quick) while 20 other reporters
+ *       send 1-block ADDs and /health is polled every 10 ms; a window without the snapshot first is
+ *       the baseline. `snapshot_event_loop_stall` (longest event-loop delay, target ≤ 50 ms),
+ *       `snapshot_health_latency` (/health max, target ≤ 50 ms), `snapshot_other_reporters_add_rate`
+ *       (ADDs/s during ÷ without, target ≥ 0.5).
+ *    9. Issue 28, after both stores ran: `redis_vs_sqlite_add_throughput` and
+ *       `redis_vs_sqlite_lookup_throughput` (Redis ÷ SQLite, target ≥ 0.5; lookups = sequential
+ *       128-key getCacheLocation requests per second, p99 of both printed beside).
  * Fixed seed; request bodies built before timing; warm-up requests dropped.
- * Run: node --import tsx bench/meta/meta.bench.ts [--quick] [--store=sqlite|redis]   (--quick: fewer samples)
+ * Run: node --import tsx bench/meta/meta.bench.ts [--quick] [--store=sqlite|redis] [--part=throughput|stall]
+ *   (--quick: fewer samples and a 50,000-block snapshot; --part: only the in-process parts 1–7 and 9, or only part 8)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, request, Agent } from 'node:http';
@@ -45,6 +55,7 @@ import { RedisServer } from '../../test/helpers/redis-server.js';
 import { freePort } from '../../test/helpers/ports.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { seededRandom } from '../lib/seeded-random.js';
+import { measureSnapshotStall } from './snapshot-stall.js';
 
 const QUICK = process.argv.includes('--quick');
 const STORED_KEYS = QUICK ? 4_096 : 20_000;
@@ -59,7 +70,16 @@ const CLEANUP_LOCATIONS = QUICK ? 50_000 : 200_000;
 const LOOP_LOAD_MS = QUICK ? 3_000 : 10_000;
 const STORE_ARG = process.argv.find((a) => a.startsWith('--store='))?.slice('--store='.length);
 const STORES: readonly ('sqlite' | 'redis')[] = STORE_ARG === 'sqlite' || STORE_ARG === 'redis' ? [STORE_ARG] : ['sqlite', 'redis'];
+const PART = process.argv.find((a) => a.startsWith('--part='))?.slice('--part='.length) ?? 'all';
+const SNAPSHOT_BLOCKS = QUICK ? 50_000 : 200_000;
+const STALL_BASELINE_MS = QUICK ? 3_000 : 8_000;
+/** Issue 28 goals. */
+const STALL_MAX_MS = 50;
+const ADD_RATE_RATIO = 0.5;
+const REDIS_RATIO = 0.5;
 let currentStore = '';
+/** Per store, what part 9 compares. */
+const measured = new Map<string, { addEventsPerS: number; lookupsPerS: number; lookupP99Ms: number }>();
 
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
@@ -160,21 +180,102 @@ async function startService(dir: string, store: (path: string) => Promise<MetaSt
 async function main(): Promise<void> {
   for (const kind of STORES) {
     currentStore = kind;
-    const dir = mkdtempSync(join(tmpdir(), 'kvcm-bench-'));
-    const redis = kind === 'redis' ? await RedisServer.start() : null;
-    try {
-      const meta = await startService(dir, async (path) =>
-        redis ? RedisMetaStore.open({ host: '127.0.0.1', port: redis.port, db: 0, namespace: 'bench' }) : SqliteMetaStore.open(path),
-      );
-      await runStore(meta);
-    } finally {
-      await redis?.destroy();
-      rmSync(dir, { recursive: true, force: true });
-    }
+    if (PART !== 'stall') await throughputPart(kind);
+    if (PART !== 'throughput') await stallPart(kind);
   }
   currentStore = '';
-  await loopDelay();
+  if (PART !== 'stall') {
+    compareStores();
+    await loopDelay();
+  }
   agent.destroy();
+}
+
+async function throughputPart(kind: 'sqlite' | 'redis'): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'kvcm-bench-'));
+  const redis = kind === 'redis' ? await RedisServer.start() : null;
+  try {
+    const meta = await startService(dir, async (path) =>
+      redis ? RedisMetaStore.open({ host: '127.0.0.1', port: redis.port, db: 0, namespace: 'bench' }) : SqliteMetaStore.open(path),
+    );
+    await runStore(meta);
+  } finally {
+    await redis?.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Part 8: one big snapshot against a meta-svc process, with and without it (issue 28). */
+async function stallPart(kind: 'sqlite' | 'redis'): Promise<void> {
+  const redis = kind === 'redis' ? await RedisServer.start() : null;
+  try {
+    const r = await measureSnapshotStall({ store: kind, redis, blocks: SNAPSHOT_BLOCKS, baselineMs: STALL_BASELINE_MS });
+    const common = { snapshot_blocks: SNAPSHOT_BLOCKS, body_mb: round3(r.bodyBytes / 1e6), snapshot_ms: r.snapshotMs, snapshot_code: r.snapshotCode };
+    emit({
+      name: 'snapshot_event_loop_stall',
+      target: `stall_max_ms <= ${STALL_MAX_MS}`,
+      met: r.stallMaxMs <= STALL_MAX_MS && r.snapshotCode === 'OK',
+      stall_max_ms: r.stallMaxMs,
+      baseline_stall_max_ms: r.baseline.stallMaxMs,
+      ...common,
+    });
+    emit({
+      name: 'snapshot_health_latency',
+      target: `max_ms <= ${STALL_MAX_MS}`,
+      met: r.healthMaxMs <= STALL_MAX_MS && r.snapshotCode === 'OK',
+      p99_ms: r.healthP99Ms,
+      max_ms: r.healthMaxMs,
+      samples: r.healthSamples,
+      baseline_p99_ms: r.baseline.healthP99Ms,
+      baseline_max_ms: r.baseline.healthMaxMs,
+      ...common,
+    });
+    const ratio = r.baseline.addsPerS > 0 ? round3(r.addsPerS / r.baseline.addsPerS) : 0;
+    emit({
+      name: 'snapshot_other_reporters_add_rate',
+      target: `ratio >= ${ADD_RATE_RATIO}`,
+      met: ratio >= ADD_RATE_RATIO && r.snapshotCode === 'OK',
+      ratio,
+      during_adds_per_s: r.addsPerS,
+      baseline_adds_per_s: r.baseline.addsPerS,
+      baseline_window_ms: r.baseline.windowMs,
+      reporters: 20,
+      ...common,
+    });
+  } finally {
+    await redis?.destroy();
+  }
+}
+
+/** Part 9: Redis against SQLite in this run (issue 28: ≥ 0.5× on ADD and lookups). */
+function compareStores(): void {
+  const sqlite = measured.get('sqlite');
+  const redis = measured.get('redis');
+  if (sqlite === undefined || redis === undefined) return;
+  const addRatio = round3(redis.addEventsPerS / sqlite.addEventsPerS);
+  emit({
+    name: 'redis_vs_sqlite_add_throughput',
+    target: `ratio >= ${REDIS_RATIO}`,
+    met: addRatio >= REDIS_RATIO,
+    ratio: addRatio,
+    redis_events_per_s: redis.addEventsPerS,
+    sqlite_events_per_s: sqlite.addEventsPerS,
+  });
+  const lookupRatio = round3(redis.lookupsPerS / sqlite.lookupsPerS);
+  emit({
+    name: 'redis_vs_sqlite_lookup_throughput',
+    target: `ratio >= ${REDIS_RATIO}`,
+    met: lookupRatio >= REDIS_RATIO,
+    ratio: lookupRatio,
+    redis_lookups_per_s: redis.lookupsPerS,
+    sqlite_lookups_per_s: sqlite.lookupsPerS,
+    redis_p99_ms: redis.lookupP99Ms,
+    sqlite_p99_ms: sqlite.lookupP99Ms,
+  });
+}
+
+function round3(v: number): number {
+  return Math.round(v * 1000) / 1000;
 }
 
 async function runStore(meta: MetaServiceHandle): Promise<void> {
@@ -228,6 +329,7 @@ async function runStore(meta: MetaServiceHandle): Promise<void> {
   }
 
   const prefix = stats(await timeRequests(port, '/api/getCacheLocation', prompts, WARMUP, true));
+  const lookupsPerS = Math.round(1000 / prefix.mean_ms);
   emitLatencyTarget('get_cache_location_prefix', 'p99_ms < 10', 'p99_ms', true, 10, prefix, { stored_keys: STORED_KEYS, prompt_keys: PROMPT_KEYS }, baseline);
   const longs = Array.from({ length: (QUICK ? 20 : 100) + 5 }, () => long);
   const long4096 = stats(await timeRequests(port, '/api/getCacheLocation', longs, 5, true));
@@ -254,6 +356,7 @@ async function runStore(meta: MetaServiceHandle): Promise<void> {
     baseline_cpu_ms_per_request: baseline.cpu_ms_per_request,
   });
   emitLatencyTarget('report_event_add_latency', 'PERF-01 p99_ms <= 150', 'p99_ms', false, 150, add, { blocks_per_request: ADD_BLOCKS_PER_REQUEST }, baseline);
+  measured.set(currentStore, { addEventsPerS: eventsPerS, lookupsPerS, lookupP99Ms: prefix.p99_ms });
 
   const hs = Array.from({ length: QUICK ? 10 : 40 }, () => hostState);
   const host = stats(await timeRequests(port, '/api/getHostCacheState', hs, 3, true));

@@ -13,6 +13,7 @@ import { BackgroundLease } from './redis-lease.js';
 import { RedisReporterSync } from './redis-reporter-sync.js';
 import { RedisSessionBook } from './redis-session-book.js';
 import type { SessionBook } from '../write/session-book.js';
+import type { SnapshotStages } from '../report/offloaded-writes.js';
 
 /** A dead holder's background work moves to another replica within 2 × this (R4). */
 export const BACKGROUND_LEASE_TTL_MS = 3000;
@@ -21,11 +22,25 @@ export interface MetaCluster {
   readonly holder: string;
   readonly lease: BackgroundLease;
   readonly sessionBook: SessionBook;
+  /** Big snapshots staged in Redis and landed by the roll-forward (report/offloaded-writes.ts). */
+  readonly stages: SnapshotStages;
   reporterSync(registry: ReporterRegistry): ReporterSync;
   close(): Promise<void>;
 }
 
-export function createRedisCluster(store: RedisMetaStore, nodeId: string, log: Logger, registry: Registry, leaseTtlMs = BACKGROUND_LEASE_TTL_MS): MetaCluster {
+/** Told the registrations' shared version at every catch-up (InstanceRegistry.observeSharedVersion). */
+export interface SharedRegistrations {
+  observeSharedVersion(version: string | null): void;
+}
+
+export function createRedisCluster(
+  store: RedisMetaStore,
+  nodeId: string,
+  log: Logger,
+  registry: Registry,
+  registrations: SharedRegistrations,
+  leaseTtlMs = BACKGROUND_LEASE_TTL_MS,
+): MetaCluster {
   // Unique per process even when two replicas were given the same node_id.
   const holder = `${nodeId}/${randomBytes(4).toString('hex')}`;
   const lease = new BackgroundLease({
@@ -57,6 +72,7 @@ export function createRedisCluster(store: RedisMetaStore, nodeId: string, log: L
     holder,
     lease,
     sessionBook: new RedisSessionBook(store.redis, store.keyPrefix),
+    stages: store,
     reporterSync: (registry) =>
       new RedisReporterSync({
         redis: store.redis,
@@ -65,6 +81,7 @@ export function createRedisCluster(store: RedisMetaStore, nodeId: string, log: L
         holder,
         backgroundHolder: () => lease.held,
         logger: log.child({ component: 'meta-reporter-sync' }),
+        alsoWatch: { key: store.instancesVersionKey, observe: (v) => registrations.observeSharedVersion(v) },
       }),
     close: () => lease.stop(),
   };

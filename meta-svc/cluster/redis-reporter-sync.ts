@@ -30,24 +30,29 @@ const RENEW_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis
 const RELEASE_SCRIPT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 /** Redis's own clock for lease expiry: replicas' clocks need not agree. */
 const NOW = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
-/** A delta's cluster lease: refused while a snapshot marker exists. */
+/**
+ * A delta's cluster lease: refused (0) while a snapshot marker exists; granted with the
+ * reporter's record (or false when it has none), so the run checks its epoch on fresh state
+ * without another round trip.
+ */
 const DELTA_SCRIPT = `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 ${NOW}
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])
-return 1`;
+return {1, redis.call('HGET', KEYS[3], ARGV[3])}`;
 const RENEW_DELTA_SCRIPT = `${NOW} return redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])`;
 /** Live delta leases (expired ones, of dead replicas, dropped first). */
 const LEASES_SCRIPT = `${NOW} redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) return redis.call('ZCARD', KEYS[1])`;
 
 /**
- * A dead holder's lock, lease or marker expires after this; a live holder renews it every
- * second. Long, because a replica busy building a 100k-block snapshot may not run its renewal
- * timer for seconds, and an expired marker would let another replica's delta overtake the
- * snapshot (§7.7). It matches §7.7's "drain timeout + 5 s": a dead replica's gate holds others
- * back no longer than a live one's could (they answer SNAPSHOT_IN_PROGRESS and retry).
+ * A dead holder's gate marker or delta lease expires after this; a live holder renews it every
+ * second. Big snapshots no longer hold the event loop (issue 28: the report worker parses and
+ * stages them), so a live replica renews on time and 8 renewals may be missed before another
+ * replica's delta could overtake its snapshot (§7.7); a dead replica holds the reporter's gate
+ * for at most 8 s (its deltas answer SNAPSHOT_IN_PROGRESS meanwhile, and land its committed
+ * stage first once they get the gate).
  */
-export const REPORTER_LOCK_TTL_MS = 15000;
+export const REPORTER_LOCK_TTL_MS = 8000;
 const RENEW_EVERY_MS = 1000;
 /**
  * A state transition holds its lock for a few round trips. Its TTL is short, so a dead holder's
@@ -67,6 +72,11 @@ export interface RedisReporterSyncOptions {
   readonly holder: string;
   readonly backgroundHolder: () => boolean;
   readonly logger: Logger;
+  /**
+   * Read with the reporter version in the same round trip of every catch-up: the registrations'
+   * version key and what to tell when it is read (the instance registry's cache, §9.4).
+   */
+  readonly alsoWatch?: { readonly key: string; readonly observe: (value: string | null) => void };
 }
 
 export class RedisReporterSync implements ReporterSync {
@@ -118,6 +128,13 @@ export class RedisReporterSync implements ReporterSync {
     }
   }
 
+  async refresh(id: ReporterIdentity): Promise<void> {
+    const key = reporterKey(id.instanceId, id.storageType, id.hostIpPort);
+    const text = await this.opts.redis.hget(this.recordsKey, key);
+    // A record this replica holds the lock of is newer here than in Redis.
+    if (text !== null && !this.held.has(key)) this.opts.registry.applyRecord(id, JSON.parse(text) as ReporterRecord);
+  }
+
   drain(): void {
     this.draining = true;
   }
@@ -127,10 +144,19 @@ export class RedisReporterSync implements ReporterSync {
     const token = this.token();
     const redis = this.opts.redis;
     const ttl = String(REPORTER_LOCK_TTL_MS);
-    const granted = await this.poll(waitMs, async () => Number(await redis.eval(DELTA_SCRIPT, 2, marker, leases, token, ttl)) === 1);
+    const key = reporterKey(id.instanceId, id.storageType, id.hostIpPort);
+    let record: string | null = null;
+    const granted = await this.poll(waitMs, async () => {
+      const r = (await redis.eval(DELTA_SCRIPT, 3, marker, leases, this.recordsKey, token, ttl, key)) as number | [number, string | null];
+      if (!Array.isArray(r)) return false;
+      record = r[1];
+      return true;
+    });
     if (!granted) return this.draining ? 'snapshot_required' : 'in_progress';
+    if (record !== null && !this.held.has(key)) this.opts.registry.applyRecord(id, JSON.parse(record) as ReporterRecord);
     const renew = this.renewing(() => redis.eval(RENEW_DELTA_SCRIPT, 1, leases, token, ttl));
     return {
+      refreshed: true,
       release: async () => {
         clearInterval(renew);
         await redis.zrem(leases, token).catch(() => undefined);
@@ -197,7 +223,14 @@ export class RedisReporterSync implements ReporterSync {
   }
 
   private async readChanges(): Promise<void> {
-    const version = Number((await this.opts.redis.get(this.versionKey)) ?? 0);
+    const watch = this.opts.alsoWatch;
+    let version: number;
+    if (watch === undefined) version = Number((await this.opts.redis.get(this.versionKey)) ?? 0);
+    else {
+      const [rep, other] = await this.opts.redis.mget(this.versionKey, watch.key);
+      watch.observe(other ?? null);
+      version = Number(rep ?? 0);
+    }
     if (version === this.seen) return;
     if (version < this.seen) {
       // Redis lost its data (R5): read everything there is again.

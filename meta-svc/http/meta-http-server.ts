@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import Koa from 'koa';
 import type { Context } from 'koa';
 import { Gauge } from 'prom-client';
-import { readBoundedBody } from '../../shared/http/bounded-body.js';
+import { joinChunks, readBodyChunks } from './body-chunks.js';
 import type { Logger } from '../../shared/log/logger.js';
 import { INTERNAL_TOKEN_HEADER, InternalTokenCheck } from '../../shared/security/internal-token.js';
 import { answerClientErrors, limitedServerOptions, META_HTTP_LIMITS, type HttpLimits } from '../../shared/security/http-limits.js';
@@ -49,6 +49,33 @@ export interface RpcResult {
  */
 export type RpcHandler = (req: RequestReader, ctx: RpcContext) => Promise<RpcResult>;
 
+/**
+ * An RPC whose big bodies are parsed off the event loop (issue 28: big reportEvents go to the
+ * report worker). The server still reads the body under its limit and answers everything else
+ * (400s, SERVICE_NOT_READY, the header, metrics) as for any RPC.
+ */
+export interface OffloadedBodyRpc {
+  /** Bodies of at least this many bytes go to `prepare`; smaller ones are parsed here. */
+  readonly minBytes: number;
+  /**
+   * Gets the body as the chunks it arrived in (never joined here). null: not now (the worker is
+   * down), the body is parsed here as usual.
+   */
+  prepare(chunks: readonly Buffer[], byteCount: number): Promise<OffloadedBody | null>;
+}
+
+export type OffloadedBody =
+  /** §1.2: HTTP 400 `{}` with `reason` in the WARN log. */
+  | { readonly kind: 'bad_request'; readonly reason: string }
+  | {
+      readonly kind: 'parsed';
+      readonly traceId: string;
+      /** The handler's work for this request. */
+      run(ctx: RpcContext): Promise<RpcResult>;
+      /** The request will not run (starting, draining, store unreachable). */
+      discard(): void;
+    };
+
 /** §1.1 /health states. */
 export type ServiceState = 'starting' | 'serving' | 'stopping';
 
@@ -81,11 +108,12 @@ const JSON_TYPE = 'application/json';
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 /** Outcome of reading a request body under the size limit. */
-type BodyRead = { ok: true; bytes: Buffer } | { ok: false; status: 400 | 413; reason: string; byteCount: number };
+type BodyRead = { ok: true; chunks: readonly Buffer[]; byteCount: number } | { ok: false; status: 400 | 413; reason: string; byteCount: number };
 
 export class MetaHttpServer {
   private readonly app = new Koa();
   private readonly handlers = new Map<RpcName, RpcHandler>();
+  private readonly offloaded = new Map<RpcName, OffloadedBodyRpc>();
   private readonly drainHooks: Array<() => void | Promise<void>> = [];
   private httpServer: Server | null = null;
   private stateValue: ServiceState = 'starting';
@@ -134,6 +162,11 @@ export class MetaHttpServer {
   registerRpc(name: RpcName, handler: RpcHandler): void {
     if (this.handlers.has(name)) throw new Error(`handler for ${name} registered twice`);
     this.handlers.set(name, handler);
+  }
+
+  /** Bodies of `name` of at least `rpc.minBytes` are parsed by `rpc.prepare` instead of here. */
+  offloadBodies(name: RpcName, rpc: OffloadedBodyRpc): void {
+    this.offloaded.set(name, rpc);
   }
 
   /**
@@ -275,37 +308,63 @@ export class MetaHttpServer {
   private async rpcInner(ctx: Context, rpc: RpcName): Promise<void> {
     const body = await this.readBody(ctx);
     if (!body.ok) return this.httpError(ctx, rpc, body.status, body.byteCount, body.reason);
-    const byteCount = body.bytes.length;
+    const byteCount = body.byteCount;
+    if (byteCount === 0) return this.httpError(ctx, rpc, 400, 0, 'empty body');
 
-    let req: RequestReader;
     let traceId: string;
-    try {
-      if (byteCount === 0) return this.httpError(ctx, rpc, 400, 0, 'empty body');
-      const text = utf8.decode(body.bytes);
-      req = RequestReader.ofBody(parseJson(text, { maxDepth: 100, maxChars: this.opts.maxBodyBytes }));
-      traceId = req.str('trace_id');
-    } catch (e) {
-      if (e instanceof JsonParseError || isBadRequestError(e)) return this.httpError(ctx, rpc, 400, byteCount, e.message);
-      if (e instanceof TypeError) return this.httpError(ctx, rpc, 400, byteCount, 'body is not valid UTF-8');
-      throw e;
+    let invoke: ((ctx: RpcContext) => Promise<RpcResult>) | null;
+    let discard = (): void => undefined;
+    const offloaded = this.offloaded.get(rpc);
+    let prepared: OffloadedBody | null = null;
+    if (offloaded !== undefined && byteCount >= offloaded.minBytes) {
+      try {
+        prepared = await offloaded.prepare(body.chunks, byteCount);
+      } catch (e) {
+        // The worker died with the body: a business INTERNAL_ERROR, as for a failing handler.
+        this.log.error({ err: e }, 'meta body offload failed');
+        prepared = { kind: 'parsed', traceId: '', run: () => Promise.reject(e), discard: () => undefined };
+      }
+    }
+    if (prepared !== null) {
+      if (prepared.kind === 'bad_request') return this.httpError(ctx, rpc, 400, byteCount, prepared.reason);
+      const p = prepared;
+      traceId = p.traceId;
+      invoke = (c) => p.run(c);
+      discard = () => p.discard();
+    } else {
+      let req: RequestReader;
+      try {
+        const text = utf8.decode(joinChunks(body.chunks, byteCount));
+        req = RequestReader.ofBody(parseJson(text, { maxDepth: 100, maxChars: this.opts.maxBodyBytes }));
+        traceId = req.str('trace_id');
+      } catch (e) {
+        if (e instanceof JsonParseError || isBadRequestError(e)) return this.httpError(ctx, rpc, 400, byteCount, e.message);
+        if (e instanceof TypeError) return this.httpError(ctx, rpc, 400, byteCount, 'body is not valid UTF-8');
+        throw e;
+      }
+      const handler = this.handlers.get(rpc);
+      invoke = handler ? (c) => handler(req, c) : null;
     }
 
     const requestId = randomBytes(16).toString('hex');
     const log = this.log.child({ rpc, request_id: requestId, trace_id: traceId });
     let result: RpcResult;
     if (this.stateValue !== 'serving') {
+      discard();
       result = { code: 'SERVICE_NOT_READY', message: `service ${this.stateValue}`, fields: {} };
     } else if (!this.storeAvailable()) {
+      discard();
       result = STORE_UNAVAILABLE;
     } else {
-      const handler = this.handlers.get(rpc);
-      if (!handler) {
+      if (!invoke) {
         result = { code: 'UNSUPPORTED', message: `${rpc} is not supported`, fields: {} };
       } else {
         try {
           if (this.opts.beforeRpc) await this.opts.beforeRpc();
-          result = await handler(req, { rpc, requestId, traceId, log });
+          result = await invoke({ rpc, requestId, traceId, log });
         } catch (e) {
+          // A catch-up failure may have come before the request ran (releasing twice is harmless).
+          discard();
           if (isBadRequestError(e)) return this.httpError(ctx, rpc, 400, byteCount, e.message);
           if (isMetaError(e)) {
             result = { code: e.code, message: e.message, fields: e.fields ?? {} };
@@ -342,13 +401,13 @@ export class MetaHttpServer {
    */
   private async readBody(ctx: Context): Promise<BodyRead> {
     const max = this.opts.maxBodyBytes;
-    const body = await readBoundedBody(ctx.req, max);
+    const body = await readBodyChunks(ctx.req, max);
     if (body.kind === 'read_failed') {
       const e = body.error;
       return { ok: false, status: 400, reason: `body read failed: ${e instanceof Error ? e.message : String(e)}`, byteCount: body.byteCount };
     }
     if (body.kind === 'too_large') return { ok: false, status: 413, reason: `body larger than http.max_body_bytes ${max}`, byteCount: body.byteCount };
-    return { ok: true, bytes: body.bytes };
+    return { ok: true, chunks: body.chunks, byteCount: body.byteCount };
   }
 
   /** §1.2: every 4xx/5xx has body exactly `{}`, a WARN line and a counter. */

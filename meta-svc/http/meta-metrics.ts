@@ -5,6 +5,7 @@
  * `kvcm_ready` (meta-http-server.ts, what `/health` answers, for alerts) and, when asked, the
  * process metrics every service exports.
  */
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { createMetricsRegistry } from '../../shared/metrics/metrics-registry.js';
 
@@ -23,13 +24,31 @@ export interface MetaMetrics {
   readonly snapshotTotal: Counter<'result'>;
   readonly cleanupDeletedLocationsTotal: Counter<'reason'>;
   readonly storeTxDurationSeconds: Histogram<'op'>;
+  /** Stops the event-loop delay sampling behind `kvcm_event_loop_delay_max_seconds` (service close). */
+  stopLoopMonitor(): void;
 }
+
+/** Event-loop delay sampling period: a stall shows up within this much of its length. */
+const LOOP_SAMPLE_MS = 5;
 
 /** `processMetrics`: prom-client's `process_*` / `nodejs_*` (default false, see MetaServiceOptions). */
 export function createMetaMetrics(opts: { readonly processMetrics?: boolean } = {}): MetaMetrics {
   const registry = createMetricsRegistry({ processMetrics: opts.processMetrics ?? false });
   const registers = [registry];
+  const loop: IntervalHistogram = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
+  loop.enable();
+  // Issue 28: how long the event loop was held (a big request must never hold it for long).
+  new Gauge({
+    name: 'kvcm_event_loop_delay_max_seconds',
+    help: 'Longest event-loop delay since the previous scrape (reset by each scrape): how long the MetaService could not answer anything.',
+    registers,
+    collect() {
+      this.set(loop.count > 0 ? loop.max / 1e9 : 0);
+      loop.reset();
+    },
+  });
   return {
+    stopLoopMonitor: () => loop.disable(),
     registry,
     httpRequestsTotal: new Counter({
       name: 'kvcm_http_requests_total',

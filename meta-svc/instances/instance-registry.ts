@@ -1,7 +1,8 @@
 /**
  * Instances and instance groups at run time (kvcm-meta §4.1, §4.2, §8). Groups come from the
  * config at every start; registrations live in the MetaStore and are cached here (they are only
- * ever written through this registry, and never deleted). Every keyed RPC starts with
+ * ever written through a registry, and never deleted; on a shared store the cache is dropped
+ * whenever another replica may have written one). Every keyed RPC starts with
  * `resolveRequestInstance`: an unknown id, or a persisted instance whose group is no longer
  * configured, answers INSTANCE_NOT_EXIST (§1.4, §8; the data is kept).
  */
@@ -24,6 +25,8 @@ export class InstanceRegistry {
   private readonly groups: ReadonlyMap<string, InstanceGroupConfig>;
   private readonly storages: ReadonlyMap<string, StorageConfig>;
   private readonly cache = new Map<string, InstanceRecord>();
+  /** Shared store: the registrations' version the cache was filled under (undefined: not known yet). */
+  private sharedVersion: string | null | undefined = undefined;
   /** Registrations run one at a time so capacity checks and identity checks see settled state. */
   private registerChain: Promise<unknown> = Promise.resolve();
 
@@ -31,8 +34,12 @@ export class InstanceRegistry {
     private readonly store: MetaStore,
     config: MetaConfig,
     private readonly log: Logger,
-    /** False on a shared store (§9.4): another replica may update a registration at any time. */
-    private readonly cacheRecords = true,
+    /**
+     * False on a shared store (§9.4): another replica may update a registration at any time, so
+     * the cache only serves while the shared version it was filled under stands
+     * (`observeSharedVersion`, told at every RPC's catch-up).
+     */
+    private readonly ownStore = true,
   ) {
     this.groups = new Map(config.instanceGroups.map((g) => [g.name, g]));
     this.storages = new Map(config.storages.map((s) => [s.globalUniqueName, s]));
@@ -135,8 +142,20 @@ export class InstanceRegistry {
     }
   }
 
+  /**
+   * Shared store: the registrations' version as this RPC's catch-up read it. A change (another
+   * replica registered, or Redis lost its data) empties the cache; our own writes change it too
+   * and cost one re-read.
+   */
+  observeSharedVersion(version: string | null): void {
+    if (version === this.sharedVersion) return;
+    this.sharedVersion = version;
+    this.cache.clear();
+  }
+
   private async lookup(instanceId: string): Promise<InstanceRecord | null> {
-    const cached = this.cacheRecords ? this.cache.get(instanceId) : undefined;
+    // On a shared store the cache serves only once a catch-up told which version it holds.
+    const cached = this.ownStore || this.sharedVersion !== undefined ? this.cache.get(instanceId) : undefined;
     if (cached) return cached;
     const rec = await this.store.getInstance(instanceId);
     if (rec) this.cache.set(instanceId, rec);

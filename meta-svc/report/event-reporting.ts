@@ -16,6 +16,7 @@ import { ReporterRegistry } from './reporter-registry.js';
 import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../config/event-report-timings.js';
 import { realTimers, type GateTimers } from './write-gate.js';
 import { LOCAL_REPORTER_SYNC, type ReporterSync } from './reporter-sync.js';
+import type { OffloadedWrites, SnapshotStages } from './offloaded-writes.js';
 
 export interface EventReportingOptions {
   readonly store: MetaStore;
@@ -30,6 +31,10 @@ export interface EventReportingOptions {
   readonly timers?: GateTimers;
   /** Shares the registry with other replicas (§9.4); default: this process only. */
   readonly sync?: (registry: ReporterRegistry) => ReporterSync;
+  /** The report worker's writes for big requests (issue 28); absent: every request is written here. */
+  readonly offload?: OffloadedWrites;
+  /** The shared store's snapshot stages (Redis, §9.4), landed by the roll-forward. */
+  readonly stages?: SnapshotStages;
 }
 
 export interface EventReporting {
@@ -67,7 +72,18 @@ export function createEventReporting(opts: EventReportingOptions): EventReportin
     logger: opts.logger,
     sync,
     onSnapshot: metrics ? (result) => metrics.snapshotTotal.inc({ result }) : undefined,
+    offload: opts.offload,
+    stages: opts.stages,
   });
+  let maintaining = false;
+  const maintainStages = (): void => {
+    if (maintaining) return;
+    maintaining = true;
+    executor
+      .maintainStages()
+      .catch((err: unknown) => opts.logger.warn({ err }, 'snapshot stage maintenance failed; retried on the next check'))
+      .finally(() => (maintaining = false));
+  };
   const lifecycle = new ReportLifecycle({
     registry,
     cleanup,
@@ -75,6 +91,7 @@ export function createEventReporting(opts: EventReportingOptions): EventReportin
     // §9.4: expiry and orphan cleanup run on the replica holding the background lease only.
     isBackgroundHolder: sync.backgroundHolder,
     refresh: opts.sync ? () => sync.catchUp() : undefined,
+    onHolderTick: opts.stages ? maintainStages : undefined,
     checkIntervalMs: Math.min(...all.map((t) => t.livenessCheckIntervalMs)),
     orphanAfterMs: Math.max(...all.map((t) => t.heartbeatTimeoutMs + t.cleanupGraceMs)),
     onCounts: metrics

@@ -58,6 +58,14 @@ export class ReportCleanup {
     this.enqueue({ reason: 'snapshot', reporter, fence: reporter.fence });
   }
 
+  /**
+   * Again the tombstone pass of a reporter still tombstoned with its current epoch: rows landed
+   * after the first pass went by (a snapshot stage finished late, §9.4 roll-forward).
+   */
+  afterTombstone(reporter: Reporter): void {
+    if (reporter.tombstoned) this.enqueue({ reason: 'tombstone', reporter, epoch: reporter.epoch });
+  }
+
   /** Restart orphans: locations of reporters still UNKNOWN after timeout + grace (§7.13). */
   orphans(): void {
     this.enqueue({ reason: 'orphan' });

@@ -2,8 +2,8 @@
  * Micro-benchmark of the reportEvent delta path (kvcm-meta §7.5; target ≥ 100,000 ADD events/s
  * with 2,000 blocks per request on SQLite). Measures `ReportEventExecutor.execute` over requests
  * of 2,000 new-key ADDs (one spec each) against a real SQLite file, and as a baseline the bare
- * store work the same requests need (getBlocks + one apply of the same mutations), so the
- * executor's own overhead reads as the difference.
+ * store work the same requests need (one apply of the same mutations), so the executor's own
+ * overhead (planning, folding, the gate) reads as the difference.
  *
  * Run: `node --import tsx meta-svc/report/report-event-executor.bench.ts [--quick]`
  * Inputs are deterministic (sequential keys), built before timing; the first 5 requests of each
@@ -18,6 +18,7 @@ import type { StoreMutation } from '../store/meta-store.js';
 import { createEventReporting } from './event-reporting.js';
 import type { DecodedEvent } from './report-events.js';
 import { appendSVersion, formatReportLocationId } from './report-location-id.js';
+import { planReport } from './report-plan.js';
 
 const quick = process.argv.includes('--quick');
 const BLOCKS_PER_REQUEST = 2000;
@@ -66,17 +67,14 @@ async function main(): Promise<void> {
     const locationId = formatReportLocationId(8, 'gpu', target.hostIpPort);
     const baseline: number[] = [];
     for (const events of buildRequests(1)) {
-      const keys: bigint[] = [];
       const mutations: StoreMutation[] = [];
       for (const e of events) {
         const ev = e as Extract<DecodedEvent, { eventType: 2 }>;
         const blockKey = BigInt(ev.blockKey);
-        keys.push(blockKey);
         const uri = appendSVersion((ev.specs[0] as { uri: string }).uri, token);
         mutations.push({ op: 'putLocation', instanceId: 'baseline', blockKey, location: { locationId, storageName: 'event_report_l2', type: 8, status: 3, createTimeUs: 1n, specs: [{ name: 'tp0', uri }] } });
       }
       const t0 = performance.now();
-      await store.getBlocks('baseline', keys);
       await store.apply(mutations);
       baseline.push(performance.now() - t0);
     }
@@ -85,7 +83,7 @@ async function main(): Promise<void> {
     const executor: number[] = [];
     for (const events of buildRequests(1)) {
       const t0 = performance.now();
-      const o = await reporting.executor.execute(target, events);
+      const o = await reporting.executor.execute(target, planReport(events, 100000));
       executor.push(performance.now() - t0);
       if (o.code !== 'OK') throw new Error(`bench request failed: ${o.code}`);
     }

@@ -1,16 +1,20 @@
 /**
  * Executes one admitted reportEvent request (kvcm-meta §7.2 steps 3–5, §7.5–§7.8, §7.12) for a
- * reporter whose instance and storage were already resolved. Reporter state lives in the
- * registry; block metadata goes through the MetaStore, one transaction per ADD/DELETE run and
- * one per snapshot. Store failures are StoreErrors and map to INTERNAL_ERROR here.
+ * reporter whose instance and storage were already resolved, from its plan (report-plan.ts).
+ * Reporter state lives in the registry; block metadata goes through the MetaStore, one
+ * transaction per ADD/DELETE run and one per snapshot, or, for a big request the report worker
+ * parsed, through the worker (offloaded-writes.ts: staged snapshots, committed atomically on
+ * SQLite, rolled forward on Redis). Store failures are StoreErrors and map to INTERNAL_ERROR.
  */
 import type { Logger } from '../../shared/log/logger.js';
 import type { ErrorCodeName } from '../meta-enums.js';
-import { CLS_SERVING, StoreError, type MetaStore, type StoreMutation, type StoredLocation, type StoredSpec } from '../store/meta-store.js';
+import { StoreError, type MetaStore } from '../store/meta-store.js';
+import type { OffloadedWrites, SnapshotStages } from './offloaded-writes.js';
 import type { ReportCleanup } from './report-cleanup.js';
-import { isAllowedShape, validateEvent, type DecodedEvent, type ValidBlock, type ValidEvent } from './report-events.js';
-import { appendSVersion, formatReportLocationId } from './report-location-id.js';
-import { newVersionToken, type Reporter, type ReporterIdentity, type ReporterRegistry } from './reporter-registry.js';
+import type { ValidBlock } from './report-events.js';
+import { deltaMutations, snapshotMutations } from './report-mutations.js';
+import type { DeltaWork, ItemIndexes, OffloadedWork, ReportPlan, SnapshotWork } from './report-plan.js';
+import { newVersionToken, parseReporterKey, type Reporter, type ReporterIdentity, type ReporterRegistry } from './reporter-registry.js';
 import { LOCAL_REPORTER_SYNC, type ReporterSync } from './reporter-sync.js';
 
 export interface ReportEventOutcome {
@@ -37,16 +41,22 @@ export interface ReportEventExecutorDeps {
   readonly sync?: ReporterSync;
   /** Snapshot outcomes for kvcm_snapshot_total{result}. */
   readonly onSnapshot?: (result: 'ok' | 'in_progress' | 'rate_limited' | 'failed' | 'snapshot_required' | 'not_registered') => void;
+  /** Writes of units whose items the report worker kept (absent: every unit is inline). */
+  readonly offload?: OffloadedWrites;
+  /** The shared store's durable snapshot stages (Redis, §9.4); absent on SQLite. */
+  readonly stages?: SnapshotStages;
 }
 
-type Unit =
-  | { readonly kind: 'register'; readonly indexes: number[]; readonly mediums: Set<string> }
-  | { readonly kind: 'delta'; readonly indexes: number[]; readonly events: Array<Extract<ValidEvent, { kind: 'add' | 'delete' }>> }
-  | { readonly kind: 'heartbeat' | 'host_down'; readonly indexes: number[] }
-  | { readonly kind: 'snapshot'; readonly indexes: number[]; readonly blocks: readonly ValidBlock[] };
+/** Staged rows landed per atomic step of a roll-forward (each one short Redis script). */
+export const STAGE_APPLY_BATCH = 500;
+/** Longest pause between two landing steps (the pause matches the step, up to this). */
+const STAGE_MAX_PAUSE_MS = 20;
+/** Rows per step when landing a dead writer's stage: as fast as Redis allows, since a delta waits. */
+const STAGE_RECOVERY_BATCH = 2000;
 
-/** Delta and snapshot reads are followed by a write of the same keys (§7.5). */
-const FOR_WRITE = { forWrite: true } as const;
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
 
 export class ReportEventExecutor {
   /** Per-reporter serialization of delta runs: each run reads, folds and writes its locations. */
@@ -58,14 +68,20 @@ export class ReportEventExecutor {
     this.sync = deps.sync ?? LOCAL_REPORTER_SYNC;
   }
 
-  async execute(target: ReportTarget, events: readonly DecodedEvent[]): Promise<ReportEventOutcome> {
+  /** §8 `limits.max_events_per_request` (the §7.3 shape check of `planReport`). */
+  get maxEventsPerRequest(): number {
+    return this.deps.maxEventsPerRequest;
+  }
+
+  async execute(target: ReportTarget, plan: ReportPlan): Promise<ReportEventOutcome> {
     const { registry, nowMs } = this.deps;
     // §7.2 step 3: shape, whole request, no side effects.
-    if (!isAllowedShape(events, this.deps.maxEventsPerRequest)) return wholeRequestError('INVALID_ARGUMENT', 'invalid reportEvent request shape');
+    if (!plan.shapeOk) return wholeRequestError('INVALID_ARGUMENT', 'invalid reportEvent request shape');
 
-    // §7.2 step 4: every item validated before any executes.
-    const results: ErrorCodeName[] = new Array<ErrorCodeName>(events.length).fill('OK');
-    const units = this.plan(events, results);
+    // §7.2 step 4: every item was validated before any executes; invalid ones are skipped.
+    const results: ErrorCodeName[] = new Array<ErrorCodeName>(plan.eventCount).fill('OK');
+    setAll(results, plan.invalid, 'INVALID_ARGUMENT');
+    const units = plan.units;
 
     // §7.6: a generation that exists at admission and survives the request means no snapshot is required.
     const admitted = registry.get(target.instanceId, target.storageType, target.hostIpPort);
@@ -85,10 +101,10 @@ export class ReportEventExecutor {
           await this.sync.transition(target, () => registry.hostDown(target, nowMs()));
           break;
         case 'delta':
-          setAll(results, unit.indexes, await this.runDelta(target, unit.events));
+          setAll(results, unit.indexes, await this.runDelta(target, unit.work));
           break;
         case 'snapshot': {
-          const r = await this.runSnapshot(target, unit.blocks);
+          const r = await this.runSnapshot(target, unit.work);
           setAll(results, unit.indexes, r.code);
           if (r.code === 'OK') committedSnapshot = true;
           if (r.retryAfterMs > 0n) retryAfterMs = r.retryAfterMs;
@@ -112,56 +128,14 @@ export class ReportEventExecutor {
     };
   }
 
-  /**
-   * §7.2 steps 4–5: validate, then group into execution units. REGISTERs merge into one unit at
-   * the first REGISTER's position; each maximal run of consecutive valid ADD/DELETE is one unit.
-   * Invalid items are skipped and do not break a run (they execute nothing).
-   */
-  private plan(events: readonly DecodedEvent[], results: ErrorCodeName[]): Unit[] {
-    const units: Unit[] = [];
-    let register: Extract<Unit, { kind: 'register' }> | null = null;
-    let delta: Extract<Unit, { kind: 'delta' }> | null = null;
-    for (let i = 0; i < events.length; i++) {
-      const v = validateEvent(events[i] as DecodedEvent);
-      if (v === null) {
-        results[i] = 'INVALID_ARGUMENT';
-        continue;
-      }
-      if (v.kind === 'add' || v.kind === 'delete') {
-        if (!delta) {
-          delta = { kind: 'delta', indexes: [], events: [] };
-          units.push(delta);
-        }
-        delta.indexes.push(i);
-        delta.events.push(v);
-        continue;
-      }
-      delta = null;
-      switch (v.kind) {
-        case 'register':
-          if (!register) {
-            register = { kind: 'register', indexes: [], mediums: new Set() };
-            units.push(register);
-          }
-          register.indexes.push(i);
-          for (const m of v.mediums) register.mediums.add(m);
-          break;
-        case 'snapshot':
-          units.push({ kind: 'snapshot', indexes: [i], blocks: v.blocks });
-          break;
-        case 'heartbeat':
-        case 'host_down':
-          units.push({ kind: v.kind, indexes: [i] });
-          break;
-      }
-    }
-    return units;
-  }
-
   /** One ADD/DELETE run (§7.5): admission, gate lease, epoch check, one folded transaction. */
-  private async runDelta(target: ReportTarget, events: ReadonlyArray<Extract<ValidEvent, { kind: 'add' | 'delete' }>>): Promise<ErrorCodeName> {
+  private async runDelta(target: ReportTarget, work: DeltaWork): Promise<ErrorCodeName> {
     const { registry, nowMs } = this.deps;
-    const reporter = await this.sync.transition(target, () => registry.admit(target, nowMs()));
+    // A live reporter is admitted as it stands (state as of this RPC's catch-up): no transition,
+    // which on Redis saves four round trips per run; anything else changes state under the lock.
+    const known = registry.get(target.instanceId, target.storageType, target.hostIpPort);
+    const live = known !== undefined && !known.tombstoned && registry.liveness(known, nowMs()) !== 'TOMBSTONED';
+    const reporter = live ? known : await this.sync.transition(target, () => registry.admit(target, nowMs()));
     if (!reporter) return 'NODE_NOT_REGISTERED';
     const epoch = reporter.epoch;
     const drainMs = reporter.timings.snapshotDeltaDrainTimeoutMs;
@@ -188,92 +162,48 @@ export class ReportEventExecutor {
     try {
       await prev;
       if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
-      // The generation is created under the lease, even if nothing ends up written (§7.5 DELETE).
-      const generation = await this.sync.transition(target, () => registry.ensureGeneration(reporter));
+      // Fresh state under the lease: another replica's HOST_DOWN or REGISTER shows as a new epoch.
+      if (cluster.refreshed !== true) await this.sync.refresh(target);
       if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
-      return await this.writeDelta(target, reporter, epoch, generation, events);
+      // The generation is created under the lease, even if nothing ends up written (§7.5 DELETE).
+      const generation = reporter.generation !== '' ? reporter.generation : await this.sync.transition(target, () => registry.ensureGeneration(reporter));
+      if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
+      // A snapshot committed by a replica that died before landing it lands first: this delta
+      // must overwrite the snapshot's rows, never the other way round (§9.4).
+      if (reporter.applying !== '') await this.finishApplying(reporter, reporter, reporter.applying);
+      return await this.writeDelta(target, reporter, epoch, generation, work);
     } finally {
       done();
       if (this.deltaTails.get(reporter) === tail) this.deltaTails.delete(reporter);
       reporter.gate.releaseDelta();
-      await cluster.release();
+      // Not awaited: the answer need not wait for the lease's removal (a snapshot elsewhere
+      // polls for it), and a failure to remove it only lets it expire.
+      void cluster.release().catch((err: unknown) => this.deps.logger.debug({ err }, 'delta lease release failed'));
     }
   }
 
-  private async writeDelta(
-    target: ReportTarget,
-    reporter: Reporter,
-    epoch: number,
-    generation: string,
-    events: ReadonlyArray<Extract<ValidEvent, { kind: 'add' | 'delete' }>>,
-  ): Promise<ErrorCodeName> {
-    // Fold per location: spec name → new URI, or null for a delete; the last operation wins (§7.2 step 5).
-    // Hot path (up to 100k events per request): one location id string per medium, not per
-    // event, and one small record per (block, location) instead of nested Maps.
-    const folded = new Map<bigint, FoldedLocation>();
-    const idOfMedium = new Map<string, string>();
-    for (const e of events) {
-      let locationId = idOfMedium.get(e.medium);
-      if (locationId === undefined) idOfMedium.set(e.medium, (locationId = formatReportLocationId(target.storageType, e.medium, target.hostIpPort)));
-      const loc = foldedLocation(folded, e.blockKey, locationId);
-      if (e.kind === 'add') {
-        for (const s of e.specs) setSpecOp(loc, s.name, appendSVersion(s.uri, generation));
-      } else {
-        for (const name of e.specNames) setSpecOp(loc, name, null);
-      }
-    }
-    const keys = [...folded.keys()];
-    let stored;
-    try {
-      stored = await this.deps.store.getBlocks(target.instanceId, keys, FOR_WRITE);
-    } catch (err) {
-      return this.storeFailure(err, 'delta read');
-    }
-    // §7.5: a lifecycle change while we read aborts the run before any write.
-    if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
+  private async writeDelta(target: ReportTarget, reporter: Reporter, epoch: number, generation: string, work: DeltaWork): Promise<ErrorCodeName> {
     const createTimeUs = BigInt(this.deps.nowMs()) * 1000n;
-    const mutations: StoreMutation[] = [];
-    const merged: MergeOutcome = { changed: false, missing: false };
+    // No read first: the store merges each location's specs inside its transaction (§9.4).
+    const mutations = work.kind === 'inline' ? deltaMutations(target, generation, work.events, createTimeUs) : null;
+    // §7.5: a lifecycle change before the write aborts the run.
+    if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
     let missing = 0;
-    for (const first of folded.values()) {
-      const block = stored.get(first.blockKey);
-      for (let loc: FoldedLocation | null = first; loc !== null; loc = loc.next) {
-        const { blockKey, locationId } = loc;
-        const existing = block ? findLocation(block.locations, locationId) : undefined;
-        const specs = mergeSpecs(existing?.specs, loc, merged);
-        if (merged.missing) missing++;
-        if (specs.length === 0) {
-          if (existing) mutations.push({ op: 'deleteLocationIf', instanceId: target.instanceId, blockKey, locationId, expectRev: existing.rev });
-          continue;
-        }
-        if (!merged.changed && existing) continue;
-        mutations.push({
-          op: 'putLocation',
-          instanceId: target.instanceId,
-          blockKey,
-          location: {
-            locationId,
-            storageName: target.storageName,
-            type: target.storageType,
-            status: CLS_SERVING,
-            createTimeUs: existing ? existing.createTimeUs : createTimeUs,
-            specs,
-          },
-        });
-      }
-    }
-    if (missing > 0) this.deps.logger.debug({ host: target.hostIpPort, missing }, 'reportEvent DELETE of missing blocks/specs');
-    if (mutations.length === 0) return 'OK';
     try {
-      await this.deps.store.apply(mutations);
+      if (work.kind === 'offloaded') {
+        missing = (await this.offload(work).writeDelta(work, target, generation, createTimeUs)).missing;
+      } else if (mutations !== null && mutations.length > 0) {
+        for (const r of await this.deps.store.apply(mutations)) missing += r.missing ?? 0;
+      }
     } catch (err) {
       return this.storeFailure(err, 'delta write');
     }
+    if (missing > 0) this.deps.logger.debug({ host: target.hostIpPort, missing }, 'reportEvent DELETE of missing blocks/specs');
     return 'OK';
   }
 
   /** §7.5 SNAPSHOT: admission → rate limit → gate → in-place replace in one transaction → commit. */
-  private async runSnapshot(target: ReportTarget, blocks: readonly ValidBlock[]): Promise<{ code: ErrorCodeName; retryAfterMs: bigint }> {
+  private async runSnapshot(target: ReportTarget, work: SnapshotWork): Promise<{ code: ErrorCodeName; retryAfterMs: bigint }> {
     const { registry, nowMs, onSnapshot } = this.deps;
     const reporter = await this.sync.transition(target, () => registry.admit(target, nowMs()));
     if (!reporter) {
@@ -307,19 +237,47 @@ export class ReportEventExecutor {
       return { code: cluster === 'in_progress' ? 'SNAPSHOT_IN_PROGRESS' : 'SNAPSHOT_REQUIRED', retryAfterMs: 0n };
     }
     const candidate = newVersionToken();
+    /** Rows staged under `candidate` that nobody will land: dropped on the way out. */
+    let staged = false;
+    let committed = false;
     try {
       // Shared before its rows exist: cleanup on another replica must spare them (§7.11).
-      await this.sync.transition(target, () => (reporter.candidate = candidate));
-      const code = await this.writeSnapshot(target, reporter, epoch, candidate, blocks);
+      const applying = await this.sync.transition(target, () => {
+        reporter.candidate = candidate;
+        return reporter.applying;
+      });
+      // A snapshot committed by a replica that died before landing it lands first, so a failure
+      // of this one leaves that committed state, never a mix (§9.4).
+      if (applying !== '') await this.finishApplying(target, reporter, applying);
+      let code: ErrorCodeName;
+      let rollForward = false;
+      if (work.kind === 'inline') {
+        code = await this.writeSnapshot(target, reporter, epoch, candidate, work.blocks);
+      } else {
+        staged = true;
+        const r = await this.writeOffloadedSnapshot(target, reporter, epoch, candidate, work);
+        code = r.code;
+        rollForward = r.rollForward;
+        staged = code !== 'OK' || rollForward;
+      }
       if (code === 'OK') {
-        // Commit: the candidate becomes generation and fence together (strict mode).
-        await this.sync.transition(target, () => {
+        // Commit: the candidate becomes generation and fence together (strict mode); on the
+        // shared store the stage it still has to land is recorded with it.
+        committed = await this.sync.transition(target, () => {
+          // HOST_DOWN meanwhile: the landed rows stay for the tombstone cleanup, nothing commits.
+          if (reporter.epoch !== epoch) return false;
           reporter.generation = candidate;
           reporter.fence = candidate;
           reporter.rateLimitDeadlineMs = nowMs() + reporter.timings.snapshotMinIntervalMs;
           reporter.candidate = '';
+          reporter.applying = rollForward ? candidate : '';
+          return true;
         });
-        this.deps.cleanup.afterSnapshot(reporter);
+        if (!committed) code = 'SNAPSHOT_REQUIRED';
+        else if (rollForward) {
+          staged = false;
+          await this.finishApplying(target, reporter, candidate, true);
+        } else this.deps.cleanup.afterSnapshot(reporter);
       } else if (code === 'INTERNAL_ERROR') {
         // Admitted failure: soft mode, generation unchanged (§7.5).
         await this.sync.transition(target, () => (reporter.fence = ''));
@@ -327,11 +285,13 @@ export class ReportEventExecutor {
       onSnapshot?.(code === 'OK' ? 'ok' : code === 'INTERNAL_ERROR' ? 'failed' : 'snapshot_required');
       return { code, retryAfterMs: 0n };
     } catch (err) {
-      // An unexpected failure after the gate closed is an admitted failure too: soft mode.
-      reporter.fence = '';
+      // An unexpected failure after the gate closed is an admitted failure too (soft mode), unless
+      // the commit was recorded: then the snapshot stands and its stage lands on the next gate.
+      if (!committed) reporter.fence = '';
       onSnapshot?.('failed');
       throw err;
     } finally {
+      if (staged) await this.deps.offload?.dropStage(candidate).catch((err: unknown) => this.deps.logger.warn({ err }, 'snapshot stage not dropped'));
       if (reporter.candidate !== '') await this.sync.transition(target, () => (reporter.candidate = '')).catch(() => (reporter.candidate = ''));
       // A tombstone may have woken the gate already only while draining; a granted snapshot still holds it.
       if (reporter.gate.isSnapshotHeld) reporter.gate.releaseSnapshot();
@@ -341,39 +301,8 @@ export class ReportEventExecutor {
 
   private async writeSnapshot(target: ReportTarget, reporter: Reporter, epoch: number, candidate: string, blocks: readonly ValidBlock[]): Promise<ErrorCodeName> {
     if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
-    let stored;
-    try {
-      stored = blocks.length === 0 ? new Map() : await this.deps.store.getBlocks(target.instanceId, uniqueKeys(blocks), FOR_WRITE);
-    } catch (err) {
-      return this.storeFailure(err, 'snapshot read');
-    }
-    if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
-    const nowUs = BigInt(this.deps.nowMs()) * 1000n;
-    const mutations: StoreMutation[] = new Array(blocks.length);
-    for (let i = 0; i < blocks.length; i++) {
-      const b = blocks[i] as ValidBlock;
-      const locationId = formatReportLocationId(target.storageType, b.medium, target.hostIpPort);
-      const existing = findLocation(stored.get(b.blockKey)?.locations, locationId);
-      const specs: StoredSpec[] = new Array(b.specs.length);
-      for (let j = 0; j < b.specs.length; j++) {
-        const s = b.specs[j] as StoredSpec;
-        specs[j] = { name: s.name, uri: appendSVersion(s.uri, candidate) };
-      }
-      mutations[i] = {
-        op: 'putLocation',
-        instanceId: target.instanceId,
-        blockKey: b.blockKey,
-        // In place: same id, create_time kept, spec set = exactly the item's specs (§7.5).
-        location: {
-          locationId,
-          storageName: target.storageName,
-          type: target.storageType,
-          status: CLS_SERVING,
-          createTimeUs: existing ? existing.createTimeUs : nowUs,
-          specs,
-        },
-      };
-    }
+    // In place, create_time kept by the store: no read of the old rows (§7.5).
+    const mutations = snapshotMutations(target, candidate, blocks, BigInt(this.deps.nowMs()) * 1000n);
     if (mutations.length > 0) {
       try {
         await this.deps.store.apply(mutations);
@@ -384,6 +313,101 @@ export class ReportEventExecutor {
     // HOST_DOWN during the write: the rows stay for the tombstone cleanup, nothing is committed.
     if (reporter.epoch !== epoch) return 'SNAPSHOT_REQUIRED';
     return 'OK';
+  }
+
+  /**
+   * A snapshot whose blocks the report worker kept: staged under the candidate, then (SQLite)
+   * landed in one transaction, or (Redis) left for the roll-forward after the commit.
+   */
+  private async writeOffloadedSnapshot(
+    target: ReportTarget,
+    reporter: Reporter,
+    epoch: number,
+    candidate: string,
+    work: OffloadedWork,
+  ): Promise<{ code: ErrorCodeName; rollForward: boolean }> {
+    const offload = this.offload(work);
+    if (reporter.epoch !== epoch) return { code: 'SNAPSHOT_REQUIRED', rollForward: false };
+    try {
+      await offload.stageSnapshot(work, target, candidate, BigInt(this.deps.nowMs()) * 1000n);
+    } catch (err) {
+      return { code: this.storeFailure(err, 'snapshot stage'), rollForward: false };
+    }
+    if (reporter.epoch !== epoch) return { code: 'SNAPSHOT_REQUIRED', rollForward: false };
+    if (offload.commitMode === 'roll_forward') return { code: 'OK', rollForward: true };
+    try {
+      await offload.commitStage(candidate, target.instanceId);
+    } catch (err) {
+      return { code: this.storeFailure(err, 'snapshot commit'), rollForward: false };
+    }
+    // HOST_DOWN during the write: the rows stay for the tombstone cleanup, nothing is committed.
+    if (reporter.epoch !== epoch) return { code: 'SNAPSHOT_REQUIRED', rollForward: false };
+    return { code: 'OK', rollForward: false };
+  }
+
+  /**
+   * Lands a committed snapshot's stage (roll-forward, offloaded-writes.ts), then clears
+   * `applying` and queues the cleanup of what the snapshot left out. Safe to run from several
+   * places at once: each batch lands atomically, and only one finisher clears the record. The
+   * snapshot's own writer paces itself (`paced`: its rows share Redis with every other request);
+   * a finisher after a dead writer does not: a delta of the reporter waits for it.
+   */
+  private async finishApplying(target: ReportTarget, reporter: Reporter, stageId: string, paced = false): Promise<void> {
+    const stages = this.deps.stages;
+    if (!stages) return;
+    // Each step is one bounded Redis script; other clients' commands run between them, and a
+    // paced writer pauses as long as the step took, so the landing takes at most about half of
+    // Redis (and of this loop).
+    for (;;) {
+      const t0 = performance.now();
+      if ((await stages.applyStaged(stageId, paced ? STAGE_APPLY_BATCH : STAGE_RECOVERY_BATCH)) === 0) break;
+      if (paced) await sleep(Math.min(STAGE_MAX_PAUSE_MS, performance.now() - t0));
+    }
+    const cleared = await this.sync.transition(target, () => {
+      if (reporter.applying !== stageId) return false;
+      reporter.applying = '';
+      return true;
+    });
+    if (!cleared) return;
+    if (reporter.tombstoned) this.deps.cleanup.afterTombstone(reporter);
+    else if (reporter.fence !== '') this.deps.cleanup.afterSnapshot(reporter);
+  }
+
+  /**
+   * The background-lease holder's pass over the shared store's stages (§9.4): a committed stage
+   * whose writer died is landed under the reporter's gate; a stage nobody will commit (its
+   * writer died while staging) is dropped.
+   */
+  async maintainStages(): Promise<void> {
+    const stages = this.deps.stages;
+    if (!stages) return;
+    const listed = await stages.stages();
+    if (listed.size === 0) return;
+    // Read after listing: a stage's candidate is shared before its first row is staged.
+    await this.sync.catchUp();
+    for (const [stageId, key] of listed) {
+      const id = parseReporterKey(key);
+      const reporter = id === null ? undefined : this.deps.registry.get(id.instanceId, id.storageType, id.hostIpPort);
+      if (reporter !== undefined && reporter.applying === stageId) await this.resumeApplying(reporter, stageId);
+      else if (reporter === undefined || reporter.candidate !== stageId) await stages.dropStage(stageId);
+    }
+  }
+
+  /** Lands a dead writer's committed stage while holding the reporter's gate (a live writer still holds it: skip). */
+  private async resumeApplying(reporter: Reporter, stageId: string): Promise<void> {
+    if (reporter.gate.isSnapshotHeld || reporter.gate.activeLeases > 0) return;
+    const hold = await this.sync.acquireSnapshot(reporter, 0);
+    if (hold === 'in_progress' || hold === 'snapshot_required') return;
+    try {
+      await this.finishApplying(reporter, reporter, stageId);
+    } finally {
+      await hold.release();
+    }
+  }
+
+  private offload(work: OffloadedWork): OffloadedWrites {
+    if (this.deps.offload === undefined) throw new Error(`reportEvent unit ${work.job}/${work.unit} was offloaded without a report worker`);
+    return this.deps.offload;
   }
 
   private storeFailure(err: unknown, what: string): ErrorCodeName {
@@ -397,126 +421,6 @@ export function wholeRequestError(code: ErrorCodeName, message: string): ReportE
   return { code, message, itemResults: [], committedSnapshotVersion: '', retryAfterMs: 0n, snapshotRequired: false };
 }
 
-function setAll(results: ErrorCodeName[], indexes: readonly number[], code: ErrorCodeName): void {
-  for (const i of indexes) results[i] = code;
-}
-
-function findLocation(locations: readonly StoredLocation[] | undefined, locationId: string): StoredLocation | undefined {
-  if (!locations) return undefined;
-  for (const l of locations) if (l.locationId === locationId) return l;
-  return undefined;
-}
-
-function uniqueKeys(blocks: readonly ValidBlock[]): bigint[] {
-  const s = new Set<bigint>();
-  for (const b of blocks) s.add(b.blockKey);
-  return [...s];
-}
-
-/**
- * The folded operations of one location of one block in a delta run. `names[j]` gets
- * `uris[j]` (null = delete); names are in first-mention order and unique.
- */
-interface FoldedLocation {
-  readonly blockKey: bigint;
-  readonly locationId: string;
-  readonly names: string[];
-  readonly uris: (string | null)[];
-  /** name → index, built once a location has more names than a linear scan should cover. */
-  index: Map<string, number> | null;
-  /** The same block's next location (another medium), in first-mention order. */
-  next: FoldedLocation | null;
-}
-
-const LINEAR_NAMES = 8;
-
-/** The record of (blockKey, locationId), created at the end of the block's chain when new. */
-function foldedLocation(folded: Map<bigint, FoldedLocation>, blockKey: bigint, locationId: string): FoldedLocation {
-  let loc = folded.get(blockKey);
-  let last: FoldedLocation | null = null;
-  while (loc !== undefined && loc.locationId !== locationId) {
-    last = loc;
-    loc = loc.next ?? undefined;
-  }
-  if (loc !== undefined) return loc;
-  const created: FoldedLocation = { blockKey, locationId, names: [], uris: [], index: null, next: null };
-  if (last === null) folded.set(blockKey, created);
-  else last.next = created;
-  return created;
-}
-
-function specOpIndex(loc: FoldedLocation, name: string): number {
-  if (loc.index !== null) return loc.index.get(name) ?? -1;
-  const names = loc.names;
-  for (let j = 0; j < names.length; j++) if (names[j] === name) return j;
-  return -1;
-}
-
-/** Last operation wins (§7.2 step 5). */
-function setSpecOp(loc: FoldedLocation, name: string, uri: string | null): void {
-  const j = specOpIndex(loc, name);
-  if (j >= 0) {
-    loc.uris[j] = uri;
-    return;
-  }
-  loc.names.push(name);
-  loc.uris.push(uri);
-  if (loc.index !== null) loc.index.set(name, loc.names.length - 1);
-  else if (loc.names.length > LINEAR_NAMES) loc.index = new Map(loc.names.map((n, k) => [n, k]));
-}
-
-/** Scratch flags of mergeSpecs, reused across the locations of a run. */
-interface MergeOutcome {
-  /** The spec list differs from the stored one. */
-  changed: boolean;
-  /** A DELETE named a spec the location does not have. */
-  missing: boolean;
-}
-
-/** Applies folded spec operations to a stored spec list (ADD replaces same-name specs, DELETE removes them). */
-function mergeSpecs(current: readonly StoredSpec[] | undefined, loc: FoldedLocation, out: MergeOutcome): StoredSpec[] {
-  const { names, uris } = loc;
-  out.changed = false;
-  out.missing = false;
-  if (current === undefined || current.length === 0) {
-    // A new location (every key of a first ADD): exactly the added specs.
-    let n = 0;
-    for (let j = 0; j < uris.length; j++) if (uris[j] !== null) n++;
-    const list = new Array<StoredSpec>(n);
-    let k = 0;
-    for (let j = 0; j < names.length; j++) {
-      const uri = uris[j] as string | null;
-      if (uri === null) out.missing = true;
-      else list[k++] = { name: names[j] as string, uri };
-    }
-    out.changed = n > 0;
-    return list;
-  }
-  const list: StoredSpec[] = [];
-  const applied = new Array<boolean>(names.length).fill(false);
-  for (const spec of current) {
-    const j = specOpIndex(loc, spec.name);
-    if (j < 0) {
-      list.push(spec);
-      continue;
-    }
-    applied[j] = true;
-    const op = uris[j] as string | null;
-    if (op === null) {
-      out.changed = true;
-    } else {
-      if (op !== spec.uri) out.changed = true;
-      list.push({ name: spec.name, uri: op });
-    }
-  }
-  for (let j = 0; j < names.length; j++) {
-    if (applied[j]) continue;
-    const op = uris[j] as string | null;
-    if (op === null) out.missing = true;
-    else {
-      list.push({ name: names[j] as string, uri: op });
-      out.changed = true;
-    }
-  }
-  return list;
+function setAll(results: ErrorCodeName[], indexes: ItemIndexes, code: ErrorCodeName): void {
+  for (let i = 0; i < indexes.length; i++) results[indexes[i] as number] = code;
 }

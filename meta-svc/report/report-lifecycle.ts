@@ -22,6 +22,8 @@ export interface ReportLifecycleOptions {
   readonly isBackgroundHolder?: () => boolean;
   /** Runs before each timer tick (§9.4: catch up with the other replicas before judging expiry). */
   readonly refresh?: () => Promise<void>;
+  /** Background work of the lease holder beyond expiry (§9.4: landing a dead replica's snapshot stage). */
+  readonly onHolderTick?: () => void;
 }
 
 export class ReportLifecycle {
@@ -57,6 +59,7 @@ export class ReportLifecycle {
     const holder = this.opts.isBackgroundHolder?.() ?? true;
     if (holder) this.opts.registry.expire(now);
     this.opts.cleanup.retryFailed();
+    if (holder) this.opts.onHolderTick?.();
     if (holder && !this.orphansQueued && now - this.startedAtMs > this.opts.orphanAfterMs) {
       this.orphansQueued = true;
       this.opts.cleanup.orphans();

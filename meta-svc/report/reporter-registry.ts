@@ -35,6 +35,11 @@ export interface Reporter extends ReporterIdentity {
   fence: string;
   /** Token of a snapshot being written, '' when none: protects its rows from cleanup (§7.11). */
   candidate: string;
+  /**
+   * A committed snapshot (its token) whose staged rows are still landing on the shared store,
+   * '' when none (offloaded-writes.ts: roll-forward). Always '' on SQLite.
+   */
+  applying: string;
   /** Lifecycle epoch: bumped by REGISTER and tombstoning; runs compare it before writing (§7.5). */
   epoch: number;
   /** No snapshot before this (§7.8); 0 = none. */
@@ -54,6 +59,8 @@ export interface ReporterRecord {
   readonly generation: string;
   readonly fence: string;
   readonly candidate: string;
+  /** Absent in records of replicas that predate it: ''. */
+  readonly applying?: string;
   readonly epoch: number;
   readonly rateLimitDeadlineMs: number;
 }
@@ -192,6 +199,7 @@ export class ReporterRegistry {
       generation: r.generation,
       fence: r.fence,
       candidate: r.candidate,
+      applying: r.applying,
       epoch: r.epoch,
       rateLimitDeadlineMs: r.rateLimitDeadlineMs,
     };
@@ -212,6 +220,7 @@ export class ReporterRegistry {
     r.generation = rec.generation;
     r.fence = rec.fence;
     r.candidate = rec.candidate;
+    r.applying = rec.applying ?? '';
     r.epoch = rec.epoch;
     r.rateLimitDeadlineMs = rec.rateLimitDeadlineMs;
     return r;
@@ -239,6 +248,7 @@ export class ReporterRegistry {
       generation: '',
       fence: '',
       candidate: '',
+      applying: '',
       epoch: 0,
       rateLimitDeadlineMs: 0,
       gate: new WriteGate(this.timers),

@@ -15,6 +15,8 @@ import type { ReporterIdentity } from './reporter-registry.js';
 
 /** A granted cluster-wide gate hold; released when the run ends. */
 export interface ClusterGateHold {
+  /** The reporter's shared state was reloaded when the hold was granted (no `refresh` needed). */
+  readonly refreshed?: boolean;
   release(): Promise<void>;
 }
 
@@ -23,6 +25,12 @@ export interface ReporterSync {
   catchUp(): Promise<void>;
   /** Runs the synchronous state change `fn` on the freshest shared state and saves the result. */
   transition<T>(id: ReporterIdentity, fn: () => T): Promise<T>;
+  /**
+   * Reloads one reporter's shared state without changing it (no lock: one read). A run that
+   * needs no state change (a live reporter that already has a generation) checks its epoch
+   * against this instead of taking a transition (§7.5).
+   */
+  refresh(id: ReporterIdentity): Promise<void>;
   /** §7.7 across replicas: a delta waits (≤ `waitMs`) while another replica's snapshot holds the gate. */
   acquireDelta(id: ReporterIdentity, waitMs: number): Promise<ClusterGateHold | 'in_progress' | 'snapshot_required'>;
   /** §7.7 across replicas: refused at once when another replica's snapshot holds it; drains their deltas ≤ `waitMs`. */
@@ -38,6 +46,7 @@ const NO_HOLD: ClusterGateHold = Object.freeze({ release: () => Promise.resolve(
 export const LOCAL_REPORTER_SYNC: ReporterSync = {
   catchUp: () => Promise.resolve(),
   transition: (_id, fn) => Promise.resolve(fn()),
+  refresh: () => Promise.resolve(),
   acquireDelta: () => Promise.resolve(NO_HOLD),
   acquireSnapshot: () => Promise.resolve(NO_HOLD),
   backgroundHolder: () => true,

@@ -114,7 +114,7 @@ async function getCacheLocationsByBackend(dp: DataPath, req: RequestReader): Pro
   for (const i of unmasked) {
     if ((keyLocations[i] as WireCacheLocation[]).length === 0) continue;
     hits++;
-    dp.hits.record(instanceId, instance.groupName, keys[i] as bigint, nowUs);
+    dp.hits.record(instanceId, keys[i] as bigint, nowUs);
   }
   countLookup(dp, API, hits, unmasked.length - hits, n - unmasked.length);
   return { fields: { key_locations: keyLocations.map((locations) => ({ locations })) } };

@@ -104,7 +104,7 @@ async function getCacheLocation(dp: DataPath, req: RequestReader): Promise<RpcRe
   let maskedCount = 0;
   const recordHit = (i: number): void => {
     hitCount++;
-    dp.hits.record(instanceId, instance.groupName, keys[i] as bigint, nowUs);
+    dp.hits.record(instanceId, keys[i] as bigint, nowUs);
   };
 
   if (q === QueryType.QT_PREFIX_MATCH) {

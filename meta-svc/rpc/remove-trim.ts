@@ -1,8 +1,8 @@
 /**
  * removeCache and trimCache (kvcm-meta §5.2). Both delete before responding, so the removed data
  * is invisible to every lookup when the OK arrives (W-07). Registration and reporter state are
- * never touched. Each runs under the group lock so a concurrent write session or statistics
- * flush cannot interleave with its read-then-delete.
+ * never touched. Each runs under the group lock so a concurrent write session cannot interleave
+ * with its read-then-delete (a statistics flush skips blocks without locations by itself).
  */
 import { TrimStrategy } from '../meta-enums.js';
 import { MetaError, missingFields } from '../meta-errors.js';

@@ -47,6 +47,14 @@ export class BlockCache {
     if (this.size > 0 && this.byInstance.get(instanceId)?.delete(key) === true) this.size--;
   }
 
+  /** Drops every entry of one instance (a bulk write by another handle touched too many keys to name). */
+  forgetInstance(instanceId: string): void {
+    const entries = this.byInstance.get(instanceId);
+    if (entries === undefined) return;
+    this.size -= entries.size;
+    this.byInstance.delete(instanceId);
+  }
+
   clear(): void {
     this.byInstance.clear();
     this.size = 0;

@@ -12,6 +12,7 @@ import type {
   MutationResult,
   StoreMutation,
   StoredBlock,
+  WorkerStoreLocation,
 } from './meta-store.js';
 
 /** The histogram surface used (prom-client Histogram<'op'> fits). */
@@ -57,5 +58,11 @@ export class InstrumentedMetaStore implements MetaStore {
   }
   close(): Promise<void> {
     return this.inner.close();
+  }
+  workerLocation(): WorkerStoreLocation | null {
+    return this.inner.workerLocation();
+  }
+  externalWrite<T>(instanceId: string, write: () => Promise<T>, touched: (result: T) => ArrayLike<bigint> | null): Promise<T> {
+    return this.timed('externalWrite', () => this.inner.externalWrite(instanceId, write, touched));
   }
 }

@@ -74,6 +74,18 @@ export interface StoredBlock {
   readonly locations: readonly StoredLocation[];
 }
 
+/** StorageType numbers of the event-report storages (§2); every other type is a writable storage. */
+export const ST_EVENT_REPORT_L1P5 = 7;
+export const ST_EVENT_REPORT_L2 = 8;
+
+/** True for a location on a writable storage (§6 step 2 counts only these). */
+export function isWritableStorageType(type: number): boolean {
+  return type !== ST_EVENT_REPORT_L1P5 && type !== ST_EVENT_REPORT_L2;
+}
+
+/** A location row without its rev and specs: what `mergeSpecs` creates when the row is new. */
+export type LocationHead = Omit<StoredLocation, 'rev' | 'specs'>;
+
 /** One atomic batch element of `apply`. `expectRev` undefined = unconditional. */
 export type StoreMutation =
   | {
@@ -82,6 +94,55 @@ export type StoreMutation =
       readonly blockKey: bigint;
       /** Insert, or replace the whole row when the id exists (create_time is the caller's choice). */
       readonly location: Omit<StoredLocation, 'rev'>;
+      /**
+       * When the id exists, keep its create_time_us instead of `location.createTimeUs` (a
+       * snapshot's in-place replace, §7.5: "create_time kept"), so the caller need not read it.
+       */
+      readonly keepCreateTime?: boolean;
+    }
+  | {
+      /**
+       * A reportEvent delta on one location (§7.5 ADD/DELETE), merged inside the transaction so
+       * concurrent writers of the same key (two replicas) never lose each other's specs: specs
+       * named in `remove` are dropped, each spec of `put` replaces the same-name spec in place
+       * or is appended (in `put` order); other specs are kept. A row left without specs is
+       * deleted (and its block with it when nothing else remains); a missing row is created from
+       * `location` with the `put` specs. Nothing is written when nothing changes.
+       * `put` and `remove` names are disjoint.
+       */
+      readonly op: 'mergeSpecs';
+      readonly instanceId: string;
+      readonly blockKey: bigint;
+      readonly location: LocationHead;
+      readonly put: readonly StoredSpec[];
+      readonly remove: readonly string[];
+    }
+  | {
+      /**
+       * §5.4 hit statistics, added inside the transaction (replicas flushing the same key never
+       * lose each other's increments): BP#hit_count += count, BP#lru_time = max(stored,
+       * lastHitUs). Skipped (applied=false) when the block has no location, so a flush never
+       * resurrects a removed block.
+       */
+      readonly op: 'addHits';
+      readonly instanceId: string;
+      readonly blockKey: bigint;
+      readonly count: number;
+      readonly lastHitUs: bigint;
+    }
+  | {
+      /**
+       * §6 step 4 allocation, checked inside the transaction: insert `location` only while the
+       * block has fewer than `maxWritable` writable-storage locations in CLS_WRITING or
+       * CLS_SERVING, none of them on `location.storageName`, and no row with its id. Otherwise the
+       * whole batch is refused with StoreConflictError (another replica allocated the key first:
+       * C-04 across replicas); the caller plans again.
+       */
+      readonly op: 'createLocationIf';
+      readonly instanceId: string;
+      readonly blockKey: bigint;
+      readonly location: Omit<StoredLocation, 'rev'>;
+      readonly maxWritable: number;
     }
   | {
       readonly op: 'setStatusIf';
@@ -122,6 +183,8 @@ export type StoreMutation =
 export interface MutationResult {
   readonly applied: boolean;
   readonly rev?: number;
+  /** mergeSpecs: how many `remove` names the row did not hold (§7.5: one aggregated DEBUG log). */
+  readonly missing?: number;
 }
 
 export interface LocationScanFilter {
@@ -156,6 +219,14 @@ export interface GetBlocksOptions {
   readonly forWrite?: boolean;
 }
 
+/**
+ * How another thread opens its own handle on the same store (the report worker, issue 28): the
+ * SQLite file, or the Redis server and key namespace.
+ */
+export type WorkerStoreLocation =
+  | { readonly kind: 'sqlite'; readonly path: string; readonly synchronous: 'NORMAL' | 'FULL' }
+  | { readonly kind: 'redis'; readonly host: string; readonly port: number; readonly db: number; readonly namespace: string };
+
 export interface MetaStore {
   getInstance(instanceId: string): Promise<InstanceRecord | null>;
   putInstance(rec: InstanceRecord): Promise<void>;
@@ -170,11 +241,32 @@ export interface MetaStore {
   scanLocations(instanceId: string | null, filter: LocationScanFilter, cursor: string | null, limit: number): Promise<LocationPage>;
   /** Checkpoint and close; later calls throw StoreError. */
   close(): Promise<void>;
+
+  /** Where another thread opens its own handle on this store; null when it cannot (an in-memory database). */
+  workerLocation(): WorkerStoreLocation | null;
+  /**
+   * Runs `write`, a write by another handle of this store (the report worker), with this
+   * handle's own writes held back until it ends (SQLite has one writer at a time; a held-back
+   * write waits without blocking the event loop), then drops this handle's cached reads of the
+   * keys `touched` names (of all of `instanceId` when it gives null).
+   */
+  externalWrite<T>(instanceId: string, write: () => Promise<T>, touched: (result: T) => ArrayLike<bigint> | null): Promise<T>;
 }
 
 export class StoreError extends Error {
   readonly class = 'store' as const;
   constructor(message: string, override readonly cause?: unknown) {
     super(`store: ${message}`);
+  }
+}
+
+/** A `createLocationIf` condition did not hold: nothing of the batch was written. */
+export class StoreConflictError extends StoreError {
+  readonly conflict = true as const;
+  constructor(
+    /** Index of the refused op in the batch. */
+    readonly index: number,
+  ) {
+    super(`apply refused: the condition of op ${index} no longer holds (another writer got there first)`);
   }
 }

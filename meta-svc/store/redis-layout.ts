@@ -6,6 +6,8 @@
  *   <ns>b:<instance>:<block key>  hash   `l:<location id>` → location value, `p:<name>` → property
  *   <ns>locs                      zset   every location, score 0, member `<instance>\0<sortable key>\0<location id>`:
  *                                        the stable scan order (instance, block key, location id) for keyset paging
+ *   <ns>stage:<stage id>          list   a big snapshot's rows, staged before its commit and landed after it (`stagedRow`)
+ *   <ns>stages                    hash   stage id → key of the reporter that staged it
  *
  * `<ns>` is `kvcm:{<namespace>}:`; the braces make every key of one namespace one Redis Cluster
  * hash slot, so the multi-key Lua script stays legal there too. Instance ids have no control
@@ -82,4 +84,14 @@ export function decodeLocationValue(locationId: string, value: string): StoredLo
     rev: Number(parts[0]),
     specs,
   };
+}
+
+/**
+ * One staged snapshot row (LAND_STAGE_SCRIPT):
+ * `inst\0key\0sortable\0status\0type\0create_time\0storage\0specs\0location_id`. Only the
+ * location id, last, may hold a NUL (built from a reporter's medium and host): instance ids have
+ * no control characters (§4.1), the specs JSON escapes them, the others are numbers and names.
+ */
+export function stagedRow(instanceId: string, blockKey: bigint, l: Omit<StoredLocation, 'rev'>): string {
+  return `${instanceId}\u0000${blockKey}\u0000${sortableKey(blockKey)}\u0000${l.status}\u0000${l.type}\u0000${l.createTimeUs}\u0000${l.storageName}\u0000${encodeSpecs(l.specs)}\u0000${l.locationId}`;
 }

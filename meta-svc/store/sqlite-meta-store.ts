@@ -17,8 +17,13 @@ import Database from 'better-sqlite3';
 import type BetterSqlite3 from 'better-sqlite3';
 import { BlockCache } from './block-cache.js';
 import { migrate } from './sqlite-schema.js';
+import { mergeSpecList } from './spec-merge.js';
 import {
+  CLS_SERVING,
+  CLS_WRITING,
+  StoreConflictError,
   StoreError,
+  isWritableStorageType,
   type GetBlocksOptions,
   type InstanceRecord,
   type LocationPage,
@@ -31,6 +36,7 @@ import {
   type StoredLocation,
   type StoredLocationStatus,
   type StoredSpec,
+  type WorkerStoreLocation,
 } from './meta-store.js';
 
 export interface SqliteMetaStoreOptions {
@@ -99,6 +105,11 @@ interface Statements {
   /** insertLocation for INSERT_ROWS rows at once. */
   insertLocations: BetterSqlite3.Statement<unknown[]>;
   replaceLocation: RevStatement;
+  /** replaceLocation keeping create_time_us (a snapshot's in-place replace). */
+  replaceLocationKeepingCreateTime: RevStatement;
+  locationSpecs: BetterSqlite3.Statement<[string, bigint, string], { specs: string; rev: number }>;
+  blockLocationHeads: BetterSqlite3.Statement<[string, bigint], [string, string, number, number]>;
+  hasLocation: BetterSqlite3.Statement<[string, bigint], [number]>;
   setStatus: RevStatement;
   replaceSpecs: RevStatement;
   deleteLocation: RevStatement;
@@ -119,9 +130,18 @@ export class SqliteMetaStore implements MetaStore {
   private readonly applyTx: BetterSqlite3.Transaction<(mutations: readonly StoreMutation[]) => MutationResult[]>;
   private readonly insertChunkTx: BetterSqlite3.Transaction<(params: unknown[]) => void>;
 
+  /**
+   * Set while another handle of this database (the report worker's) writes: this handle's
+   * writes wait for it instead of blocking the event loop in SQLite's busy handler.
+   */
+  private writeBarrier: Promise<void> | null = null;
+  /** This connection's TEMP stage of snapshot rows (created on first use, worker handle only). */
+  private stage: StageStatements | null = null;
+
   private constructor(
     private readonly db: BetterSqlite3.Database,
     readonly path: string,
+    private readonly synchronous: 'NORMAL' | 'FULL',
     blockCacheEntries: number,
   ) {
     this.blockCache = new BlockCache(blockCacheEntries);
@@ -153,7 +173,7 @@ export class SqliteMetaStore implements MetaStore {
       db.pragma('cache_size = -65536');
       db.defaultSafeIntegers(true);
       migrate(db, path);
-      return new SqliteMetaStore(db, path, opts.blockCacheEntries ?? DEFAULT_BLOCK_CACHE_ENTRIES);
+      return new SqliteMetaStore(db, path, synchronous, opts.blockCacheEntries ?? DEFAULT_BLOCK_CACHE_ENTRIES);
     } catch (err) {
       db?.close();
       if (err instanceof StoreError) throw err;
@@ -169,6 +189,7 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async putInstance(rec: InstanceRecord): Promise<void> {
+    if (this.writeBarrier !== null) await this.otherWriterDone();
     this.run('putInstance', () => {
       this.stmts.putInstance.run(rec.instanceId, rec.instanceGroup, encodeInstance(rec));
     });
@@ -253,6 +274,7 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async apply(mutations: readonly StoreMutation[]): Promise<MutationResult[]> {
+    if (this.writeBarrier !== null) await this.otherWriterDone();
     return this.run('apply', () => {
       for (let i = 0; i < mutations.length; i++) {
         const m = mutations[i] as StoreMutation;
@@ -334,6 +356,7 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   async close(): Promise<void> {
+    if (this.writeBarrier !== null) await this.otherWriterDone();
     if (this.closed) return;
     this.blockCache.clear();
     try {
@@ -342,6 +365,74 @@ export class SqliteMetaStore implements MetaStore {
       this.closed = true;
       this.db.close();
     }
+  }
+
+  workerLocation(): WorkerStoreLocation | null {
+    return this.path === ':memory:' ? null : { kind: 'sqlite', path: this.path, synchronous: this.synchronous };
+  }
+
+  async externalWrite<T>(instanceId: string, write: () => Promise<T>, touched: (result: T) => ArrayLike<bigint> | null): Promise<T> {
+    if (this.closed) throw new StoreError('externalWrite: store is closed');
+    // One other writer at a time, and none while this handle writes (its writes are synchronous,
+    // so "not inside apply" holds at every await).
+    while (this.writeBarrier !== null) await this.writeBarrier;
+    let release!: () => void;
+    this.writeBarrier = new Promise<void>((resolve) => (release = resolve));
+    try {
+      const result = await write();
+      // Dropped after the commit: a read meanwhile saw (and may have cached) the old rows.
+      const keys = touched(result);
+      if (keys === null) this.blockCache.forgetInstance(instanceId);
+      else for (let i = 0; i < keys.length; i++) this.blockCache.forget(instanceId, keys[i] as bigint);
+      return result;
+    } catch (err) {
+      // A failed write may have committed before its answer was lost: assume it did.
+      this.blockCache.forgetInstance(instanceId);
+      throw err;
+    } finally {
+      this.writeBarrier = null;
+      release();
+    }
+  }
+
+  private async otherWriterDone(): Promise<void> {
+    while (this.writeBarrier !== null) await this.writeBarrier;
+  }
+
+  /**
+   * Stages snapshot rows (in-place puts keeping create_time, §7.5) in this connection's TEMP
+   * table: invisible to every reader and holding no lock on the database. The report worker's
+   * handle only; `commitStage` lands them.
+   */
+  stageRows(stageId: string, puts: readonly StoreMutation[]): void {
+    this.run('stageRows', () => {
+      const st = this.stageStatements();
+      st.insertMany(stageId, puts);
+    });
+  }
+
+  /**
+   * Lands every row staged under `stageId` in one transaction (§7.5: the SQLite store applies a
+   * snapshot's replace in one transaction) and forgets the stage. Returns the landed block keys
+   * when few (for the main handle's read cache), else null.
+   */
+  commitStage(stageId: string, maxKeys: number): { readonly rows: number; readonly touched: BigInt64Array | null } {
+    return this.run('commitStage', () => {
+      const st = this.stageStatements();
+      return st.commit(stageId, maxKeys);
+    });
+  }
+
+  /** Forgets a stage without landing it. */
+  dropStage(stageId: string): void {
+    this.run('dropStage', () => {
+      if (this.stage !== null) this.stage.drop.run(stageId);
+    });
+  }
+
+  private stageStatements(): StageStatements {
+    if (this.stage === null) this.stage = prepareStage(this.db);
+    return this.stage;
   }
 
   private run<T>(op: string, fn: () => T): T {
@@ -355,13 +446,13 @@ export class SqliteMetaStore implements MetaStore {
   }
 
   /**
-   * Inserts the putLocations mutations[from, from + INSERT_ROWS) as new rows when none exists yet
-   * (true); otherwise changes nothing (false).
+   * Inserts the insertable mutations[from, from + INSERT_ROWS) (see `isInsertRun`) as new rows
+   * when none exists yet (true); otherwise changes nothing (false).
    */
   private insertNewChunk(mutations: readonly StoreMutation[], from: number): boolean {
     const params: unknown[] = new Array<unknown>(INSERT_ROWS * 8);
     for (let j = 0, p = 0; j < INSERT_ROWS; j++) {
-      const m = mutations[from + j] as Extract<StoreMutation, { op: 'putLocation' }>;
+      const m = mutations[from + j] as InsertableMutation;
       const l = m.location;
       params[p++] = m.instanceId;
       params[p++] = m.blockKey;
@@ -370,7 +461,7 @@ export class SqliteMetaStore implements MetaStore {
       params[p++] = l.type;
       params[p++] = l.status;
       params[p++] = l.createTimeUs;
-      params[p++] = encodeSpecs(l.specs);
+      params[p++] = encodeSpecs(m.op === 'putLocation' ? m.location.specs : m.put);
     }
     try {
       this.insertChunkTx(params);
@@ -379,6 +470,64 @@ export class SqliteMetaStore implements MetaStore {
       if (err === CHUNK_CONFLICT) return false;
       throw err;
     }
+  }
+
+  /** putLocation of one row: insert, else replace (create_time kept when asked). */
+  private putOne(m: Extract<StoreMutation, { op: 'putLocation' }>): MutationResult {
+    const s = this.stmts;
+    const l = m.location;
+    const specs = encodeSpecs(l.specs);
+    const ins = s.insertLocation.run(m.instanceId, m.blockKey, l.locationId, l.storageName, l.type, l.status, l.createTimeUs, specs);
+    if (ins.changes === 1) return INSERTED;
+    const row = m.keepCreateTime
+      ? s.replaceLocationKeepingCreateTime.get(l.storageName, l.type, l.status, specs, m.instanceId, m.blockKey, l.locationId)
+      : s.replaceLocation.get(l.storageName, l.type, l.status, l.createTimeUs, specs, m.instanceId, m.blockKey, l.locationId);
+    return { applied: true, rev: row?.rev ?? 1 };
+  }
+
+  /** mergeSpecs of one row (its read and write inside the batch's transaction). */
+  private mergeOne(m: Extract<StoreMutation, { op: 'mergeSpecs' }>): MutationResult {
+    const s = this.stmts;
+    const l = m.location;
+    const row = s.locationSpecs.get(m.instanceId, m.blockKey, l.locationId);
+    if (row === undefined) {
+      if (m.put.length === 0) return { applied: true, missing: m.remove.length };
+      s.insertLocation.run(m.instanceId, m.blockKey, l.locationId, l.storageName, l.type, l.status, l.createTimeUs, encodeSpecs(m.put));
+      return m.remove.length === 0 ? INSERTED : { applied: true, rev: 1, missing: m.remove.length };
+    }
+    const merged = mergeSpecList(decodeSpecs(row.specs), m.put, m.remove);
+    const missing = merged.missing > 0 ? { missing: merged.missing } : {};
+    if (!merged.changed) return { applied: true, rev: row.rev, ...missing };
+    if (merged.specs.length === 0) {
+      s.deleteLocation.get(m.instanceId, m.blockKey, l.locationId, null, null);
+      return { applied: true, ...missing };
+    }
+    const updated = s.replaceSpecs.get(encodeSpecs(merged.specs), m.instanceId, m.blockKey, l.locationId, null, null);
+    return { applied: true, rev: updated?.rev ?? row.rev + 1, ...missing };
+  }
+
+  /** addHits of one block: only while it has a location (never resurrects a removed block). */
+  private addHitsOne(m: Extract<StoreMutation, { op: 'addHits' }>): MutationResult {
+    const s = this.stmts;
+    if (s.hasLocation.get(m.instanceId, m.blockKey) === undefined) return { applied: false };
+    const prev = s.blockProperties.get(m.instanceId, m.blockKey);
+    const props: Record<string, string> = prev === undefined ? {} : (JSON.parse(prev.properties) as Record<string, string>);
+    props['BP#hit_count'] = String(hitCountOf(props['BP#hit_count']) + m.count);
+    props['BP#lru_time'] = laterTime(props['BP#lru_time'], m.lastHitUs);
+    s.putProperties.run(m.instanceId, m.blockKey, JSON.stringify(props));
+    return { applied: true };
+  }
+
+  /** The createLocationIf condition over the block's current rows. */
+  private mayCreate(m: Extract<StoreMutation, { op: 'createLocationIf' }>): boolean {
+    let writable = 0;
+    for (const [id, storage, type, status] of this.stmts.blockLocationHeads.all(m.instanceId, m.blockKey)) {
+      if (id === m.location.locationId) return false;
+      if (!isWritableStorageType(type) || (status !== CLS_WRITING && status !== CLS_SERVING)) continue;
+      if (storage === m.location.storageName) return false;
+      writable++;
+    }
+    return writable < m.maxWritable;
   }
 
   /** Runs inside the transaction; any throw rolls the whole batch back. */
@@ -390,10 +539,11 @@ export class SqliteMetaStore implements MetaStore {
     for (let i = 0; i < mutations.length; i++) {
       const m = mutations[i];
       switch (m.op) {
-        case 'putLocation': {
+        case 'putLocation':
+        case 'mergeSpecs': {
           // Hot path: a run of new locations goes in INSERT_ROWS at a time; a chunk where any
           // row already exists is rolled back and takes the row-by-row path below.
-          if (i >= singleUntil && i + INSERT_ROWS <= mutations.length && isPutRun(mutations, i, INSERT_ROWS)) {
+          if (i >= singleUntil && i + INSERT_ROWS <= mutations.length && isInsertRun(mutations, i, INSERT_ROWS)) {
             if (this.insertNewChunk(mutations, i)) {
               for (let j = 0; j < INSERT_ROWS; j++) results[i + j] = INSERTED;
               i += INSERT_ROWS - 1;
@@ -402,14 +552,17 @@ export class SqliteMetaStore implements MetaStore {
             // Some row exists: this chunk's rows go one by one, not retried as shifted chunks.
             singleUntil = i + INSERT_ROWS;
           }
+          results[i] = m.op === 'putLocation' ? this.putOne(m) : this.mergeOne(m);
+          break;
+        }
+        case 'addHits':
+          results[i] = this.addHitsOne(m);
+          break;
+        case 'createLocationIf': {
+          if (!this.mayCreate(m)) throw new StoreConflictError(i);
           const l = m.location;
-          const specs = encodeSpecs(l.specs);
-          const ins = s.insertLocation.run(m.instanceId, m.blockKey, l.locationId, l.storageName, l.type, l.status, l.createTimeUs, specs);
-          if (ins.changes === 1) results[i] = INSERTED;
-          else {
-            const row = s.replaceLocation.get(l.storageName, l.type, l.status, l.createTimeUs, specs, m.instanceId, m.blockKey, l.locationId);
-            results[i] = { applied: true, rev: row?.rev ?? 1 };
-          }
+          s.insertLocation.run(m.instanceId, m.blockKey, l.locationId, l.storageName, l.type, l.status, l.createTimeUs, encodeSpecs(l.specs));
+          results[i] = INSERTED;
           break;
         }
         case 'setStatusIf': {
@@ -455,9 +608,19 @@ export class SqliteMetaStore implements MetaStore {
   }
 }
 
-/** True when mutations[from, from + n) are all putLocation. */
-function isPutRun(mutations: readonly StoreMutation[], from: number, n: number): boolean {
-  for (let j = from; j < from + n; j++) if ((mutations[j] as StoreMutation).op !== 'putLocation') return false;
+/** A mutation that inserts `location` (with `put` as its specs for a merge) when its row is new. */
+type InsertableMutation = Extract<StoreMutation, { op: 'putLocation' }> | Extract<StoreMutation, { op: 'mergeSpecs' }>;
+
+/**
+ * True when mutations[from, from + n) all insert their row when it is new: puts, and merges
+ * that only add specs (a merge into a missing row creates it with exactly `put`).
+ */
+function isInsertRun(mutations: readonly StoreMutation[], from: number, n: number): boolean {
+  for (let j = from; j < from + n; j++) {
+    const m = mutations[j] as StoreMutation;
+    if (m.op === 'putLocation') continue;
+    if (m.op !== 'mergeSpecs' || m.remove.length > 0 || m.put.length === 0) return false;
+  }
   return true;
 }
 
@@ -504,6 +667,15 @@ function prepareStatements(db: BetterSqlite3.Database): Statements {
       'UPDATE locations SET storage_name = ?, type = ?, status = ?, create_time_us = ?, specs = ?, rev = rev + 1 ' +
         `WHERE ${pk} RETURNING rev`,
     ).safeIntegers(false) as RevStatement,
+    replaceLocationKeepingCreateTime: db.prepare(
+      `UPDATE locations SET storage_name = ?, type = ?, status = ?, specs = ?, rev = rev + 1 WHERE ${pk} RETURNING rev`,
+    ).safeIntegers(false) as RevStatement,
+    locationSpecs: db.prepare<[string, bigint, string], { specs: string; rev: number }>(`SELECT specs, rev FROM locations WHERE ${pk}`).safeIntegers(false),
+    blockLocationHeads: db
+      .prepare<[string, bigint], [string, string, number, number]>('SELECT location_id, storage_name, type, status FROM locations WHERE instance_id = ? AND block_key = ?')
+      .raw(true)
+      .safeIntegers(false),
+    hasLocation: db.prepare<[string, bigint], [number]>('SELECT 1 FROM locations WHERE instance_id = ? AND block_key = ? LIMIT 1').raw(true).safeIntegers(false),
     setStatus: db.prepare(`UPDATE locations SET status = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`).safeIntegers(false) as RevStatement,
     replaceSpecs: db.prepare(`UPDATE locations SET specs = ?, rev = rev + 1 WHERE ${pk} AND ${revCheck} RETURNING rev`).safeIntegers(false) as RevStatement,
     deleteLocation: db.prepare(`DELETE FROM locations WHERE ${pk} AND ${revCheck} RETURNING rev`).safeIntegers(false) as RevStatement,
@@ -516,6 +688,57 @@ function prepareStatements(db: BetterSqlite3.Database): Statements {
   };
 }
 
+/** The TEMP stage of one connection (see SqliteMetaStore.stageRows). */
+interface StageStatements {
+  insertMany(stageId: string, puts: readonly StoreMutation[]): void;
+  commit(stageId: string, maxKeys: number): { rows: number; touched: BigInt64Array | null };
+  readonly drop: BetterSqlite3.Statement<[string]>;
+}
+
+function prepareStage(db: BetterSqlite3.Database): StageStatements {
+  // TEMP: per connection, in its own temp database, so staging takes no lock on the main file.
+  db.exec(
+    'CREATE TEMP TABLE IF NOT EXISTS snapshot_stage (stage_id TEXT NOT NULL, instance_id TEXT NOT NULL, block_key INTEGER NOT NULL, ' +
+      'location_id TEXT NOT NULL, storage_name TEXT NOT NULL, type INTEGER NOT NULL, status INTEGER NOT NULL, create_time_us INTEGER NOT NULL, ' +
+      'specs TEXT NOT NULL, PRIMARY KEY (stage_id, instance_id, block_key, location_id)) WITHOUT ROWID',
+  );
+  const insert = db.prepare(
+    'INSERT INTO temp.snapshot_stage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET storage_name = excluded.storage_name, ' +
+      'type = excluded.type, status = excluded.status, create_time_us = excluded.create_time_us, specs = excluded.specs',
+  );
+  const insertMany = db.transaction((stageId: string, puts: readonly StoreMutation[]) => {
+    for (const m of puts) {
+      if (m.op !== 'putLocation') throw new StoreError(`stageRows: ${m.op} cannot be staged`);
+      const l = m.location;
+      insert.run(stageId, m.instanceId, m.blockKey, l.locationId, l.storageName, l.type, l.status, l.createTimeUs, encodeSpecs(l.specs));
+    }
+  });
+  // The stage is ordered by key, so the landing walks the primary key in order. create_time_us
+  // of an existing row is kept (§7.5 in place); its rev moves on.
+  const land = db.prepare(
+    `INSERT INTO main.locations(instance_id, block_key, ${LOCATION_COLUMNS}) ` +
+      'SELECT instance_id, block_key, location_id, storage_name, type, status, create_time_us, 1, specs FROM temp.snapshot_stage WHERE stage_id = ? ' +
+      'ON CONFLICT(instance_id, block_key, location_id) DO UPDATE SET storage_name = excluded.storage_name, type = excluded.type, ' +
+      'status = excluded.status, specs = excluded.specs, rev = rev + 1',
+  );
+  const count = db.prepare<[string], [number]>('SELECT count(*) FROM temp.snapshot_stage WHERE stage_id = ?').raw(true).safeIntegers(false);
+  const keys = db.prepare<[string], [bigint]>('SELECT block_key FROM temp.snapshot_stage WHERE stage_id = ?').raw(true);
+  const drop = db.prepare<[string]>('DELETE FROM temp.snapshot_stage WHERE stage_id = ?');
+  const commit = db.transaction((stageId: string, maxKeys: number) => {
+    const rows = count.get(stageId)?.[0] ?? 0;
+    let touched: BigInt64Array | null = null;
+    if (rows <= maxKeys) {
+      touched = new BigInt64Array(rows);
+      let i = 0;
+      for (const [k] of keys.iterate(stageId)) touched[i++] = k;
+    }
+    land.run(stageId);
+    drop.run(stageId);
+    return { rows, touched };
+  });
+  return { insertMany, commit: (stageId, maxKeys) => commit.immediate(stageId, maxKeys), drop };
+}
+
 /**
  * Specs are stored as `[[name, uri], ...]`: compact, order-preserving; the text equals
  * `JSON.stringify` of the pairs. Hot path (once per row of a reportEvent ADD): a string with
@@ -523,24 +746,45 @@ function prepareStatements(db: BetterSqlite3.Database): Statements {
  */
 export function encodeSpecs(specs: readonly StoredSpec[]): string {
   let out = '[';
-  for (let i = 0; i < specs.length; i++) {
-    const spec = specs[i] as StoredSpec;
-    out += `${i === 0 ? '' : ','}[${jsonString(spec.name)},${jsonString(spec.uri)}]`;
-  }
+  for (let i = 0; i < specs.length; i++) out += `${i === 0 ? '' : ','}${encodeSpec(specs[i] as StoredSpec)}`;
   return `${out}]`;
+}
+
+/** One element of `encodeSpecs`: `[name,uri]` (the Redis merge compares these texts). */
+export function encodeSpec(spec: StoredSpec): string {
+  return `[${jsonString(spec.name)},${jsonString(spec.uri)}]`;
 }
 
 /** What JSON.stringify escapes in a string: `"`, `\`, control characters, and (lone) surrogates. */
 const JSON_ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
 
-function jsonString(s: string): string {
+/** A string as JSON text, exactly as JSON.stringify writes it (one encoding: equal strings, equal texts). */
+export function jsonString(s: string): string {
   return JSON_ESCAPED.test(s) ? JSON.stringify(s) : `"${s}"`;
 }
 
-function decodeLocation(r: LocationRow): StoredLocation {
-  const pairs = JSON.parse(r[6]) as [string, string][];
+/** The specs column (`encodeSpecs` text) as StoredSpecs. */
+export function decodeSpecs(text: string): StoredSpec[] {
+  const pairs = JSON.parse(text) as [string, string][];
   const specs: StoredSpec[] = new Array<StoredSpec>(pairs.length);
   for (let i = 0; i < pairs.length; i++) specs[i] = { name: pairs[i][0], uri: pairs[i][1] };
+  return specs;
+}
+
+/** §5.4 BP#hit_count as stored: a decimal count, anything else counts as 0. */
+export function hitCountOf(text: string | undefined): number {
+  const n = Number.parseInt(text ?? '0', 10);
+  return Number.isFinite(n) ? n : 0;
+}
+
+/** §5.4 BP#lru_time: the later of the stored µs (if it is a decimal) and `us`. */
+export function laterTime(stored: string | undefined, us: bigint): string {
+  if (stored !== undefined && /^\d+$/.test(stored) && BigInt(stored) > us) return stored;
+  return us.toString();
+}
+
+function decodeLocation(r: LocationRow): StoredLocation {
+  const specs = decodeSpecs(r[6]);
   return {
     locationId: r[0],
     storageName: r[1],
@@ -553,9 +797,7 @@ function decodeLocation(r: LocationRow): StoredLocation {
 }
 
 function decodeBatchLocation(r: BatchLocationRow): StoredLocation {
-  const pairs = JSON.parse(r[7]) as [string, string][];
-  const specs: StoredSpec[] = new Array<StoredSpec>(pairs.length);
-  for (let i = 0; i < pairs.length; i++) specs[i] = { name: pairs[i][0], uri: pairs[i][1] };
+  const specs = decodeSpecs(r[7]);
   return {
     locationId: r[1],
     storageName: r[2],

@@ -84,7 +84,7 @@ export async function createDataPath(opts: DataPathOptions): Promise<DataPath> {
     timers,
     lock,
     sessions: new WriteSessions({ store: opts.store, instances: opts.instances, lock, timers, log, metrics: opts.metrics, book: opts.shared?.book }),
-    hits: new HitStatistics(opts.store, lock, log),
+    hits: new HitStatistics(opts.store, log),
     hasher: await ContentKeyHasher.forSeed(BLOCK_KEY_HASH_SEED),
     shared: opts.shared,
     sweepTimer: null,

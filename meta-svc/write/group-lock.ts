@@ -1,8 +1,9 @@
 /**
- * Serializes the read-check-write sequences of the data path per instance group: startWriteCache
- * (existence check then allocation, C-04; group quota), finishWriteCache, removeCache, trimCache
- * and the hit-statistics flush (which must not resurrect a removed block). FIFO per key; keys
- * never block each other. Waiters are promise chains, so an idle group holds no memory.
+ * Serializes the read-check-write sequences of the data path per instance group in this process:
+ * startWriteCache (existence check then allocation; group quota), finishWriteCache, removeCache
+ * and trimCache. Across replicas the store itself decides (createLocationIf, addHits): the lock
+ * only saves this process from planning against its own in-flight allocations. FIFO per key;
+ * keys never block each other. Waiters are promise chains, so an idle group holds no memory.
  */
 export class GroupLock {
   private readonly tails = new Map<string, Promise<void>>();

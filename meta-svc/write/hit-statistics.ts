@@ -1,22 +1,22 @@
 /**
  * §5.4 hit statistics: BP#hit_count and BP#lru_time, buffered in memory and flushed at most
- * every 5 s (unflushed updates may be lost in a crash). The flush runs under the group lock and
- * only touches blocks that still have a location, so it never resurrects a removed block.
+ * every 5 s (unflushed updates may be lost in a crash). Each flushed key is one `addHits`: the
+ * store adds the count inside its transaction and skips a block that lost its locations, so
+ * replicas flushing the same keys never lose each other's increments (§9.4) and a flush never
+ * resurrects a removed block. No read, no lock.
  */
 import type { Logger } from '../../shared/log/logger.js';
 import type { MetaStore, StoreMutation } from '../store/meta-store.js';
-import type { GroupLock } from './group-lock.js';
 
 export const HIT_FLUSH_INTERVAL_MS = 5000;
 /**
- * Keys read and written per transaction (§9.1 allows ≤ 1000 rows). Between two slices the flush
- * yields to the event loop: a 4096-key flush measured 75–175 ms as one synchronous task, which
- * every lookup arriving meanwhile waited for; a slice is ~5–10 ms.
+ * Keys written per transaction (§9.1 allows ≤ 1000 rows). Between two slices the flush yields to
+ * the event loop: a 4096-key flush measured 75–175 ms as one synchronous task, which every lookup
+ * arriving meanwhile waited for; a slice is a few ms.
  */
 const FLUSH_SLICE = 256;
 
 interface PendingHits {
-  readonly groupName: string;
   readonly keys: Map<bigint, { count: number; lastHitUs: bigint }>;
 }
 
@@ -27,7 +27,6 @@ export class HitStatistics {
 
   constructor(
     private readonly store: MetaStore,
-    private readonly lock: GroupLock,
     private readonly log: Logger,
   ) {}
 
@@ -41,10 +40,10 @@ export class HitStatistics {
   }
 
   /** Hot path: one map update per hit key. */
-  record(instanceId: string, groupName: string, blockKey: bigint, nowUs: bigint): void {
+  record(instanceId: string, blockKey: bigint, nowUs: bigint): void {
     let p = this.pending.get(instanceId);
     if (p === undefined) {
-      p = { groupName, keys: new Map() };
+      p = { keys: new Map() };
       this.pending.set(instanceId, p);
     }
     const e = p.keys.get(blockKey);
@@ -77,31 +76,15 @@ export class HitStatistics {
     this.pending = new Map();
     for (const [instanceId, p] of batch) {
       try {
-        const keys = [...p.keys.keys()];
-        for (let i = 0; i < keys.length; i += FLUSH_SLICE) {
-          if (i > 0) await yieldToEventLoop();
-          // The group lock is taken per slice, so writers of the group wait for one slice at most;
-          // each slice reads its blocks right before writing them, under the lock.
-          const slice = keys.slice(i, i + FLUSH_SLICE);
-          await this.lock.run(p.groupName, async () => {
-            const blocks = await this.store.getBlocks(instanceId, slice);
-            const muts: StoreMutation[] = [];
-            for (const key of slice) {
-              const block = blocks.get(key);
-              const hit = p.keys.get(key);
-              if (hit === undefined || block === undefined || block.locations.length === 0) continue;
-              const prev = Number.parseInt(block.properties['BP#hit_count'] ?? '0', 10);
-              const count = (Number.isFinite(prev) ? prev : 0) + hit.count;
-              muts.push({
-                op: 'mergeProperties',
-                instanceId,
-                blockKey: key,
-                properties: { 'BP#hit_count': String(count), 'BP#lru_time': hit.lastHitUs.toString() },
-              });
-            }
-            if (muts.length > 0) await this.store.apply(muts);
-          });
+        let muts: StoreMutation[] = [];
+        for (const [blockKey, hit] of p.keys) {
+          muts.push({ op: 'addHits', instanceId, blockKey, count: hit.count, lastHitUs: hit.lastHitUs });
+          if (muts.length < FLUSH_SLICE) continue;
+          await this.store.apply(muts);
+          muts = [];
+          await yieldToEventLoop();
         }
+        if (muts.length > 0) await this.store.apply(muts);
       } catch (err) {
         // §5.4 allows losing statistics; log and drop rather than retry forever.
         this.log.warn({ err, instance_id: instanceId }, 'hit statistics flush failed; updates dropped');

@@ -12,7 +12,7 @@
 import type { Logger } from '../../shared/log/logger.js';
 import { MetaError } from '../meta-errors.js';
 import { isEventReportLocation } from '../report/event-report-visibility.js';
-import { CLS_SERVING, CLS_WRITING } from '../store/meta-store.js';
+import { CLS_SERVING, CLS_WRITING, StoreConflictError } from '../store/meta-store.js';
 import type { MetaStore, StoreMutation, StoredSpec } from '../store/meta-store.js';
 import type { BlockMask } from '../keys/block-mask.js';
 import { checkBlockMask, isMasked } from '../keys/block-mask.js';
@@ -71,6 +71,22 @@ export interface StartWriteOutput {
   readonly locations: readonly AllocatedLocation[];
 }
 
+/** Plans per startWriteCache when other replicas keep allocating the same keys first. */
+const ALLOCATION_ATTEMPTS = 5;
+
+interface PlannedLocation {
+  readonly blockKey: bigint;
+  readonly locationId: string;
+  readonly storage: WritableStorage;
+  readonly specs: StoredSpec[];
+}
+
+interface Allocation {
+  readonly exists: boolean[];
+  readonly planned: PlannedLocation[];
+  readonly newKeys: NewKey[];
+}
+
 interface NewKey {
   readonly blockKey: bigint;
   readonly locationId: string;
@@ -102,90 +118,7 @@ export class WriteSessions {
     if (candidates.length === 0) {
       throw new MetaError('UNSUPPORTED', `instance group ${instance.groupName} has no storage_candidates (§4.2)`);
     }
-    const allocation = await this.deps.lock.run(instance.groupName, async () => {
-      const blocks = await this.deps.store.getBlocks(instanceId, input.keys);
-      const exists = new Array<boolean>(input.keys.length).fill(false);
-      const seen = new Set<bigint>();
-      const mutations: StoreMutation[] = [];
-      const planned: { blockKey: bigint; locationId: string; storage: WritableStorage; specs: StoredSpec[] }[] = [];
-      let newBytes = 0n;
-      const sizeOf = specSizes(instance);
-      for (let i = 0; i < input.keys.length; i++) {
-        const key = input.keys[i] as bigint;
-        if (seen.has(key)) {
-          exists[i] = true;
-          continue;
-        }
-        seen.add(key);
-        const block = blocks.get(key);
-        // §6 step 2: only writable-storage locations in WRITING or SERVING count.
-        const holding = new Set<string>();
-        let replicas = 0;
-        for (const loc of block?.locations ?? []) {
-          if (isEventReportLocation(loc)) continue;
-          if (loc.status !== CLS_WRITING && loc.status !== CLS_SERVING) continue;
-          replicas++;
-          holding.add(loc.storageName);
-        }
-        const everyCandidateHolds = candidates.every((c) => holding.has(c.name));
-        if (replicas >= input.minReplicaCount || everyCandidateHolds) {
-          exists[i] = true;
-          continue;
-        }
-        const storage = candidates.find((c) => c.available && !holding.has(c.name));
-        if (storage === undefined) {
-          throw new MetaError('UNSUPPORTED', `no available candidate storage for block ${key} in group ${instance.groupName}`);
-        }
-        const prefix = uriPrefix(storage.uri, instanceId);
-        const specNames = input.specNamesPerKey[i] as readonly string[];
-        const specs: StoredSpec[] = specNames.map((s) => {
-          const size = sizeOf.get(s) ?? 0n;
-          newBytes += size;
-          return { name: s, uri: specUri(prefix, key, s, size) };
-        });
-        // Unique per key: collisions with existing ids of this block are redrawn.
-        let locationId = newLocationId();
-        while (block?.locations.some((l) => l.locationId === locationId)) locationId = newLocationId();
-        planned.push({ blockKey: key, locationId, storage, specs });
-        mutations.push({
-          op: 'putLocation',
-          instanceId,
-          blockKey: key,
-          location: {
-            locationId,
-            storageName: storage.name,
-            type: storage.storageType,
-            status: CLS_WRITING,
-            createTimeUs: input.nowUs,
-            specs,
-          },
-        });
-        if (block === undefined) {
-          // §5.4 BP#prev_key: set by the request that created the block.
-          const prev = i === 0 ? '' : (input.keys[i - 1] as bigint).toString();
-          mutations.push({ op: 'mergeProperties', instanceId, blockKey: key, properties: { 'BP#prev_key': prev } });
-        }
-      }
-      if (planned.length > 0 && instance.quotaBytes > 0n) {
-        const used = await groupUsageBytes(this.deps.store, this.deps.instances, instance.groupName);
-        if (used + newBytes > instance.quotaBytes) {
-          throw new MetaError(
-            'REACH_MAX_ENTITY_CAPACITY',
-            `group ${instance.groupName} quota ${instance.quotaBytes} bytes cannot hold ${newBytes} more (used ${used})`,
-          );
-        }
-      }
-      const results = mutations.length > 0 ? await this.deps.store.apply(mutations) : [];
-      const newKeys: NewKey[] = [];
-      let r = 0;
-      for (let j = 0; j < mutations.length; j++) {
-        const m = mutations[j] as StoreMutation;
-        if (m.op !== 'putLocation') continue;
-        const p = planned[r++];
-        if (p !== undefined) newKeys.push({ blockKey: p.blockKey, locationId: p.locationId, rev: results[j]?.rev ?? 1 });
-      }
-      return { exists, planned, newKeys };
-    });
+    const allocation = await this.deps.lock.run(instance.groupName, () => this.allocate(input));
 
     const id = newWriteSessionId();
     const lifetimeMs = allocation.newKeys.length === 0 ? EMPTY_SESSION_LIFETIME_MS : input.timeoutMs;
@@ -207,6 +140,106 @@ export class WriteSessions {
       exists: allocation.exists,
       locations: allocation.planned.map((p) => ({ locationId: p.locationId, storageType: p.storage.storageType, specs: p.specs })),
     };
+  }
+
+  /**
+   * §6 steps 2–4 under the group lock: read the keys, decide which exist, allocate the new ones
+   * in one transaction. A key another replica allocated between our read and our write refuses
+   * the batch (StoreConflictError); we read again and decide again.
+   */
+  private async allocate(input: StartWriteInput): Promise<Allocation> {
+    for (let attempt = 1; ; attempt++) {
+      const plan = await this.plan(input);
+      try {
+        const results = plan.mutations.length > 0 ? await this.deps.store.apply(plan.mutations) : [];
+        const newKeys: NewKey[] = [];
+        let r = 0;
+        for (let j = 0; j < plan.mutations.length; j++) {
+          if ((plan.mutations[j] as StoreMutation).op !== 'createLocationIf') continue;
+          const p = plan.planned[r++] as PlannedLocation;
+          newKeys.push({ blockKey: p.blockKey, locationId: p.locationId, rev: results[j]?.rev ?? 1 });
+        }
+        return { exists: plan.exists, planned: plan.planned, newKeys };
+      } catch (err) {
+        if (!(err instanceof StoreConflictError) || attempt >= ALLOCATION_ATTEMPTS) throw err;
+      }
+    }
+  }
+
+  /** §6 steps 2–4 over the keys as stored now: which exist, and the mutations allocating the rest. */
+  private async plan(input: StartWriteInput): Promise<{ exists: boolean[]; planned: PlannedLocation[]; mutations: StoreMutation[] }> {
+    const { instance } = input;
+    const instanceId = instance.record.instanceId;
+    const candidates = instance.writableCandidates;
+    const blocks = await this.deps.store.getBlocks(instanceId, input.keys);
+    const exists = new Array<boolean>(input.keys.length).fill(false);
+    const seen = new Set<bigint>();
+    const mutations: StoreMutation[] = [];
+    const planned: PlannedLocation[] = [];
+    let newBytes = 0n;
+    const sizeOf = specSizes(instance);
+    for (let i = 0; i < input.keys.length; i++) {
+      const key = input.keys[i] as bigint;
+      if (seen.has(key)) {
+        exists[i] = true;
+        continue;
+      }
+      seen.add(key);
+      const block = blocks.get(key);
+      // §6 step 2: only writable-storage locations in WRITING or SERVING count.
+      const holding = new Set<string>();
+      let replicas = 0;
+      for (const loc of block?.locations ?? []) {
+        if (isEventReportLocation(loc)) continue;
+        if (loc.status !== CLS_WRITING && loc.status !== CLS_SERVING) continue;
+        replicas++;
+        holding.add(loc.storageName);
+      }
+      const everyCandidateHolds = candidates.every((c) => holding.has(c.name));
+      if (replicas >= input.minReplicaCount || everyCandidateHolds) {
+        exists[i] = true;
+        continue;
+      }
+      const storage = candidates.find((c) => c.available && !holding.has(c.name));
+      if (storage === undefined) {
+        throw new MetaError('UNSUPPORTED', `no available candidate storage for block ${key} in group ${instance.groupName}`);
+      }
+      const prefix = uriPrefix(storage.uri, instanceId);
+      const specNames = input.specNamesPerKey[i] as readonly string[];
+      const specs: StoredSpec[] = specNames.map((s) => {
+        const size = sizeOf.get(s) ?? 0n;
+        newBytes += size;
+        return { name: s, uri: specUri(prefix, key, s, size) };
+      });
+      // Unique per key: collisions with existing ids of this block are redrawn.
+      let locationId = newLocationId();
+      while (block?.locations.some((l) => l.locationId === locationId)) locationId = newLocationId();
+      planned.push({ blockKey: key, locationId, storage, specs });
+      // Inserted only if the key is still free when the batch commits: another replica may be
+      // allocating it right now (C-04 across replicas, §9.4).
+      mutations.push({
+        op: 'createLocationIf',
+        instanceId,
+        blockKey: key,
+        location: { locationId, storageName: storage.name, type: storage.storageType, status: CLS_WRITING, createTimeUs: input.nowUs, specs },
+        maxWritable: input.minReplicaCount,
+      });
+      if (block === undefined) {
+        // §5.4 BP#prev_key: set by the request that created the block.
+        const prev = i === 0 ? '' : (input.keys[i - 1] as bigint).toString();
+        mutations.push({ op: 'mergeProperties', instanceId, blockKey: key, properties: { 'BP#prev_key': prev } });
+      }
+    }
+    if (planned.length > 0 && instance.quotaBytes > 0n) {
+      const used = await groupUsageBytes(this.deps.store, this.deps.instances, instance.groupName);
+      if (used + newBytes > instance.quotaBytes) {
+        throw new MetaError(
+          'REACH_MAX_ENTITY_CAPACITY',
+          `group ${instance.groupName} quota ${instance.quotaBytes} bytes cannot hold ${newBytes} more (used ${used})`,
+        );
+      }
+    }
+    return { exists, planned, mutations };
   }
 
   /**

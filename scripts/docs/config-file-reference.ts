@@ -8,6 +8,7 @@
  */
 import { isConfigError } from '../../shared/config/config-error.js';
 import { validateKvEventsConfig } from '../../shared/config/kv-events-config.js';
+import { parseModelsFile } from '../../shared/config/models-file.js';
 import { parseEnginesFile } from '../../directory-svc/engines/engines-file.js';
 import { code, markdownTable } from './markdown-table.js';
 
@@ -21,6 +22,11 @@ interface ObjectShape {
   readonly prefix: string;
   /** A valid object of this kind with the fewest fields. */
   readonly minimal: Json;
+  /**
+   * A valid object the wrong-value probes are built on, when some field is accepted only beside an
+   * optional one (a DNS entry's `dp_size` only with `event_port`); default `minimal`.
+   */
+  readonly probe?: Json;
   /** Runs the file's parser on a file holding `obj` in this object's place; returns the parsed value of the object. */
   readonly parse: (obj: Json) => Json;
   /** Hand-written meaning of each field, keyed by field name. */
@@ -29,6 +35,9 @@ interface ObjectShape {
 
 const MINIMAL_STREAM: Json = { instance_name: 'engine-a', endpoint: 'tcp://10.0.0.5:5557', replay_endpoint: 'tcp://10.0.0.5:5567' };
 const MINIMAL_ENGINE: Json = { name: 'vllm-0', url: 'http://10.0.0.5:8000', kind: 'vllm', event_endpoint: 'tcp://10.0.0.5:5557', block_size: 16 };
+const MINIMAL_DNS_ENTRY: Json = { dns: 'vllm-llama.inference.svc.cluster.local', port: 8000, kind: 'vllm', block_size: 16 };
+const MODELS_MEANING =
+  'The pinned served models (cache-identity §1): first the base model, the rest its LoRA adapters; distinct non-empty names without control characters, at most 1024 characters each. Left out: the directory reads the engine\'s `GET /v1/models` every `--engines_models_refresh_ms` and at once on (re)activation. A pin is never scraped.';
 
 /** kv-events config values keyed by camelCase, the limits flattened beside the top-level fields. */
 function kvEventsValues(obj: Json): Json {
@@ -100,6 +109,38 @@ export const CONFIG_OBJECTS: readonly ObjectShape[] = [
       topic: "The engine's `topic`.",
       block_size: "The engine's KV block size (`--block-size`).",
       dp_rank_offset: "Multi-node data parallelism: this entry's rank r is stream `dp_rank_offset + r`; list each node as its own entry with the endpoints its first rank binds.",
+      models: MODELS_MEANING,
+    },
+  },
+  {
+    name: 'engines-file/dns',
+    prefix: 'engines[].',
+    minimal: MINIMAL_DNS_ENTRY,
+    probe: { ...MINIMAL_DNS_ENTRY, event_port: 5557 },
+    parse: (obj) => ({ ...parseEnginesFile(JSON.stringify({ engines: [obj] })).dnsEntries[0]! }),
+    meanings: {
+      dns: 'The name to resolve (engines.md §6); every address it resolves to is one engine named `<address>:<port>`. Write it fully qualified: the resolver applies no search domains. An IP address is refused (list it with `name` and `url`).',
+      srv: '`true`: read SRV records of `dns` instead of A/AAAA; each target is resolved to its addresses and the record\'s port is that engine\'s HTTP port.',
+      port: 'Every engine\'s HTTP port (OpenAI API, `/health`, `/metrics`). Required unless `"srv": true`; refused with it.',
+      kind: 'As for a listed entry.',
+      role: 'As for a listed entry; one DNS entry has one role.',
+      block_size: 'As for a listed entry.',
+      event_port: 'Rank r publishes on `event_port + r` at the engine\'s address. Left out: every engine serves `GET /kv_event_sources`, whose answer gives its ranks, endpoints and topic.',
+      replay_port: 'Rank r\'s replay port is `replay_port + r`; only with `event_port`.',
+      topic: 'The engines\' `topic`; only with `event_port`.',
+      dp_size: 'Data-parallel ranks of every engine; only with `event_port`.',
+      models: MODELS_MEANING,
+    },
+  },
+  {
+    name: 'models-file',
+    prefix: 'models[].',
+    minimal: { model: 'qwen3-8b', tokenizer: '/models/qwen3-8b' },
+    parse: (obj) => ({ ...parseModelsFile(JSON.stringify({ models: [obj] }))[0]! }),
+    meanings: {
+      model: 'The model name requests use (`model`), as the engines list it in `GET /v1/models`; unique in the file.',
+      tokenizer: 'A Hugging Face model directory with `tokenizer.json` and `tokenizer_config.json` (tokenization.md §1); loaded and checked at start-up.',
+      chat_template: 'A Jinja template file that overrides `tokenizer_config.json`\'s chat template.',
     },
   },
 ];
@@ -124,7 +165,7 @@ export function configTableMarkdown(shape: ObjectShape): string {
 
 /** The field names the parser accepts for this object, from its unknown-field answer. */
 export function allowedFields(shape: ObjectShape): string[] {
-  const reason = rejection(shape, { ...shape.minimal, __docs_probe__: 1 });
+  const reason = rejection(shape, { ...(shape.probe ?? shape.minimal), __docs_probe__: 1 });
   const m = reason === null ? null : /unknown field \(allowed: ([^)]*)\)/.exec(reason);
   if (m === null) throw new Error(`${shape.name}: the parser did not list its fields for an unknown one (${reason ?? 'accepted'})`);
   return m[1]!.split(', ');
@@ -136,7 +177,7 @@ function accepted(shape: ObjectShape, field: string): string {
   // a string no field accepts (the answer names enums, URLs and endpoints precisely).
   let best: string | null = null;
   for (const wrong of [{}, 7, 'not valid\u0001']) {
-    const reason = rejection(shape, { ...shape.minimal, [field]: wrong });
+    const reason = rejection(shape, { ...(shape.probe ?? shape.minimal), [field]: wrong });
     const m = reason === null ? null : /expected (.*), got /.exec(reason);
     if (m !== null && (best === null || /^a (string|value)$/.test(best))) best = m[1]!.replace(/\s*\([^)]*\)$/, '');
   }

@@ -1,13 +1,12 @@
 /**
  * Which Markdown files are the documentation: the README and every page under docs/, except the
  * feature notes other branches drop into docs/incoming/ for the lead to fold in (they are drafts,
- * not pages); the README map in docs/incoming/ is a page. Paths are relative to the root, sorted.
+ * not pages). Paths are relative to the root, sorted.
  */
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 const INCOMING = 'docs/incoming/';
-const INCOMING_PAGES = new Set(['docs/incoming/README-map.md']);
 
 export function docPages(root: string): string[] {
   const out = ['README.md'];
@@ -19,5 +18,5 @@ export function docPages(root: string): string[] {
     }
   };
   walk(join(root, 'docs'));
-  return out.filter((p) => !p.startsWith(INCOMING) || INCOMING_PAGES.has(p)).sort((a, b) => (a === 'README.md' ? -1 : b === 'README.md' ? 1 : a.localeCompare(b)));
+  return out.filter((p) => !p.startsWith(INCOMING)).sort((a, b) => (a === 'README.md' ? -1 : b === 'README.md' ? 1 : a.localeCompare(b)));
 }

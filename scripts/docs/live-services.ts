@@ -6,7 +6,8 @@
  * the docs. The docs test also runs the pages' `stack` commands against this fleet. Everything
  * runs from source through tsx (no build needed), on free loopback ports, with no etcd and no GPU:
  *
- *   engine-sim (vLLM kind) ──ZMQ events, /health, /metrics──▶ directory-svc (engines file) ◀── router-svc (CAR)
+ *   engine-sim (vLLM kind, serving qwen3 and its adapter sql-lora) ──ZMQ events, /health, /metrics,
+ *     /v1/models──▶ directory-svc (engines file) ◀── router-svc (CAR)
  *   meta-svc on SQLite; meta-svc on Redis (a redis-server of its own)
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -52,6 +53,8 @@ export interface FleetPorts {
 const HOOK = 'scripts/docs/registry-hook.ts';
 const READY_MS = 90000;
 const ENGINE_BLOCK_SIZE = 16;
+/** The engine's `--served_models`: what the pages' examples name (`qwen3`, its adapter `sql-lora`). */
+const SERVED_MODELS = 'qwen3,sql-lora';
 
 /** Where each service's path literals live: the candidates probed for routes. */
 const ROUTE_SOURCES: Readonly<Record<ServiceName, readonly string[]>> = {
@@ -128,6 +131,8 @@ export class LiveFleet {
         '--event_port_offset=1',
         '--replay_port_offset=2',
         `--tokenizer=${tokenizer}`,
+        // A base model and an adapter, so the pages' commands naming a model or a LoRA run as written.
+        `--served_models=${SERVED_MODELS}`,
       ], false);
       const directory = spawn('directory-svc', '', 'directory-svc/main.ts', dirHttp, [
         `--grpc_port=${grpcPort}`,

@@ -12,6 +12,7 @@ import {
   type MutationResult,
   type StoreMutation,
   type StoredBlock,
+  type WorkerStoreLocation,
 } from '../../meta-svc/store/meta-store.js';
 
 export type FaultyMethod = 'getBlocks' | 'apply' | 'scanLocations';
@@ -83,5 +84,11 @@ export class FaultyMetaStore implements MetaStore {
   }
   close(): Promise<void> {
     return this.inner.close();
+  }
+  workerLocation(): WorkerStoreLocation | null {
+    return this.inner.workerLocation();
+  }
+  externalWrite<T>(instanceId: string, write: () => Promise<T>, touched: (result: T) => ArrayLike<bigint> | null): Promise<T> {
+    return this.inner.externalWrite(instanceId, write, touched);
   }
 }

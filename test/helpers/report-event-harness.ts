@@ -21,6 +21,8 @@ import { DEFAULT_EVENT_REPORT_TIMINGS, type EventReportTimings } from '../../met
 import { registerReportEventHandler, type ReportInstance } from '../../meta-svc/rpc/report-event.js';
 import { silentLogger } from '../../shared/log/logger.js';
 import { FaultyMetaStore } from './faulty-meta-store.js';
+import { ReportOffload } from '../../meta-svc/report/offload/report-offload.js';
+import type { SnapshotStages } from '../../meta-svc/report/offloaded-writes.js';
 
 export const L1P5 = 7;
 export const L2 = 8;
@@ -69,6 +71,8 @@ export interface HarnessOptions {
   readonly timings?: Partial<EventReportTimings>;
   /** Run on the Redis store with shared reporter state (§9.4) instead of SQLite. */
   readonly redis?: RedisServer;
+  /** Bodies of at least this many bytes go to the report worker (issue 28); absent: no worker. */
+  readonly offloadMinBytes?: number;
 }
 
 let redisNamespaceSeq = 0;
@@ -83,6 +87,7 @@ export class ReportHarness {
     readonly server: MetaHttpServer,
     readonly metrics: MetaMetrics,
     readonly url: string,
+    readonly offload?: ReportOffload,
   ) {}
 
   /** `dir` reuses a data directory (restart scenarios); otherwise a fresh temp dir. */
@@ -93,9 +98,11 @@ export class ReportHarness {
     const timings: EventReportTimings = { ...DEFAULT_EVENT_REPORT_TIMINGS, ...opts.timings };
     let inner: MetaStore;
     let sync: ((registry: ReporterRegistry) => ReporterSync) | undefined;
+    let stages: SnapshotStages | undefined;
     if (opts.redis) {
       const redisStore = await RedisMetaStore.open({ host: '127.0.0.1', port: opts.redis.port, db: 0, namespace: `report-${process.pid}-${++redisNamespaceSeq}` });
       inner = redisStore;
+      stages = redisStore;
       sync = (registry) =>
         new RedisReporterSync({ redis: redisStore.redis, prefix: redisStore.keyPrefix, registry, holder: 'harness', backgroundHolder: () => true, logger: silentLogger });
     } else {
@@ -103,7 +110,12 @@ export class ReportHarness {
     }
     const store = new FaultyMetaStore(inner);
     const metrics = createMetaMetrics();
-    const reporting = createEventReporting({ store, logger: silentLogger, nowMs: clock.now, timingsFor: () => timings, allTimings: [timings], metrics, sync });
+    const location = inner.workerLocation();
+    const offload =
+      opts.offloadMinBytes === undefined || location === null
+        ? undefined
+        : new ReportOffload({ store, location, logger: silentLogger, maxBodyBytes: 64 * 1024 * 1024, maxEventsPerRequest: 100000, minBodyBytes: opts.offloadMinBytes });
+    const reporting = createEventReporting({ store, logger: silentLogger, nowMs: clock.now, timingsFor: () => timings, allTimings: [timings], metrics, sync, offload, stages });
     // Tests drive the checker with tick(); no background interval.
     reporting.lifecycle.stop();
     const server = new MetaHttpServer({
@@ -114,17 +126,19 @@ export class ReportHarness {
       metrics,
       beforeRpc: opts.redis ? () => reporting.sync.catchUp() : undefined,
     });
-    registerReportEventHandler(server, { reporting, metrics, resolveInstance: async (id) => DEFAULT_INSTANCES[id] ?? null });
+    registerReportEventHandler(server, { reporting, metrics, resolveInstance: async (id) => DEFAULT_INSTANCES[id] ?? null }, offload);
     server.onDrain(() => reporting.drain());
     server.markServing();
     const port = await server.listen();
-    return new ReportHarness(dir, ownsDir, clock, store, reporting, server, metrics, `http://127.0.0.1:${port}`);
+    return new ReportHarness(dir, ownsDir, clock, store, reporting, server, metrics, `http://127.0.0.1:${port}`, offload);
   }
 
   async close(): Promise<void> {
     await this.server.close();
     await this.reporting.close();
+    await this.offload?.close();
     await this.store.close();
+    this.metrics.stopLoopMonitor();
   }
 
   removeDir(): void {

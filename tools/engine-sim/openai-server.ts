@@ -131,6 +131,8 @@ export class OpenAiEndpoint extends EventEmitter {
   completed = 0;
   /** Requests whose client went away before the answer ended. */
   aborted = 0;
+  /** Requests refused with vLLM's 404 for a model this engine does not serve (a router sent it to the wrong engine). */
+  modelNotFound = 0;
 
   constructor(private readonly opts: OpenAiEndpointOptions) {
     super();
@@ -184,7 +186,10 @@ export class OpenAiEndpoint extends EventEmitter {
       const o = parseBody(body);
       // vLLM checks the model and its fields before it tokenizes anything.
       const identity = requestIdentity(o, this.models);
-      if (identity.kind === 'not_found') return sendModelNotFound(res, identity.model);
+      if (identity.kind === 'not_found') {
+        this.modelNotFound++;
+        return sendModelNotFound(res, identity.model);
+      }
       if (identity.kind === 'bad_salt') return sendVllmError(res, 400, 'BadRequestError', "Parameter 'cache_salt' must be a non-empty string if provided.");
       request = await parseRequest(o, path === CHAT_COMPLETIONS_PATH, this.opts.tokenizer ?? null, identity);
     } catch (e) {

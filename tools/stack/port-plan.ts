@@ -80,11 +80,18 @@ export async function assertPortsFree(ports: readonly PlannedPort[]): Promise<vo
 /**
  * `--engine_base_port=0`: a base whose whole layout is free right now, avoiding `reserved` (the
  * stack's other ports). Random so two stacks started together rarely race for the same base.
+ * All three ranges stay below Linux's ephemeral range (32768+): a port found free there can be
+ * taken by any outgoing connection before the engine binds it (seen in CI as EADDRINUSE).
  */
+/** First port of Linux's default ephemeral range (net.ipv4.ip_local_port_range). */
+const EPHEMERAL_START = 32768;
+/** Above the privileged ports and the few well-known ones below 1100. */
+const LOWEST_BASE = 1100;
+
 export async function findFreeEngineBase(engines: readonly EngineSpec[], reserved: ReadonlySet<number>): Promise<number> {
   const span = engines.reduce((n, e) => n + e.dpSize, 0);
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * (65535 - REPLAY_PORT_OFFSET - span - 20000));
+    const base = LOWEST_BASE + Math.floor(Math.random() * (EPHEMERAL_START - REPLAY_PORT_OFFSET - span - LOWEST_BASE));
     const ports = layoutEngines(engines, base).flatMap((e, i) => enginePorts(e, i));
     let ok = true;
     for (const p of ports) {

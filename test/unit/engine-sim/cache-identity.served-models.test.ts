@@ -29,7 +29,7 @@ describe('engine-sim served models and request identity over HTTP (cache-identit
     sim = null;
   });
 
-  async function start(models?: ServedModelRegistry): Promise<{ url: string; sim: EngineSimulator }> {
+  async function start(models?: ServedModelRegistry): Promise<{ url: string; sim: EngineSimulator; endpoint: OpenAiEndpoint }> {
     sim = await EngineSimulator.start({
       instanceName: 'sim-identity',
       blockSize: 4,
@@ -38,8 +38,9 @@ describe('engine-sim served models and request identity over HTTP (cache-identit
       deviceCapacityBlocks: 64,
       engineKind: 'vllm',
     });
-    server = await OpenAiServer.listen({ port: 0, endpoint: new OpenAiEndpoint({ engine: sim, models, tokenIntervalMs: 0 }) });
-    return { url: `http://127.0.0.1:${server.port}`, sim };
+    const endpoint = new OpenAiEndpoint({ engine: sim, models, tokenIntervalMs: 0 });
+    server = await OpenAiServer.listen({ port: 0, endpoint });
+    return { url: `http://127.0.0.1:${server.port}`, sim, endpoint };
   }
 
   const strict = (): ServedModelRegistry => new ServedModelRegistry({ names: ['llama-3.1-8b', 'sql-lora'], strict: true, ownedBy: 'vllm', maxModelLen: 256 });
@@ -126,7 +127,7 @@ describe('engine-sim served models and request identity over HTTP (cache-identit
   });
 
   it("CI5 a model not served is vLLM's 404 (completions and chat), before any prefill; an unloaded adapter too", async () => {
-    const { url, sim: s } = await start(strict());
+    const { url, sim: s, endpoint } = await start(strict());
     const notFound = (m: string): string => `{"error":{"message":"The model \`${m}\` does not exist.","type":"NotFoundError","param":"model","code":404}}`;
     expect(await call(`${url}/v1/completions`, 'POST', { model: 'gpt-4o', prompt: PROMPT })).to.deep.equal({ status: 404, contentType: 'application/json', text: notFound('gpt-4o') });
     expect(await call(`${url}/v1/chat/completions`, 'POST', { model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] })).to.include({ status: 404, text: notFound('gpt-4o') });
@@ -134,6 +135,8 @@ describe('engine-sim served models and request identity over HTTP (cache-identit
     await call(`${url}/v1/unload_lora_adapter`, 'POST', { lora_name: 'sql-lora' });
     expect(await call(`${url}/v1/completions`, 'POST', { model: 'sql-lora', prompt: PROMPT })).to.include({ status: 404, text: notFound('sql-lora') });
     expect(await call(`${url}/v1/completions`, 'POST', { model: 7, prompt: PROMPT })).to.include({ status: 400 });
+    // What the cluster benchmark reads to count requests sent to an engine not serving their model.
+    expect(endpoint.modelNotFound, 'the 404s counted, the 400 not').to.equal(3);
   });
 
   it('CI1 a request for an adapter is a LoRA request: blocks keyed and marked by it, credited only to that adapter', async () => {

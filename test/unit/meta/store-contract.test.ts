@@ -10,8 +10,10 @@ import {
   CLS_DELETING,
   CLS_SERVING,
   CLS_WRITING,
+  StoreConflictError,
   StoreError,
   type InstanceRecord,
+  type LocationHead,
   type MetaStore,
   type StoredLocation,
 } from '../../../meta-svc/store/meta-store.js';
@@ -347,6 +349,94 @@ export function describeMetaStoreContract(name: string, factory: MetaStoreFactor
       expect((await store.scanLocations(INST, {}, null, 10)).items.length).to.equal(0);
     });
 
+    it('§7.5 mergeSpecs: ADD replaces a same-name spec in place and appends new ones, DELETE drops named ones, one row per (key, id)', async () => {
+      const id = 'kvs#event_report_l2#gpu#10.0.0.1:80';
+      const head: LocationHead = { locationId: id, storageName: 'event_report_l2', type: 8, status: CLS_SERVING, createTimeUs: 5n };
+      const merge = (put: { name: string; uri: string }[], remove: string[] = [], createTimeUs = 5n) =>
+        store.apply([{ op: 'mergeSpecs', instanceId: INST, blockKey: 11n, location: { ...head, createTimeUs }, put, remove }]);
+      const specsOf = async () => (await store.getBlocks(INST, [11n])).get(11n)?.locations.map((l) => ({ specs: l.specs, ctime: l.createTimeUs, rev: l.rev }));
+      // A missing row with only removes: nothing is written, every remove name is missing.
+      expect(await merge([], ['tp9'])).to.deep.equal([{ applied: true, missing: 1 }]);
+      expect((await store.getBlocks(INST, [11n])).size).to.equal(0);
+      expect(await merge([{ name: 'tp0', uri: 'x://a/0' }, { name: 'tp1', uri: 'x://a/1' }])).to.deep.equal([{ applied: true, rev: 1 }]);
+      // Same specs again: unchanged, no rev bump.
+      expect(await merge([{ name: 'tp1', uri: 'x://a/1' }])).to.deep.equal([{ applied: true, rev: 1 }]);
+      // tp0 replaced in place (ctime of the row kept), tp2 appended, a `"` and `\` in a name survive.
+      const odd = 'q"\\x';
+      expect(await merge([{ name: 'tp0', uri: 'x://b/0' }, { name: 'tp2', uri: 'x://b/2' }, { name: odd, uri: 'x://b/q' }], [], 99n)).to.deep.equal([{ applied: true, rev: 2 }]);
+      expect(await specsOf()).to.deep.equal([
+        {
+          specs: [
+            { name: 'tp0', uri: 'x://b/0' },
+            { name: 'tp1', uri: 'x://a/1' },
+            { name: 'tp2', uri: 'x://b/2' },
+            { name: odd, uri: 'x://b/q' },
+          ],
+          ctime: 5n,
+          rev: 2,
+        },
+      ]);
+      expect(await merge([{ name: 'tp3', uri: 'x://c/3' }], [odd, 'tp1', 'nope'])).to.deep.equal([{ applied: true, rev: 3, missing: 1 }]);
+      expect((await specsOf())?.[0]?.specs.map((x) => x.name)).to.deep.equal(['tp0', 'tp2', 'tp3']);
+      // The last specs removed: the row goes (and the block, which has nothing else).
+      expect(await merge([], ['tp0', 'tp2', 'tp3'])).to.deep.equal([{ applied: true }]);
+      expect((await store.getBlocks(INST, [11n])).size).to.equal(0);
+      expect((await store.scanLocations(INST, {}, null, 10)).items).to.deep.equal([]);
+    });
+
+    it('§7.5 putLocation keepCreateTime keeps a stored row\'s create_time and takes the given one for a new row', async () => {
+      const put = (createTimeUs: bigint) =>
+        store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 12n, location: loc('kvs#event_report_l2#gpu#h:1', { type: 8, createTimeUs }), keepCreateTime: true }]);
+      expect(await put(10n)).to.deep.equal([{ applied: true, rev: 1 }]);
+      expect(await put(20n)).to.deep.equal([{ applied: true, rev: 2 }]);
+      expect((await store.getBlocks(INST, [12n])).get(12n)?.locations[0]).to.deep.include({ createTimeUs: 10n, rev: 2 });
+    });
+
+    it('§5.4 addHits adds to BP#hit_count, keeps the later BP#lru_time and skips a block without a location', async () => {
+      await store.apply([{ op: 'putLocation', instanceId: INST, blockKey: 13n, location: loc('L1') }]);
+      const hits = (count: number, lastHitUs: bigint, blockKey = 13n) => store.apply([{ op: 'addHits', instanceId: INST, blockKey, count, lastHitUs }]);
+      expect(await hits(2, 1000n)).to.deep.equal([{ applied: true }]);
+      expect(await hits(3, 900n)).to.deep.equal([{ applied: true }]);
+      expect((await store.getBlocks(INST, [13n])).get(13n)?.properties).to.deep.equal({ 'BP#hit_count': '5', 'BP#lru_time': '1000' });
+      expect(await hits(1, 10000n)).to.deep.equal([{ applied: true }]);
+      expect((await store.getBlocks(INST, [13n])).get(13n)?.properties).to.deep.equal({ 'BP#hit_count': '6', 'BP#lru_time': '10000' });
+      expect(await hits(1, 1n, 14n)).to.deep.equal([{ applied: false }]);
+      expect((await store.getBlocks(INST, [14n])).size).to.equal(0);
+    });
+
+    it('C-04 createLocationIf refuses the whole batch when another writer allocated the key first', async () => {
+      const create = (blockKey: bigint, id: string, storageName = 'local_file', maxWritable = 1) => ({
+        op: 'createLocationIf' as const,
+        instanceId: INST,
+        blockKey,
+        location: loc(id, { status: CLS_WRITING, storageName }),
+        maxWritable,
+      });
+      expect(await store.apply([create(20n, 'A1'), { op: 'mergeProperties', instanceId: INST, blockKey: 20n, properties: { 'BP#prev_key': '' } }, create(21n, 'A2')])).to.deep.equal([
+        { applied: true, rev: 1 },
+        { applied: true },
+        { applied: true, rev: 1 },
+      ]);
+      // 21 now holds a writable location: a second allocation of it fails the batch, 22 included.
+      let err: unknown;
+      await store.apply([create(22n, 'B1'), create(21n, 'B2')]).catch((e: unknown) => (err = e));
+      expect(err).to.be.instanceOf(StoreConflictError);
+      expect((err as StoreConflictError).index).to.equal(1);
+      expect((await store.getBlocks(INST, [22n])).size).to.equal(0);
+      // Another storage while below min_replica_count is fine; event-report and deleting rows never count.
+      expect(await store.apply([create(21n, 'B3', 'other_file', 2)])).to.deep.equal([{ applied: true, rev: 1 }]);
+      await store.apply([
+        { op: 'putLocation', instanceId: INST, blockKey: 23n, location: loc('kvs#event_report_l2#gpu#h:1', { type: 8, storageName: 'event_report_l2' }) },
+        { op: 'putLocation', instanceId: INST, blockKey: 23n, location: loc('OLD', { status: CLS_DELETING }) },
+      ]);
+      expect(await store.apply([create(23n, 'NEW')])).to.deep.equal([{ applied: true, rev: 1 }]);
+      // The same id twice is a conflict too.
+      err = undefined;
+      await store.apply([create(24n, 'X', 'other_file', 5)]);
+      await store.apply([create(24n, 'X', 'third_file', 5)]).catch((e: unknown) => (err = e));
+      expect(err).to.be.instanceOf(StoreConflictError);
+    });
+
     it('§9.2 calls after close throw StoreError', async () => {
       await store.close();
       let err: unknown;
@@ -518,6 +608,49 @@ describe('SqliteMetaStore specifics (kvcm-meta §9.1)', () => {
       await store.apply([{ op: 'putLocation', instanceId: 'a', blockKey: BigInt(round), location: loc('L2') }]);
       expect((await store.getBlocks('a', [BigInt(round)])).get(BigInt(round))?.locations.map((l) => l.locationId)).to.deep.equal(['L2']);
     }
+  });
+
+  it('issue 28 rows staged on the worker\'s connection stay invisible until commitStage lands them in one transaction, create_time kept', async () => {
+    const path = join(dir, 'kvcm.db');
+    const main = SqliteMetaStore.open(path);
+    const worker = SqliteMetaStore.open(path, { blockCacheEntries: 0 });
+    opened.push(main, worker);
+    const id = 'kvs#event_report_l2#gpu#h:1';
+    const put = (k: bigint, uri: string, createTimeUs: bigint) => ({
+      op: 'putLocation' as const,
+      instanceId: 'a',
+      blockKey: k,
+      location: loc(id, { type: 8, storageName: 'event_report_l2', createTimeUs, specs: [{ name: 'tp0', uri }] }),
+      keepCreateTime: true,
+    });
+    await main.apply([put(1n, 'x://old', 5n)]);
+    expect((await main.getBlocks('a', [1n, 2n])).size).to.equal(1);
+    worker.stageRows('s1', [put(1n, 'x://new/1', 99n), put(2n, 'x://new/2', 99n)]);
+    worker.stageRows('s2', [put(3n, 'x://dropped', 99n)]);
+    // Staged rows are invisible, and staging holds no lock: the main handle still writes.
+    await main.apply([put(4n, 'x://main', 7n)]);
+    expect([...(await main.getBlocks('a', [1n, 2n, 3n])).keys()]).to.deep.equal([1n]);
+    expect((await main.getBlocks('a', [1n])).get(1n)?.locations[0]?.specs[0]?.uri).to.equal('x://old');
+    // While the worker's write runs, the main handle's writes wait for it (without blocking).
+    let landed = false;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const external = main.externalWrite('a', async () => {
+      await gate;
+      landed = true;
+      return worker.commitStage('s1', 10);
+    }, (r) => r.touched);
+    const held = main.apply([put(5n, 'x://after', 7n)]).then(() => landed);
+    release();
+    expect((await external).rows).to.equal(2);
+    expect(await held).to.equal(true);
+    const b = await main.getBlocks('a', [1n, 2n]);
+    expect(b.get(1n)?.locations[0]).to.deep.include({ createTimeUs: 5n, rev: 2 });
+    expect(b.get(1n)?.locations[0]?.specs[0]?.uri).to.equal('x://new/1');
+    expect(b.get(2n)?.locations[0]).to.deep.include({ createTimeUs: 99n, rev: 1 });
+    worker.dropStage('s2');
+    expect(worker.commitStage('s2', 10).rows).to.equal(0);
+    expect((await main.getBlocks('a', [3n])).size).to.equal(0);
   });
 
   it('§9.1 a database with a newer schema version is refused with a StoreError', () => {
