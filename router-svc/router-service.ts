@@ -17,6 +17,7 @@ import { RouteDecider } from './http/route-decider.js';
 import { RouterHttpServer } from './http/router-http-server.js';
 import { RouterMetrics, type ViewStatus } from './http/router-metrics.js';
 import { createPolicy } from './policy/create-policy.js';
+import { TtftPolicy } from './policy/ttft-policy.js';
 import type { PromptTokenizer } from '../shared/tokenize/prompt-tokenizer.js';
 import { ModelTokenizers } from '../shared/tokenize/model-tokenizers.js';
 import { IdentityResolver } from './identity/identity-resolver.js';
@@ -97,9 +98,12 @@ export class RouterService {
       };
       const metrics = new RouterMetrics(viewStatus);
       const policy = createPolicy(flags, inflight, routerId);
+      // TTFT learns from counted decisions and first tokens; its engine speeds are a gauge.
+      const observer = policy instanceof TtftPolicy ? policy : null;
+      if (observer !== null) metrics.registerThroughput(() => observer.throughputEstimates());
       // Claim order needs the prompts' fingerprints, which only pending prefix credit computes.
       const claims = inflight !== null && flags.carPendingPrefix && flags.carClaimWaitMs > 0 ? new ClaimOrder({ view, updates: viewClient, inflight, waitMs: flags.carClaimWaitMs }) : null;
-      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight, flags.carPendingPrefix, claims);
+      const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight, flags.carPendingPrefix, claims, observer);
       const tokenizers = opts.tokenizers ?? ModelTokenizers.single(opts.tokenizer ?? null);
       const tokenizer = tokenizers.fallback;
       const prompts = new PromptResolver(tokenizers, metrics);

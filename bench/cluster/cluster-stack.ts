@@ -62,6 +62,8 @@ export class ClusterEngine {
     readonly queue: PrefillQueue,
     readonly endpoint: OpenAiEndpoint,
     readonly control: EngineControl,
+    /** The engine's prefill cost model (the TTFT oracle reads its true costs). */
+    readonly prefill: PrefillCostOptions,
   ) {}
 
   static async start(etcdAddress: string, directoryHttpUrl: string, shape: EngineShape): Promise<ClusterEngine> {
@@ -95,7 +97,7 @@ export class ClusterEngine {
       await sim.close();
       throw e;
     }
-    const engine = new ClusterEngine(sim, queue, endpoint, control);
+    const engine = new ClusterEngine(sim, queue, endpoint, control, shape.prefill);
     // Heartbeats carry the load as of their send time (as the engine CLI does). A request a
     // failed run left behind may end after close(): its load no longer goes anywhere.
     const refresh = (): void => {
@@ -188,16 +190,25 @@ export class ClusterStack {
   }
 
   /**
-   * A router replica with `policy` (and CAR's lambda), HTTP on a free port. Each gets its own
-   * router id: replicas share this process, and in-flight load tells routers apart by id.
+   * A router replica with `policy` (and CAR's lambda), HTTP on a free port, with `tokenizers` and
+   * `extraFlags` (the TTFT policy's prior, say). Each gets its own router id: replicas share this process, and
+   * in-flight load tells routers apart by id.
    */
-  async startRouter(policy: 'RR' | 'SLO_AWARE' | 'CAR', lambda = 0.5, inflightLoad = true, pendingPrefix = true, tokenizers?: ModelTokenizers): Promise<RouterService> {
+  async startRouter(
+    policy: 'RR' | 'SLO_AWARE' | 'CAR' | 'TTFT',
+    lambda = 0.5,
+    inflightLoad = true,
+    pendingPrefix = true,
+    tokenizers?: ModelTokenizers,
+    extraFlags: readonly string[] = [],
+  ): Promise<RouterService> {
     const parsed = parseRouterFlags([
       `--directory_addr=${this.directoryGrpc}`,
       `--load_balance_policy=${policy}`,
       `--car_prefill_lambda=${lambda}`,
       `--car_inflight_load=${inflightLoad}`,
       `--car_pending_prefix=${pendingPrefix}`,
+      ...extraFlags,
     ]);
     if (parsed.kind !== 'flags') throw new Error('unexpected --help');
     const routerId = `bench-router-${++this.routersStarted}`;

@@ -111,7 +111,15 @@ export class LoadClient {
  * be closed by its server (5 s keep-alive timeout) just as it is reused, an ECONNRESET that would
  * end the benchmark.
  */
-let agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+let agent = newAgent();
+
+/**
+ * Idle pooled sockets are dropped after 4 s, before a node server's 5 s keep-alive timeout closes
+ * them under a request (a trace's sparse, long runs left sockets idle that long).
+ */
+function newAgent(): Agent {
+  return new Agent({ keepAlive: true, maxSockets: 1024, timeout: 4000 });
+}
 
 /** One completion; TTFT is send → response headers (the engine answers right after the first token). */
 function send(url: string, path: string, body: string, index: number, t0: number): Promise<Sample> {
@@ -219,7 +227,7 @@ if (!isMainThread && (workerData as { role?: string } | null)?.role === ROLE) {
   parentPort!.on('message', (m: { kind: string }) => {
     if (m.kind !== 'run') return;
     agent.destroy();
-    agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+    agent = newAgent();
     drive(m as RunMessage).then(
       (r) => parentPort!.postMessage({ kind: 'result', ...r }),
       (e: unknown) => parentPort!.postMessage({ kind: 'result', samples: [], wallMs: 0, error: e instanceof Error ? e.message : String(e) }),

@@ -17,6 +17,7 @@
  */
 import { newRotationCursor, pickMinimumWithRotation } from '../../router-svc/policy/pick-minimum.js';
 import { TIER_DEVICE } from '../../shared/keys/tier-bits.js';
+import type { BlockPool } from '../../tools/engine-sim/block-pool.js';
 import type { ClusterEngine } from './cluster-stack.js';
 import { admissionOn, PLAIN_IDENTITY, type RequestIdentity } from './oracle-identity.js';
 
@@ -24,6 +25,22 @@ import { admissionOn, PLAIN_IDENTITY, type RequestIdentity } from './oracle-iden
 export interface OracleChoice {
   readonly url: string;
   readonly done: () => void;
+}
+
+/**
+ * The engine's own walk (BlockPool.admitPrompt): the blocks of `hashes` resident on any tier from
+ * the start, split by tier, a block on both counting as Device.
+ */
+export function residentPrefix(pool: BlockPool, hashes: readonly bigint[]): { device: number; hostOnly: number } {
+  let device = 0;
+  let hostOnly = 0;
+  for (const h of hashes) {
+    const t = pool.tiersOf(h);
+    if (t === 0) break;
+    if ((t & TIER_DEVICE) !== 0) device++;
+    else hostOnly++;
+  }
+  return { device, hostOnly };
 }
 
 export class OmniscientRouter {
@@ -69,15 +86,7 @@ export class OmniscientRouter {
         hashes = pool.hashesOf(tokenIds, admit);
         hashedAs = admit.loraName;
       }
-      let device = 0;
-      let hostOnly = 0;
-      // The engine's own walk (BlockPool.admitPrompt): the prefix resident on any tier, a block on both counting as Device.
-      for (const h of hashes) {
-        const t = pool.tiersOf(h);
-        if (t === 0) break;
-        if ((t & TIER_DEVICE) !== 0) device++;
-        else hostOnly++;
-      }
+      const { device, hostOnly } = residentPrefix(pool, hashes);
       const hit = (device + this.hostHitWeight * hostOnly) * blockSize;
       const ratio = tokenIds.length > 0 ? Math.min(1, hit / tokenIds.length) : 0;
       const queueCost = maxQueue === 0 ? 0 : this.queue[i]! / maxQueue;

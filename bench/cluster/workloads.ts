@@ -21,7 +21,8 @@ import { bundledQwen3TokenizerDir } from '../../shared/tokenize/bundled-tokenize
 import { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { seededRandom } from '../lib/seeded-random.js';
 
-export type WorkloadName = 'multi_turn' | 'agentic';
+/** The generated workloads here, and the trace replays of trace-workload.ts (`mixed_length`, `trace`). */
+export type WorkloadName = 'multi_turn' | 'agentic' | 'mixed_length' | 'trace';
 
 export interface SessionRequest {
   readonly tokenIds: readonly number[];

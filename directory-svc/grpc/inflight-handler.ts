@@ -6,12 +6,14 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../shared/log/logger.js';
-import type { WireInflightReport } from '../../shared/view/view-wire.js';
+import type { WireInflightReport, WireOutstandingPrefill } from '../../shared/view/view-wire.js';
 import { FINGERPRINT_BYTES_EXPECTED, isFingerprintBytes } from '../../shared/keys/prompt-fingerprint.js';
 
 /** What the handler feeds; `InflightService` implements it. */
 export interface InflightApi {
   report(msg: WireInflightReport): void;
+  /** The stream of `routerId` ended: its outstanding-prefill gauges go (its decisions end as they would). */
+  routerGone?(routerId: string): void;
 }
 
 /** Bounds of one message: far above any real batch (10 ms of one router's decisions). */
@@ -40,7 +42,12 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
       const q = withdrawn[j];
       if (!Number.isInteger(q) || q! < 0 || q! > 0xffffffff) return `decisions[${i}].withdrawn_seqs[${j}]: expected a uint32, got ${String(q)}`;
     }
-    const least = answered > 0 || withdrawn.length > 0 ? 0 : 1;
+    const outstanding = d.outstanding_prefill ?? null;
+    if (outstanding !== null) {
+      const bad = checkOutstanding(outstanding);
+      if (bad !== null) return `decisions[${i}].outstanding_prefill.${bad}`;
+    }
+    const least = answered > 0 || withdrawn.length > 0 || outstanding !== null ? 0 : 1;
     if (!Number.isInteger(d.count) || d.count < least || d.count > L.count) return `decisions[${i}].count: expected an integer in [${least}, ${L.count}], got ${String(d.count)}`;
     if (!Number.isInteger(d.age_ms) || d.age_ms < 0 || d.age_ms > L.ageMs) return `decisions[${i}].age_ms: expected an integer in [0, ${L.ageMs}], got ${String(d.age_ms)}`;
     const prompts = d.prompts ?? [];
@@ -51,7 +58,23 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
         return `decisions[${i}].prompts[${j}]: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${p instanceof Uint8Array ? `${p.length} bytes` : typeof p}`;
       }
     }
+    // Routers without the TTFT policy's work accounting leave prefill_tokens out.
+    const tokens = d.prefill_tokens ?? [];
+    if (!Array.isArray(tokens) || tokens.length > d.count) return `decisions[${i}].prefill_tokens: expected at most count (${d.count}) entries, got ${Array.isArray(tokens) ? tokens.length : typeof tokens}`;
+    for (let j = 0; j < tokens.length; j++) {
+      const t = tokens[j];
+      if (!Number.isInteger(t) || t! < 0 || t! > 0xffffffff) return `decisions[${i}].prefill_tokens[${j}]: expected a uint32, got ${String(t)}`;
+    }
   }
+  return null;
+}
+
+/** Why an outstanding-prefill gauge is malformed (the field and what was expected), or null. */
+function checkOutstanding(o: Partial<WireOutstandingPrefill>): string | null {
+  const tokens = typeof o.tokens === 'string' && /^\d+$/.test(o.tokens) ? Number(o.tokens) : o.tokens;
+  if (typeof tokens !== 'number' || !Number.isSafeInteger(tokens) || tokens < 0) return `tokens: expected an integer ≥ 0, got ${String(o.tokens)}`;
+  const requests = o.requests;
+  if (!Number.isInteger(requests) || requests! < 0 || requests! > INFLIGHT_LIMITS.count) return `requests: expected an integer in [0, ${INFLIGHT_LIMITS.count}], got ${String(requests)}`;
   return null;
 }
 
@@ -64,6 +87,10 @@ export function inflightHandlers(api: InflightApi, log: Logger): grpc.UntypedSer
       if (err === null) callback(null, {});
       else callback(err);
     };
+    let routerId: string | null = null;
+    const gone = (): void => {
+      if (routerId !== null) api.routerGone?.(routerId);
+    };
     call.on('data', (msg: WireInflightReport) => {
       if (done) return;
       const bad = checkInflightReport(msg);
@@ -72,6 +99,7 @@ export function inflightHandlers(api: InflightApi, log: Logger): grpc.UntypedSer
         finish({ code: grpc.status.INVALID_ARGUMENT, details: `ReportInflight: ${bad}` });
         return;
       }
+      routerId = msg.router_id;
       try {
         api.report(msg);
       } catch (e) {
@@ -80,8 +108,14 @@ export function inflightHandlers(api: InflightApi, log: Logger): grpc.UntypedSer
         finish({ code: grpc.status.INTERNAL, details: `ReportInflight: ${detail}` });
       }
     });
-    call.on('end', () => finish(null));
-    call.on('error', () => finish(null));
+    call.on('end', () => {
+      gone();
+      finish(null);
+    });
+    call.on('error', () => {
+      gone();
+      finish(null);
+    });
   };
   return { ReportInflight: reportInflight };
 }

@@ -25,10 +25,13 @@ interface Entry {
   prompts: readonly Buffer[];
   /** Per prompt, its arrival order (InflightTable's claim counter). */
   seqs: readonly number[];
+  /** Predicted prefill tokens of the entry's newest decisions (≤ count; the TTFT policy's queued work). */
+  tokens: readonly number[];
 }
 
 const NO_PROMPTS: readonly Buffer[] = Object.freeze([]);
 const NO_SEQS: readonly number[] = Object.freeze([]);
+const NO_TOKENS: readonly number[] = Object.freeze([]);
 
 /**
  * The newest `n` of `items` (oldest first), at most what a share carries: an entry never needs
@@ -40,10 +43,11 @@ function newest<T>(items: readonly T[], n: number, none: readonly T[]): readonly
   return keep === 0 ? none : items.slice(items.length - keep);
 }
 
-/** Keeps the newest `n` prompts of `e` and their seqs. */
+/** Keeps the newest `n` prompts of `e` and their seqs, and the prefill tokens of its newest `n` decisions. */
 function keepNewest(e: Entry, n: number): void {
   e.prompts = newest(e.prompts, n, NO_PROMPTS);
   e.seqs = newest(e.seqs, n, NO_SEQS);
+  if (e.tokens.length > n) e.tokens = n === 0 ? NO_TOKENS : e.tokens.slice(e.tokens.length - n);
 }
 
 const NO_SHARES: readonly WireInflightShare[] = Object.freeze([]);
@@ -51,7 +55,13 @@ const NO_SHARES: readonly WireInflightShare[] = Object.freeze([]);
 class InstanceInflight {
   /** Oldest first (reports arrive in time order; a late one is inserted in place). */
   entries: Entry[] = [];
+  /** Per router, its outstanding-prefill gauge (requests before their first token, their tokens). */
+  outstanding = new Map<string, { tokens: number; requests: number }>();
   shares: readonly WireInflightShare[] = NO_SHARES;
+
+  get empty(): boolean {
+    return this.entries.length === 0 && this.outstanding.size === 0;
+  }
 
   add(e: Entry): void {
     let i = this.entries.length;
@@ -88,6 +98,12 @@ class InstanceInflight {
       if (e.routerId !== routerId) continue;
       const j = e.seqs.indexOf(seq);
       if (j < 0) continue;
+      if (e.tokens.length > 0) {
+        // Prompts and tokens both belong to the entry's newest decisions: prompt j is decision
+        // count − prompts + j; without a token of its own, the oldest token goes (the count did).
+        const t = e.tokens.length - e.prompts.length + j;
+        e.tokens = e.tokens.filter((_, k) => k !== (t >= 0 && t < e.tokens.length ? t : 0));
+      }
       e.prompts = e.prompts.filter((_, k) => k !== j);
       e.seqs = e.seqs.filter((_, k) => k !== j);
       e.count--;
@@ -107,26 +123,44 @@ class InstanceInflight {
   }
 
   refold(): void {
-    if (this.entries.length === 0) {
+    if (this.empty) {
       this.shares = NO_SHARES;
       return;
     }
-    const byRouter = new Map<string, { count: number; prompts: Buffer[]; seqs: number[] }>();
+    type Fold = { count: number; prompts: Buffer[]; seqs: number[]; tokens: number; tokenDecisions: number };
+    const byRouter = new Map<string, Fold>();
+    const of = (routerId: string): Fold => {
+      let r = byRouter.get(routerId);
+      if (r === undefined) byRouter.set(routerId, (r = { count: 0, prompts: [], seqs: [], tokens: 0, tokenDecisions: 0 }));
+      return r;
+    };
+    for (const routerId of this.outstanding.keys()) of(routerId);
     for (const e of this.entries) {
-      let r = byRouter.get(e.routerId);
-      if (r === undefined) byRouter.set(e.routerId, (r = { count: 0, prompts: [], seqs: [] }));
+      const r = of(e.routerId);
       r.count += e.count;
       for (const p of e.prompts) r.prompts.push(p);
       for (const q of e.seqs) r.seqs.push(q);
+      for (const t of e.tokens) r.tokens += t;
+      r.tokenDecisions += e.tokens.length;
     }
     this.shares = [...byRouter]
       .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
-      .map(([router_id, r]) => ({
-        router_id,
-        count: r.count,
-        prompts: newest(r.prompts, PENDING_PROMPTS_PER_SHARE, NO_PROMPTS) as Buffer[],
-        prompt_seqs: newest(r.seqs, PENDING_PROMPTS_PER_SHARE, NO_SEQS) as number[],
-      }));
+      .map(([router_id, r]) => {
+        const share: WireInflightShare = {
+          router_id,
+          count: r.count,
+          prompts: newest(r.prompts, PENDING_PROMPTS_PER_SHARE, NO_PROMPTS) as Buffer[],
+          prompt_seqs: newest(r.seqs, PENDING_PROMPTS_PER_SHARE, NO_SEQS) as number[],
+        };
+        // Only when some decision carried them: shares from routers without them stay as they were.
+        if (r.tokenDecisions > 0) {
+          share.prefill_tokens = String(r.tokens);
+          share.prefill_token_decisions = r.tokenDecisions;
+        }
+        const o = this.outstanding.get(router_id);
+        if (o !== undefined) share.outstanding_prefill = { tokens: String(o.tokens), requests: o.requests };
+        return share;
+      });
   }
 }
 
@@ -170,9 +204,10 @@ export class InflightTable {
 
   /**
    * `count` decisions of `routerId` for `instanceName`, made at `decidedAtMs` (directory clock),
-   * with the prompt fingerprints of (at most `count` of) them.
+   * with the prompt fingerprints of (at most `count` of) them and the predicted prefill tokens of
+   * (at most `count` of) the newest of them.
    */
-  report(routerId: string, instanceName: string, count: number, decidedAtMs: number, nowMs: number, prompts: readonly Buffer[] = NO_PROMPTS): void {
+  report(routerId: string, instanceName: string, count: number, decidedAtMs: number, nowMs: number, prompts: readonly Buffer[] = NO_PROMPTS, tokens: readonly number[] = NO_TOKENS): void {
     if (count <= 0 || nowMs - decidedAtMs >= this.ttlMs) return;
     if (decidedAtMs < (this.lastReportAt.get(instanceName) ?? Number.NEGATIVE_INFINITY)) return;
     let inst = this.byInstance.get(instanceName);
@@ -183,7 +218,7 @@ export class InflightTable {
       seqs.push(this.nextSeq);
       this.nextSeq = (this.nextSeq + 1) >>> 0;
     }
-    inst.add({ routerId, count, atMs: decidedAtMs, prompts: kept, seqs });
+    inst.add({ routerId, count, atMs: decidedAtMs, prompts: kept, seqs, tokens: tokens.length <= count ? tokens : tokens.slice(tokens.length - count) });
     this.changed(instanceName, inst);
   }
 
@@ -211,6 +246,29 @@ export class InflightTable {
     if (any) this.changed(instanceName, inst);
   }
 
+  /**
+   * `routerId`'s outstanding-prefill gauge for `instanceName`: its proxied requests there before
+   * their first token and their prefill tokens, now (0 requests clears it). Not ended by load
+   * reports or the TTL: the router clears it, or its stream's end does (routerGone).
+   */
+  setOutstanding(routerId: string, instanceName: string, tokens: number, requests: number): void {
+    let inst = this.byInstance.get(instanceName);
+    if (requests <= 0) {
+      if (inst === undefined || !inst.outstanding.delete(routerId)) return;
+    } else {
+      if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
+      const o = inst.outstanding.get(routerId);
+      if (o !== undefined && o.tokens === tokens && o.requests === requests) return;
+      inst.outstanding.set(routerId, { tokens, requests });
+    }
+    this.changed(instanceName, inst);
+  }
+
+  /** Every gauge of `routerId` goes (its ReportInflight stream ended). */
+  routerGone(routerId: string): void {
+    for (const [name, inst] of this.byInstance) if (inst.outstanding.delete(routerId)) this.changed(name, inst);
+  }
+
   /** A load report for `instanceName` accepted at `atMs` ends every entry dated before it. */
   loadReported(instanceName: string, atMs: number): void {
     this.lastReportAt.set(instanceName, atMs);
@@ -236,7 +294,7 @@ export class InflightTable {
 
   private changed(name: string, inst: InstanceInflight): void {
     inst.refold();
-    if (inst.entries.length === 0) this.byInstance.delete(name);
+    if (inst.empty) this.byInstance.delete(name);
     for (const l of this.listeners) l(name);
   }
 }

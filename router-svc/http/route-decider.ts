@@ -14,8 +14,17 @@ export interface TrackedDecision {
   readonly decision: RouteDecision;
   /** Idempotent; a no-op when in-flight load is off. */
   readonly answered: () => void;
+  /**
+   * The engine's first token reached the proxy (a first-token-visible request: first-token.ts):
+   * its time since the decision is measured and learned from (DecisionObserver). Only the first call counts.
+   */
+  readonly firstToken: () => void;
   /** The prompt's fingerprints it was counted with (pending prefix credit); null when none. */
   readonly prompt: Uint32Array | null;
+  /** performance.now() when it was decided (a retargeted request's first token is timed from it too). */
+  readonly decidedAt: number;
+  /** The request's input tokens (a retargeted request's prefill is read from the decision with them). */
+  readonly inputTokens: number;
 }
 
 const NOTHING = (): void => undefined;
@@ -24,6 +33,7 @@ import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/polic
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ClaimOrder } from '../inflight/claim-order.js';
+import type { DecisionObserver } from '../policy/ttft-policy.js';
 import { MAX_PROMPT_GRANULES, promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
 import type { RequestIdentity } from '../identity/request-identity.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
@@ -43,6 +53,8 @@ export class RouteDecider {
     private readonly pendingPrefix = false,
     /** `--car_claim_wait_ms` > 0 (with pending prefix credit): cold claims are ordered (claim-order.ts). */
     private readonly claims: ClaimOrder | null = null,
+    /** A policy that learns from counted decisions and first tokens (TTFT); null for the others. */
+    private readonly observer: DecisionObserver | null = null,
   ) {}
 
   /** The decision at once (no claim order), or a `no_candidate` RouterHttpError (503) naming why. */
@@ -55,26 +67,70 @@ export class RouteDecider {
     return (await this.ordered(this.decideCounted(input, nowMs), nowMs)).decision;
   }
 
-  /** `decideOrdered` for a request the caller forwards and sees answered (the proxy). */
+  /**
+   * `decideOrdered` for a request the caller forwards and sees answered (the proxy). Its prefill
+   * enters the prefill ledger (InflightLoad.startPrefill) until its first token or its answer.
+   */
   async decideTracked(input: RouteRequest, nowMs: number): Promise<TrackedDecision> {
-    const { decision, seq, prompt } = await this.ordered(this.decideCounted(input, nowMs), nowMs);
-    const inflight = this.inflight;
-    if (inflight === null || seq < 0) return { decision, answered: NOTHING, prompt };
-    const name = decision.prefill.name;
-    return { decision, answered: () => inflight.complete(name, seq), prompt };
+    const { decision, seq, decidedAt, prefillId, prompt, inputTokens } = await this.ordered(this.decideCounted(input, nowMs, true), nowMs);
+    return this.tracked(decision, decision.prefill.name, seq, prefillId, { prompt, decidedAt, inputTokens }, true);
   }
 
   /**
    * The proxy sends `tracked`'s request to `name` instead, its first instance having vanished
-   * before answering (openai-proxy.ts): counted against `name` now, as the decision was against
-   * the first (whose count the caller has ended). Not a new decision: no decision metrics.
+   * before answering (openai-proxy.ts): counted against `name` now, in flight and in the prefill
+   * ledger with `name`'s own prefill from the decision, as the decision was against the first
+   * (whose counts the caller has ended). Not a new decision: no decision metrics, and its first
+   * token (timed from the decision, failed attempt included) is not learned from: the prediction
+   * was for the first instance.
    */
   retarget(tracked: TrackedDecision, name: string): TrackedDecision {
     const inflight = this.inflight;
     const inst = inflight === null ? null : this.view.instance(name);
-    if (inflight === null || inst === null) return { decision: tracked.decision, answered: NOTHING, prompt: tracked.prompt };
-    const seq = inflight.record(inst, inflight.now(), tracked.prompt);
-    return { decision: tracked.decision, answered: () => inflight.complete(name, seq), prompt: tracked.prompt };
+    if (inflight === null || inst === null) return this.tracked(tracked.decision, name, -1, -1, tracked, false);
+    const tokens = prefillTokensOn(tracked.decision, name, tracked.inputTokens);
+    const prefillId = inflight.startPrefill(inst, tokens, tracked.prompt);
+    const seq = inflight.record(inst, inflight.now(), tracked.prompt, 0);
+    return this.tracked(tracked.decision, name, seq, prefillId, tracked, false);
+  }
+
+  /**
+   * How a forwarded request's counts on `name` end: its in-flight entry `seq` at its answer, its
+   * ledger entry `prefillId` at its first token or its answer (−1: none); `learn` = its first
+   * token teaches the policy (DecisionObserver).
+   */
+  private tracked(
+    decision: RouteDecision,
+    name: string,
+    seq: number,
+    prefillId: number,
+    request: Pick<TrackedDecision, 'prompt' | 'decidedAt' | 'inputTokens'>,
+    learn: boolean,
+  ): TrackedDecision {
+    const inflight = this.inflight;
+    const endPrefill = inflight === null || prefillId < 0 ? NOTHING : (): void => inflight.endPrefill(name, prefillId);
+    const firstToken = this.firstTokenOf(decision, request.decidedAt, endPrefill, learn);
+    const answered =
+      inflight === null || seq < 0
+        ? endPrefill
+        : (): void => {
+            inflight.complete(name, seq);
+            endPrefill();
+          };
+    return { decision, answered, firstToken, prompt: request.prompt, decidedAt: request.decidedAt, inputTokens: request.inputTokens };
+  }
+
+  /** The time from the decision to its first token, into the metrics (and the learning policy when `learn`), once. */
+  private firstTokenOf(decision: RouteDecision, decidedAt: number, endPrefill: () => void, learn: boolean): () => void {
+    let seen = false;
+    return () => {
+      if (seen) return;
+      seen = true;
+      endPrefill();
+      const ms = performance.now() - decidedAt;
+      this.metrics.firstToken(this.policyName, ms, learn ? predictedMsOf(decision) : null);
+      if (learn) this.observer?.firstToken(decision, ms);
+    };
   }
 
   /**
@@ -109,13 +165,23 @@ export class RouteDecider {
     const inst = to !== from && prefillScore(again, to) < prefillScore(again, from) ? this.view.instance(to) : null;
     if (inst === null) return { ...counted, decision: { ...counted.decision, claim_order: note } };
     inflight.withdraw(from, counted.seq, claimSeq);
-    const seq = inflight.record(inst, inflight.now(), prompt);
-    return { ...counted, seq, decision: { ...again, claim_order: { ...note, moved_from: from } } };
+    const tokens = decisionPrefillTokens(again, counted.inputTokens);
+    let prefillId = -1;
+    if (counted.prefillId >= 0) {
+      inflight.endPrefill(from, counted.prefillId);
+      prefillId = inflight.startPrefill(inst, tokens, prompt);
+    }
+    const seq = inflight.record(inst, inflight.now(), prompt, prefillId >= 0 ? 0 : tokens);
+    return { ...counted, seq, prefillId, decision: { ...again, claim_order: { ...note, moved_from: from } } };
   }
 
-  /** The decision and its in-flight sequence number (−1 when not counted). */
-  private decideCounted(input: RouteRequest, nowMs: number): CountedDecision {
+  /**
+   * The decision and its in-flight sequence number (−1 when not counted); a `tracked` one (the
+   * proxy's: it sees the first token and the answer) also enters the prefill ledger.
+   */
+  private decideCounted(input: RouteRequest, nowMs: number, tracked = false): CountedDecision {
     const t0 = performance.now();
+    const inputTokens = input.tokenIds !== null ? input.tokenIds.length : input.promptTokens;
     let decision: RouteDecision;
     // Hashed once: CAR matches them against the requests in flight, the count keeps them for the
     // others. Seeded with the identity: another identity's pending prompts never match them.
@@ -134,13 +200,21 @@ export class RouteDecider {
     }
     let seq = -1;
     let atMs = 0;
+    let prefillId = -1;
     if (this.inflight !== null && input.dryRun !== true) {
       const inst = this.view.instance(decision.prefill.name);
       atMs = this.inflight.now();
-      if (inst !== null) seq = this.inflight.record(inst, atMs, fingerprints);
+      if (inst !== null) {
+        const tokens = decisionPrefillTokens(decision, inputTokens);
+        // A tracked request's prefill is the ledger's until its first token: its in-flight entry
+        // carries 0 tokens, so no replica counts the work twice.
+        if (tracked) prefillId = this.inflight.startPrefill(inst, tokens, fingerprints);
+        seq = this.inflight.record(inst, atMs, fingerprints, tracked ? 0 : tokens);
+      }
     }
+    if (input.dryRun !== true) this.observer?.counted(decision);
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
-    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, identity: input.identity };
+    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, identity: input.identity, decidedAt: t0, inputTokens, prefillId };
   }
 }
 
@@ -154,12 +228,42 @@ interface CountedDecision {
   readonly tokenIds: readonly number[] | null;
   /** The request's identity: a cold claim is decided again among the same model's candidates. */
   readonly identity: RequestIdentity | undefined;
+  /** performance.now() when the decision started (its first token is timed from it). */
+  readonly decidedAt: number;
+  readonly inputTokens: number;
+  /** Its prefill ledger entry (InflightLoad.startPrefill); −1 when it has none. */
+  readonly prefillId: number;
 }
 
 /** The score of P candidate `name` (+∞ when it is not listed: gone from the candidates). */
 function prefillScore(d: RouteDecision, name: string): number {
   for (const c of d.candidates) if (c.role === 'prefill' && c.instance_name === name) return c.score;
   return Number.POSITIVE_INFINITY;
+}
+
+/**
+ * The prefill tokens a decision sends its instance (what the TTFT policy queues behind it): TTFT's
+ * own_prefill_tokens; for the other policies the input less the chosen candidate's credited hit.
+ */
+function decisionPrefillTokens(d: RouteDecision, inputTokens: number): number {
+  return prefillTokensOn(d, d.prefill.name, inputTokens);
+}
+
+/** The prefill tokens `d` predicts on P candidate `name` (the input when it is not listed). */
+function prefillTokensOn(d: RouteDecision, name: string, inputTokens: number): number {
+  for (const c of d.candidates) {
+    if (c.role !== 'prefill' || c.instance_name !== name) continue;
+    const own = (c as { own_prefill_tokens?: number }).own_prefill_tokens;
+    return own ?? Math.max(0, inputTokens - c.hit_tokens);
+  }
+  return inputTokens;
+}
+
+/** The chosen prefill's predicted TTFT (TTFT policy), null when the policy predicts none. */
+function predictedMsOf(d: RouteDecision): number | null {
+  if (d.policy !== 'TTFT') return null;
+  for (const c of d.candidates) if (c.role === 'prefill' && c.instance_name === d.prefill.name) return c.predicted_ms ?? null;
+  return null;
 }
 
 /** kv_hit_ratio of the chosen prefill among the candidates (0 when it is not listed). */

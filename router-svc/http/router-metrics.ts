@@ -38,6 +38,10 @@ export class RouterMetrics {
   private readonly latency: Histogram<'policy'>;
   private readonly proxied: Counter<'path' | 'outcome'>;
   private readonly untokenizedTotal: Counter<'reason'>;
+  private readonly firstTokenSeconds: Histogram<'policy'>;
+  private readonly ttftPredictionRatio: Histogram;
+  /** The TTFT policy's θ per engine, read at scrape time (registerThroughput); none otherwise. */
+  private throughputSource: (() => readonly { instance: string; tokensPerS: number }[]) | null = null;
   private readonly upstreamRetries: Counter<'reason'>;
   /** The same counts for the status page (tokenization.md §4), without a registry read. */
   private readonly untokenizedByReason = new Map<UntokenizedReason, number>();
@@ -76,6 +80,30 @@ export class RouterMetrics {
       help: 'Text and chat requests routed without token ids (load only), by reason (tokenization.md §4)',
       labelNames: ['reason'],
       registers,
+    });
+    this.firstTokenSeconds = new Histogram({
+      name: 'router_first_token_seconds',
+      help: 'Proxied requests whose first token is visible (stream, or max_tokens 1): decision to the first response byte from the engine',
+      labelNames: ['policy'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.ttftPredictionRatio = new Histogram({
+      name: 'router_ttft_prediction_ratio',
+      help: 'TTFT policy: observed over predicted time to first token of the chosen engine (1 = exact)',
+      buckets: [0.25, 0.5, 0.67, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2, 4],
+      registers,
+    });
+    const throughput = (): readonly { instance: string; tokensPerS: number }[] => this.throughputSource?.() ?? [];
+    new Gauge({
+      name: 'router_ttft_prefill_throughput_tokens_per_second',
+      help: "TTFT policy: each engine's learned prefill throughput (the prior until first tokens are observed)",
+      labelNames: ['instance'],
+      registers,
+      collect() {
+        this.reset();
+        for (const e of throughput()) this.set({ instance: e.instance }, e.tokensPerS);
+      },
     });
     // Every reason is exported from the start, so an alert on a rate sees 0 rather than no series.
     for (const reason of UNTOKENIZED_REASONS) {
@@ -135,6 +163,17 @@ export class RouterMetrics {
   /** Untokenized requests so far, by reason (every reason present). */
   untokenizedCounts(): Record<UntokenizedReason, number> {
     return Object.fromEntries(this.untokenizedByReason) as Record<UntokenizedReason, number>;
+  }
+
+  /** A first token `ms` after its decision; `predictedMs` when the policy predicted one (TTFT). */
+  firstToken(policy: string, ms: number, predictedMs: number | null): void {
+    this.firstTokenSeconds.observe({ policy }, ms / 1000);
+    if (predictedMs !== null && predictedMs > 0) this.ttftPredictionRatio.observe(ms / predictedMs);
+  }
+
+  /** Where the θ gauge reads from (the TTFT policy). */
+  registerThroughput(source: () => readonly { instance: string; tokensPerS: number }[]): void {
+    this.throughputSource = source;
   }
 
   proxyRequest(path: string, outcome: ProxyOutcome): void {

@@ -40,6 +40,8 @@ class DecisionRing {
   done = new Uint8Array(8);
   /** The decision's prompt fingerprints (pending prefix credit); null without token ids. */
   prompts: (Uint32Array | null)[] = new Array<Uint32Array | null>(8).fill(null);
+  /** The decision's predicted prefill tokens (the TTFT policy's queued work); −1 when not given. */
+  tokens = new Float64Array(8);
   head = 0;
   size = 0;
   headSeq = 0;
@@ -57,17 +59,31 @@ class DecisionRing {
   stamp = -1;
   newestUnreportedAt = 0;
   queued = false;
+  /**
+   * The prefill ledger: this router's proxied requests to the instance whose first token has not
+   * come back yet, by ledger id, with their prefill tokens (not ended by load reports); and
+   * whether its totals changed since the last report.
+   */
+  readonly outstanding = new Map<number, number>();
+  /** The ledger entries' prompt fingerprints (those that have them), for TTFT's pending credit. */
+  readonly outstandingPrompts = new Map<number, Uint32Array>();
+  outstandingTokens = 0;
+  outstandingDirty = false;
+  /** The gauge as last sent (a change that comes back to it before the next send is not sent). */
+  sentOutstandingRequests = 0;
+  sentOutstandingTokens = 0;
 
   constructor(readonly name: string) {}
 
   /** Appends one decision; returns its sequence number. */
-  push(atMs: number, seenReportMs: number, prompt: Uint32Array | null): number {
+  push(atMs: number, seenReportMs: number, prompt: Uint32Array | null, prefillTokens: number): number {
     if (this.size === this.at.length) this.grow();
     const i = (this.head + this.size) & (this.at.length - 1);
     this.at[i] = atMs;
     this.seen[i] = seenReportMs;
     this.done[i] = 0;
     this.prompts[i] = prompt;
+    this.tokens[i] = prefillTokens;
     this.size++;
     return this.headSeq + this.size - 1;
   }
@@ -151,6 +167,34 @@ class DecisionRing {
     return best;
   }
 
+  /** Prefill tokens of the counted entries (after `live`) that carry them. */
+  liveTokens(): number {
+    const mask = this.at.length - 1;
+    let sum = 0;
+    for (let k = 0; k < this.size; k++) {
+      const i = (this.head + k) & mask;
+      if (this.done[i] === 0 && this.tokens[i]! > 0) sum += this.tokens[i]!;
+    }
+    return sum;
+  }
+
+  /**
+   * The prefill tokens of the counted decisions not reported yet, oldest first; null when one of
+   * them has none (the directory then counts them all as unknown rather than misplace one).
+   */
+  unreportedTokens(): number[] | null {
+    const mask = this.at.length - 1;
+    const out: number[] = [];
+    for (let k = Math.max(0, this.reportedBelowSeq - this.headSeq); k < this.size; k++) {
+      const i = (this.head + k) & mask;
+      if (this.done[i] !== 0) continue;
+      const t = this.tokens[i]!;
+      if (t < 0) return null;
+      out.push(Math.min(0xffffffff, Math.round(t)));
+    }
+    return out.length === 0 ? null : out;
+  }
+
   /** The fingerprints of the counted decisions not reported yet (those `unreported` counts), oldest first. */
   unreportedPrompts(): Buffer[] | null {
     const mask = this.at.length - 1;
@@ -169,17 +213,20 @@ class DecisionRing {
     const seen = new Float64Array(n);
     const done = new Uint8Array(n);
     const prompts = new Array<Uint32Array | null>(n).fill(null);
+    const tokens = new Float64Array(n);
     const mask = this.at.length - 1;
     for (let k = 0; k < this.size; k++) {
       at[k] = this.at[(this.head + k) & mask]!;
       seen[k] = this.seen[(this.head + k) & mask]!;
       done[k] = this.done[(this.head + k) & mask]!;
       prompts[k] = this.prompts[(this.head + k) & mask]!;
+      tokens[k] = this.tokens[(this.head + k) & mask]!;
     }
     this.at = at;
     this.seen = seen;
     this.done = done;
     this.prompts = prompts;
+    this.tokens = tokens;
     this.head = 0;
   }
 }
@@ -214,6 +261,7 @@ export class InflightLoad {
   private outbox: DecisionRing[] = [];
   /** Told when the outbox gets its first ring since the last drain (the reporter schedules a send). */
   onOutbox: (() => void) | null = null;
+  private prefillIds = 0;
   /** Set when `others` finds another router's share (ClaimOrder reads and clears it). */
   sawOtherRouter = false;
   /**
@@ -236,18 +284,90 @@ export class InflightLoad {
   }
 
   /**
-   * One decision for `inst` (the instance as the view carries it), counted at once. Returns its
-   * sequence number for `complete`.
+   * One decision for `inst` (the instance as the view carries it), counted at once, with its
+   * prompt's fingerprints and its predicted prefill tokens (−1: not known). Returns its sequence
+   * number for `complete`.
    */
-  record(inst: RouterInstance, nowMs: number = this.clock(), prompt: Uint32Array | null = null): number {
-    let ring = this.rings.get(inst.name);
-    if (ring === undefined) this.rings.set(inst.name, (ring = new DecisionRing(inst.name)));
+  record(inst: RouterInstance, nowMs: number = this.clock(), prompt: Uint32Array | null = null, prefillTokens = -1): number {
+    const ring = this.ringOf(inst.name);
     ring.stamp = reportStamp(inst);
-    const seq = ring.push(nowMs, ring.stamp, prompt);
+    const seq = ring.push(nowMs, ring.stamp, prompt, prefillTokens);
     ring.unreported++;
     ring.newestUnreportedAt = nowMs;
     this.queue(ring);
     return seq;
+  }
+
+  /**
+   * A proxied request with `prefillTokens` of prefill enters `inst`'s prefill ledger (routing
+   * by predicted TTFT): it stays there, and in the gauge the other replicas see, until
+   * `endPrefill` (its first token, or its answer, whichever the proxy sees first). Returns its id.
+   */
+  startPrefill(inst: RouterInstance, prefillTokens: number, prompt: Uint32Array | null = null): number {
+    const ring = this.ringOf(inst.name);
+    const id = ++this.prefillIds;
+    const tokens = prefillTokens > 0 && Number.isFinite(prefillTokens) ? prefillTokens : 0;
+    ring.outstanding.set(id, tokens);
+    if (prompt !== null && prompt.length > 0) ring.outstandingPrompts.set(id, prompt);
+    ring.outstandingTokens += tokens;
+    ring.outstandingDirty = true;
+    this.queue(ring);
+    return id;
+  }
+
+  /** Ledger entry `id` of `instanceName` is over (idempotent). */
+  endPrefill(instanceName: string, id: number): void {
+    const ring = this.rings.get(instanceName);
+    const tokens = ring?.outstanding.get(id);
+    if (ring === undefined || tokens === undefined) return;
+    ring.outstanding.delete(id);
+    ring.outstandingPrompts.delete(id);
+    ring.outstandingTokens = ring.outstanding.size === 0 ? 0 : ring.outstandingTokens - tokens;
+    ring.outstandingDirty = true;
+    this.queue(ring);
+  }
+
+  /** This router's ledger for `inst`: requests before their first token, and their prefill tokens. */
+  ownOutstandingRequests(inst: RouterInstance): number {
+    return this.rings.get(inst.name)?.outstanding.size ?? 0;
+  }
+
+  ownOutstandingTokens(inst: RouterInstance): number {
+    return this.rings.get(inst.name)?.outstandingTokens ?? 0;
+  }
+
+  /**
+   * The longest prefix, in granules, `prompt` shares with one of this router's ledger entries for
+   * `inst` (requests there before their first token: their prefix is computed before a request
+   * queued behind them runs), at least `best`. TTFT's pending credit beyond the in-flight entries,
+   * which a load report ends while the request may still be queued.
+   */
+  ledgerPendingGranules(inst: RouterInstance, prompt: Uint32Array, best: number): number {
+    const ring = this.rings.get(inst.name);
+    if (ring === undefined || prompt.length === 0) return best;
+    for (const p of ring.outstandingPrompts.values()) best = longerShared(prompt, p, best);
+    return best;
+  }
+
+  /** The other replicas' ledgers for `inst` as the view carries them (none on a stale view). */
+  otherOutstandingRequests(inst: RouterInstance, viewStale: boolean): number {
+    if (viewStale) return 0;
+    let n = 0;
+    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += s.outstandingRequests;
+    return n;
+  }
+
+  otherOutstandingTokens(inst: RouterInstance, viewStale: boolean): number {
+    if (viewStale) return 0;
+    let n = 0;
+    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += s.outstandingTokens;
+    return n;
+  }
+
+  private ringOf(name: string): DecisionRing {
+    let ring = this.rings.get(name);
+    if (ring === undefined) this.rings.set(name, (ring = new DecisionRing(name)));
+    return ring;
   }
 
   /** The engine answered decision `seq` for `instanceName` (the proxy saw the response end). */
@@ -284,6 +404,32 @@ export class InflightLoad {
     if (ring === undefined) return 0;
     const n = ring.live(reportStamp(inst), nowMs, this.ttlMs);
     return this.orderBound === null ? n : ring.liveBefore(this.orderBound.ownBeforeMs);
+  }
+
+  /**
+   * The prefill tokens of this router's decisions for `inst` that no load report reflects yet
+   * (call after `own`, which ends the ones that are over).
+   */
+  ownPrefillTokens(inst: RouterInstance): number {
+    const ring = this.rings.get(inst.name);
+    return ring === undefined ? 0 : ring.liveTokens();
+  }
+
+  /**
+   * The prefill tokens of the other routers' decisions for `inst` as the view carries them (none
+   * on a stale view): their known tokens, plus `perUnknown` for each decision reported without
+   * any (an older router, or one whose policy predicts none).
+   */
+  otherPrefillTokens(inst: RouterInstance, viewStale: boolean, perUnknown: number): number {
+    if (viewStale) return 0;
+    let other = 0;
+    const shares = inst.inflight;
+    for (let i = 0; i < shares.length; i++) {
+      const s = shares[i]!;
+      if (s.routerId === this.routerId) continue;
+      other += s.prefillTokens + Math.max(0, s.count - s.prefillTokenDecisions) * perUnknown;
+    }
+    return other;
   }
 
   /**
@@ -358,11 +504,18 @@ export class InflightLoad {
     if (this.outbox.length === 0) return null;
     const out: WireInflightDecisions[] = [];
     for (const ring of this.outbox) {
+      if (ring.outstandingDirty && ring.outstanding.size === ring.sentOutstandingRequests && ring.outstandingTokens === ring.sentOutstandingTokens) ring.outstandingDirty = false;
       const age = nowMs - ring.newestUnreportedAt;
       const count = age < this.ttlMs ? ring.unreported : 0;
       const withdrawn = ring.withdrawnUnreported;
-      if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0) {
+      if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0 || ring.outstandingDirty) {
         const d: WireInflightDecisions = { instance_name: ring.name, count, age_ms: count > 0 ? Math.max(0, Math.floor(age)) : 0 };
+        if (ring.outstandingDirty) {
+          d.outstanding_prefill = { tokens: String(Math.round(ring.outstandingTokens)), requests: ring.outstanding.size };
+          ring.outstandingDirty = false;
+          ring.sentOutstandingRequests = ring.outstanding.size;
+          ring.sentOutstandingTokens = ring.outstandingTokens;
+        }
         if (ring.answeredUnreported > 0) d.answered = ring.answeredUnreported;
         if (withdrawn.length > 0) {
           d.withdrawn_seqs = withdrawn;
@@ -370,6 +523,8 @@ export class InflightLoad {
         }
         const prompts = count > 0 ? ring.unreportedPrompts() : null;
         if (prompts !== null) d.prompts = prompts;
+        const tokens = count > 0 ? ring.unreportedTokens() : null;
+        if (tokens !== null) d.prefill_tokens = tokens;
         out.push(d);
       }
       ring.unreported = 0;

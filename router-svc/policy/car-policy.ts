@@ -29,12 +29,13 @@
  */
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import { GRANULE_TOKENS } from '../../shared/keys/prompt-fingerprint.js';
-import type { RouterInstance, StreamHits, ViewCache } from '../viewcache/view-cache.js';
+import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
-import { chosen, loadOnlyExplanation, needsDecode } from './explanation.js';
-import { countMinimumTies, pickMinimumWithRotation, rotationOffset } from './pick-minimum.js';
-import { streamMatchesInstance } from './stream-identity.js';
-import { DeviceUsageKeys, tieBreakExplanation } from './tie-break.js';
+import { chosen } from './explanation.js';
+import { pickDecode } from './decode-side.js';
+import { rotationOffset } from './pick-minimum.js';
+import { instanceHit, newInstanceHit, noInstanceHit } from './instance-hit.js';
+import { PrefillPick } from './tie-break.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
 
 export interface CarPolicyOptions {
@@ -48,22 +49,6 @@ export interface CarPolicyOptions {
   readonly routerId?: string;
 }
 
-/** Why an instance got no prefix credit (explanation notes). */
-const NOTE_STALE = 'directory view stale: no cache credit';
-const NOTE_NO_STREAM = 'a DP rank has no stream: no cache credit';
-const NOTE_UNSYNCHRONIZED = 'a DP rank is not synchronized: no cache credit';
-const NOTE_INCARNATION = 'stream incarnation differs from the registered one: no cache credit';
-
-/** The per-instance result of the DP-rank minimum. */
-interface InstanceHit {
-  hit: number;
-  device: number;
-  hostOnly: number;
-  note: string | null;
-  /** Block size of the credited stream (0 when none is): pending credit floors to it. */
-  blockSize: number;
-}
-
 export class CarPolicy implements RoutingPolicy {
   readonly name = 'CAR' as const;
   private readonly lambda: number;
@@ -75,10 +60,8 @@ export class CarPolicy implements RoutingPolicy {
   private ownInflight = new Float64Array(16);
   private otherInflight = new Float64Array(16);
   private queueCosts = new Float64Array(16);
-  /** Device blocks per rank of the P candidates, filled only when the smallest score is tied. */
-  private tieKeys = new Float64Array(16);
-  private readonly deviceUsage = new DeviceUsageKeys();
-  private readonly scratchHit: InstanceHit = { hit: 0, device: 0, hostOnly: 0, note: null, blockSize: 0 };
+  private readonly prefillPick = new PrefillPick();
+  private readonly scratchHit = newInstanceHit();
 
   constructor(opts: CarPolicyOptions) {
     if (!(opts.prefillLambda >= 0 && opts.prefillLambda <= 1)) throw new RangeError(`prefillLambda must be in [0,1], got ${opts.prefillLambda}`);
@@ -139,13 +122,8 @@ export class CarPolicy implements RoutingPolicy {
     for (let i = 0; i < p.length; i++) {
       const inst = p[i]!;
       const h = this.scratchHit;
-      if (hits === null) {
-        h.hit = 0;
-        h.device = 0;
-        h.hostOnly = 0;
-        h.note = null;
-        h.blockSize = 0;
-      } else cursor = this.instanceHit(inst, hits, cursor, h);
+      if (hits === null) noInstanceHit(h);
+      else cursor = instanceHit(inst, hits, cursor, this.hostWeight, h);
       let pending = 0;
       // Only where the view's own credit is trusted (so never on a stale view), and on one DP rank
       // (which rank a request lands on is the engine's choice).
@@ -177,85 +155,12 @@ export class CarPolicy implements RoutingPolicy {
       explanations.push(e);
     }
     // Tie rule (tie-break.ts): the usage key is read only when the smallest score is shared.
-    let tieKeys: Float64Array | null = null;
-    if (countMinimumTies(scores, p.length) > 1 && !view.isStale(nowMs)) {
-      if (this.tieKeys.length < p.length) this.tieKeys = new Float64Array(p.length * 2);
-      this.deviceUsage.fill(view, p, this.tieKeys);
-      tieKeys = this.tieKeys;
-    }
-    const pi = pickMinimumWithRotation(scores, p.length, set.prefillNames, set.prefillCursor, tieKeys);
-    const tie = tieBreakExplanation(p, scores, tieKeys, scores[pi]!, set.prefillCursor);
+    const pi = this.prefillPick.pick(scores, p, set.prefillNames, set.prefillCursor, view, view.isStale(nowMs));
+    const tie = this.prefillPick.tie;
     const prefill = p[pi]!;
-    let decode: RouteDecision['decode'] = null;
-    const d = set.decode;
-    if (d.length > 0) {
-      for (let i = 0; i < d.length; i++) {
-        const inst = d[i]!;
-        const queueCost = set.decodeQueueCost[i]!;
-        scores[i] = inst.load!.gpuCacheUsagePerc + queueCost;
-        explanations.push(loadOnlyExplanation(inst, 'decode', queueCost, scores[i]!));
-      }
-      if (needsDecode(prefill, d.length)) decode = chosen(d[pickMinimumWithRotation(scores, d.length, set.decodeNames, set.decodeCursor)]!);
-    }
+    const decode = pickDecode(set, prefill, scores, set.decodeCursor, explanations);
     const decision: RouteDecision = { policy: 'CAR', prefill: chosen(prefill), decode, candidates: explanations };
     if (tie !== null) decision.tie_break = tie;
     return decision;
-  }
-
-  /**
-   * Minimum over the DP ranks of `inst` of device + w · host_only, reading the streams of `hits`
-   * (sorted by instance name, then rank, like the candidates) from `from` on; returns where the
-   * next (later-named) candidate's streams can start.
-   */
-  private instanceHit(inst: RouterInstance, hits: StreamHits, from: number, out: InstanceHit): number {
-    const streams = hits.streams;
-    let j = from;
-    while (j < hits.count && streams[j]!.instanceName < inst.name) j++;
-    let rank = 0;
-    let min = Number.POSITIVE_INFINITY;
-    let minDevice = 0;
-    let minHostOnly = 0;
-    let blockSize = 0;
-    let note: string | null = hits.stale ? NOTE_STALE : null;
-    for (; j < hits.count && streams[j]!.instanceName === inst.name; j++) {
-      const s = streams[j]!;
-      const r = s.dpRank;
-      // A rank beyond dp_size or a repeated one is not one of the instance's ranks.
-      if (r >= inst.dpSize || r < rank) continue;
-      if (r > rank) note ??= NOTE_NO_STREAM;
-      rank = r + 1;
-      if (note !== null) continue;
-      if (hits.credited[j] !== 1) {
-        note = NOTE_UNSYNCHRONIZED;
-        continue;
-      }
-      if (!streamMatchesInstance(s, inst)) {
-        note = NOTE_INCARNATION;
-        continue;
-      }
-      const device = hits.deviceHitTokens[j]!;
-      const hostOnly = hits.hostOnlyHitTokens[j]!;
-      const v = device + this.hostWeight * hostOnly;
-      if (v < min) {
-        min = v;
-        minDevice = device;
-        minHostOnly = hostOnly;
-        blockSize = s.blockSize;
-      }
-    }
-    if (rank < inst.dpSize) note ??= NOTE_NO_STREAM;
-    if (note !== null || min === Number.POSITIVE_INFINITY) {
-      out.hit = 0;
-      out.device = 0;
-      out.hostOnly = 0;
-      out.blockSize = 0;
-    } else {
-      out.hit = min;
-      out.device = minDevice;
-      out.hostOnly = minHostOnly;
-      out.blockSize = blockSize;
-    }
-    out.note = note;
-    return j;
   }
 }

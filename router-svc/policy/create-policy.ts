@@ -9,8 +9,10 @@ import { CarPolicy } from './car-policy.js';
 import type { RoutingPolicy } from './policy-types.js';
 import { RoundRobinPolicy } from './round-robin-policy.js';
 import { SloAwarePolicy } from './slo-aware-policy.js';
+import { TtftPolicy, ttftPolicyOptions } from './ttft-policy.js';
 
-export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'>;
+export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'> &
+  Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack'>>;
 
 /**
  * `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. `routerId`: where
@@ -24,6 +26,8 @@ export function createPolicy(flags: PolicyFlags, inflight: InflightLoad | null =
       return new RoundRobinPolicy();
     case 'SLO_AWARE':
       return new SloAwarePolicy({ targetTtftMs: flags.targetTtftMs, targetTpotMs: flags.targetTpotMs });
+    case 'TTFT':
+      return new TtftPolicy(ttftPolicyOptions(flags, inflight, routerId));
     default: {
       const never: never = flags.loadBalancePolicy;
       throw new RangeError(`unknown load_balance_policy ${String(never)}`);

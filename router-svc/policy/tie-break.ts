@@ -17,7 +17,7 @@
  */
 import type { RouterInstance, RouterStream, ViewCache } from '../viewcache/view-cache.js';
 import { streamMatchesInstance } from './stream-identity.js';
-import type { RotationCursor } from './pick-minimum.js';
+import { countMinimumTies, pickMinimumWithRotation, type RotationCursor } from './pick-minimum.js';
 import type { TieBreakExplanation } from './policy-types.js';
 
 /**
@@ -87,4 +87,29 @@ export function tieBreakExplanation(
     tied,
     ...(keys === null ? { note: 'directory view stale: no usage key' } : {}),
   };
+}
+
+/**
+ * The P side's pick under this rule: the smallest score; exact ties to the fewest Device blocks
+ * per rank (read only when the smallest score is shared and the view is fresh), then rotation.
+ * Keeps its scratch between decisions; allocates only the explanation of a tie.
+ */
+export class PrefillPick {
+  private readonly deviceUsage = new DeviceUsageKeys();
+  private tieKeys = new Float64Array(16);
+  /** The last pick's account of a tie at its smallest score; null when there was none. */
+  tie: TieBreakExplanation | null = null;
+
+  /** Index into `side` of the winner of scores[0..side.length). */
+  pick(scores: Float64Array, side: readonly RouterInstance[], names: readonly string[], cursor: RotationCursor, view: ViewCache, stale: boolean): number {
+    let keys: Float64Array | null = null;
+    if (countMinimumTies(scores, side.length) > 1 && !stale) {
+      if (this.tieKeys.length < side.length) this.tieKeys = new Float64Array(side.length * 2);
+      this.deviceUsage.fill(view, side, this.tieKeys);
+      keys = this.tieKeys;
+    }
+    const i = pickMinimumWithRotation(scores, side.length, names, cursor, keys);
+    this.tie = tieBreakExplanation(side, scores, keys, scores[i]!, cursor);
+    return i;
+  }
 }

@@ -23,6 +23,7 @@ import type { RequestIdentity } from '../identity/request-identity.js';
 import type { RouteRequest } from '../policy/policy-types.js';
 import type { RouterMetrics } from '../http/router-metrics.js';
 import { isRouterHttpError, upstreamFailedTwice } from '../http/router-http-errors.js';
+import { firstTokenVisible } from './first-token.js';
 import type { PromptResolver } from './prompt-resolver.js';
 import { chatRouteInput, completionRouteInput, type PromptInput } from './prompt-route-input.js';
 import { nextBestPrefill } from './next-best-candidate.js';
@@ -58,10 +59,12 @@ export class OpenAiProxy {
   async handle(ctx: Context, path: typeof COMPLETIONS_PATH | typeof CHAT_COMPLETIONS_PATH): Promise<void> {
     let prompt: PromptInput;
     let raw: Buffer;
+    let timed: boolean;
     let identity: RequestIdentity;
     try {
       const body = await readJsonBody(ctx.req, this.opts.maxBodyBytes);
       raw = body.raw;
+      timed = firstTokenVisible(body.json);
       prompt = path === COMPLETIONS_PATH ? completionRouteInput(body.json) : chatRouteInput(body.json);
       identity = resolveIdentity(this.opts.identities, parseIdentityFields(jsonObject(body.json)));
     } catch (e) {
@@ -78,7 +81,7 @@ export class OpenAiProxy {
       throw e;
     }
     ctx.respond = false;
-    const { instance, result } = await this.forwardWithRetry(ctx, tracked, raw);
+    const { instance, result } = await this.forwardWithRetry(ctx, tracked, raw, timed);
     switch (result.kind) {
       case 'ok':
         this.opts.metrics.proxyRequest(path, 'ok');
@@ -111,23 +114,32 @@ export class OpenAiProxy {
    * `router_upstream_retries_total{reason}`. Never after a byte was relayed (the client has it).
    * A second failure before the answer is one 502 naming both instances.
    */
-  private async forwardWithRetry(ctx: Context, tracked: TrackedDecision, body: Buffer): Promise<{ instance: string; result: ForwardResult }> {
+  private async forwardWithRetry(ctx: Context, tracked: TrackedDecision, body: Buffer, timed: boolean): Promise<{ instance: string; result: ForwardResult }> {
     const first = tracked.decision.prefill.name;
-    const result = await this.forwardTo(ctx, first, tracked, body);
+    const result = await this.forwardTo(ctx, first, tracked, body, timed);
     if (result.kind !== 'failed_before_response' || result.vanished === null || ctx.res.destroyed) return { instance: first, result };
     const next = nextBestPrefill(tracked.decision, first);
     if (next === null) return { instance: first, result };
     this.opts.metrics.upstreamRetry(result.vanished);
     this.opts.logger.info({ instance: first, retry_instance: next, reason: result.vanished, err: result.error.reason }, 'engine vanished before answering: sent to the next-best instance');
-    const again = await this.forwardTo(ctx, next, this.opts.decider.retarget(tracked, next), body);
+    const again = await this.forwardTo(ctx, next, this.opts.decider.retarget(tracked, next), body, timed);
     if (again.kind !== 'failed_before_response') return { instance: next, result: again };
     return { instance: next, result: { ...again, error: upstreamFailedTwice(result.error, again.error) } };
   }
 
-  /** One forward to `instance`; its in-flight count ends when it is over, answered or not. */
-  private forwardTo(ctx: Context, instance: string, tracked: TrackedDecision, body: Buffer): Promise<ForwardResult> {
+  /**
+   * One forward to `instance`; its in-flight count ends when it is over, answered or not. `timed`:
+   * the request makes its first token visible (first-token.ts), so the first byte of a 200 answer
+   * marks it.
+   */
+  private forwardTo(ctx: Context, instance: string, tracked: TrackedDecision, body: Buffer, timed: boolean): Promise<ForwardResult> {
     const upstream = this.opts.upstreamUrl?.(instance) ?? '';
+    const onFirstChunk = timed
+      ? (status: number): void => {
+          if (status === 200) tracked.firstToken();
+        }
+      : undefined;
     // Answered (or failed): the engine no longer holds it, so it leaves the router's own in-flight count.
-    return this.opts.forwarder.forward(instance, ctx.url, ctx.req, ctx.res, body, upstream).finally(tracked.answered);
+    return this.opts.forwarder.forward(instance, ctx.url, ctx.req, ctx.res, body, upstream, onFirstChunk).finally(tracked.answered);
   }
 }

@@ -73,9 +73,18 @@ export class UpstreamForwarder {
 
   /**
    * Sends `body` to `instance` at `pathAndQuery` with the client's end-to-end headers, and pipes
-   * the answer into `res`. Resolves once the exchange is over; never rejects.
+   * the answer into `res`. Resolves once the exchange is over; never rejects. `onFirstChunk` is
+   * told the status when the answer's first body chunk arrives (the proxy times first tokens by it).
    */
-  forward(instance: string, pathAndQuery: string, req: IncomingMessage, res: ServerResponse, body: Buffer, baseUrl = ''): Promise<ForwardResult> {
+  forward(
+    instance: string,
+    pathAndQuery: string,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: Buffer,
+    baseUrl = '',
+    onFirstChunk?: (status: number) => void,
+  ): Promise<ForwardResult> {
     const target = baseUrl === '' ? hostPort(instance) : urlTarget(baseUrl);
     if (target === null) {
       const why = baseUrl === '' ? 'instance name is not host:port' : `url ${JSON.stringify(baseUrl)} is not http://host:port[/path]`;
@@ -134,6 +143,7 @@ export class UpstreamForwarder {
           res.writeHead(answer.statusCode ?? 502, headers);
           // SSE: headers go out now, before the first event.
           res.flushHeaders();
+          if (onFirstChunk !== undefined) answer.once('data', () => onFirstChunk(answer.statusCode ?? 502));
           answer.on('data', (chunk: Buffer) => {
             if (res.destroyed) return;
             // Backpressure: a slow client pauses the engine's stream instead of buffering it here.

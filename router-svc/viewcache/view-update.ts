@@ -77,6 +77,12 @@ export interface InflightShare {
    * empty when the directory sent none.
    */
   readonly seqs: readonly number[];
+  /** Summed predicted prefill tokens of the `prefillTokenDecisions` (≤ count) decisions that carried them. */
+  readonly prefillTokens: number;
+  readonly prefillTokenDecisions: number;
+  /** The router's proxied requests there before their first token, and their prefill tokens (0 and 0: none reported). */
+  readonly outstandingRequests: number;
+  readonly outstandingTokens: number;
 }
 
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
@@ -266,7 +272,18 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
       prompts.push(f);
       if (wireSeqs.length !== 0) seqs.push(wireSeqs[i]!);
     }
-    return { routerId: router, count: s.count, prompts, seqs };
+    const prefillTokens = numberField(`instance ${name}: inflight prefill_tokens of router ${JSON.stringify(router)}`, s.prefill_tokens ?? 0);
+    const prefillTokenDecisions = s.prefill_token_decisions ?? 0;
+    if (!(prefillTokens >= 0) || !(Number.isInteger(prefillTokenDecisions) && prefillTokenDecisions >= 0 && prefillTokenDecisions <= s.count)) {
+      throw new ViewProtocolError(`instance ${name}: inflight prefill_token_decisions ${String(s.prefill_token_decisions)} (prefill_tokens ${String(s.prefill_tokens)}) of router ${JSON.stringify(router)}: expected 0..count (${s.count}) decisions and tokens ≥ 0`);
+    }
+    const o = s.outstanding_prefill ?? null;
+    const outstandingTokens = o === null ? 0 : numberField(`instance ${name}: outstanding_prefill.tokens of router ${JSON.stringify(router)}`, o.tokens);
+    const outstandingRequests = o === null ? 0 : o.requests;
+    if (!(outstandingTokens >= 0) || !(Number.isInteger(outstandingRequests) && outstandingRequests >= 0)) {
+      throw new ViewProtocolError(`instance ${name}: outstanding_prefill of router ${JSON.stringify(router)}: expected tokens and requests ≥ 0, got ${String(o?.tokens)} and ${String(o?.requests)}`);
+    }
+    return { routerId: router, count: s.count, prompts, seqs, prefillTokens, prefillTokenDecisions, outstandingRequests, outstandingTokens };
   });
 }
 

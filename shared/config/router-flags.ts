@@ -5,7 +5,7 @@
 import { flagsHelp, parseFlags, type FlagValues, type ParsedArgs } from './flags.js';
 import { LOG_LEVEL_VALUES } from './log-level.js';
 
-export const LOAD_BALANCE_POLICIES = ['RR', 'SLO_AWARE', 'CAR'] as const;
+export const LOAD_BALANCE_POLICIES = ['RR', 'SLO_AWARE', 'CAR', 'TTFT'] as const;
 export type LoadBalancePolicy = (typeof LOAD_BALANCE_POLICIES)[number];
 
 export const ROUTER_FLAGS = {
@@ -15,7 +15,7 @@ export const ROUTER_FLAGS = {
     help: 'directory-svc gRPC addresses; the router fails over between them',
   },
   http_port: { type: 'int', default: 8888, min: 1, max: 65535, help: 'HTTP port: query endpoint, route, OpenAI-compatible proxy, metrics' },
-  load_balance_policy: { type: 'enum', values: LOAD_BALANCE_POLICIES, default: 'RR', help: 'routing policy (routing.md)' },
+  load_balance_policy: { type: 'enum', values: LOAD_BALANCE_POLICIES, default: 'RR', help: 'routing policy: RR, SLO_AWARE, CAR (routing.md), or TTFT (the soonest predicted first token)' },
   car_prefill_lambda: {
     type: 'float',
     default: 0.5,
@@ -40,6 +40,41 @@ export const ROUTER_FLAGS = {
     min: 0,
     max: 1000,
     help: "with --car_pending_prefix and other router replicas: a request no instance holds any prefix of waits at most this long for the directory to order its decision against the other replicas', and follows an earlier one of the same prefix; 0 = off",
+  },
+  ttft_prefill_tokens_per_s: {
+    type: 'float',
+    default: 8000,
+    min: 1,
+    max: 100_000_000,
+    help: "TTFT: prior of every engine's prefill throughput in tokens/s, until first-token times the proxy observes replace it",
+  },
+  ttft_prior_samples: {
+    type: 'int',
+    default: 8,
+    min: 0,
+    max: 100000,
+    help: 'TTFT: how many first-token observations the throughput prior weighs as; it fades as observations come in',
+  },
+  ttft_throughput_window: {
+    type: 'int',
+    default: 64,
+    min: 1,
+    max: 100000,
+    help: 'TTFT: first-token observations per engine the throughput estimate averages over (an exponential window)',
+  },
+  ttft_host_token_cost: {
+    type: 'float',
+    default: 0.25,
+    min: 0,
+    max: 1,
+    help: 'TTFT: cost of reloading a host-only hit token relative to recomputing it (0 = free, 1 = no better than a miss)',
+  },
+  ttft_work_slack: {
+    type: 'float',
+    default: 0.5,
+    min: 0,
+    max: 1,
+    help: 'TTFT: among the instances predicted within this fraction of the soonest first token, the one with the least prefill work to do wins (a cached prefix over a recompute)',
   },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
   grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },

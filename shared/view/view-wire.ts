@@ -66,8 +66,24 @@ export interface WireServedModels {
   data: { name: string; parent: string }[];
 }
 
-/** prompt_seqs is absent from directories that do not order claims (and from the instance listing). */
-export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs'> & { prompt_seqs?: number[] };
+/**
+ * prompt_seqs is absent from directories that do not order claims (and from the instance listing);
+ * prefill_tokens and prefill_token_decisions from directories without them, and whenever no counted
+ * decision carried prefill tokens (both 0).
+ */
+export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs' | 'prefill_tokens' | 'prefill_token_decisions' | 'outstanding_prefill'> & {
+  prompt_seqs?: number[];
+  prefill_tokens?: WireInt64;
+  prefill_token_decisions?: number;
+  /** The router's proxied requests still before their first token there (absent or null: none reported). */
+  outstanding_prefill?: WireOutstandingPrefill | null;
+};
+
+/** A router's queued prefill work on one instance: requests before their first token, and their prefill tokens. */
+export interface WireOutstandingPrefill {
+  tokens: WireInt64;
+  requests: number;
+}
 
 export interface WireViewStream {
   stream_id: number;
@@ -161,4 +177,8 @@ export interface WireInflightDecisions {
   prompts?: Uint8Array[];
   /** This router's decisions for the instance it moved elsewhere (claim order), by their prompt_seqs: exactly those end (absent from older routers). */
   withdrawn_seqs?: number[];
+  /** Per decision, oldest first, its predicted prefill tokens; at most `count`, absent from routers without them. */
+  prefill_tokens?: number[];
+  /** The router's outstanding-prefill gauge for the instance (replaces the last; 0 requests clears it); absent: unchanged. */
+  outstanding_prefill?: WireOutstandingPrefill | null;
 }

@@ -22,6 +22,7 @@ import type { ViewCache } from '../../router-svc/viewcache/view-cache.js';
 import { EngineControl, type EngineType } from '../../tools/engine-sim/engine-control.js';
 import { EngineSimulator } from '../../tools/engine-sim/engine-simulator.js';
 import { OpenAiEndpoint } from '../../tools/engine-sim/openai-server.js';
+import { PrefillQueue, type PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
 import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { ServiceProcess } from '../../shared/process/service-process.js';
 import { EtcdServer } from './etcd-server.js';
@@ -169,6 +170,8 @@ export interface SimEngineOptions {
   heartbeatIntervalMs?: number;
   /** The model's tokenizer (tokenization.md §3: the same code and files as the router's). */
   tokenizer?: PromptTokenizer | null;
+  /** A FIFO prefill queue with this cost model (prefill-cost-model.ts); absent: admitted at once. */
+  prefill?: PrefillCostOptions;
 }
 
 /** One simulated engine: KV ranks, control side and OpenAI endpoint on one port range. */
@@ -189,7 +192,12 @@ export class SimEngine {
       replayPortBase: p + STACK_DISCOVERY.replay_port_offset,
       deviceCapacityBlocks: 4096,
     });
-    const openai = new OpenAiEndpoint({ engine: sim, tokenizer: opts.tokenizer ?? null, tokenIntervalMs: opts.tokenIntervalMs ?? 1 });
+    const openai = new OpenAiEndpoint({
+      engine: sim,
+      tokenizer: opts.tokenizer ?? null,
+      tokenIntervalMs: opts.tokenIntervalMs ?? 1,
+      prefill: opts.prefill === undefined ? null : new PrefillQueue(opts.prefill),
+    });
     let control: EngineControl;
     try {
       control = await EngineControl.start({

@@ -285,6 +285,11 @@ describe('architecture.md flags: router-svc table', () => {
       carInflightLoad: true,
       carPendingPrefix: true,
       carClaimWaitMs: 20,
+      ttftPrefillTokensPerS: 8000,
+      ttftPriorSamples: 8,
+      ttftThroughputWindow: 64,
+      ttftHostTokenCost: 0.25,
+      ttftWorkSlack: 0.5,
       internalApiToken: '',
       grpcTlsCa: '',
       grpcTlsCert: '',
@@ -299,12 +304,31 @@ describe('architecture.md flags: router-svc table', () => {
     });
   });
 
-  it('router: --load_balance_policy is RR | SLO_AWARE | CAR; anything else is a startup error', () => {
+  it('router: --load_balance_policy is RR | SLO_AWARE | CAR | TTFT; anything else is a startup error', () => {
     expect(router(['--load_balance_policy=CAR']).loadBalancePolicy).to.equal('CAR');
     expect(router(['--load_balance_policy=SLO_AWARE']).loadBalancePolicy).to.equal('SLO_AWARE');
+    expect(router(['--load_balance_policy=ttft']).loadBalancePolicy).to.equal('TTFT');
     expect(configError(() => router(['--load_balance_policy=LEAST_LOAD'])).message).to.equal(
-      'invalid --load_balance_policy: expected one of RR, SLO_AWARE, CAR, got "LEAST_LOAD"',
+      'invalid --load_balance_policy: expected one of RR, SLO_AWARE, CAR, TTFT, got "LEAST_LOAD"',
     );
+  });
+
+  it('router: the TTFT flags and their bounds (prior throughput > 0, samples ≥ 0, window ≥ 1, host cost and work slack in [0,1])', () => {
+    expect(router(['--ttft_prefill_tokens_per_s=2500.5', '--ttft_prior_samples=0', '--ttft_throughput_window=1', '--ttft_host_token_cost=1', '--ttft_work_slack=0'])).to.include({
+      ttftPrefillTokensPerS: 2500.5,
+      ttftPriorSamples: 0,
+      ttftThroughputWindow: 1,
+      ttftHostTokenCost: 1,
+      ttftWorkSlack: 0,
+    });
+    expect(configError(() => router(['--ttft_work_slack=2'])).message).to.equal('invalid --ttft_work_slack: expected a number in [0, 1], got "2"');
+    expect(configError(() => router(['--ttft_prefill_tokens_per_s=0'])).message).to.equal('invalid --ttft_prefill_tokens_per_s: expected a number in [1, 100000000], got "0"');
+    configError(() => router(['--ttft_prefill_tokens_per_s=fast']));
+    expect(configError(() => router(['--ttft_prior_samples=-1'])).message).to.match(/^invalid --ttft_prior_samples: /);
+    configError(() => router(['--ttft_prior_samples=1.5']));
+    expect(configError(() => router(['--ttft_throughput_window=0'])).message).to.match(/^invalid --ttft_throughput_window: /);
+    expect(configError(() => router(['--ttft_host_token_cost=1.5'])).message).to.equal('invalid --ttft_host_token_cost: expected a number in [0, 1], got "1.5"');
+    configError(() => router(['--ttft_host_token_cost=-0.1']));
   });
 
   it('router: lambda and host hit weight in [0,1]', () => {

@@ -29,7 +29,9 @@ import { silentLogger } from '../../../shared/log/logger.js';
 import type { WireServedModels, WireViewInstance, WireViewStream } from '../../../shared/view/view-wire.js';
 import { apply, blockKeys, delta, DEVICE, explained, residency, served, snapshot, testDecider, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
 
-const POLICIES = ['CAR', 'RR', 'SLO_AWARE'] as const;
+const POLICIES = ['CAR', 'RR', 'SLO_AWARE', 'TTFT'] as const;
+/** The policies that match prompts (credit hits and pending prefixes). */
+const MATCHING = ['CAR', 'TTFT'] as const;
 type Policy = (typeof POLICIES)[number];
 const flags = (policy: Policy) => ({ loadBalancePolicy: policy, carPrefillLambda: 0.8, carHostHitWeight: 0.5, targetTtftMs: null, targetTpotMs: null }) as const;
 const QWEN = ['q1:1', 'q2:1'];
@@ -153,20 +155,22 @@ describe('cache-identity §2 request identity: candidates, keys and pending cred
     expect(identityOf(resolver, { model: null, cache_salt: null }).salted).to.equal(false);
   });
 
-  it('CI1 router half: an adapter request is matched under the adapter\'s identity only, a base request only under the base\'s', async () => {
-    // q1 holds P's chain as sql-lora computed it, q2 the base model's chain of the same tokens.
-    const view = await fleet({ 'q1:1': await blockKeys(P, 4, 1024, keyIdentity('sql-lora', null)), 'q2:1': await blockKeys(P) });
-    const resolver = new IdentityResolver(view);
-    const decider = testDecider(view, flags('CAR'));
-    const lora = decider.decide({ tokenIds: P, promptTokens: 16, identity: identityOf(resolver, { model: 'sql-lora' }), dryRun: true }, 0);
-    expect(lora.prefill.name).to.equal('q1:1');
-    expect(explained(lora, 'q1:1').hit_tokens).to.equal(16);
-    expect(explained(lora, 'q2:1').hit_tokens, 'base blocks credited to an adapter request').to.equal(0);
-    const base = decider.decide({ tokenIds: P, promptTokens: 16, identity: identityOf(resolver, { model: 'qwen3' }), dryRun: true }, 0);
-    expect(base.prefill.name).to.equal('q2:1');
-    expect(explained(base, 'q1:1').hit_tokens, 'adapter blocks credited to a base request').to.equal(0);
-    expect(explained(base, 'q2:1').hit_tokens).to.equal(16);
-  });
+  for (const policy of MATCHING) {
+    it(`CI1 router half under ${policy}: an adapter request is matched under the adapter's identity only, a base request only under the base's`, async () => {
+      // q1 holds P's chain as sql-lora computed it, q2 the base model's chain of the same tokens.
+      const view = await fleet({ 'q1:1': await blockKeys(P, 4, 1024, keyIdentity('sql-lora', null)), 'q2:1': await blockKeys(P) });
+      const resolver = new IdentityResolver(view);
+      const decider = testDecider(view, flags(policy));
+      const lora = decider.decide({ tokenIds: P, promptTokens: 16, identity: identityOf(resolver, { model: 'sql-lora' }), dryRun: true }, 0);
+      expect(lora.prefill.name).to.equal('q1:1');
+      expect(explained(lora, 'q1:1').hit_tokens).to.equal(16);
+      expect(explained(lora, 'q2:1').hit_tokens, 'base blocks credited to an adapter request').to.equal(0);
+      const base = decider.decide({ tokenIds: P, promptTokens: 16, identity: identityOf(resolver, { model: 'qwen3' }), dryRun: true }, 0);
+      expect(base.prefill.name).to.equal('q2:1');
+      expect(explained(base, 'q1:1').hit_tokens, 'adapter blocks credited to a base request').to.equal(0);
+      expect(explained(base, 'q2:1').hit_tokens).to.equal(16);
+    });
+  }
 
   it('CI2 router half: a chain salted s on block 0 is credited only to cache_salt s; LoRA + salt only to both', async () => {
     const view = await fleet({
@@ -186,28 +190,30 @@ describe('cache-identity §2 request identity: candidates, keys and pending cred
     expect(hits({ model: 'sql-lora' })).to.deep.equal([0, 0]);
   });
 
-  it('pending prefix credit never crosses identities: own and other routers\' prompts in flight credit only their own identity', async () => {
-    const view = await fleet();
-    const resolver = new IdentityResolver(view);
-    const inflight = new InflightLoad({ routerId: 'router-me', monotonicMs: () => 1000 });
-    const decider = testDecider(view, flags('CAR'), inflight, true);
-    const salted = identityOf(resolver, { model: 'qwen3', cache_salt: 's1' });
-    const first = decider.decide({ tokenIds: P, promptTokens: 16, identity: salted }, 0);
-    const there = first.prefill.name;
-    const pendingFor = (identity: RequestIdentity, name: string): number | undefined =>
-      explained(decider.decide({ tokenIds: P, promptTokens: 16, identity, dryRun: true }, 0), name).pending_hit_tokens;
-    expect(pendingFor(salted, there)).to.equal(16);
-    expect(pendingFor(identityOf(resolver, { model: 'qwen3' }), there)).to.equal(0);
-    expect(pendingFor(identityOf(resolver, { model: 'qwen3', cache_salt: 's2' }), there)).to.equal(0);
-    expect(pendingFor(identityOf(resolver, { model: 'sql-lora', cache_salt: 's1' }), there)).to.equal(0);
-    // Another replica's in-flight prompt, as the view carries it (fingerprints seeded with its identity).
-    const other = there === 'q1:1' ? 'q2:1' : 'q1:1';
-    const lora = identityOf(resolver, { model: 'sql-lora' });
-    const share = { router_id: 'router-x', count: 1, prompts: [fingerprintBytes(promptFingerprints(P, MAX_PROMPT_GRANULES, lora.fingerprintSeed))] };
-    await apply(view, delta('e1', 2, { instance_upserts: [inst(other, served('qwen3', 'sql-lora'), { inflight: [share] })] }), Date.now());
-    expect(pendingFor(lora, other)).to.equal(16);
-    expect(pendingFor(identityOf(resolver, { model: 'qwen3' }), other)).to.equal(0);
-  });
+  for (const policy of MATCHING) {
+    it(`pending prefix credit never crosses identities under ${policy}: own and other routers' prompts in flight credit only their own identity`, async () => {
+      const view = await fleet();
+      const resolver = new IdentityResolver(view);
+      const inflight = new InflightLoad({ routerId: 'router-me', monotonicMs: () => 1000 });
+      const decider = testDecider(view, flags(policy), inflight, true);
+      const salted = identityOf(resolver, { model: 'qwen3', cache_salt: 's1' });
+      const first = decider.decide({ tokenIds: P, promptTokens: 16, identity: salted }, 0);
+      const there = first.prefill.name;
+      const pendingFor = (identity: RequestIdentity, name: string): number | undefined =>
+        explained(decider.decide({ tokenIds: P, promptTokens: 16, identity, dryRun: true }, 0), name).pending_hit_tokens;
+      expect(pendingFor(salted, there)).to.equal(16);
+      expect(pendingFor(identityOf(resolver, { model: 'qwen3' }), there)).to.equal(0);
+      expect(pendingFor(identityOf(resolver, { model: 'qwen3', cache_salt: 's2' }), there)).to.equal(0);
+      expect(pendingFor(identityOf(resolver, { model: 'sql-lora', cache_salt: 's1' }), there)).to.equal(0);
+      // Another replica's in-flight prompt, as the view carries it (fingerprints seeded with its identity).
+      const other = there === 'q1:1' ? 'q2:1' : 'q1:1';
+      const lora = identityOf(resolver, { model: 'sql-lora' });
+      const share = { router_id: 'router-x', count: 1, prompts: [fingerprintBytes(promptFingerprints(P, MAX_PROMPT_GRANULES, lora.fingerprintSeed))] };
+      await apply(view, delta('e1', 2, { instance_upserts: [inst(other, served('qwen3', 'sql-lora'), { inflight: [share] })] }), Date.now());
+      expect(pendingFor(lora, other)).to.equal(16);
+      expect(pendingFor(identityOf(resolver, { model: 'qwen3' }), other)).to.equal(0);
+    });
+  }
 
   it('fingerprint seeds: the plain identity keeps the plain chain; LoRA, salt and both each seed their own', () => {
     expect(fingerprintSeed(PLAIN_IDENTITY)).to.equal(PLAIN_FINGERPRINT_SEED);

@@ -127,20 +127,24 @@ describe('routing.md In-flight load (router)', () => {
   it('an answer to a reported decision is reported too, so the other replicas end it as this router does', async () => {
     const first = await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
-    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 2, age_ms: 0 }]);
+    // Proxied: their prefill is in the ledger (the gauge), so their in-flight entries carry 0 tokens.
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 2, age_ms: 0, outstanding_prefill: { tokens: '128', requests: 2 }, prefill_tokens: [0, 0] }]);
     first.answered();
     first.answered(); // idempotent
     expect(inflight.own(view.instance('a:1')!)).to.equal(1);
-    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 0, age_ms: 0, answered: 1 }]);
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 0, age_ms: 0, outstanding_prefill: { tokens: '64', requests: 1 }, answered: 1 }]);
     expect(inflight.drainReport()).to.equal(null);
   });
 
-  it('an answer after a newer load report ended the decision is not reported (the directory ended it already)', async () => {
+  it('an answer after a newer load report ended the decision is not reported (the directory ended it already); its prefill ledger entry\'s end is', async () => {
     const first = await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     expect(inflight.drainReport()).to.have.length(1);
     await upsert(withReport('a:1', 1, 20), withReport('b:1', 1, 20));
     expect(inflight.own(view.instance('a:1')!)).to.equal(0);
+    // A load report does not end a ledger entry: only the first token or the answer does.
+    expect(inflight.ownOutstandingRequests(view.instance('a:1')!)).to.equal(1);
     first.answered();
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 0, age_ms: 0, outstanding_prefill: { tokens: '0', requests: 0 } }]);
     expect(inflight.drainReport()).to.equal(null);
   });
 
@@ -196,7 +200,7 @@ describe('routing.md In-flight load (router)', () => {
       expect(bad.status).to.equal(400);
       expect(JSON.stringify(bad.json)).to.include('dry_run must be a boolean');
       expect((await post({ messages })).status).to.equal(200);
-      expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 1, age_ms: 0 }]);
+      expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 1, age_ms: 0, prefill_tokens: [2] }]);
     } finally {
       await server.close();
     }

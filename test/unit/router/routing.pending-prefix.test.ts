@@ -106,11 +106,11 @@ describe('routing.md In-flight load: pending prefix credit (--car_pending_prefix
   it("the reporter sends each decision's fingerprints with its count; --car_pending_prefix=false sends none and credits none", async () => {
     const d = decider();
     const r = d.decide({ tokenIds: P, promptTokens: 0 }, 0);
-    expect(inflight.drainReport()).to.deep.equal([{ instance_name: r.prefill.name, count: 1, age_ms: 0, prompts: [fingerprintBytes(promptFingerprints(P))] }]);
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: r.prefill.name, count: 1, age_ms: 0, prompts: [fingerprintBytes(promptFingerprints(P))], prefill_tokens: [64] }]);
     const off = decider(false);
     await upsert(other('b:1', P));
     const o = off.decide({ tokenIds: P, promptTokens: 0 }, 0);
     expect(o.candidates.every((c) => c.pending_hit_tokens === undefined)).to.equal(true);
-    expect(inflight.drainReport()).to.deep.equal([{ instance_name: o.prefill.name, count: 1, age_ms: 0 }]);
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: o.prefill.name, count: 1, age_ms: 0, prefill_tokens: [64] }]);
   });
 });

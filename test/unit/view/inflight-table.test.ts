@@ -171,6 +171,78 @@ describe('routing.md In-flight load (directory)', () => {
     });
   });
 
+  describe('TT9 prefill tokens (the TTFT policy\'s queued work)', () => {
+    it('TT9 each decision\'s prefill tokens are summed per router share, with how many decisions carried them', () => {
+      const t = new InflightTable();
+      t.report('r1', 'a', 2, 100, 100, [], [300, 500]);
+      t.report('r1', 'a', 1, 101, 101);
+      t.report('r2', 'a', 3, 102, 102, [], [7, 8]);
+      expect(t.sharesOf('a')).to.deep.equal([
+        { router_id: 'r1', count: 3, prompts: [], prompt_seqs: [], prefill_tokens: '800', prefill_token_decisions: 2 },
+        // More tokens than decisions keeps the newest; fewer belong to the newest decisions.
+        { router_id: 'r2', count: 3, prompts: [], prompt_seqs: [], prefill_tokens: '15', prefill_token_decisions: 2 },
+      ]);
+      t.report('r3', 'b', 1, 103, 103, [], [1, 2, 3]);
+      expect(t.sharesOf('b')[0]).to.include({ count: 1, prefill_tokens: '3', prefill_token_decisions: 1 });
+    });
+
+    it('TT9 answers end the oldest decisions and their tokens; a load report ends all of them; a withdrawn claim its own', () => {
+      const t = new InflightTable();
+      t.report('r1', 'a', 3, 100, 100, [], [100, 200, 300]);
+      t.answered('r1', 'a', 1);
+      expect(t.sharesOf('a')[0]).to.include({ count: 2, prefill_tokens: '500', prefill_token_decisions: 2 });
+      t.loadReported('a', 150);
+      expect(t.sharesOf('a')).to.deep.equal([]);
+      const fp = (n: number): Buffer => Buffer.from([n, 0, 0, 0]);
+      t.report('r1', 'a', 3, 200, 200, [fp(1), fp(2), fp(3)], [10, 20, 40]);
+      const seqs = t.sharesOf('a')[0]!.prompt_seqs!;
+      t.withdrawn('r1', 'a', [seqs[1]!]);
+      expect(t.sharesOf('a')[0]).to.include({ count: 2, prefill_tokens: '50', prefill_token_decisions: 2 });
+    });
+
+    it('TT12 outstanding-prefill gauges: set, replaced, cleared by 0 requests or by the router\'s stream ending; load reports and the TTL leave them', () => {
+      const t = new InflightTable();
+      const changed: string[] = [];
+      t.onChange((n) => changed.push(n));
+      t.setOutstanding('r1', 'a', 3000, 2);
+      t.report('r2', 'a', 1, 100, 100);
+      expect(t.sharesOf('a')).to.deep.equal([
+        { router_id: 'r1', count: 0, prompts: [], prompt_seqs: [], outstanding_prefill: { tokens: '3000', requests: 2 } },
+        { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] },
+      ]);
+      t.setOutstanding('r1', 'a', 3000, 2);
+      expect(changed).to.deep.equal(['a', 'a']);
+      t.loadReported('a', 200);
+      t.expire(1_000_000);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 0, prompts: [], prompt_seqs: [], outstanding_prefill: { tokens: '3000', requests: 2 } }]);
+      t.setOutstanding('r1', 'a', 1000, 1);
+      t.setOutstanding('r1', 'b', 50, 1);
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '1000', requests: 1 });
+      t.setOutstanding('r1', 'a', 0, 0);
+      expect(t.sharesOf('a')).to.deep.equal([]);
+      t.routerGone('r1');
+      expect(t.sharesOf('b')).to.deep.equal([]);
+      expect(t.active).to.equal(false);
+    });
+
+    it('TT12 ReportInflight: an outstanding_prefill gauge alone is a valid message; its fields are checked', () => {
+      const d = { instance_name: 'a', count: 0, age_ms: 0 };
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '12', requests: 1 } }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '0', requests: 0 } }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '-1', requests: 1 } }] })).to.equal('decisions[0].outstanding_prefill.tokens: expected an integer ≥ 0, got -1');
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '1', requests: 1.5 } }] })).to.match(/^decisions\[0\]\.outstanding_prefill\.requests: /);
+    });
+
+    it('TT9 ReportInflight: prefill_tokens holds at most count uint32s', () => {
+      const d = { instance_name: 'a', count: 2, age_ms: 0 };
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, prefill_tokens: [0, 0xffffffff] }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, prefill_tokens: [1, 2, 3] }] })).to.match(/^decisions\[0\]\.prefill_tokens: expected at most count \(2\) entries, got 3$/);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, prefill_tokens: [1, -1] }] })).to.equal('decisions[0].prefill_tokens[1]: expected a uint32, got -1');
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, prefill_tokens: [1.5] }] })).to.match(/^decisions\[0\]\.prefill_tokens\[0\]: /);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, prefill_tokens: 'x' as unknown as number[] }] })).to.match(/^decisions\[0\]\.prefill_tokens: /);
+    });
+  });
+
   describe('InflightService into the view', () => {
     let mono: number;
     let publisher: ViewPublisher;
@@ -211,7 +283,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       const u = last();
       expect(u.delta!.instance_upserts.map((i) => i.name)).to.deep.equal(['a:1']);
-      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2, prompts: [], prompt_seqs: [] }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] }]);
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
       expect(service.sharesOf('ghost:1')).to.deep.equal([]);
     });
 
@@ -232,7 +304,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 0, age_ms: 0, answered: 1 }] });
       publisher.flush();
-      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [] }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] }]);
+      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
       service.report({ router_id: 'r2', decisions: [{ instance_name: 'b:1', count: 1, age_ms: 0, answered: 1 }] });
       expect(service.sharesOf('b:1')).to.deep.equal([]);
     });
@@ -251,7 +323,7 @@ describe('routing.md In-flight load (directory)', () => {
       });
       publisher.flush();
       const u = last();
-      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [fp(1)], prompt_seqs: [seqs[0]!] }]);
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [fp(1)], prompt_seqs: [seqs[0]!], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
       expect(upsertOf(u, 'b:1')!.inflight![0]).to.include({ router_id: 'r1', count: 1 });
     });
 
@@ -273,7 +345,7 @@ describe('routing.md In-flight load (directory)', () => {
       const snap: Buffer[] = [];
       publisher.watch({ routerId: 'w2', epoch: '', version: 0 }, { write: (b) => snap.push(b) > 0, onDrain: () => undefined, end: () => undefined });
       const s = decodeViewUpdate(snap[0]!);
-      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [] }]);
+      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
     });
 
     it('a view sent as snapshot parts carries the shares in part 0 (a snapshot above the message bound)', () => {
@@ -288,7 +360,7 @@ describe('routing.md In-flight load (directory)', () => {
         const part = decodeViewUpdate(snap[0]!);
         expect(part.body).to.equal('snapshot_chunk');
         expect(part.snapshot_chunk!.index).to.equal(0);
-        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [] }]);
+        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
       } finally {
         chunked.close();
       }

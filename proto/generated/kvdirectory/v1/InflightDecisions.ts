@@ -1,5 +1,6 @@
 // Original file: proto/kvdirectory.proto
 
+import type { OutstandingPrefill as _kvdirectory_v1_OutstandingPrefill, OutstandingPrefill__Output as _kvdirectory_v1_OutstandingPrefill__Output } from '../../kvdirectory/v1/OutstandingPrefill.js';
 
 export interface InflightDecisions {
   'instance_name'?: (string);
@@ -8,6 +9,8 @@ export interface InflightDecisions {
   'answered'?: (number);
   'prompts'?: (Buffer | Uint8Array | string)[];
   'withdrawn_seqs'?: (number)[];
+  'prefill_tokens'?: (number)[];
+  'outstanding_prefill'?: (_kvdirectory_v1_OutstandingPrefill | null);
 }
 
 export interface InflightDecisions__Output {
@@ -17,4 +20,6 @@ export interface InflightDecisions__Output {
   'answered': (number);
   'prompts': (Buffer)[];
   'withdrawn_seqs': (number)[];
+  'prefill_tokens': (number)[];
+  'outstanding_prefill': (_kvdirectory_v1_OutstandingPrefill__Output | null);
 }

@@ -1,0 +1,342 @@
+/**
+ * TTFT (`--load_balance_policy=TTFT`, issue 27): each request goes where its first token is
+ * predicted soonest. Per P candidate (ttft-cost.ts has the formula and its terms):
+ *
+ *   predicted_ms = (queued_tokens + own_tokens) / θ
+ *
+ * - own_tokens: input minus the candidate's prefix credit, a Host-only hit at c of a recompute
+ *   (`--ttft_host_token_cost`); the credit is the DP-rank minimum the view gives CAR
+ *   (instance-hit.ts, w = 1 − c), or the pending prefix of a request queued ahead there
+ *   (`--car_pending_prefix`: an in-flight decision of any replica, or one of this router's
+ *   requests before its first token) when larger, floored to complete blocks on single-rank
+ *   instances.
+ * - queued_tokens: the prefill ledgers of every replica — their proxied requests to the engine
+ *   still before their first token, with their prefill tokens (InflightLoad.startPrefill; the
+ *   other replicas' through the directory) — and the prefill tokens of decisions in flight there
+ *   in no ledger (`/v1/route`'s), all with `--car_inflight_load`; plus what the engine's last load
+ *   report counts beyond the ledgers (requests no router accounts for), each worth the mean
+ *   prefill this router recently sent there (routed-prefill-mean.ts), less what the engine has
+ *   worked through since the report.
+ * - θ: the engine's prefill throughput, learned from the first-token times the proxy observes
+ *   (prefill-throughput.ts; `--ttft_prefill_tokens_per_s` until then).
+ *
+ * Candidates are CAR's: the instances serving the request's model, its prompt matched under its
+ * cache identity (cache-identity §2, §3; candidates.ts, one set and one cursor pair per scope).
+ *
+ * Smallest prediction wins; exact ties follow CAR's rule (fewest Device blocks, then rotation,
+ * tie-break.ts). D side: load only, as CAR (decode-side.ts). The answer explains every term per
+ * candidate (TtftCandidateExplanation). Learning is fed from outside: the route decider reports
+ * counted decisions and first tokens (DecisionObserver), so a dry run teaches nothing.
+ *
+ * Cost per decision: one DP-minimum walk over the residency index (as CAR's), then O(candidates ×
+ * replicas) reads of the in-flight shares; scratch arrays are reused.
+ */
+import { INFLIGHT_TTL_MS, type InflightLoad } from '../inflight/inflight-load.js';
+import { ROUTER_FLAGS, type RouterFlags } from '../../shared/config/router-flags.js';
+import { GRANULE_TOKENS } from '../../shared/keys/prompt-fingerprint.js';
+import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
+import { CandidateCache } from './candidates.js';
+import { pickDecode } from './decode-side.js';
+import { chosen } from './explanation.js';
+import { instanceHit, newInstanceHit, noInstanceHit } from './instance-hit.js';
+import { rotationOffset } from './pick-minimum.js';
+import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstimate } from './prefill-throughput.js';
+import { RoutedPrefillMean } from './routed-prefill-mean.js';
+import { PrefillPick } from './tie-break.js';
+import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
+import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
+
+export interface TtftPolicyOptions {
+  /** `--ttft_host_token_cost` in [0,1]. */
+  readonly hostTokenCost: number;
+  /** `--ttft_work_slack` in [0,1]: predictions within this fraction of the soonest count as equal, the least work wins. */
+  readonly workSlack?: number;
+  /** `--ttft_prefill_tokens_per_s`, `--ttft_prior_samples`, `--ttft_throughput_window`. */
+  readonly throughput: PrefillThroughputOptions;
+  /** In-flight load (`--car_inflight_load`); null or absent = reported waiting only. */
+  readonly inflight?: InflightLoad | null;
+  /** Where this replica's tie rotations start (rotationOffset); absent = the first name. */
+  readonly routerId?: string;
+}
+
+/** A P candidate of a TTFT decision: CAR's fields plus every term of the prediction. */
+export interface TtftCandidateExplanation extends CandidateExplanation {
+  /** Prefill tokens ahead of the request (reported backlog left + in flight). */
+  queued_tokens: number;
+  /** The request's own prefill on this candidate, recompute-equivalent tokens. */
+  own_prefill_tokens: number;
+  queue_ms: number;
+  own_prefill_ms: number;
+  predicted_ms: number;
+  /** θ as tokens per second, and how many first-token observations it rests on (0: the prior). */
+  prefill_tokens_per_s: number;
+  throughput_samples: number;
+  /** The engine's last load report, what it counts beyond the ledgers, what one of those is worth, and its age. */
+  waiting_reported: number;
+  waiting_unknown: number;
+  tokens_per_waiting: number;
+  since_report_ms: number;
+  /** The prefill ledgers: requests before their first token, and their tokens (this router's, the others'). */
+  ledger_requests_own: number;
+  ledger_requests_other: number;
+  ledger_tokens_own: number;
+  ledger_tokens_other: number;
+  /** Decisions no load report reflects yet (routing.md "In-flight load"), and the tokens of those in no ledger. */
+  waiting_inflight_own: number;
+  waiting_inflight_other: number;
+  inflight_tokens_own: number;
+  inflight_tokens_other: number;
+}
+
+/** What the route decider tells a policy that learns (TTFT). */
+export interface DecisionObserver {
+  /** `decision` was counted (not a dry run): its prefill goes to its instance. */
+  counted(decision: RouteDecision): void;
+  /** The first token of a counted decision came `ttftMs` after the decision. */
+  firstToken(decision: RouteDecision, ttftMs: number): void;
+}
+
+export class TtftPolicy implements RoutingPolicy, DecisionObserver {
+  readonly name = 'TTFT' as const;
+  private readonly hostCost: number;
+  private readonly workSlack: number;
+  private readonly inflight: InflightLoad | null;
+  private readonly throughput: PrefillThroughput;
+  private readonly routedMean = new RoutedPrefillMean();
+  private readonly candidates: CandidateCache;
+  private readonly prefillPick = new PrefillPick();
+  private readonly scratchHit = newInstanceHit();
+  private readonly prediction = newTtftPrediction();
+  private scores = new Float64Array(16);
+  /** Each P candidate's own prefill tokens (the first tie key). */
+  private ownWork = new Float64Array(16);
+  /** Per engine, the load report last seen and the ledgers' requests when it was (ledgerAtReport). */
+  private readonly reportLedger = new Map<string, { stamp: number; ledger: number }>();
+  /** The view and instance revision the estimators were last pruned to (they follow the fleet). */
+  private prunedView: ViewCache | null = null;
+  private prunedRevision = -1;
+
+  constructor(opts: TtftPolicyOptions) {
+    if (!(opts.hostTokenCost >= 0 && opts.hostTokenCost <= 1)) throw new RangeError(`hostTokenCost must be in [0,1], got ${opts.hostTokenCost}`);
+    this.hostCost = opts.hostTokenCost;
+    const slack = opts.workSlack ?? 0;
+    if (!(slack >= 0 && slack <= 1)) throw new RangeError(`workSlack must be in [0,1], got ${slack}`);
+    this.workSlack = slack;
+    this.throughput = new PrefillThroughput(opts.throughput);
+    this.inflight = opts.inflight ?? null;
+    this.candidates = new CandidateCache(opts.routerId === undefined ? 0 : rotationOffset(opts.routerId));
+  }
+
+  decide(req: RouteRequest, view: ViewCache, nowMs: number): RouteDecision {
+    const identity = req.identity;
+    const set = this.candidates.of(view, identity);
+    const p = set.prefill;
+    if (view !== this.prunedView || view.instancesRevision !== this.prunedRevision) this.prune(view);
+    const tokenIds = req.tokenIds;
+    const inputTokens = tokenIds !== null ? tokenIds.length : req.promptTokens;
+    // The minimum credit over DP ranks with w = 1 − c is the largest prefill over them.
+    const hits = tokenIds !== null && tokenIds.length > 0 ? view.matchStreams(tokenIds, nowMs, 1 - this.hostCost, identity?.keys) : null;
+    const n = Math.max(p.length, set.decode.length);
+    if (this.scores.length < n) {
+      this.scores = new Float64Array(n * 2);
+      this.ownWork = new Float64Array(n * 2);
+    }
+    const scores = this.scores;
+    const inflight = this.inflight;
+    const stale = view.isStale(nowMs);
+    const mono = inflight === null ? 0 : inflight.now();
+    const fingerprints = inflight !== null && hits !== null ? (req.promptFingerprints ?? null) : null;
+    const explanations: CandidateExplanation[] = [];
+    let maxQueued = 0;
+    let cursor = 0;
+    for (let i = 0; i < p.length; i++) {
+      const inst = p[i]!;
+      const h = this.scratchHit;
+      if (hits === null) noInstanceHit(h);
+      else cursor = instanceHit(inst, hits, cursor, 1 - this.hostCost, h);
+      // own() first: it ends the own entries a newer report, the TTL or an answer ended.
+      const ownCount = inflight === null ? 0 : inflight.own(inst, mono);
+      const otherCount = inflight === null ? 0 : inflight.others(inst, stale);
+      let device = h.device;
+      let hostOnly = h.hostOnly;
+      let pending = 0;
+      // Pending prefix credit, as CAR gives it: where the view's credit is trusted, on one rank.
+      if (fingerprints !== null && h.blockSize > 0 && inst.dpSize === 1) {
+        // In-flight decisions (every replica's, until a load report) and this router's ledger (until the first token).
+        const granules = inflight!.ledgerPendingGranules(inst, fingerprints, inflight!.pendingGranules(inst, fingerprints));
+        if (granules > 0) pending = Math.floor(Math.min(granules * GRANULE_TOKENS, inputTokens) / h.blockSize) * h.blockSize;
+        // The request in flight computes that prefix first: it is on Device by the time this one runs.
+        if (ownPrefillTokens(inputTokens, pending, 0, this.hostCost) < ownPrefillTokens(inputTokens, device, hostOnly, this.hostCost)) {
+          device = pending;
+          hostOnly = 0;
+        }
+      }
+      const fallback = ownPrefillTokens(inputTokens, device, hostOnly, this.hostCost);
+      const perWaiting = this.routedMean.tokensPerRequest(inst.name, fallback);
+      const ownTokens = inflight === null ? 0 : inflight.ownPrefillTokens(inst);
+      const otherTokens = inflight === null ? 0 : inflight.otherPrefillTokens(inst, stale, perWaiting);
+      const ledgerOwn = inflight === null ? 0 : inflight.ownOutstandingRequests(inst);
+      const ledgerOther = inflight === null ? 0 : inflight.otherOutstandingRequests(inst, stale);
+      const ledgerTokensOwn = inflight === null ? 0 : inflight.ownOutstandingTokens(inst);
+      const ledgerTokensOther = inflight === null ? 0 : inflight.otherOutstandingTokens(inst, stale);
+      const sinceReportMs = Math.min(INFLIGHT_TTL_MS, Math.max(0, nowMs - inst.load!.reportedAtMs));
+      const tokensPerMs = this.throughput.tokensPerMs(inst.name);
+      const waiting = inst.load!.waitingRequestsNum;
+      // The report counts the ledger requests waiting when it was made, including some answered
+      // since (they have left the ledgers): only what the ledgers held then explains it.
+      const waitingUnknown = Math.max(0, waiting - this.ledgerAtReport(inst, ledgerOwn + ledgerOther));
+      const t = predictTtft(
+        {
+          inputTokens,
+          deviceHitTokens: device,
+          hostOnlyHitTokens: hostOnly,
+          hostTokenCost: this.hostCost,
+          waitingUnknown,
+          tokensPerWaiting: perWaiting,
+          sinceReportMs,
+          knownTokens: ledgerTokensOwn + ledgerTokensOther + ownTokens + otherTokens,
+          tokensPerMs,
+        },
+        this.prediction,
+      );
+      scores[i] = t.predictedMs;
+      this.ownWork[i] = t.ownTokens;
+      if (t.queuedTokens > maxQueued) maxQueued = t.queuedTokens;
+      const credited = inputTokens - t.ownTokens;
+      const e: TtftCandidateExplanation = {
+        instance_name: inst.name,
+        incarnation_id: inst.incarnationId,
+        role: 'prefill',
+        hit_tokens: device + hostOnly,
+        device_hit_tokens: device,
+        host_only_hit_tokens: hostOnly,
+        kv_hit_ratio: inputTokens > 0 ? Math.min(1, Math.max(0, credited / inputTokens)) : 0,
+        // Filled below: queued tokens over the largest among the P candidates.
+        queue_cost: t.queuedTokens,
+        score: t.predictedMs,
+        queued_tokens: t.queuedTokens,
+        own_prefill_tokens: t.ownTokens,
+        queue_ms: t.queueMs,
+        own_prefill_ms: t.ownMs,
+        predicted_ms: t.predictedMs,
+        prefill_tokens_per_s: tokensPerMs * 1000,
+        throughput_samples: this.throughput.samples(inst.name),
+        waiting_reported: waiting,
+        waiting_unknown: waitingUnknown,
+        tokens_per_waiting: perWaiting,
+        since_report_ms: sinceReportMs,
+        ledger_requests_own: ledgerOwn,
+        ledger_requests_other: ledgerOther,
+        ledger_tokens_own: ledgerTokensOwn,
+        ledger_tokens_other: ledgerTokensOther,
+        waiting_inflight_own: ownCount,
+        waiting_inflight_other: otherCount,
+        inflight_tokens_own: ownTokens,
+        inflight_tokens_other: otherTokens,
+      };
+      if (fingerprints !== null) e.pending_hit_tokens = pending;
+      if (h.note !== null) e.note = h.note;
+      explanations.push(e);
+    }
+    for (const e of explanations) e.queue_cost = maxQueued === 0 ? 0 : e.queue_cost / maxQueued;
+    // Near ties (within --ttft_work_slack of the soonest): the least prefill work wins — about the
+    // same wait, less for the cluster to compute (a cached prefix over a recompute, a repeat
+    // queued behind its prefix over an idle engine), which shortens the queues of the requests
+    // after it. Then exact ties follow CAR's rule (tie-break.ts).
+    const soonest = keepLeastWork(scores, this.ownWork, p.length, this.workSlack);
+    const pi = this.prefillPick.pick(scores, p, set.prefillNames, set.prefillCursor, view, stale);
+    const tie = this.prefillPick.tie;
+    const prefill = p[pi]!;
+    if (scores[pi]! > soonest) (explanations[pi] as TtftCandidateExplanation).note = `within ${this.workSlack} of the soonest prediction (${round3(soonest)} ms) with less prefill work`;
+    const decode = pickDecode(set, prefill, scores, set.decodeCursor, explanations);
+    const decision: RouteDecision = { policy: 'TTFT', prefill: chosen(prefill), decode, candidates: explanations };
+    if (tie !== null) decision.tie_break = tie;
+    return decision;
+  }
+
+  counted(decision: RouteDecision): void {
+    const c = chosenTerms(decision);
+    if (c !== null) this.routedMean.record(decision.prefill.name, c.own_prefill_tokens);
+  }
+
+  firstToken(decision: RouteDecision, ttftMs: number): void {
+    const c = chosenTerms(decision);
+    if (c !== null) this.throughput.observe(decision.prefill.name, c.queued_tokens + c.own_prefill_tokens, ttftMs);
+  }
+
+  /** θ per engine observed so far (metrics, status). */
+  throughputEstimates(): ThroughputEstimate[] {
+    return this.throughput.estimates();
+  }
+
+  /**
+   * The ledgers' requests on `inst` when its current load report arrived: read the first time a
+   * decision sees that report (`now` then), so within one decision's gap of its arrival.
+   */
+  private ledgerAtReport(inst: RouterInstance, now: number): number {
+    const stamp = inst.load!.reportedAtMs;
+    let seen = this.reportLedger.get(inst.name);
+    if (seen === undefined) this.reportLedger.set(inst.name, (seen = { stamp, ledger: now }));
+    else if (seen.stamp !== stamp) {
+      seen.stamp = stamp;
+      seen.ledger = now;
+    }
+    return seen.ledger;
+  }
+
+  /** Forgets engines gone from the view (not those only out of the candidates for a while). */
+  private prune(view: ViewCache): void {
+    this.prunedView = view;
+    this.prunedRevision = view.instancesRevision;
+    const names = new Set(view.instances().map((i) => i.name));
+    this.throughput.retainOnly(names);
+    this.routedMean.retainOnly(names);
+    for (const name of this.reportLedger.keys()) if (!names.has(name)) this.reportLedger.delete(name);
+  }
+}
+
+/**
+ * Among the candidates scored within `slack` of the smallest score (exact ties with 0), keeps
+ * those with the least own work; the others are pushed out of reach of the minimum (their
+ * explanations keep their true score). Returns the smallest score. O(count), no allocation.
+ */
+function keepLeastWork(scores: Float64Array, work: Float64Array, count: number, slack: number): number {
+  let min = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < count; i++) if (scores[i]! < min) min = scores[i]!;
+  const limit = min + slack * min;
+  let least = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < count; i++) if (scores[i]! <= limit && work[i]! < least) least = work[i]!;
+  for (let i = 0; i < count; i++) if (scores[i]! <= limit && work[i]! > least) scores[i] = Number.POSITIVE_INFINITY;
+  return min;
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+/** The chosen prefill's TTFT terms in `decision`; null when it is not a TTFT decision. */
+export function chosenTerms(decision: RouteDecision): TtftCandidateExplanation | null {
+  if (decision.policy !== 'TTFT') return null;
+  for (const c of decision.candidates) if (c.role === 'prefill' && c.instance_name === decision.prefill.name) return c as TtftCandidateExplanation;
+  return null;
+}
+
+/** The TTFT flags, each defaulted from the router's flag table when absent (tests pass a few). */
+export function ttftPolicyOptions(
+  flags: Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack'>>,
+  inflight: InflightLoad | null,
+  routerId: string | undefined,
+): TtftPolicyOptions {
+  const d = ROUTER_FLAGS;
+  return {
+    hostTokenCost: flags.ttftHostTokenCost ?? d.ttft_host_token_cost.default,
+    workSlack: flags.ttftWorkSlack ?? d.ttft_work_slack.default,
+    throughput: {
+      priorTokensPerS: flags.ttftPrefillTokensPerS ?? d.ttft_prefill_tokens_per_s.default,
+      priorSamples: flags.ttftPriorSamples ?? d.ttft_prior_samples.default,
+      window: flags.ttftThroughputWindow ?? d.ttft_throughput_window.default,
+    },
+    inflight,
+    ...(routerId === undefined ? {} : { routerId }),
+  };
+}

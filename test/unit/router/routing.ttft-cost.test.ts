@@ -1,0 +1,160 @@
+/**
+ * The TTFT policy's pure parts (docs/incoming/ttft-policy.md; issue 27): the cost
+ * (ttft-cost.ts), the prefill throughput estimate with its prior (prefill-throughput.ts) and the
+ * worth of a reported waiting request (routed-prefill-mean.ts). Hand-computed numbers throughout.
+ *
+ *   own_tokens    = input − device − host_only + c · host_only
+ *   queued_tokens = known_tokens + max(0, waiting_unknown · per_waiting − θ · since_report_ms)
+ *   predicted_ms  = (queued_tokens + own_tokens) / θ
+ */
+import { expect } from 'chai';
+import { newTtftPrediction, ownPrefillTokens, predictTtft, type TtftTerms } from '../../../router-svc/policy/ttft-cost.js';
+import { PrefillThroughput } from '../../../router-svc/policy/prefill-throughput.js';
+import { RoutedPrefillMean } from '../../../router-svc/policy/routed-prefill-mean.js';
+
+const BASE: TtftTerms = {
+  inputTokens: 1000,
+  deviceHitTokens: 0,
+  hostOnlyHitTokens: 0,
+  hostTokenCost: 0.25,
+  waitingUnknown: 0,
+  tokensPerWaiting: 0,
+  sinceReportMs: 0,
+  knownTokens: 0,
+  tokensPerMs: 10,
+};
+
+function predict(over: Partial<TtftTerms>) {
+  return predictTtft({ ...BASE, ...over }, newTtftPrediction());
+}
+
+describe('TTFT policy: the cost (TT1), throughput (TT2) and per-waiting worth', () => {
+  describe('TT1 cost', () => {
+    it('TT1 own tokens: a Device hit is free, a Host-only hit costs c of a recompute', () => {
+      expect(ownPrefillTokens(1000, 600, 0, 0.25)).to.equal(400);
+      // 1000 − 200 − 400 + .25 · 400 = 500
+      expect(ownPrefillTokens(1000, 200, 400, 0.25)).to.equal(500);
+      expect(ownPrefillTokens(1000, 200, 400, 0)).to.equal(400);
+      expect(ownPrefillTokens(1000, 200, 400, 1)).to.equal(800);
+      // Hits beyond the prompt are clamped to it; negative ones to 0.
+      expect(ownPrefillTokens(100, 160, 50, 0.25)).to.equal(0);
+      expect(ownPrefillTokens(100, 60, 80, 0.5)).to.equal(20);
+      expect(ownPrefillTokens(100, -5, 0, 0.5)).to.equal(100);
+    });
+
+    it('TT1 an idle engine: predicted = own tokens / θ', () => {
+      expect(predict({ deviceHitTokens: 600 })).to.deep.equal({ ownTokens: 400, queuedTokens: 0, queueMs: 0, ownMs: 40, predictedMs: 40 });
+    });
+
+    it('TT1 queued tokens, not requests: 3 waiting × 2,000 tokens is 600 ms ahead at 10 tokens/ms', () => {
+      const p = predict({ waitingUnknown: 3, tokensPerWaiting: 2000 });
+      expect(p).to.include({ queuedTokens: 6000, queueMs: 600, ownMs: 100, predictedMs: 700 });
+      // The same count of short requests weighs a thousandth as much.
+      expect(predict({ waitingUnknown: 3, tokensPerWaiting: 2 }).queueMs).to.equal(0.6);
+    });
+
+    it('TT1 the engine works the reported backlog off after the report: 6,000 − 10 · 250 = 3,500 left, never below 0', () => {
+      expect(predict({ waitingUnknown: 3, tokensPerWaiting: 2000, sinceReportMs: 250 }).queuedTokens).to.equal(3500);
+      expect(predict({ waitingUnknown: 3, tokensPerWaiting: 2000, sinceReportMs: 5000 }).queuedTokens).to.equal(0);
+      expect(predict({ waitingUnknown: 3, tokensPerWaiting: 2000, sinceReportMs: -100 }).queuedTokens).to.equal(6000);
+    });
+
+    it('TT1 known tokens (ledgers, in-flight decisions) are not worked off: they are counted as they stand', () => {
+      const p = predict({ waitingUnknown: 1, tokensPerWaiting: 1000, sinceReportMs: 1000, knownTokens: 2500 });
+      expect(p).to.include({ queuedTokens: 2500, queueMs: 250, predictedMs: 350 });
+    });
+
+    it('TT1 a throughput of 0 or less is refused', () => {
+      expect(() => predict({ tokensPerMs: 0 })).to.throw(RangeError, /tokensPerMs/);
+      expect(() => predict({ tokensPerMs: Number.NaN })).to.throw(RangeError);
+    });
+  });
+
+  describe('TT2 throughput estimate', () => {
+    const make = (priorSamples = 8, window = 64): PrefillThroughput => new PrefillThroughput({ priorTokensPerS: 8000, priorSamples, window });
+
+    it('TT2 the prior until an engine is observed (tokens per second in, per ms out)', () => {
+      const t = make();
+      expect(t.tokensPerMs('a')).to.equal(8);
+      expect(t.samples('a')).to.equal(0);
+      expect(t.estimates()).to.deep.equal([]);
+    });
+
+    it('TT2 the prior weighs as its samples: 8 prior at 8/ms and 8 observations at 2/ms give 5/ms (window ∞)', () => {
+      const t = make(8, Number.MAX_VALUE);
+      for (let i = 0; i < 8; i++) expect(t.observe('a', 200, 100)).to.equal(true);
+      expect(t.tokensPerMs('a')).to.be.closeTo(5, 1e-9);
+      expect(t.tokensPerMs('b')).to.equal(8);
+    });
+
+    it('TT2 a ratio of sums: 1,000 tokens in 100 ms and 10 tokens in 10 ms is 1,010 / 110, not the mean of 10 and 1', () => {
+      const t = make(0, Number.MAX_VALUE);
+      t.observe('a', 1000, 100);
+      t.observe('a', 10, 10);
+      expect(t.tokensPerMs('a')).to.be.closeTo(1010 / 110, 1e-12);
+      expect(t.estimates()).to.deep.equal([{ instance: 'a', tokensPerS: (1010 / 110) * 1000, samples: 2 }]);
+    });
+
+    it('TT2 the prior fades: after 10 windows of observations at 2/ms the estimate is within 0.1% of 2', () => {
+      const t = make(8, 16);
+      for (let i = 0; i < 160; i++) t.observe('a', 200, 100);
+      expect(t.tokensPerMs('a')).to.be.closeTo(2, 0.002);
+      // The decayed count never exceeds the window.
+      expect(t.samples('a')).to.be.lessThan(16);
+    });
+
+    it('TT2 window 1 follows the last observation alone', () => {
+      const t = make(8, 1);
+      t.observe('a', 300, 100);
+      expect(t.tokensPerMs('a')).to.equal(3);
+      t.observe('a', 100, 100);
+      expect(t.tokensPerMs('a')).to.equal(1);
+    });
+
+    it('TT2 observations that carry nothing are refused: no work, a time of 0, NaN or Infinity', () => {
+      const t = make();
+      expect(t.observe('a', 0, 50)).to.equal(false);
+      expect(t.observe('a', 0.5, 50)).to.equal(false);
+      expect(t.observe('a', 100, 0)).to.equal(false);
+      expect(t.observe('a', Number.NaN, 50)).to.equal(false);
+      expect(t.observe('a', 100, Number.POSITIVE_INFINITY)).to.equal(false);
+      expect(t.tokensPerMs('a')).to.equal(8);
+      expect(t.samples('a')).to.equal(0);
+    });
+
+    it('TT2 engines gone from the fleet are forgotten', () => {
+      const t = make(0);
+      t.observe('a', 100, 10);
+      t.observe('b', 100, 50);
+      t.retainOnly(new Set(['b']));
+      expect(t.estimates().map((e) => e.instance)).to.deep.equal(['b']);
+      expect(t.tokensPerMs('a')).to.equal(8);
+    });
+
+    it('TT2 bad options are refused', () => {
+      expect(() => new PrefillThroughput({ priorTokensPerS: 0, priorSamples: 1, window: 1 })).to.throw(RangeError, /priorTokensPerS/);
+      expect(() => new PrefillThroughput({ priorTokensPerS: 1, priorSamples: -1, window: 1 })).to.throw(RangeError, /priorSamples/);
+      expect(() => new PrefillThroughput({ priorTokensPerS: 1, priorSamples: 1, window: 0.5 })).to.throw(RangeError, /window/);
+    });
+  });
+
+  describe('what a reported waiting request is worth (routed-prefill-mean.ts)', () => {
+    it("TT1 the caller's guess before any decision; then the engine's exponential mean, starting from the overall one", () => {
+      const m = new RoutedPrefillMean(4);
+      expect(m.tokensPerRequest('a', 123)).to.equal(123);
+      m.record('a', 1000);
+      expect(m.tokensPerRequest('a', 123)).to.equal(1000);
+      // b has had nothing: the overall mean.
+      expect(m.tokensPerRequest('b', 123)).to.equal(1000);
+      m.record('b', 200);
+      // b starts from the overall 1,000 and moves a quarter of the way to 200.
+      expect(m.tokensPerRequest('b', 0)).to.equal(800);
+      m.record('a', 3000);
+      expect(m.tokensPerRequest('a', 0)).to.equal(1500);
+      m.record('a', Number.NaN);
+      expect(m.tokensPerRequest('a', 0)).to.equal(1500);
+      m.retainOnly(new Set(['b']));
+      expect(m.tokensPerRequest('a', 0)).to.be.greaterThan(0).and.not.equal(1500);
+    });
+  });
+});

@@ -1,0 +1,349 @@
+/**
+ * The TTFT policy over a real view cache (docs/incoming/ttft-policy.md; issue 27). Throughput
+ * prior 1,000 tokens/s (1 token per ms, so predicted ms = tokens), Host reload cost c = 0.25.
+ * Token ids 1..16 with block size 4 are 4 blocks k0..k3. Load reports are stamped at 10 ms and
+ * decisions made at 0 ms unless a test says otherwise (so no backlog is worked off).
+ */
+import { expect } from 'chai';
+import { InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
+import { RouteDecider } from '../../../router-svc/http/route-decider.js';
+import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
+import { createPolicy, type PolicyFlags } from '../../../router-svc/policy/create-policy.js';
+import type { RouteDecision } from '../../../router-svc/policy/policy-types.js';
+import { TtftPolicy, type TtftCandidateExplanation } from '../../../router-svc/policy/ttft-policy.js';
+import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
+import type { WireInflightShare, WireViewInstance, WireViewStream } from '../../../shared/view/view-wire.js';
+import { decodeViewUpdate } from '../../../router-svc/viewcache/view-update.js';
+import { firstTokenVisible } from '../../../router-svc/proxy/first-token.js';
+import { DEVICE, HOST, apply, blockKeys, delta, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
+
+const STALE_AFTER_MS = 3000;
+const ME = 'router-me';
+const TTFT: PolicyFlags = {
+  loadBalancePolicy: 'TTFT',
+  carPrefillLambda: 0.5,
+  carHostHitWeight: 0.5,
+  targetTtftMs: null,
+  targetTpotMs: null,
+  ttftPrefillTokensPerS: 1000,
+  ttftPriorSamples: 8,
+  ttftThroughputWindow: 64,
+  ttftHostTokenCost: 0.25,
+  ttftWorkSlack: 0,
+};
+const T16 = tokens(16);
+
+function instance(name: string, waiting = 0, inflight: WireInflightShare[] = [], over: Partial<WireViewInstance> = {}): WireViewInstance {
+  return wireInstance(name, { load: { ...wireLoad(waiting), reported_at_ms: '10' }, inflight, ...over });
+}
+
+function ttftOf(d: RouteDecision, name: string): TtftCandidateExplanation {
+  const c = d.candidates.find((x) => x.instance_name === name && x.role === 'prefill');
+  if (c === undefined) throw new Error(`no candidate ${name} in ${JSON.stringify(d.candidates)}`);
+  return c as TtftCandidateExplanation;
+}
+
+/** A share of another router's decisions, with or without their prefill tokens. */
+function share(count: number, prefillTokens: number | null): WireInflightShare {
+  const s: WireInflightShare = { router_id: 'router-x', count, prompts: [] };
+  if (prefillTokens !== null) {
+    s.prefill_tokens = String(prefillTokens);
+    s.prefill_token_decisions = count;
+  }
+  return s;
+}
+
+describe('TTFT policy (routing by predicted time to first token)', () => {
+  let view: ViewCache;
+  let mono: number;
+  let inflight: InflightLoad;
+  let k: Uint8Array[];
+  let version: number;
+
+  before(async () => {
+    k = await blockKeys(T16);
+  });
+
+  beforeEach(() => {
+    view = new ViewCache({ staleAfterMs: STALE_AFTER_MS });
+    mono = 1000;
+    version = 1;
+    inflight = new InflightLoad({ routerId: ME, monotonicMs: () => mono });
+  });
+
+  async function load(instances: WireViewInstance[], streams: WireViewStream[] = instances.map((inst, i) => wireStream(i + 1, inst.name))): Promise<void> {
+    await apply(view, snapshot('e1', 1, instances, streams), 0);
+  }
+
+  async function upsert(...instances: WireViewInstance[]): Promise<void> {
+    version++;
+    await apply(view, delta('e1', version, { instance_upserts: instances }), 0);
+  }
+
+  function policy(flags: Partial<PolicyFlags> = {}): TtftPolicy {
+    return createPolicy({ ...TTFT, ...flags }, inflight, ME) as TtftPolicy;
+  }
+
+  function decider(p: TtftPolicy, pendingPrefix = true): RouteDecider {
+    const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+    return new RouteDecider(p, view, metrics, 'TTFT', inflight, pendingPrefix, null, p);
+  }
+
+  it('TT3 queued tokens, not requests: one long prompt in flight on a outweighs three short ones on b (CAR, by count, picks a)', async () => {
+    await load([instance('a:1', 0, [share(1, 3000)]), instance('b:1', 0, [share(3, 300)])]);
+    const d = policy().decide({ tokenIds: tokens(64), promptTokens: 0 }, view, 0);
+    expect(d.policy).to.equal('TTFT');
+    expect(d.prefill.name).to.equal('b:1');
+    expect(ttftOf(d, 'a:1')).to.include({ queued_tokens: 3000, own_prefill_tokens: 64, queue_ms: 3000, own_prefill_ms: 64, predicted_ms: 3064, score: 3064 });
+    expect(ttftOf(d, 'b:1')).to.include({ queued_tokens: 300, predicted_ms: 364, waiting_inflight_other: 3, inflight_tokens_other: 300, queue_cost: 0.1 });
+    const car = createPolicy({ ...TTFT, loadBalancePolicy: 'CAR' }, inflight, ME).decide({ tokenIds: tokens(64), promptTokens: 0 }, view, 0);
+    expect(car.prefill.name).to.equal('a:1');
+  });
+
+  it("TT4 another replica's decisions without prefill tokens (an older router) count at the per-waiting worth; its own share coming back is skipped", async () => {
+    await load([instance('a:1', 0, [share(2, null), { router_id: ME, count: 5, prompts: [], prefill_tokens: '9999', prefill_token_decisions: 5 }]), instance('b:1')]);
+    const d = policy().decide({ tokenIds: tokens(40), promptTokens: 0 }, view, 0);
+    // Before any decision a waiting request is worth this one's own prefill: 40 tokens.
+    expect(ttftOf(d, 'a:1')).to.include({ tokens_per_waiting: 40, inflight_tokens_other: 80, waiting_inflight_other: 2, queued_tokens: 80 });
+    expect(d.prefill.name).to.equal('b:1');
+  });
+
+  it("TT3 this router's decisions count with their prefill tokens until a newer load report ends them", async () => {
+    await load([instance('a:1'), instance('b:1')]);
+    const p = policy();
+    const dec = decider(p);
+    // A long one lands on either idle engine (an exact tie); short ones then avoid it.
+    const long = dec.decide({ tokenIds: tokens(2000), promptTokens: 0 }, 0);
+    const busy = long.prefill.name;
+    const idle = busy === 'a:1' ? 'b:1' : 'a:1';
+    const short = dec.decide({ tokenIds: tokens(100, 50_000), promptTokens: 0, dryRun: true }, 0);
+    expect(short.prefill.name).to.equal(idle);
+    expect(ttftOf(short, busy)).to.include({ waiting_inflight_own: 1, inflight_tokens_own: 2000, queued_tokens: 2000 });
+    // The engine's next report reflects it: the own entry ends, the report's waiting request counts
+    // at the mean of what was routed there (2,000), and is worked off as time passes.
+    await upsert(instance(busy, 1, [], { load: { ...wireLoad(1), reported_at_ms: '20' } }), instance(idle, 0, [], { load: { ...wireLoad(0), reported_at_ms: '20' } }));
+    const later = dec.decide({ tokenIds: tokens(100, 50_000), promptTokens: 0, dryRun: true }, 520);
+    expect(ttftOf(later, busy)).to.include({ waiting_inflight_own: 0, inflight_tokens_own: 0, waiting_reported: 1, tokens_per_waiting: 2000, since_report_ms: 500, queued_tokens: 1500 });
+    // A report older than the in-flight TTL (2 s) is worked off at most that long.
+    expect(ttftOf(dec.decide({ tokenIds: tokens(100, 50_000), promptTokens: 0, dryRun: true }, 60_000), busy).since_report_ms).to.equal(2000);
+  });
+
+  it('TT12 the prefill ledger: a proxied request counts with its tokens until its first token, across load reports, and explains the reported waiting it was part of', async () => {
+    await load([instance('a:1'), instance('b:1')]);
+    const dec = decider(policy());
+    const long = await dec.decideTracked({ tokenIds: tokens(3000), promptTokens: 0 }, 0);
+    const busy = long.decision.prefill.name;
+    const probe = (nowMs = 0): TtftCandidateExplanation => ttftOf(dec.decide({ tokenIds: tokens(10, 90_000), promptTokens: 0, dryRun: true }, nowMs), busy);
+    expect(probe()).to.include({ ledger_requests_own: 1, ledger_tokens_own: 3000, waiting_inflight_own: 1, inflight_tokens_own: 0, queued_tokens: 3000 });
+    // The engine reports it waiting: the in-flight entry ends, the ledger keeps it, and the report's
+    // one waiting request is the ledger's (nothing unknown, nothing worked off twice).
+    const other = busy === 'a:1' ? 'b:1' : 'a:1';
+    await upsert(instance(busy, 1, [], { load: { ...wireLoad(1), reported_at_ms: '20' } }), instance(other, 0, [], { load: { ...wireLoad(0), reported_at_ms: '20' } }));
+    expect(probe(520)).to.include({ waiting_inflight_own: 0, waiting_reported: 1, waiting_unknown: 0, ledger_tokens_own: 3000, queued_tokens: 3000 });
+    // Its prefix still counts as computed ahead of a request that extends it (pending credit from the ledger).
+    const next = ttftOf(dec.decide({ tokenIds: [...tokens(3000), ...tokens(40, 70_000)], promptTokens: 0, dryRun: true }, 520), busy);
+    // 187 whole 16-token granules of the 3,000: 2,992 tokens credited, 48 left to compute.
+    expect(next).to.include({ pending_hit_tokens: 2992, own_prefill_tokens: 48 });
+    long.firstToken();
+    // The report still says 1 waiting: the request just answered, which the ledger held when the
+    // report came — no phantom backlog. A newer report of 1 waiting is one no ledger explains.
+    expect(probe(520)).to.include({ ledger_requests_own: 0, ledger_tokens_own: 0, waiting_reported: 1, waiting_unknown: 0, queued_tokens: 0 });
+    await upsert(instance(busy, 1, [], { load: { ...wireLoad(1), reported_at_ms: '600' } }), instance(other, 0, [], { load: { ...wireLoad(0), reported_at_ms: '600' } }));
+    expect(probe(600)).to.include({ waiting_reported: 1, waiting_unknown: 1, tokens_per_waiting: 3000, queued_tokens: 3000 });
+  });
+
+  it("TT12 other replicas' ledgers come through the view (outstanding_prefill); the report's waiting beyond all ledgers is unknown", async () => {
+    const ledger = (requests: number, tokens: number): WireInflightShare => ({ router_id: 'router-x', count: 0, prompts: [], outstanding_prefill: { tokens: String(tokens), requests } });
+    await load([instance('a:1', 3, [ledger(2, 5000)]), instance('b:1', 1, [ledger(1, 100)])]);
+    const d = policy().decide({ tokenIds: tokens(50), promptTokens: 0 }, view, 0);
+    // a: 5,000 known + (3 − 2) × 50 unknown; b: 100 known + 0 unknown.
+    expect(ttftOf(d, 'a:1')).to.include({ ledger_requests_other: 2, ledger_tokens_other: 5000, waiting_unknown: 1, queued_tokens: 5050 });
+    expect(ttftOf(d, 'b:1')).to.include({ ledger_requests_other: 1, waiting_unknown: 0, queued_tokens: 100 });
+    expect(d.prefill.name).to.equal('b:1');
+  });
+
+
+  it("TT12 a request retried on the next-best engine (the first vanished) moves to its ledger with that engine's own prefill; its first token ends it there and teaches no engine", async () => {
+    // a: nothing cached, idle → 16 ms. b: k0 k1 on Device (own 8) behind another replica's 1,000-token ledger → 1,008 ms.
+    const ledger: WireInflightShare = { router_id: 'router-x', count: 0, prompts: [], outstanding_prefill: { tokens: '1000', requests: 1 } };
+    await load([instance('a:1'), instance('b:1', 0, [ledger])], [wireStream(1, 'a:1'), wireStream(2, 'b:1', residency([k[0]!, k[1]!], [DEVICE, DEVICE]))]);
+    const p = policy();
+    const dec = decider(p);
+    const tracked = await dec.decideTracked({ tokenIds: T16, promptTokens: 0 }, 0);
+    expect(tracked.decision.prefill.name).to.equal('a:1');
+    expect(inflight.ownOutstandingTokens(view.instance('a:1')!)).to.equal(16);
+    tracked.answered(); // the forward to a:1 failed before any byte
+    const moved = dec.retarget(tracked, 'b:1');
+    expect(inflight.ownOutstandingTokens(view.instance('a:1')!)).to.equal(0);
+    expect(inflight.ownOutstandingRequests(view.instance('b:1')!)).to.equal(1);
+    expect(inflight.ownOutstandingTokens(view.instance('b:1')!)).to.equal(8);
+    expect(inflight.own(view.instance('b:1')!)).to.equal(1);
+    moved.firstToken();
+    expect(inflight.ownOutstandingRequests(view.instance('b:1')!)).to.equal(0);
+    // The time included the failed attempt and the prediction was a's: neither engine learns from it.
+    expect(p.throughputEstimates().every((e) => e.samples === 0)).to.equal(true);
+    moved.answered();
+    expect(inflight.own(view.instance('b:1')!)).to.equal(0);
+  });
+  it('TT5 hits: Device free, Host-only at c; c = 1 makes a Host hit worth nothing', async () => {
+    // a: k0 k1 Device → own 16 − 8 = 8. b: k0 Device, k1..k3 Host → own 16 − 4 − 12 + .25 · 12 = 3.
+    await load(
+      [instance('a:1'), instance('b:1')],
+      [wireStream(1, 'a:1', residency([k[0]!, k[1]!], [DEVICE, DEVICE])), wireStream(2, 'b:1', residency([k[0]!, k[1]!, k[2]!, k[3]!], [DEVICE, HOST, HOST, HOST]))],
+    );
+    const d = policy().decide({ tokenIds: T16, promptTokens: 0 }, view, 0);
+    expect(d.prefill.name).to.equal('b:1');
+    expect(ttftOf(d, 'a:1')).to.include({ own_prefill_tokens: 8, device_hit_tokens: 8, host_only_hit_tokens: 0, hit_tokens: 8, kv_hit_ratio: 0.5 });
+    expect(ttftOf(d, 'b:1')).to.include({ own_prefill_tokens: 3, device_hit_tokens: 4, host_only_hit_tokens: 12, kv_hit_ratio: 13 / 16 });
+    const reload = policy({ ttftHostTokenCost: 1 }).decide({ tokenIds: T16, promptTokens: 0 }, view, 0);
+    expect(reload.prefill.name).to.equal('a:1');
+    expect(ttftOf(reload, 'b:1').own_prefill_tokens).to.equal(12);
+  });
+
+  it('TT5 DP minimum: a 2-rank instance costs what its worst rank costs; a stale view gives no credit, with the reason', async () => {
+    await load(
+      [instance('m:1', 0, [], { dp_size: 2 }), instance('n:1')],
+      [
+        wireStream(1, 'm:1', { ...residency([k[0]!, k[1]!, k[2]!], [DEVICE, DEVICE, DEVICE]), dp_rank: 0 }),
+        wireStream(2, 'm:1', { ...residency([k[0]!], [DEVICE]), dp_rank: 1 }),
+        wireStream(3, 'n:1', residency([k[0]!, k[1]!], [DEVICE, DEVICE])),
+      ],
+    );
+    const d = policy().decide({ tokenIds: T16, promptTokens: 0 }, view, 0);
+    expect(ttftOf(d, 'm:1').own_prefill_tokens).to.equal(12);
+    expect(d.prefill.name).to.equal('n:1');
+    const stale = policy().decide({ tokenIds: T16, promptTokens: 0 }, view, STALE_AFTER_MS + 1);
+    expect(ttftOf(stale, 'n:1')).to.include({ own_prefill_tokens: 16, hit_tokens: 0, note: 'directory view stale: no cache credit' });
+  });
+
+  it('TT6 a repeat of a prompt in flight: its prefix is credited where it is queued, and at an equal wait the less work wins', async () => {
+    await load([instance('a:1'), instance('b:1')]);
+    const dec = decider(policy(), true);
+    const P = tokens(64);
+    const first = dec.decide({ tokenIds: P, promptTokens: 0 }, 0);
+    const there = first.prefill.name;
+    const second = dec.decide({ tokenIds: P, promptTokens: 0 }, 0);
+    // There: 64 queued + 0 own; elsewhere: 0 queued + 64 own. Same 64 ms; the queued prefix saves the recompute.
+    expect(ttftOf(second, there)).to.include({ pending_hit_tokens: 64, own_prefill_tokens: 0, queued_tokens: 64, predicted_ms: 64 });
+    expect(second.prefill.name).to.equal(there);
+  });
+
+  it('TT13 --ttft_work_slack: within it of the soonest prediction the least prefill work wins, explained; beyond it the soonest does', async () => {
+    // a: idle, nothing cached: 0 + 100 = 100 ms. b: 96 of the prompt's 100 tokens on Device,
+    // behind another replica's `queued` tokens: queued + 4 ms.
+    const P = tokens(100);
+    const k100 = await blockKeys(P);
+    const device = Array.from({ length: 24 }, () => DEVICE);
+    const setup = async (queued: number): Promise<void> => {
+      view = new ViewCache({ staleAfterMs: STALE_AFTER_MS });
+      await load([instance('a:1'), instance('b:1', 0, [share(1, queued)])], [wireStream(1, 'a:1'), wireStream(2, 'b:1', residency(k100.slice(0, 24), device))]);
+    };
+    await setup(100);
+    // b: 100 queued + 4 own = 104 ms, within 10% of a's 100 ms, with 4 tokens of work against 100.
+    const within = policy({ ttftWorkSlack: 0.1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0);
+    expect(within.prefill.name).to.equal('b:1');
+    expect(ttftOf(within, 'b:1')).to.include({ predicted_ms: 104, own_prefill_tokens: 4, note: 'within 0.1 of the soonest prediction (100 ms) with less prefill work' });
+    expect(policy({ ttftWorkSlack: 0 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+    await setup(120);
+    // b: 124 ms, beyond 110: the soonest wins.
+    expect(policy({ ttftWorkSlack: 0.1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+  });
+
+  it('TT7 learning: first tokens set each engine\'s throughput (a slow engine is avoided at equal queues), once per decision', async () => {
+    await load([instance('a:1'), instance('b:1')]);
+    const p = policy({ ttftPriorSamples: 0 });
+    const dec = decider(p);
+    const d = dec.decide({ tokenIds: tokens(100), promptTokens: 0, dryRun: true }, 0);
+    expect(ttftOf(d, 'a:1')).to.include({ prefill_tokens_per_s: 1000, throughput_samples: 0 });
+    // Observed: a did 100 tokens in 400 ms (250 tokens/s), b 100 in 50 ms (2,000 tokens/s).
+    const on = (name: string): RouteDecision => ({ ...d, prefill: { name, incarnation_id: `inc-${name}` } });
+    p.firstToken(on('a:1'), 400);
+    p.firstToken(on('b:1'), 50);
+    const after = dec.decide({ tokenIds: tokens(100), promptTokens: 0, dryRun: true }, 0);
+    expect(ttftOf(after, 'a:1')).to.include({ prefill_tokens_per_s: 250, throughput_samples: 1, predicted_ms: 400 });
+    expect(ttftOf(after, 'b:1')).to.include({ prefill_tokens_per_s: 2000, predicted_ms: 50 });
+    expect(after.prefill.name).to.equal('b:1');
+    expect(p.throughputEstimates()).to.deep.equal([
+      { instance: 'a:1', tokensPerS: 250, samples: 1 },
+      { instance: 'b:1', tokensPerS: 2000, samples: 1 },
+    ]);
+    // A tracked decision's first token is learned once, however often it is reported.
+    const tracked = await dec.decideTracked({ tokenIds: tokens(100), promptTokens: 0 }, 0);
+    tracked.firstToken();
+    tracked.firstToken();
+    expect(p.throughputEstimates().find((e) => e.instance === tracked.decision.prefill.name)!.samples).to.be.closeTo(1 + 63 / 64, 1e-9);
+  });
+
+  it('TT7 counted decisions set what a reported waiting request is worth; dry runs do not', async () => {
+    await load([instance('a:1', 1), instance('b:1', 1)]);
+    const dec = decider(policy());
+    dec.decide({ tokenIds: tokens(500), promptTokens: 0, dryRun: true }, 0);
+    expect(ttftOf(dec.decide({ tokenIds: tokens(8), promptTokens: 0, dryRun: true }, 0), 'a:1').tokens_per_waiting).to.equal(8);
+    const counted = dec.decide({ tokenIds: tokens(500), promptTokens: 0 }, 0);
+    expect(ttftOf(dec.decide({ tokenIds: tokens(8), promptTokens: 0, dryRun: true }, 0), counted.prefill.name).tokens_per_waiting).to.equal(500);
+  });
+
+  it('TT8 the explanation carries every term per P candidate; the D side is CAR\'s (load only)', async () => {
+    await load([instance('p:1', 2, [], { type: 'PREFILL' }), instance('d:1', 1, [], { type: 'DECODE' })]);
+    const d = policy().decide({ tokenIds: null, promptTokens: 256 }, view, 0);
+    expect(d.prefill.name).to.equal('p:1');
+    expect(d.decode).to.deep.equal({ name: 'd:1', incarnation_id: 'inc-d:1' });
+    expect(ttftOf(d, 'p:1')).to.deep.equal({
+      instance_name: 'p:1',
+      incarnation_id: 'inc-p:1',
+      role: 'prefill',
+      hit_tokens: 0,
+      device_hit_tokens: 0,
+      host_only_hit_tokens: 0,
+      kv_hit_ratio: 0,
+      queue_cost: 1,
+      score: 768,
+      queued_tokens: 512,
+      own_prefill_tokens: 256,
+      queue_ms: 512,
+      own_prefill_ms: 256,
+      predicted_ms: 768,
+      prefill_tokens_per_s: 1000,
+      throughput_samples: 0,
+      waiting_reported: 2,
+      waiting_unknown: 2,
+      tokens_per_waiting: 256,
+      since_report_ms: 0,
+      ledger_requests_own: 0,
+      ledger_requests_other: 0,
+      ledger_tokens_own: 0,
+      ledger_tokens_other: 0,
+      waiting_inflight_own: 0,
+      waiting_inflight_other: 0,
+      inflight_tokens_own: 0,
+      inflight_tokens_other: 0,
+    });
+    expect(d.candidates.find((c) => c.role === 'decode')).to.include({ instance_name: 'd:1', queue_cost: 1, score: 1 });
+  });
+
+  it('TT3 without in-flight load (--car_inflight_load=false) only the reported waiting counts', async () => {
+    await load([instance('a:1', 0, [share(4, 4000)]), instance('b:1', 1)]);
+    const p = createPolicy(TTFT, null) as TtftPolicy;
+    const d = p.decide({ tokenIds: tokens(10), promptTokens: 0 }, view, 0);
+    expect(ttftOf(d, 'a:1')).to.include({ waiting_inflight_other: 0, inflight_tokens_other: 0, queued_tokens: 0 });
+    expect(d.prefill.name).to.equal('a:1');
+  });
+
+  it('TT9 the view refuses a share claiming more decisions with prefill tokens than it counts, or negative tokens', () => {
+    const bad = (sh: WireInflightShare): (() => unknown) => () => decodeViewUpdate(snapshot('e1', 1, [instance('a:1', 0, [sh])], []));
+    expect(bad({ router_id: 'r', count: 2, prompts: [], prefill_tokens: '10', prefill_token_decisions: 3 })).to.throw(/inflight prefill_token_decisions 3 .*expected 0\.\.count \(2\)/);
+    expect(bad({ router_id: 'r', count: 2, prompts: [], prefill_tokens: '-1', prefill_token_decisions: 1 })).to.throw(/prefill_tokens/);
+    expect(bad({ router_id: 'r', count: 2, prompts: [], prefill_tokens: '10', prefill_token_decisions: 2 })).to.not.throw();
+  });
+
+  it('TT7 the proxy times a first token only where the answer starts with it: a stream, or a single generated token', () => {
+    expect(firstTokenVisible({ stream: true, max_tokens: 100 })).to.equal(true);
+    expect(firstTokenVisible({ max_tokens: 1 })).to.equal(true);
+    expect(firstTokenVisible({ max_completion_tokens: 1 })).to.equal(true);
+    expect(firstTokenVisible({ max_tokens: 2 })).to.equal(false);
+    expect(firstTokenVisible({ stream: 'true' })).to.equal(false);
+    expect(firstTokenVisible({})).to.equal(false);
+    expect(firstTokenVisible([])).to.equal(false);
+    expect(firstTokenVisible(null)).to.equal(false);
+  });
+});
