@@ -1,5 +1,5 @@
 /**
- * TT10 (docs/incoming/ttft-policy.md, issue 27) across real processes: two router-svc processes
+ * TT10 (docs/concepts.md "Routing by predicted time to first token", issue 27) across real processes: two router-svc processes
  * with `--load_balance_policy=TTFT` watching one directory-svc process, which discovers two
  * simulated engines through a real etcd. The engines run the prefill cost model (1 ms per
  * uncached token), so a long prompt really waits in an engine's queue.

@@ -1,5 +1,5 @@
 /**
- * TT11 (docs/incoming/ttft-policy.md): the cluster benchmark's Mooncake trace replay — the format
+ * TT11 (docs/benchmarks.md "Trace replay and the mixed-length workload"): the cluster benchmark's Mooncake trace replay — the format
  * as published (FAST25-release/traces: JSON Lines of timestamp, input_length, output_length,
  * hash_ids, one id per 512-token block) checked strictly with line numbers, the tokens each hash
  * id stands for, and the generated mixed-length workload in the same format.

@@ -1,5 +1,5 @@
 /**
- * The TTFT policy's pure parts (docs/incoming/ttft-policy.md; issue 27): the cost
+ * The TTFT policy's pure parts (docs/concepts.md "Routing by predicted time to first token"; issue 27): the cost
  * (ttft-cost.ts), the prefill throughput estimate with its prior (prefill-throughput.ts) and the
  * worth of a reported waiting request (routed-prefill-mean.ts). Hand-computed numbers throughout.
  *

@@ -1,5 +1,5 @@
 /**
- * The TTFT policy over a real view cache (docs/incoming/ttft-policy.md; issue 27). Throughput
+ * The TTFT policy over a real view cache (docs/concepts.md "Routing by predicted time to first token"; issue 27). Throughput
  * prior 1,000 tokens/s (1 token per ms, so predicted ms = tokens), Host reload cost c = 0.25.
  * Token ids 1..16 with block size 4 are 4 blocks k0..k3. Load reports are stamped at 10 ms and
  * decisions made at 0 ms unless a test says otherwise (so no backlog is worked off).
