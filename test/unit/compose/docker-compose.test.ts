@@ -77,7 +77,7 @@ function metaFlags(): MetaFlags {
 }
 
 /** redis-server options the compose file may use (`--name value` pairs). */
-const REDIS_OPTIONS = new Set(['--save', '--appendonly', '--dir', '--port', '--maxmemory', '--maxmemory-policy']);
+const REDIS_OPTIONS = new Set(['--save', '--appendonly', '--appendfsync', '--dir', '--port', '--maxmemory', '--maxmemory-policy']);
 
 /** The port the redis service listens on (`--port`, else Redis's 6379). */
 function redisPort(): number {
