@@ -27,7 +27,7 @@ export const ROUTER_FLAGS = {
   car_inflight_load: {
     type: 'bool',
     default: true,
-    help: "CAR adds to each instance's reported waiting the requests routed to it (by this router and, through the directory, the others) that no load report reflects yet",
+    help: "CAR and TTFT add to each instance's reported waiting the requests routed to it (by this router and, through the directory, the others) that no load report reflects yet (TTFT: with their prefill tokens)",
   },
   car_pending_prefix: {
     type: 'bool',
