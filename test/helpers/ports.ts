@@ -1,6 +1,7 @@
 // Free TCP ports for tests: never a fixed port. Ports are reserved per process so parallel
 // helpers within one test run never get the same one twice.
 import { createServer, type Server } from 'node:net';
+import { isFetchBadPort } from '../../shared/http/fetch-bad-ports.js';
 
 const handedOut = new Set<number>();
 
@@ -37,7 +38,7 @@ export async function freePortRange(count: number): Promise<number> {
     const base = RANGE_FIRST + Math.floor(Math.random() * (RANGE_END - RANGE_FIRST));
     if (base + count > RANGE_END) continue;
     let ok = true;
-    for (let i = 0; i < count && ok; i++) ok = !handedOut.has(base + i) && (await isFree(base + i));
+    for (let i = 0; i < count && ok; i++) ok = !handedOut.has(base + i) && !isFetchBadPort(base + i) && (await isFree(base + i));
     if (ok) {
       for (let i = 0; i < count; i++) handedOut.add(base + i);
       return base;

@@ -7,6 +7,7 @@
  */
 import { createServer } from 'node:net';
 import { PlainMessageError } from '../../shared/errors/domain-error.js';
+import { isFetchBadPort } from '../../shared/http/fetch-bad-ports.js';
 import type { EngineSpec } from './stack-flags.js';
 
 /** discovery.md defaults; the directory's discovery config is written with the same numbers. */
@@ -73,6 +74,7 @@ export async function assertPortsFree(ports: readonly PlannedPort[]): Promise<vo
     if (other !== undefined) throw new Error(`port ${p.port} is planned twice (${other} and ${p.owner}): change one of the port flags`);
     seen.set(p.port, p.owner);
     if (p.port > 65535) throw new Error(`port ${p.port} (${p.owner}) is above 65535: lower --engine_base_port`);
+    if (isFetchBadPort(p.port)) throw new Error(`port ${p.port} (${p.owner}) is one fetch clients refuse to connect to (the Fetch standard's blocked ports): choose another port with the flag`);
     if (!(await isFree(p.port))) throw new PortTakenError(p.port, p.owner);
   }
 }
@@ -95,7 +97,7 @@ export async function findFreeEngineBase(engines: readonly EngineSpec[], reserve
     const ports = layoutEngines(engines, base).flatMap((e, i) => enginePorts(e, i));
     let ok = true;
     for (const p of ports) {
-      if (reserved.has(p.port) || !(await isFree(p.port))) {
+      if (reserved.has(p.port) || isFetchBadPort(p.port) || !(await isFree(p.port))) {
         ok = false;
         break;
       }

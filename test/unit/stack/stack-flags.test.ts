@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import { createServer, type Server } from 'node:net';
 import { ConfigError } from '../../../shared/config/config-error.js';
 import { parseEngines, parseStackArgs, type StackConfig } from '../../../tools/stack/stack-flags.js';
-import { assertPortsFree, enginePorts, layoutDnsEngines, layoutEngines, PortTakenError } from '../../../tools/stack/port-plan.js';
+import { assertPortsFree, enginePorts, findFreeEngineBase, layoutDnsEngines, layoutEngines, PortTakenError } from '../../../tools/stack/port-plan.js';
+import { isFetchBadPort } from '../../../shared/http/fetch-bad-ports.js';
 import { directoryCommand, engineCommand, routerCommand, writeDnsEnginesFile, writeEnginesFile, writeModelsFile } from '../../../tools/stack/service-commands.js';
 import { parseEngineSimArgs } from '../../../tools/engine-sim/engine-sim-flags.js';
 import { parseRouterFlags } from '../../../shared/config/router-flags.js';
@@ -120,6 +121,32 @@ describe('local stack flags and port plan (tools/stack)', () => {
     } catch (e) {
       expect(e).to.be.instanceOf(PortTakenError);
       expect((e as Error).message).to.equal(`port ${port} (--router_port) is already in use: stop whatever holds it or choose another port with the flag`);
+    }
+  });
+
+  it("a port fetch refuses (the Fetch standard's blocked ports) is refused naming its flag, and every listed one is one Node's fetch refuses", async () => {
+    for (const port of [2049, 6000, 10080]) {
+      expect(isFetchBadPort(port)).to.equal(true);
+      const err = await fetch(`http://127.0.0.1:${port}/`).then(
+        () => null,
+        (e: unknown) => e as Error & { cause?: Error },
+      );
+      expect(err?.cause?.message, `fetch to ${port}`).to.equal('bad port');
+    }
+    expect(isFetchBadPort(8000)).to.equal(false);
+    try {
+      await assertPortsFree([{ port: 2049, owner: '--engine_base_port: engine 0 HTTP' }]);
+      expect.fail('expected a refusal');
+    } catch (e) {
+      expect((e as Error).message).to.equal("port 2049 (--engine_base_port: engine 0 HTTP) is one fetch clients refuse to connect to (the Fetch standard's blocked ports): choose another port with the flag");
+    }
+  });
+
+  it('--engine_base_port=0 picks a layout below the ephemeral range with no port fetch refuses', async () => {
+    const engines = parseEngines('DEFAULT:2,PREFILL,DECODE:3');
+    for (let i = 0; i < 20; i++) {
+      const ports = layoutEngines(engines, await findFreeEngineBase(engines, new Set())).flatMap((e, k) => enginePorts(e, k)).map((p) => p.port);
+      expect(ports.filter((p) => p >= 32768 || isFetchBadPort(p)), String(ports)).to.deep.equal([]);
     }
   });
 
