@@ -120,6 +120,9 @@ export class RouterProcess {
   }
 }
 
+/** A heartbeat period no test outlasts: `startQuietEngines`' loads stay as first reported. */
+const QUIET_HEARTBEAT_MS = 3_600_000;
+
 /**
  * What every router suite starts first: a real etcd and a directory-svc discovering engines in
  * one etcd namespace; engines and routers join it with `startEngine` / `startRouter`.
@@ -145,6 +148,35 @@ export class RouterTestStack {
   /** A simulated engine registered in this stack's namespace, heartbeating to its directory. */
   startEngine(opts: Omit<SimEngineOptions, 'etcdAddress' | 'namespace' | 'directoryHttpUrl'> = {}): Promise<SimEngine> {
     return SimEngine.start({ ...opts, etcdAddress: this.etcd.address, namespace: this.namespace, directoryHttpUrl: this.directory.httpUrl });
+  }
+
+  /**
+   * Engines whose one accepted heartbeat fixes their reported load for the test's length (they
+   * heartbeat again only far out), so every router sees the same, stale queues.
+   */
+  async startQuietEngines(opts: readonly Omit<SimEngineOptions, 'etcdAddress' | 'namespace' | 'directoryHttpUrl' | 'heartbeatIntervalMs'>[]): Promise<SimEngine[]> {
+    const engines: SimEngine[] = [];
+    for (const o of opts) engines.push(await this.startEngine({ ...o, heartbeatIntervalMs: QUIET_HEARTBEAT_MS }));
+    // One accepted heartbeat each (the first may precede the directory seeing the etcd key).
+    for (const e of engines) await waitFor(async () => (await e.control.heartbeatNow()) === 200, 20000, `${e.name} heartbeat accepted`);
+    return engines;
+  }
+
+  /** `count` router processes with the same `args`, each waited for until `ready` holds (failing at once if one exits). */
+  async spawnRouters(count: number, args: readonly string[], ready: (router: RouterProcess) => Promise<boolean>, what: string): Promise<RouterProcess[]> {
+    const routers: RouterProcess[] = [];
+    for (let i = 0; i < count; i++) routers.push(await RouterProcess.spawn(this.directory.address, args, `router-${i + 1}`));
+    for (const r of routers) {
+      await waitFor(
+        async () => {
+          if (!r.proc.isRunning) throw new Error(`router exited:\n${r.proc.tail()}`);
+          return ready(r);
+        },
+        30000,
+        what,
+      );
+    }
+    return routers;
   }
 
   /** A router-svc process watching this stack's directory, once `/ready`. */

@@ -14,7 +14,6 @@ import { waitFor } from '../helpers/ports.js';
 import { RouterProcess, RouterTestStack, type SimEngine } from '../helpers/router-stack.js';
 
 const NAMESPACE = 'router-inflight-test';
-const NO_HEARTBEAT_MS = 3_600_000;
 
 interface Candidate {
   instance_name: string;
@@ -44,21 +43,18 @@ describe('routing.md In-flight load: two router processes do not herd', function
 
   before(async () => {
     stack = await RouterTestStack.start(NAMESPACE);
-    for (let i = 0; i < 4; i++) engines.push(await stack.startEngine({ waiting: i === 0 ? 0 : 2, heartbeatIntervalMs: NO_HEARTBEAT_MS }));
-    // One accepted heartbeat each (the first may precede the directory seeing the etcd key).
-    for (const e of engines) await waitFor(async () => (await e.control.heartbeatNow()) === 200, 20000, `${e.name} heartbeat accepted`);
-    for (let i = 0; i < 2; i++) routers.push(await RouterProcess.spawn(stack.directory.address, ['--load_balance_policy=CAR', '--log_level=warn'], `router-${i + 1}`));
-    for (const r of routers) {
-      await waitFor(
-        async () => {
-          if (!r.proc.isRunning) throw new Error(`router exited:\n${r.proc.tail()}`);
+    engines.push(...(await stack.startQuietEngines([0, 2, 2, 2].map((waiting) => ({ waiting })))));
+    routers.push(
+      ...(await stack.spawnRouters(
+        2,
+        ['--load_balance_policy=CAR', '--log_level=warn'],
+        async (r) => {
           const res = await route(r.url, true).catch(() => null);
           return res !== null && res.status === 200 && res.answer.candidates.length === 4;
         },
-        30000,
         'router sees the four engines as candidates',
-      );
-    }
+      )),
+    );
   });
 
   after(async () => {

@@ -21,7 +21,6 @@ import { waitFor } from '../helpers/ports.js';
 import { RouterProcess, RouterTestStack, type SimEngine } from '../helpers/router-stack.js';
 
 const NAMESPACE = 'router-ttft-test';
-const NO_HEARTBEAT_MS = 3_600_000;
 const LONG = Array.from({ length: 3000 }, (_, i) => 100_000 + i);
 const SHORT = Array.from({ length: 16 }, (_, i) => 900_000 + i);
 
@@ -64,23 +63,20 @@ describe('TT10 TTFT policy: two router processes, a long prompt queued on one en
 
   before(async () => {
     stack = await RouterTestStack.start(NAMESPACE);
-    for (const waiting of [0, 2]) {
-      engines.push(await stack.startEngine({ waiting, heartbeatIntervalMs: NO_HEARTBEAT_MS, prefill: { baseUs: 1000, usPerToken: 1000, hostUsPerToken: 250, concurrency: 1 } }));
-    }
-    for (const e of engines) await waitFor(async () => (await e.control.heartbeatNow()) === 200, 20000, `${e.name} heartbeat accepted`);
+    const prefill = { baseUs: 1000, usPerToken: 1000, hostUsPerToken: 250, concurrency: 1 };
+    engines.push(...(await stack.startQuietEngines([0, 2].map((waiting) => ({ waiting, prefill })))));
     const args = ['--load_balance_policy=TTFT', '--ttft_prefill_tokens_per_s=1000', '--log_level=warn'];
-    for (let i = 0; i < 2; i++) routers.push(await RouterProcess.spawn(stack.directory.address, args, `router-${i + 1}`));
-    for (const r of routers) {
-      await waitFor(
-        async () => {
-          if (!r.proc.isRunning) throw new Error(`router exited:\n${r.proc.tail()}`);
+    routers.push(
+      ...(await stack.spawnRouters(
+        2,
+        args,
+        async (r) => {
           const res = await route(r.url, SHORT).catch(() => null);
           return res !== null && res.candidates.filter((c) => c.role === 'prefill' && c.waiting_reported === (c.instance_name === engines[1]!.name ? 2 : 0)).length === 2;
         },
-        30000,
         'router sees both engines with their reported queues',
-      );
-    }
+      )),
+    );
   });
 
   after(async () => {
