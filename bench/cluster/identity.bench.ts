@@ -212,6 +212,7 @@ function summarize(w: IdentityWorkload, p: PolicyRun, runs: readonly Run[], serv
   const measured = runs.map((r) => r.samples.slice(Math.floor(r.samples.length * WARMUP_FRACTION)));
   return IDENTITIES.map((identity, k) => {
     const mine = (s: Sample): boolean => w.identityOf[s.session] === k;
+    const wrongEngine = (s: Sample): boolean => !(servesOf.get(s.instance)?.has(identity.model) ?? false);
     let prompt = 0;
     let cached = 0;
     let device = 0;
@@ -231,14 +232,14 @@ function summarize(w: IdentityWorkload, p: PolicyRun, runs: readonly Run[], serv
         device += s.deviceHitTokens;
         host += s.hostHitTokens;
         used.add(s.instance);
-        if (!(servesOf.get(s.instance)?.has(identity.model) ?? false)) wrong++;
+        if (wrongEngine(s)) wrong++;
       }
       prompt += repPrompt;
       cached += repCached;
       perRep.push(round(repCached / repPrompt));
     }
     // Warm-up requests count for the wrong-model rule too: none may land on the wrong engine.
-    for (const r of runs) for (const s of r.samples.slice(0, Math.floor(r.samples.length * WARMUP_FRACTION))) if (mine(s) && !(servesOf.get(s.instance)?.has(identity.model) ?? false)) wrong++;
+    for (const r of runs) for (const s of r.samples.slice(0, Math.floor(r.samples.length * WARMUP_FRACTION))) if (mine(s) && wrongEngine(s)) wrong++;
     return {
       identity: identity.label,
       model: identity.model,
