@@ -112,7 +112,11 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   private ownWork = new Float64Array(16);
   /** Per engine, the load report last seen and the ledgers' requests when it was (ledgerAtReport). */
   private readonly reportLedger = new Map<string, { stamp: number; ledger: number }>();
-  /** The view and instance revision the estimators were last pruned to (they follow the fleet). */
+  /**
+   * The view and models revision the estimators were last pruned to (they follow the fleet). The
+   * models revision moves when an instance joins or leaves, not on load reports, which bump the
+   * instances revision several times a second in a large fleet.
+   */
   private prunedView: ViewCache | null = null;
   private prunedRevision = -1;
 
@@ -131,7 +135,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     const identity = req.identity;
     const set = this.candidates.of(view, identity);
     const p = set.prefill;
-    if (view !== this.prunedView || view.instancesRevision !== this.prunedRevision) this.prune(view);
+    if (view !== this.prunedView || view.modelsRevision !== this.prunedRevision) this.prune(view);
     const tokenIds = req.tokenIds;
     const inputTokens = tokenIds !== null ? tokenIds.length : req.promptTokens;
     // The minimum credit over DP ranks with w = 1 − c is the largest prefill over them.
@@ -287,7 +291,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   /** Forgets engines gone from the view (not those only out of the candidates for a while). */
   private prune(view: ViewCache): void {
     this.prunedView = view;
-    this.prunedRevision = view.instancesRevision;
+    this.prunedRevision = view.modelsRevision;
     const names = new Set(view.instances().map((i) => i.name));
     this.throughput.retainOnly(names);
     this.routedMean.retainOnly(names);
