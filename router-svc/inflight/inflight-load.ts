@@ -26,6 +26,7 @@ import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
 import type { RouterInstance } from '../viewcache/view-update.js';
 import { fingerprintBytes, longerShared, PENDING_PROMPTS_PER_SHARE, sameFingerprints } from '../../shared/keys/prompt-fingerprint.js';
 import { seqBefore } from './claim-seq.js';
+import { PrefillLedger } from './prefill-ledger.js';
 
 /** routing.md: an in-flight entry ends 2 s after the decision at the latest. */
 export const INFLIGHT_TTL_MS = 2000;
@@ -59,19 +60,8 @@ class DecisionRing {
   stamp = -1;
   newestUnreportedAt = 0;
   queued = false;
-  /**
-   * The prefill ledger: this router's proxied requests to the instance whose first token has not
-   * come back yet, by ledger id, with their prefill tokens (not ended by load reports); and
-   * whether its totals changed since the last report.
-   */
-  readonly outstanding = new Map<number, number>();
-  /** The ledger entries' prompt fingerprints (those that have them), for TTFT's pending credit. */
-  readonly outstandingPrompts = new Map<number, Uint32Array>();
-  outstandingTokens = 0;
-  outstandingDirty = false;
-  /** The gauge as last sent (a change that comes back to it before the next send is not sent). */
-  sentOutstandingRequests = 0;
-  sentOutstandingTokens = 0;
+  /** The prefill ledger: this router's proxied requests to the instance before their first token. */
+  readonly ledger = new PrefillLedger();
 
   constructor(readonly name: string) {}
 
@@ -306,11 +296,7 @@ export class InflightLoad {
   startPrefill(inst: RouterInstance, prefillTokens: number, prompt: Uint32Array | null = null): number {
     const ring = this.ringOf(inst.name);
     const id = ++this.prefillIds;
-    const tokens = prefillTokens > 0 && Number.isFinite(prefillTokens) ? prefillTokens : 0;
-    ring.outstanding.set(id, tokens);
-    if (prompt !== null && prompt.length > 0) ring.outstandingPrompts.set(id, prompt);
-    ring.outstandingTokens += tokens;
-    ring.outstandingDirty = true;
+    ring.ledger.start(id, prefillTokens > 0 && Number.isFinite(prefillTokens) ? prefillTokens : 0, prompt, this.clock());
     this.queue(ring);
     return id;
   }
@@ -318,22 +304,21 @@ export class InflightLoad {
   /** Ledger entry `id` of `instanceName` is over (idempotent). */
   endPrefill(instanceName: string, id: number): void {
     const ring = this.rings.get(instanceName);
-    const tokens = ring?.outstanding.get(id);
-    if (ring === undefined || tokens === undefined) return;
-    ring.outstanding.delete(id);
-    ring.outstandingPrompts.delete(id);
-    ring.outstandingTokens = ring.outstanding.size === 0 ? 0 : ring.outstandingTokens - tokens;
-    ring.outstandingDirty = true;
-    this.queue(ring);
+    if (ring !== undefined && ring.ledger.end(id, this.clock())) this.queue(ring);
+  }
+
+  /** This router's prefill ledger for `inst` (null before its first proxied request there). */
+  ledgerOf(inst: RouterInstance): PrefillLedger | null {
+    return this.rings.get(inst.name)?.ledger ?? null;
   }
 
   /** This router's ledger for `inst`: requests before their first token, and their prefill tokens. */
   ownOutstandingRequests(inst: RouterInstance): number {
-    return this.rings.get(inst.name)?.outstanding.size ?? 0;
+    return this.rings.get(inst.name)?.ledger.requests ?? 0;
   }
 
   ownOutstandingTokens(inst: RouterInstance): number {
-    return this.rings.get(inst.name)?.outstandingTokens ?? 0;
+    return this.rings.get(inst.name)?.ledger.tokens ?? 0;
   }
 
   /**
@@ -345,8 +330,7 @@ export class InflightLoad {
   ledgerPendingGranules(inst: RouterInstance, prompt: Uint32Array, best: number): number {
     const ring = this.rings.get(inst.name);
     if (ring === undefined || prompt.length === 0) return best;
-    for (const p of ring.outstandingPrompts.values()) best = longerShared(prompt, p, best);
-    return best;
+    return ring.ledger.pendingGranules(prompt, best);
   }
 
   /** The other replicas' ledgers for `inst` as the view carries them (none on a stale view). */
@@ -504,18 +488,13 @@ export class InflightLoad {
     if (this.outbox.length === 0) return null;
     const out: WireInflightDecisions[] = [];
     for (const ring of this.outbox) {
-      if (ring.outstandingDirty && ring.outstanding.size === ring.sentOutstandingRequests && ring.outstandingTokens === ring.sentOutstandingTokens) ring.outstandingDirty = false;
       const age = nowMs - ring.newestUnreportedAt;
       const count = age < this.ttlMs ? ring.unreported : 0;
       const withdrawn = ring.withdrawnUnreported;
-      if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0 || ring.outstandingDirty) {
+      const gauge = ring.ledger.takeChange();
+      if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0 || gauge !== null) {
         const d: WireInflightDecisions = { instance_name: ring.name, count, age_ms: count > 0 ? Math.max(0, Math.floor(age)) : 0 };
-        if (ring.outstandingDirty) {
-          d.outstanding_prefill = { tokens: String(Math.round(ring.outstandingTokens)), requests: ring.outstanding.size };
-          ring.outstandingDirty = false;
-          ring.sentOutstandingRequests = ring.outstanding.size;
-          ring.sentOutstandingTokens = ring.outstandingTokens;
-        }
+        if (gauge !== null) d.outstanding_prefill = gauge;
         if (ring.answeredUnreported > 0) d.answered = ring.answeredUnreported;
         if (withdrawn.length > 0) {
           d.withdrawn_seqs = withdrawn;

@@ -3,7 +3,7 @@
  * candidate? Prefill work is counted in tokens, the engine's speed in tokens per ms:
  *
  *   own_tokens    = input − device_hit − host_only_hit + c · host_only_hit                 tokens
- *   queued_tokens = known_tokens
+ *   queued_tokens = max(0, known_tokens − worked_off)
  *                   + max(0, waiting_unknown · tokens_per_waiting − θ · since_report_ms)    tokens
  *   predicted_ms  = (queued_tokens + own_tokens) / θ                                       ms
  *
@@ -12,6 +12,9 @@
  * - known_tokens: prefill known request by request — every router's requests to the engine still
  *   before their first token (the prefill ledger), and the decisions no load report reflects yet
  *   that are in no ledger (routing.md "In-flight load").
+ * - worked_off: what the engine has already prefilled of the oldest of them, the one it works on:
+ *   min(head_tokens, θ · busy_ms), busy_ms the time since that request was sent or since the
+ *   engine's last first token, whichever is later (workedOffTokens).
  * - waiting_unknown: what the engine's last load report counts beyond those (requests no router
  *   accounts for), each worth tokens_per_waiting (the mean prefill of what was recently routed
  *   there); the engine has worked through θ · since_report_ms of that since the report.
@@ -36,6 +39,8 @@ export interface TtftTerms {
   readonly sinceReportMs: number;
   /** Prefill tokens known request by request (ledgers and in-flight decisions, every replica's). */
   readonly knownTokens: number;
+  /** Of those, what the engine has prefilled already (workedOffTokens; ≥ 0). */
+  readonly workedOffTokens: number;
   /** θ > 0: prefill throughput in tokens per ms. */
   readonly tokensPerMs: number;
 }
@@ -64,11 +69,23 @@ export function predictTtft(t: TtftTerms, out: TtftPrediction): TtftPrediction {
   if (!(t.tokensPerMs > 0)) throw new RangeError(`tokensPerMs must be > 0, got ${t.tokensPerMs}`);
   const own = ownPrefillTokens(t.inputTokens, t.deviceHitTokens, t.hostOnlyHitTokens, t.hostTokenCost);
   const unknown = Math.max(0, t.waitingUnknown * t.tokensPerWaiting - t.tokensPerMs * Math.max(0, t.sinceReportMs));
-  const queued = Math.max(0, t.knownTokens) + unknown;
+  const queued = Math.max(0, t.knownTokens - Math.max(0, t.workedOffTokens)) + unknown;
   out.ownTokens = own;
   out.queuedTokens = queued;
   out.queueMs = queued / t.tokensPerMs;
   out.ownMs = own / t.tokensPerMs;
   out.predictedMs = out.queueMs + out.ownMs;
   return out;
+}
+
+/**
+ * What an engine has prefilled of the request at the head of its queue: it has been busy with it
+ * for `busyMs` (since the head was sent or since the engine's last first token, whichever is
+ * later) at `tokensPerMs`, and cannot have done more than the head's `headTokens` without its
+ * first token coming back. An engine prefills its queue in arrival order (one at a time, or a
+ * batch whose budget the head fills first), so the rest of the queue still waits in full.
+ */
+export function workedOffTokens(headTokens: number, busyMs: number, tokensPerMs: number): number {
+  if (!(headTokens > 0) || !(busyMs > 0) || !(tokensPerMs > 0)) return 0;
+  return Math.min(headTokens, tokensPerMs * busyMs);
 }

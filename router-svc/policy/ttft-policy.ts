@@ -13,10 +13,12 @@
  * - queued_tokens: the prefill ledgers of every replica — their proxied requests to the engine
  *   still before their first token, with their prefill tokens (InflightLoad.startPrefill; the
  *   other replicas' through the directory) — and the prefill tokens of decisions in flight there
- *   in no ledger (`/v1/route`'s), all with `--car_inflight_load`; plus what the engine's last load
- *   report counts beyond the ledgers (requests no router accounts for), each worth the mean
- *   prefill this router recently sent there (routed-prefill-mean.ts), less what the engine has
- *   worked through since the report.
+ *   in no ledger (`/v1/route`'s), all with `--car_inflight_load`, less what the engine has already
+ *   prefilled of the oldest of them (it has been busy with it since it was sent or since the
+ *   engine's last first token: the ledger's times, queue-progress.ts); plus what the engine's last
+ *   load report counts beyond the ledgers as they stood when it was made (requests no router
+ *   accounts for), each worth the mean prefill this router recently sent there
+ *   (routed-prefill-mean.ts), less what the engine has worked through since the report.
  * - θ: the engine's prefill throughput, learned from the first-token times the proxy observes
  *   (prefill-throughput.ts; `--ttft_prefill_tokens_per_s` until then).
  *
@@ -43,6 +45,7 @@ import { rotationOffset } from './pick-minimum.js';
 import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstimate } from './prefill-throughput.js';
 import { RoutedPrefillMean } from './routed-prefill-mean.js';
 import { PrefillPick } from './tie-break.js';
+import { QueueProgress } from './queue-progress.js';
 import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
 
@@ -61,8 +64,10 @@ export interface TtftPolicyOptions {
 
 /** A P candidate of a TTFT decision: CAR's fields plus every term of the prediction. */
 export interface TtftCandidateExplanation extends CandidateExplanation {
-  /** Prefill tokens ahead of the request (reported backlog left + in flight). */
+  /** Prefill tokens ahead of the request (reported backlog left + in flight − worked off). */
   queued_tokens: number;
+  /** What the engine has prefilled already of the oldest request ahead (subtracted from the queue). */
+  worked_off_tokens: number;
   /** The request's own prefill on this candidate, recompute-equivalent tokens. */
   own_prefill_tokens: number;
   queue_ms: number;
@@ -110,8 +115,8 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   private scores = new Float64Array(16);
   /** Each P candidate's own prefill tokens (the first tie key). */
   private ownWork = new Float64Array(16);
-  /** Per engine, the load report last seen and the ledgers' requests when it was (ledgerAtReport). */
-  private readonly reportLedger = new Map<string, { stamp: number; ledger: number }>();
+  /** Per engine, how far it has got with its queue since its last load report (queue-progress.ts). */
+  private readonly progress = new QueueProgress();
   /**
    * The view and models revision the estimators were last pruned to (they follow the fleet). The
    * models revision moves when an instance joins or leaves, not on load reports, which bump the
@@ -186,9 +191,11 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       const sinceReportMs = Math.min(INFLIGHT_TTL_MS, Math.max(0, nowMs - inst.load!.reportedAtMs));
       const tokensPerMs = this.throughput.tokensPerMs(inst.name);
       const waiting = inst.load!.waitingRequestsNum;
-      // The report counts the ledger requests waiting when it was made, including some answered
-      // since (they have left the ledgers): only what the ledgers held then explains it.
-      const waitingUnknown = Math.max(0, waiting - this.ledgerAtReport(inst, ledgerOwn + ledgerOther));
+      const ledger = inflight === null ? null : inflight.ledgerOf(inst);
+      const progress = this.progress.see(inst.name, mono, ledger, ledgerOther, inst.load!.reportedAtMs, mono - sinceReportMs);
+      // The report counts the ledgers' requests at the engine when it was made: only the rest is unknown.
+      const waitingUnknown = Math.max(0, waiting - progress.ledgerAtReport);
+      const workedOff = progress.workedOff(ledger, ledgerTokensOther, ledgerOther, mono, tokensPerMs);
       const t = predictTtft(
         {
           inputTokens,
@@ -199,6 +206,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
           tokensPerWaiting: perWaiting,
           sinceReportMs,
           knownTokens: ledgerTokensOwn + ledgerTokensOther + ownTokens + otherTokens,
+          workedOffTokens: workedOff,
           tokensPerMs,
         },
         this.prediction,
@@ -219,6 +227,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
         queue_cost: t.queuedTokens,
         score: t.predictedMs,
         queued_tokens: t.queuedTokens,
+        worked_off_tokens: workedOff,
         own_prefill_tokens: t.ownTokens,
         queue_ms: t.queueMs,
         own_prefill_ms: t.ownMs,
@@ -273,21 +282,6 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     return this.throughput.estimates();
   }
 
-  /**
-   * The ledgers' requests on `inst` when its current load report arrived: read the first time a
-   * decision sees that report (`now` then), so within one decision's gap of its arrival.
-   */
-  private ledgerAtReport(inst: RouterInstance, now: number): number {
-    const stamp = inst.load!.reportedAtMs;
-    let seen = this.reportLedger.get(inst.name);
-    if (seen === undefined) this.reportLedger.set(inst.name, (seen = { stamp, ledger: now }));
-    else if (seen.stamp !== stamp) {
-      seen.stamp = stamp;
-      seen.ledger = now;
-    }
-    return seen.ledger;
-  }
-
   /** Forgets engines gone from the view (not those only out of the candidates for a while). */
   private prune(view: ViewCache): void {
     this.prunedView = view;
@@ -295,7 +289,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     const names = new Set(view.instances().map((i) => i.name));
     this.throughput.retainOnly(names);
     this.routedMean.retainOnly(names);
-    for (const name of this.reportLedger.keys()) if (!names.has(name)) this.reportLedger.delete(name);
+    this.progress.retainOnly(names);
   }
 }
 

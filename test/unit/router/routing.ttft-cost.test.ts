@@ -21,6 +21,7 @@ const BASE: TtftTerms = {
   tokensPerWaiting: 0,
   sinceReportMs: 0,
   knownTokens: 0,
+  workedOffTokens: 0,
   tokensPerMs: 10,
 };
 

@@ -84,6 +84,12 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     return createPolicy({ ...TTFT, ...flags }, inflight, ME) as TtftPolicy;
   }
 
+  /** Wall time `t` (the decision's nowMs), the monotonic clock moved with it. */
+  function at(t: number): number {
+    mono = 1000 + t;
+    return t;
+  }
+
   function decider(p: TtftPolicy, pendingPrefix = true): RouteDecider {
     const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
     return new RouteDecider(p, view, metrics, 'TTFT', inflight, pendingPrefix, null, p);
@@ -131,25 +137,53 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
   it('TT12 the prefill ledger: a proxied request counts with its tokens until its first token, across load reports, and explains the reported waiting it was part of', async () => {
     await load([instance('a:1'), instance('b:1')]);
     const dec = decider(policy());
-    const long = await dec.decideTracked({ tokenIds: tokens(3000), promptTokens: 0 }, 0);
+    const long = await dec.decideTracked({ tokenIds: tokens(3000), promptTokens: 0 }, at(0));
     const busy = long.decision.prefill.name;
-    const probe = (nowMs = 0): TtftCandidateExplanation => ttftOf(dec.decide({ tokenIds: tokens(10, 90_000), promptTokens: 0, dryRun: true }, nowMs), busy);
-    expect(probe()).to.include({ ledger_requests_own: 1, ledger_tokens_own: 3000, waiting_inflight_own: 1, inflight_tokens_own: 0, queued_tokens: 3000 });
+    const probe = (nowMs = 0): TtftCandidateExplanation => ttftOf(dec.decide({ tokenIds: tokens(10, 90_000), promptTokens: 0, dryRun: true }, at(nowMs)), busy);
+    expect(probe()).to.include({ ledger_requests_own: 1, ledger_tokens_own: 3000, waiting_inflight_own: 1, inflight_tokens_own: 0, worked_off_tokens: 0, queued_tokens: 3000 });
     // The engine reports it waiting: the in-flight entry ends, the ledger keeps it, and the report's
-    // one waiting request is the ledger's (nothing unknown, nothing worked off twice).
+    // one waiting request is the ledger's (nothing unknown, nothing counted twice). The engine has
+    // been prefilling it for 520 ms at 1 token/ms: 520 of its tokens are done.
     const other = busy === 'a:1' ? 'b:1' : 'a:1';
     await upsert(instance(busy, 1, [], { load: { ...wireLoad(1), reported_at_ms: '20' } }), instance(other, 0, [], { load: { ...wireLoad(0), reported_at_ms: '20' } }));
-    expect(probe(520)).to.include({ waiting_inflight_own: 0, waiting_reported: 1, waiting_unknown: 0, ledger_tokens_own: 3000, queued_tokens: 3000 });
+    expect(probe(520)).to.include({ waiting_inflight_own: 0, waiting_reported: 1, waiting_unknown: 0, ledger_tokens_own: 3000, worked_off_tokens: 520, queued_tokens: 2480 });
     // Its prefix still counts as computed ahead of a request that extends it (pending credit from the ledger).
     const next = ttftOf(dec.decide({ tokenIds: [...tokens(3000), ...tokens(40, 70_000)], promptTokens: 0, dryRun: true }, 520), busy);
     // 187 whole 16-token granules of the 3,000: 2,992 tokens credited, 48 left to compute.
     expect(next).to.include({ pending_hit_tokens: 2992, own_prefill_tokens: 48 });
     long.firstToken();
     // The report still says 1 waiting: the request just answered, which the ledger held when the
-    // report came — no phantom backlog. A newer report of 1 waiting is one no ledger explains.
+    // report was made — no phantom backlog. A newer report of 1 waiting is one no ledger explains.
     expect(probe(520)).to.include({ ledger_requests_own: 0, ledger_tokens_own: 0, waiting_reported: 1, waiting_unknown: 0, queued_tokens: 0 });
     await upsert(instance(busy, 1, [], { load: { ...wireLoad(1), reported_at_ms: '600' } }), instance(other, 0, [], { load: { ...wireLoad(0), reported_at_ms: '600' } }));
     expect(probe(600)).to.include({ waiting_reported: 1, waiting_unknown: 1, tokens_per_waiting: 3000, queued_tokens: 3000 });
+  });
+
+  it('TT14 the engine works on the head of its queue: a nearly finished long prompt weighs what is left of it, counted from the later of its send and the last first token', async () => {
+    await load([instance('a:1'), instance('b:1')]);
+    const dec = decider(policy());
+    const long = await dec.decideTracked({ tokenIds: tokens(4000), promptTokens: 0 }, at(0));
+    const x = long.decision.prefill.name;
+    const y = x === 'a:1' ? 'b:1' : 'a:1';
+    // At 3,000 ms 1,000 of the long prompt are left: a 2,000-token one goes to the idle engine.
+    const medium = await dec.decideTracked({ tokenIds: tokens(2000, 10_000), promptTokens: 0 }, at(3000));
+    expect(medium.decision.prefill.name).to.equal(y);
+    // At 3,200 ms: x has 800 left, y 1,800 — a short request goes behind the long one, which
+    // counted at its full size (4,000) would have sent it to y.
+    const short = dec.decide({ tokenIds: tokens(10, 90_000), promptTokens: 0, dryRun: true }, at(3200));
+    expect(short.prefill.name).to.equal(x);
+    expect(ttftOf(short, x)).to.include({ ledger_tokens_own: 4000, worked_off_tokens: 3200, queued_tokens: 800 });
+    expect(ttftOf(short, y)).to.include({ ledger_tokens_own: 2000, worked_off_tokens: 200, queued_tokens: 1800 });
+    // A 1,000-token request queues on x behind the long one (750 + 1,000 against 1,750 + 1,000).
+    const queued = await dec.decideTracked({ tokenIds: tokens(1000, 20_000), promptTokens: 0 }, at(3250));
+    expect(queued.decision.prefill.name).to.equal(x);
+    // The long one's answer comes at 3,300 ms: x works on the queued one from then, not from its send.
+    at(3300);
+    long.answered();
+    const after = ttftOf(dec.decide({ tokenIds: tokens(10, 90_000), promptTokens: 0, dryRun: true }, at(3400)), x);
+    expect(after).to.include({ ledger_requests_own: 1, ledger_tokens_own: 1000, worked_off_tokens: 100, queued_tokens: 900 });
+    // Never more than the head itself: at 9,000 ms the queued request is overdue, counted as done.
+    expect(ttftOf(dec.decide({ tokenIds: tokens(10, 90_000), promptTokens: 0, dryRun: true }, at(9000)), x)).to.include({ worked_off_tokens: 1000, queued_tokens: 0 });
   });
 
   it("TT12 other replicas' ledgers come through the view (outstanding_prefill); the report's waiting beyond all ledgers is unknown", async () => {
@@ -299,6 +333,7 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
       queue_cost: 1,
       score: 768,
       queued_tokens: 512,
+      worked_off_tokens: 0,
       own_prefill_tokens: 256,
       queue_ms: 512,
       own_prefill_ms: 256,
