@@ -75,6 +75,13 @@ function checkOutstanding(o: Partial<WireOutstandingPrefill>): string | null {
   if (typeof tokens !== 'number' || !Number.isSafeInteger(tokens) || tokens < 0) return `tokens: expected an integer ≥ 0, got ${String(o.tokens)}`;
   const requests = o.requests;
   if (!Number.isInteger(requests) || requests! < 0 || requests! > INFLIGHT_LIMITS.count) return `requests: expected an integer in [0, ${INFLIGHT_LIMITS.count}], got ${String(requests)}`;
+  // Routers without the head leave these out (0).
+  const head = o.head_tokens === undefined ? 0 : typeof o.head_tokens === 'string' && /^\d+$/.test(o.head_tokens) ? Number(o.head_tokens) : o.head_tokens;
+  if (typeof head !== 'number' || !Number.isSafeInteger(head) || head < 0 || head > tokens) return `head_tokens: expected an integer in [0, tokens (${tokens})], got ${String(o.head_tokens)}`;
+  for (const field of ['head_age_ms', 'last_end_age_ms'] as const) {
+    const v = o[field] ?? 0;
+    if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) return `${field}: expected a uint32, got ${String(o[field])}`;
+  }
   return null;
 }
 

@@ -37,8 +37,8 @@ export class InflightService implements InflightSource {
   private readonly timer: NodeJS.Timeout;
 
   constructor(source: InflightInstanceSource, opts: InflightServiceOptions = {}) {
-    this.table = new InflightTable(opts.ttlMs);
     this.clock = opts.monotonicMs ?? (() => performance.now());
+    this.table = new InflightTable(opts.ttlMs, this.clock);
     for (const v of source.instances()) this.known.add(v.name);
     this.unsubscribe = source.onChange((c) => this.onInstanceChange(c));
     this.timer = setInterval(() => {
@@ -65,7 +65,7 @@ export class InflightService implements InflightSource {
       this.table.answered(msg.router_id, d.instance_name, d.answered ?? 0);
       if (d.withdrawn_seqs !== undefined) this.table.withdrawn(msg.router_id, d.instance_name, d.withdrawn_seqs);
       const o = d.outstanding_prefill ?? null;
-      if (o !== null) this.table.setOutstanding(msg.router_id, d.instance_name, Number(o.tokens), o.requests);
+      if (o !== null) this.table.setOutstanding(msg.router_id, d.instance_name, o);
     }
   }
 

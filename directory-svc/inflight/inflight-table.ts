@@ -12,7 +12,8 @@
  * when its router withdraws that very decision (claim order moved it elsewhere).
  * Pure: time comes in as arguments; `onChange` names each instance whose shares changed.
  */
-import type { WireInflightShare } from '../../shared/view/view-wire.js';
+import { performance } from 'node:perf_hooks';
+import { NO_LAST_END, type WireInflightShare, type WireOutstandingPrefill } from '../../shared/view/view-wire.js';
 import { PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 
 export const INFLIGHT_TTL_MS = 2000;
@@ -52,11 +53,35 @@ function keepNewest(e: Entry, n: number): void {
 
 const NO_SHARES: readonly WireInflightShare[] = Object.freeze([]);
 
+/** A router's outstanding-prefill gauge for one instance, its head and last end on the table's clock (NaN: none). */
+interface OutstandingGauge {
+  readonly tokens: number;
+  readonly requests: number;
+  readonly headTokens: number;
+  readonly headAtMs: number;
+  readonly lastEndAtMs: number;
+}
+
+/** The gauge as the view carries it at `nowMs`: the head and last end as ages again. */
+function foldGauge(o: OutstandingGauge, nowMs: number): WireOutstandingPrefill {
+  const out: WireOutstandingPrefill = { tokens: String(o.tokens), requests: o.requests };
+  if (o.headTokens > 0) {
+    out.head_tokens = String(o.headTokens);
+    out.head_age_ms = age(nowMs - o.headAtMs);
+    out.last_end_age_ms = Number.isNaN(o.lastEndAtMs) ? NO_LAST_END : age(nowMs - o.lastEndAtMs);
+  }
+  return out;
+}
+
+function age(ms: number): number {
+  return Math.min(NO_LAST_END - 1, Math.max(0, Math.floor(ms)));
+}
+
 class InstanceInflight {
   /** Oldest first (reports arrive in time order; a late one is inserted in place). */
   entries: Entry[] = [];
-  /** Per router, its outstanding-prefill gauge (requests before their first token, their tokens). */
-  outstanding = new Map<string, { tokens: number; requests: number }>();
+  /** Per router, its outstanding-prefill gauge (requests before their first token, their tokens, its head). */
+  outstanding = new Map<string, OutstandingGauge>();
   shares: readonly WireInflightShare[] = NO_SHARES;
 
   get empty(): boolean {
@@ -122,7 +147,7 @@ class InstanceInflight {
     return true;
   }
 
-  refold(): void {
+  refold(nowMs: number): void {
     if (this.empty) {
       this.shares = NO_SHARES;
       return;
@@ -158,7 +183,7 @@ class InstanceInflight {
           share.prefill_token_decisions = r.tokenDecisions;
         }
         const o = this.outstanding.get(router_id);
-        if (o !== undefined) share.outstanding_prefill = { tokens: String(o.tokens), requests: o.requests };
+        if (o !== undefined) share.outstanding_prefill = foldGauge(o, nowMs);
         return share;
       });
   }
@@ -180,7 +205,11 @@ export class InflightTable {
    */
   private nextSeq = 0;
 
-  constructor(private readonly ttlMs: number = INFLIGHT_TTL_MS) {}
+  constructor(
+    private readonly ttlMs: number = INFLIGHT_TTL_MS,
+    /** The clock the gauges' head ages are dated by (monotonic ms). */
+    private readonly clock: () => number = () => performance.now(),
+  ) {}
 
   onChange(listener: (instanceName: string) => void): () => void {
     this.listeners.push(listener);
@@ -248,18 +277,31 @@ export class InflightTable {
 
   /**
    * `routerId`'s outstanding-prefill gauge for `instanceName`: its proxied requests there before
-   * their first token and their prefill tokens, now (0 requests clears it). Not ended by load
-   * reports or the TTL: the router clears it, or its stream's end does (routerGone).
+   * their first token and their prefill tokens, now (0 requests clears it), with its head and last
+   * end dated on this table's clock from the ages the router sent. Not ended by load reports or
+   * the TTL: the router clears it, or its stream's end does (routerGone).
    */
-  setOutstanding(routerId: string, instanceName: string, tokens: number, requests: number): void {
+  setOutstanding(routerId: string, instanceName: string, gauge: WireOutstandingPrefill): void {
+    const tokens = Number(gauge.tokens);
+    const requests = gauge.requests;
     let inst = this.byInstance.get(instanceName);
     if (requests <= 0) {
       if (inst === undefined || !inst.outstanding.delete(routerId)) return;
     } else {
       if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
+      const headTokens = Number(gauge.head_tokens ?? 0);
       const o = inst.outstanding.get(routerId);
-      if (o !== undefined && o.tokens === tokens && o.requests === requests) return;
-      inst.outstanding.set(routerId, { tokens, requests });
+      // A repeat of a gauge without a head changes nothing (one with a head re-dates it).
+      if (headTokens === 0 && o !== undefined && o.headTokens === 0 && o.tokens === tokens && o.requests === requests) return;
+      const now = this.clock();
+      const lastEndAge = gauge.last_end_age_ms ?? NO_LAST_END;
+      inst.outstanding.set(routerId, {
+        tokens,
+        requests,
+        headTokens,
+        headAtMs: headTokens > 0 ? now - (gauge.head_age_ms ?? 0) : Number.NaN,
+        lastEndAtMs: headTokens > 0 && lastEndAge !== NO_LAST_END ? now - lastEndAge : Number.NaN,
+      });
     }
     this.changed(instanceName, inst);
   }
@@ -293,7 +335,7 @@ export class InflightTable {
   }
 
   private changed(name: string, inst: InstanceInflight): void {
-    inst.refold();
+    inst.refold(this.clock());
     if (inst.empty) this.byInstance.delete(name);
     for (const l of this.listeners) l(name);
   }

@@ -312,13 +312,20 @@ export class InflightLoad {
     return this.rings.get(inst.name)?.ledger ?? null;
   }
 
-  /** This router's ledger for `inst`: requests before their first token, and their prefill tokens. */
+  /**
+   * This router's ledger for `inst`: requests before their first token, and their prefill tokens
+   * (while a claim is re-decided, those sent before it: its own entry is not ahead of itself).
+   */
   ownOutstandingRequests(inst: RouterInstance): number {
-    return this.rings.get(inst.name)?.ledger.requests ?? 0;
+    const ledger = this.rings.get(inst.name)?.ledger;
+    if (ledger === undefined) return 0;
+    return this.orderBound === null ? ledger.requests : ledger.requestsBefore(this.orderBound.ownBeforeMs);
   }
 
   ownOutstandingTokens(inst: RouterInstance): number {
-    return this.rings.get(inst.name)?.ledger.tokens ?? 0;
+    const ledger = this.rings.get(inst.name)?.ledger;
+    if (ledger === undefined) return 0;
+    return this.orderBound === null ? ledger.tokens : ledger.tokensBefore(this.orderBound.ownBeforeMs);
   }
 
   /**
@@ -330,7 +337,7 @@ export class InflightLoad {
   ledgerPendingGranules(inst: RouterInstance, prompt: Uint32Array, best: number): number {
     const ring = this.rings.get(inst.name);
     if (ring === undefined || prompt.length === 0) return best;
-    return ring.ledger.pendingGranules(prompt, best);
+    return ring.ledger.pendingGranules(prompt, best, this.orderBound === null ? Number.POSITIVE_INFINITY : this.orderBound.ownBeforeMs);
   }
 
   /** The other replicas' ledgers for `inst` as the view carries them (none on a stale view). */
@@ -491,7 +498,7 @@ export class InflightLoad {
       const age = nowMs - ring.newestUnreportedAt;
       const count = age < this.ttlMs ? ring.unreported : 0;
       const withdrawn = ring.withdrawnUnreported;
-      const gauge = ring.ledger.takeChange();
+      const gauge = ring.ledger.takeChange(nowMs);
       if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0 || gauge !== null) {
         const d: WireInflightDecisions = { instance_name: ring.name, count, age_ms: count > 0 ? Math.max(0, Math.floor(age)) : 0 };
         if (gauge !== null) d.outstanding_prefill = gauge;

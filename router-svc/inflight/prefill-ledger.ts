@@ -18,7 +18,7 @@
  * a FIFO engine), so the ended ring is pruned from its head. Allocation: the two Maps' entries per
  * request; the ended ring grows to the burst it holds and is reused.
  */
-import type { WireOutstandingPrefill } from '../../shared/view/view-wire.js';
+import { NO_LAST_END, type WireOutstandingPrefill } from '../../shared/view/view-wire.js';
 import { longerShared } from '../../shared/keys/prompt-fingerprint.js';
 
 /** How long an ended entry is kept for `liveAt` (a load report older than this is not trusted). */
@@ -42,6 +42,7 @@ export class PrefillLedger {
   private dirty = false;
   private sentRequests = 0;
   private sentTokens = 0;
+  private sentHeadMs = Number.POSITIVE_INFINITY;
 
   constructor(private readonly keepEndedMs: number = LEDGER_KEEP_ENDED_MS) {}
 
@@ -106,23 +107,49 @@ export class PrefillLedger {
     return n;
   }
 
-  /** The longest prefix, in granules, `prompt` shares with an outstanding entry, at least `best`. */
-  pendingGranules(prompt: Uint32Array, best: number): number {
-    for (const p of this.prompts.values()) best = longerShared(prompt, p, best);
+  /**
+   * The longest prefix, in granules, `prompt` shares with an outstanding entry (sent before
+   * `beforeMs`), at least `best`.
+   */
+  pendingGranules(prompt: Uint32Array, best: number, beforeMs: number = Number.POSITIVE_INFINITY): number {
+    for (const [id, p] of this.prompts) if (this.startOf.get(id)! < beforeMs) best = longerShared(prompt, p, best);
     return best;
   }
 
+  /** Outstanding entries sent before `beforeMs` (a claim's re-decision counts only those: claim-order.ts). */
+  requestsBefore(beforeMs: number): number {
+    let n = 0;
+    for (const s of this.startOf.values()) if (s < beforeMs) n++;
+    return n;
+  }
+
+  /** Their prefill tokens. */
+  tokensBefore(beforeMs: number): number {
+    let sum = 0;
+    for (const [id, s] of this.startOf) if (s < beforeMs) sum += this.tokensOf.get(id)!;
+    return sum;
+  }
+
   /**
-   * The gauge for the directory when it changed since it was last sent (a change that came back
-   * to the sent value is none), marked sent; null otherwise.
+   * The gauge for the directory at `nowMs` when it changed since it was last sent (a change that
+   * came back to the sent totals and head is none), marked sent; null otherwise. It carries the
+   * head and the last end as ages, so no clocks need to agree.
    */
-  takeChange(): WireOutstandingPrefill | null {
+  takeChange(nowMs: number): WireOutstandingPrefill | null {
     if (!this.dirty) return null;
     this.dirty = false;
-    if (this.tokensOf.size === this.sentRequests && this.total === this.sentTokens) return null;
+    const head = this.headStartMs;
+    if (this.tokensOf.size === this.sentRequests && this.total === this.sentTokens && head === this.sentHeadMs) return null;
     this.sentRequests = this.tokensOf.size;
     this.sentTokens = this.total;
-    return { tokens: String(Math.round(this.total)), requests: this.tokensOf.size };
+    this.sentHeadMs = head;
+    const gauge: WireOutstandingPrefill = { tokens: String(Math.round(this.total)), requests: this.tokensOf.size };
+    if (this.tokensOf.size > 0) {
+      gauge.head_tokens = String(Math.round(this.headTokens));
+      gauge.head_age_ms = wireAge(nowMs - head);
+      gauge.last_end_age_ms = this.lastEndMs === Number.NEGATIVE_INFINITY ? NO_LAST_END : wireAge(nowMs - this.lastEndMs);
+    }
+    return gauge;
   }
 
   private pruneEnded(nowMs: number): void {
@@ -154,4 +181,9 @@ export class PrefillLedger {
     this.endedEnd = end;
     this.endedHead = 0;
   }
+}
+
+/** An age in whole ms for the wire: ≥ 0, below NO_LAST_END. */
+export function wireAge(ms: number): number {
+  return Math.min(NO_LAST_END - 1, Math.max(0, Math.floor(ms)));
 }

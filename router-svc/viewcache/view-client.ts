@@ -64,6 +64,8 @@ export interface InflightReportCall {
 interface Pending {
   readonly callId: number;
   readonly wire: WireViewUpdate;
+  /** When it was received (monotonic ms): the ages it carries count from then, not from its turn in the queue. */
+  readonly receivedAtMs: number;
 }
 
 /** Keys of a snapshot part applied per event-loop turn: a few ms of index updates. */
@@ -236,7 +238,7 @@ export class ViewClient extends EventEmitter {
       this.callHeard = true;
       this.emit('connected', this.addrs[this.addrIndex]);
     }
-    this.queue.push({ callId: id, wire });
+    this.queue.push({ callId: id, wire, receivedAtMs: performance.now() });
     // Messages (snapshot parts) arriving faster than they are applied: stop reading, so the
     // transport's flow control holds the rest at the directory instead of here.
     if (this.queue.length >= QUEUE_PAUSE) this.call?.pause();
@@ -259,7 +261,7 @@ export class ViewClient extends EventEmitter {
 
   private async applyOne(p: Pending): Promise<void> {
     try {
-      const u = decodeViewUpdate(p.wire);
+      const u = decodeViewUpdate(p.wire, p.receivedAtMs);
       const missing = this.cache.missingSeeds(u);
       if (missing.length > 0) {
         await this.cache.hashers.ensure(missing);

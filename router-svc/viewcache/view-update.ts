@@ -18,7 +18,8 @@ import { ViewProtocolError } from './view-errors.js';
 import type { StreamIdentity } from '../../shared/keys/stream-key.js';
 import type { ServedModel, ServedModelList } from '../../shared/view/served-models.js';
 import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
-import type { WireServedModels } from '../../shared/view/view-wire.js';
+import { NO_LAST_END, type WireServedModels } from '../../shared/view/view-wire.js';
+import { performance } from 'node:perf_hooks';
 
 export type InstanceType = 'DEFAULT' | 'PREFILL' | 'DECODE' | 'MIX';
 export type InstanceRole = 'PREFILL' | 'DECODE';
@@ -83,6 +84,14 @@ export interface InflightShare {
   /** The router's proxied requests there before their first token, and their prefill tokens (0 and 0: none reported). */
   readonly outstandingRequests: number;
   readonly outstandingTokens: number;
+  /**
+   * The oldest of them (the head the engine prefills first): its tokens (0: not reported), when
+   * the router sent it and when it last saw a first token there (−∞: none), on this process's
+   * monotonic clock (the ages as received, from when the update was received).
+   */
+  readonly headTokens: number;
+  readonly headStartMs: number;
+  readonly lastEndMs: number;
 }
 
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
@@ -205,7 +214,7 @@ function decodeLoad(name: string, l: WireViewLoad | undefined | null): InstanceL
   };
 }
 
-export function decodeInstance(w: WireViewInstance): RouterInstance {
+export function decodeInstance(w: WireViewInstance, receivedAtMs: number = performance.now()): RouterInstance {
   const name = w.name;
   if (!name) throw new ViewProtocolError('instance without a name');
   if (!INSTANCE_TYPES.includes(w.type)) throw new ViewProtocolError(`instance ${name}: unknown type ${JSON.stringify(w.type)}`);
@@ -228,7 +237,7 @@ export function decodeInstance(w: WireViewInstance): RouterInstance {
     ttftProfile: decodeProfile(w.ttft_profiling_data),
     tpotProfile: decodeProfile(w.tpot_profiling_data),
     generation: bigintField(`instance ${name} generation`, w.generation),
-    inflight: decodeInflight(name, w.inflight),
+    inflight: decodeInflight(name, w.inflight, receivedAtMs),
     models: decodeModels(name, w.models),
     source: w.source ?? '',
     ...(w.url !== undefined && w.url !== '' ? { url: w.url } : {}),
@@ -254,7 +263,7 @@ function decodeEngineKind(where: string, v: string | undefined | null): EngineKi
 
 const NO_INFLIGHT: readonly InflightShare[] = Object.freeze([]);
 
-function decodeInflight(name: string, shares: readonly WireInflightShare[] | undefined | null): readonly InflightShare[] {
+function decodeInflight(name: string, shares: readonly WireInflightShare[] | undefined | null, receivedAtMs: number): readonly InflightShare[] {
   if (shares === undefined || shares === null || shares.length === 0) return NO_INFLIGHT;
   return shares.map((s) => {
     if (!(Number.isInteger(s.count) && s.count >= 0)) throw new ViewProtocolError(`instance ${name}: inflight count ${String(s.count)} of router ${JSON.stringify(s.router_id)}`);
@@ -283,7 +292,28 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
     if (!(outstandingTokens >= 0) || !(Number.isInteger(outstandingRequests) && outstandingRequests >= 0)) {
       throw new ViewProtocolError(`instance ${name}: outstanding_prefill of router ${JSON.stringify(router)}: expected tokens and requests ≥ 0, got ${String(o?.tokens)} and ${String(o?.requests)}`);
     }
-    return { routerId: router, count: s.count, prompts, seqs, prefillTokens, prefillTokenDecisions, outstandingRequests, outstandingTokens };
+    const headTokens = o === null || o.head_tokens === undefined ? 0 : numberField(`instance ${name}: outstanding_prefill.head_tokens of router ${JSON.stringify(router)}`, o.head_tokens);
+    const headAge = o?.head_age_ms ?? 0;
+    const lastEndAge = o?.last_end_age_ms ?? NO_LAST_END;
+    if (!(headTokens >= 0 && headTokens <= outstandingTokens) || !(Number.isInteger(headAge) && headAge >= 0) || !(Number.isInteger(lastEndAge) && lastEndAge >= 0)) {
+      throw new ViewProtocolError(
+        `instance ${name}: outstanding_prefill of router ${JSON.stringify(router)}: expected head_tokens in [0, tokens] and ages ≥ 0, got ${String(o?.head_tokens)}, ${String(o?.head_age_ms)} and ${String(o?.last_end_age_ms)}`,
+      );
+    }
+    const head = headTokens > 0 && outstandingRequests > 0;
+    return {
+      routerId: router,
+      count: s.count,
+      prompts,
+      seqs,
+      prefillTokens,
+      prefillTokenDecisions,
+      outstandingRequests,
+      outstandingTokens,
+      headTokens: head ? headTokens : 0,
+      headStartMs: head ? receivedAtMs - headAge : Number.POSITIVE_INFINITY,
+      lastEndMs: head && lastEndAge !== NO_LAST_END ? receivedAtMs - lastEndAge : Number.NEGATIVE_INFINITY,
+    };
   });
 }
 
@@ -318,7 +348,8 @@ function decodeResidency(w: WireResidencyChanges): DecodedResidencyChanges {
 }
 
 /** Wire → domain; throws ViewProtocolError on anything the cache could not apply whole. */
-export function decodeViewUpdate(w: WireViewUpdate): DecodedViewUpdate {
+export function decodeViewUpdate(w: WireViewUpdate, receivedAtMs: number = performance.now()): DecodedViewUpdate {
+  const decodeInstanceAt = (i: WireViewInstance): RouterInstance => decodeInstance(i, receivedAtMs);
   const head = { epoch: w.epoch ?? '', version: bigintField('version', w.version), sentAtMs: numberField('sent_at_ms', w.sent_at_ms) };
   if (head.version < 0n) throw new ViewProtocolError(`negative version ${head.version}`);
   const body = w.body ?? (w.snapshot ? 'snapshot' : w.delta ? 'delta' : w.heartbeat ? 'heartbeat' : w.snapshot_chunk ? 'snapshot_chunk' : undefined);
@@ -326,7 +357,7 @@ export function decodeViewUpdate(w: WireViewUpdate): DecodedViewUpdate {
     case 'snapshot': {
       const s = w.snapshot;
       if (!s) throw new ViewProtocolError('body says snapshot but none is set');
-      return { ...head, kind: 'snapshot', instances: (s.instances ?? []).map(decodeInstance), streams: (s.streams ?? []).map(decodeStream) };
+      return { ...head, kind: 'snapshot', instances: (s.instances ?? []).map(decodeInstanceAt), streams: (s.streams ?? []).map(decodeStream) };
     }
     case 'delta': {
       const d = w.delta;
@@ -335,7 +366,7 @@ export function decodeViewUpdate(w: WireViewUpdate): DecodedViewUpdate {
         ...head,
         kind: 'delta',
         instanceRemovals: (d.instance_removals ?? []).slice(),
-        instanceUpserts: (d.instance_upserts ?? []).map(decodeInstance),
+        instanceUpserts: (d.instance_upserts ?? []).map(decodeInstanceAt),
         streamRemovals: (d.stream_removals ?? []).map((id) => id as StreamId),
         streamUpserts: (d.stream_upserts ?? []).map(decodeStream),
         streamResets: (d.stream_resets ?? []).map(decodeStream),
@@ -348,7 +379,7 @@ export function decodeViewUpdate(w: WireViewUpdate): DecodedViewUpdate {
       const c = w.snapshot_chunk;
       if (!c) throw new ViewProtocolError('body says snapshot_chunk but none is set');
       const index = numberField('snapshot_chunk.index', c.index);
-      return { ...head, kind: 'snapshot_chunk', index, last: c.last === true, instances: (c.instances ?? []).map(decodeInstance), streams: (c.streams ?? []).map(decodeStream) };
+      return { ...head, kind: 'snapshot_chunk', index, last: c.last === true, instances: (c.instances ?? []).map(decodeInstanceAt), streams: (c.streams ?? []).map(decodeStream) };
     }
     default:
       throw new ViewProtocolError(`update without a body (epoch ${JSON.stringify(head.epoch)}, version ${head.version})`);

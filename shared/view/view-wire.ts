@@ -83,7 +83,14 @@ export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs' | 'pre
 export interface WireOutstandingPrefill {
   tokens: WireInt64;
   requests: number;
+  /** The oldest request's prefill tokens and its age; the age of the last first token (NO_LAST_END: none). Absent from older peers. */
+  head_tokens?: WireInt64;
+  head_age_ms?: number;
+  last_end_age_ms?: number;
 }
+
+/** `last_end_age_ms` when no first token was seen (the uint32 maximum). */
+export const NO_LAST_END = 0xffffffff;
 
 export interface WireViewStream {
   stream_id: number;

@@ -14,7 +14,7 @@ import { RouterHttpServer } from '../../../router-svc/http/router-http-server.js
 import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
 import type { RouteDecision } from '../../../router-svc/policy/policy-types.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
-import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
+import { NO_LAST_END, type WireInflightShare, type WireViewInstance } from '../../../shared/view/view-wire.js';
 import { apply, delta, snapshot, testDecider, wireInstance, wireLoad, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
@@ -128,11 +128,16 @@ describe('routing.md In-flight load (router)', () => {
     const first = await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     await decider.decideTracked({ tokenIds: null, promptTokens: 64 }, 0);
     // Proxied: their prefill is in the ledger (the gauge), so their in-flight entries carry 0 tokens.
-    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 2, age_ms: 0, outstanding_prefill: { tokens: '128', requests: 2 }, prefill_tokens: [0, 0] }]);
+    // The gauge names its head (the oldest, sent 0 ms ago) and no first token seen yet.
+    expect(inflight.drainReport()).to.deep.equal([
+      { instance_name: 'a:1', count: 2, age_ms: 0, outstanding_prefill: { tokens: '128', requests: 2, head_tokens: '64', head_age_ms: 0, last_end_age_ms: NO_LAST_END }, prefill_tokens: [0, 0] },
+    ]);
     first.answered();
     first.answered(); // idempotent
     expect(inflight.own(view.instance('a:1')!)).to.equal(1);
-    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 0, age_ms: 0, outstanding_prefill: { tokens: '64', requests: 1 }, answered: 1 }]);
+    expect(inflight.drainReport()).to.deep.equal([
+      { instance_name: 'a:1', count: 0, age_ms: 0, outstanding_prefill: { tokens: '64', requests: 1, head_tokens: '64', head_age_ms: 0, last_end_age_ms: 0 }, answered: 1 },
+    ]);
     expect(inflight.drainReport()).to.equal(null);
   });
 
@@ -146,6 +151,18 @@ describe('routing.md In-flight load (router)', () => {
     first.answered();
     expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 0, age_ms: 0, outstanding_prefill: { tokens: '0', requests: 0 } }]);
     expect(inflight.drainReport()).to.equal(null);
+  });
+
+  it("claim order: a claim's re-decision counts only the ledger entries sent before it — its own entry is not queued ahead of itself", () => {
+    const a = view.instance('a:1')!;
+    const p = (n: number): Uint32Array => Uint32Array.of(n, n + 1);
+    inflight.startPrefill(a, 500, p(1));
+    mono = 1010;
+    inflight.startPrefill(a, 300, p(7));
+    expect([inflight.ownOutstandingRequests(a), inflight.ownOutstandingTokens(a)]).to.deep.equal([2, 800]);
+    expect(inflight.ledgerPendingGranules(a, p(7), 0)).to.equal(2);
+    const bounded = inflight.orderedBefore(0, 1010, () => [inflight.ownOutstandingRequests(a), inflight.ownOutstandingTokens(a), inflight.ledgerPendingGranules(a, p(7), 0)]);
+    expect(bounded).to.deep.equal([1, 500, 0]);
   });
 
   it('"dry_run": true explains without counting', () => {

@@ -5,7 +5,28 @@
  */
 import { expect } from 'chai';
 import { PrefillLedger } from '../../../router-svc/inflight/prefill-ledger.js';
-import { EngineProgress } from '../../../router-svc/policy/queue-progress.js';
+import { EngineProgress, NO_SHARES, unheadedRequests } from '../../../router-svc/policy/queue-progress.js';
+import type { InflightShare } from '../../../router-svc/viewcache/view-update.js';
+import { NO_LAST_END } from '../../../shared/view/view-wire.js';
+
+const ME = 'router-me';
+
+/** Another replica's share with only its ledger: requests, tokens, head tokens, head start, last end. */
+function share(routerId: string, requests: number, tokens: number, headTokens: number, headStartMs: number, lastEndMs: number): InflightShare {
+  return {
+    routerId,
+    count: 0,
+    prompts: [],
+    seqs: [],
+    prefillTokens: 0,
+    prefillTokenDecisions: 0,
+    outstandingRequests: requests,
+    outstandingTokens: tokens,
+    headTokens,
+    headStartMs: headTokens > 0 ? headStartMs : Number.POSITIVE_INFINITY,
+    lastEndMs,
+  };
+}
 import { workedOffTokens } from '../../../router-svc/policy/ttft-cost.js';
 
 describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
@@ -48,38 +69,52 @@ describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
     expect(l.liveAt(2059)).to.equal(50 + 1);
   });
 
-  it('TT12 the gauge for the directory: sent when it changed, not when it came back to what was sent', () => {
+  it('TT12 the gauge for the directory: sent when it changed, not when it came back to what was sent; its head and last end as ages', () => {
     const l = new PrefillLedger();
-    expect(l.takeChange()).to.equal(null);
+    expect(l.takeChange(0)).to.equal(null);
     l.start(1, 300.4, null, 0);
-    expect(l.takeChange()).to.deep.equal({ tokens: '300', requests: 1 });
-    expect(l.takeChange()).to.equal(null);
-    l.start(2, 50, null, 1);
-    l.end(2, 2);
-    expect(l.takeChange()).to.equal(null);
-    l.end(1, 3);
-    expect(l.takeChange()).to.deep.equal({ tokens: '0', requests: 0 });
+    expect(l.takeChange(5)).to.deep.equal({ tokens: '300', requests: 1, head_tokens: '300', head_age_ms: 5, last_end_age_ms: NO_LAST_END });
+    expect(l.takeChange(6)).to.equal(null);
+    l.start(2, 50, null, 10);
+    l.end(2, 20);
+    expect(l.takeChange(25)).to.equal(null);
+    l.start(3, 70, null, 30);
+    l.end(1, 40);
+    expect(l.takeChange(45)).to.deep.equal({ tokens: '70', requests: 1, head_tokens: '70', head_age_ms: 15, last_end_age_ms: 5 });
+    l.end(3, 50);
+    expect(l.takeChange(50)).to.deep.equal({ tokens: '0', requests: 0 });
   });
 
-  it("TT14 the other replicas' ledgers: their head starts when their count is first seen above 0, a fall is a first token, their mean is its size", () => {
-    const e = new EngineProgress();
-    // 2 requests of others' seen at 100 (4,000 tokens): busy since 100, head worth 2,000.
-    e.see(100, null, 2, 1, 0);
-    expect(e.workedOff(null, 4000, 2, 400, 1)).to.equal(300);
-    expect(e.workedOff(null, 4000, 2, 5000, 1)).to.equal(2000);
-    // Their count falls at 600: the engine starts on the next from then.
-    e.see(600, null, 1, 1, 0);
-    expect(e.workedOff(null, 1500, 1, 700, 1)).to.equal(100);
-    // This router's own entry sent at 50 is older than the others' (seen at 100): it is the head.
+  it("TT15 the other replicas' heads come through the view: the union's oldest head, busy since the newest first token of any ledger", () => {
     const own = new PrefillLedger();
-    own.start(1, 800, null, 50);
-    const f = new EngineProgress();
-    f.see(120, own, 1, 1, 0);
-    expect(f.workedOff(own, 5000, 1, 250, 1)).to.equal(200);
-    // Emptied, the others' start is forgotten: a later rise starts again.
-    f.see(300, own, 0, 1, 0);
-    f.see(900, null, 1, 1, 0);
-    expect(f.workedOff(null, 100, 1, 950, 1)).to.equal(50);
+    own.start(1, 800, null, 300);
+    const e = new EngineProgress();
+    const x = share('router-x', 2, 5000, 3000, 100, Number.NEGATIVE_INFINITY);
+    // x's head (sent at 100) is older than this router's (300): busy with it since 100.
+    expect(e.see(400, own, NO_SHARES, ME, 2, 0, 1, 0).workedOff(own, [x], ME, 400, 1)).to.equal(300);
+    // y saw a first token at 350: the engine has been on the next head since then.
+    const y = share('router-y', 1, 900, 900, 200, 350);
+    expect(e.workedOff(own, [x, y], ME, 400, 1)).to.equal(50);
+    // This router's own share coming back is skipped; a stale view gives none.
+    expect(e.workedOff(null, [share(ME, 1, 10, 10, 0, Number.NEGATIVE_INFINITY)], ME, 400, 1)).to.equal(0);
+    expect(e.workedOff(own, NO_SHARES, ME, 400, 1)).to.equal(100);
+  });
+
+  it("TT14 an older replica's ledger without a head: its head starts when its count is first seen above 0, a fall is a first token, its mean is its size", () => {
+    const old = (requests: number, tokens: number): InflightShare => share('router-old', requests, tokens, 0, 0, Number.NEGATIVE_INFINITY);
+    const e = new EngineProgress();
+    // 2 requests seen at 100 (4,000 tokens): busy since 100, head worth 2,000.
+    e.see(100, null, NO_SHARES, ME, 2, 2, 1, 0);
+    expect(e.workedOff(null, [old(2, 4000)], ME, 400, 1)).to.equal(300);
+    expect(e.workedOff(null, [old(2, 4000)], ME, 5000, 1)).to.equal(2000);
+    // Its count falls at 600: the engine starts on the next from then.
+    e.see(600, null, NO_SHARES, ME, 1, 1, 1, 0);
+    expect(e.workedOff(null, [old(1, 1500)], ME, 700, 1)).to.equal(100);
+    // Emptied, its start is forgotten: a later rise starts again.
+    e.see(800, null, NO_SHARES, ME, 0, 0, 1, 0);
+    e.see(900, null, NO_SHARES, ME, 1, 1, 1, 0);
+    expect(e.workedOff(null, [old(1, 100)], ME, 950, 1)).to.equal(50);
+    expect(unheadedRequests([old(3, 10), share('router-x', 2, 5, 5, 0, 0), share(ME, 4, 1, 0, 0, 0)], ME)).to.equal(3);
   });
 
   it('TT12 ledgerAtReport: read once per load report, this router\'s entries at its time plus the others\' as seen with it', () => {
@@ -88,11 +123,16 @@ describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
     own.start(2, 100, null, 300);
     const e = new EngineProgress();
     // A report made at 200 (stamp 7): own entry 1 was there, 2 not yet; 3 of the others'.
-    expect(e.see(310, own, 3, 7, 200).ledgerAtReport).to.equal(4);
+    expect(e.see(310, own, NO_SHARES, ME, 3, 0, 7, 200).ledgerAtReport).to.equal(4);
     own.end(1, 320);
     // The same report later: unchanged, though entry 1 has been answered since.
-    expect(e.see(330, own, 1, 7, 200).ledgerAtReport).to.equal(4);
+    expect(e.see(330, own, NO_SHARES, ME, 1, 0, 7, 200).ledgerAtReport).to.equal(4);
     // A new report made at 400: own entry 2, and the others' 1.
-    expect(e.see(410, own, 1, 8, 400).ledgerAtReport).to.equal(2);
+    expect(e.see(410, own, NO_SHARES, ME, 1, 0, 8, 400).ledgerAtReport).to.equal(2);
+    // A replica whose last first token came after the report answered one the report counted: it
+    // is gone from its ledger, not unknown. One before the report, or this router's own share, adds none.
+    const x = share('router-x', 1, 100, 100, 380, 450);
+    const y = share('router-y', 1, 100, 100, 380, 390);
+    expect(e.see(460, own, [x, y, share(ME, 1, 1, 1, 0, 455)], ME, 2, 0, 9, 420).ledgerAtReport).to.equal(1 + 2 + 1);
   });
 });

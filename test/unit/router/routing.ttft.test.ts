@@ -12,7 +12,7 @@ import { createPolicy, type PolicyFlags } from '../../../router-svc/policy/creat
 import type { RouteDecision } from '../../../router-svc/policy/policy-types.js';
 import { TtftPolicy, type TtftCandidateExplanation } from '../../../router-svc/policy/ttft-policy.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
-import type { WireInflightShare, WireViewInstance, WireViewStream } from '../../../shared/view/view-wire.js';
+import { NO_LAST_END, type WireInflightShare, type WireViewInstance, type WireViewStream } from '../../../shared/view/view-wire.js';
 import { decodeViewUpdate } from '../../../router-svc/viewcache/view-update.js';
 import { firstTokenVisible } from '../../../router-svc/proxy/first-token.js';
 import { DEVICE, HOST, apply, blockKeys, delta, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
@@ -369,6 +369,20 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     expect(bad({ router_id: 'r', count: 2, prompts: [], prefill_tokens: '10', prefill_token_decisions: 3 })).to.throw(/inflight prefill_token_decisions 3 .*expected 0\.\.count \(2\)/);
     expect(bad({ router_id: 'r', count: 2, prompts: [], prefill_tokens: '-1', prefill_token_decisions: 1 })).to.throw(/prefill_tokens/);
     expect(bad({ router_id: 'r', count: 2, prompts: [], prefill_tokens: '10', prefill_token_decisions: 2 })).to.not.throw();
+  });
+
+  it("TT15 the view carries another replica's head as ages: dated from the update's receipt; a head beyond the ledger's tokens is refused", () => {
+    const gauge = (o: WireInflightShare['outstanding_prefill']): WireInflightShare => ({ router_id: 'router-x', count: 0, prompts: [], outstanding_prefill: o });
+    const decoded = (sh: WireInflightShare) => {
+      const u = decodeViewUpdate(snapshot('e1', 1, [instance('a:1', 0, [sh])], []), 5000);
+      if (u.kind !== 'snapshot') throw new Error(u.kind);
+      return u.instances[0]!.inflight[0]!;
+    };
+    expect(decoded(gauge({ tokens: '3000', requests: 2, head_tokens: '1000', head_age_ms: 300, last_end_age_ms: 40 }))).to.include({ headTokens: 1000, headStartMs: 4700, lastEndMs: 4960 });
+    expect(decoded(gauge({ tokens: '3000', requests: 2, head_tokens: '1000', head_age_ms: 300, last_end_age_ms: NO_LAST_END }))).to.include({ lastEndMs: Number.NEGATIVE_INFINITY });
+    // From an older router: no head.
+    expect(decoded(gauge({ tokens: '3000', requests: 2 }))).to.include({ headTokens: 0, headStartMs: Number.POSITIVE_INFINITY, lastEndMs: Number.NEGATIVE_INFINITY });
+    expect(() => decoded(gauge({ tokens: '30', requests: 1, head_tokens: '31', head_age_ms: 0, last_end_age_ms: 0 }))).to.throw(/expected head_tokens in \[0, tokens\]/);
   });
 
   it('TT7 the proxy times a first token only where the answer starts with it: a stream, or a single generated token', () => {

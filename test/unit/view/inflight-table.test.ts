@@ -14,6 +14,7 @@ import { ViewPublisher } from '../../../directory-svc/view/view-publisher.js';
 import type { ViewSink } from '../../../directory-svc/view/view-watcher.js';
 import { decodeViewUpdate, type DecodedViewUpdate } from '../../helpers/view-model.js';
 import { TableInstances } from '../../helpers/instance-table-source.js';
+import { NO_LAST_END } from '../../../shared/view/view-wire.js';
 
 function registration(name: string): InstanceRegistration {
   return { name, type: 'DEFAULT', rpcAddress: name, incarnationId: 'inc-1', registerTsMs: 1000, dpSize: 1, ttftProfile: [], tpotProfile: [], backendType: 'xllm', models: null };
@@ -204,21 +205,21 @@ describe('routing.md In-flight load (directory)', () => {
       const t = new InflightTable();
       const changed: string[] = [];
       t.onChange((n) => changed.push(n));
-      t.setOutstanding('r1', 'a', 3000, 2);
+      t.setOutstanding('r1', 'a', { tokens: '3000', requests: 2 });
       t.report('r2', 'a', 1, 100, 100);
       expect(t.sharesOf('a')).to.deep.equal([
         { router_id: 'r1', count: 0, prompts: [], prompt_seqs: [], outstanding_prefill: { tokens: '3000', requests: 2 } },
         { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [] },
       ]);
-      t.setOutstanding('r1', 'a', 3000, 2);
+      t.setOutstanding('r1', 'a', { tokens: '3000', requests: 2 });
       expect(changed).to.deep.equal(['a', 'a']);
       t.loadReported('a', 200);
       t.expire(1_000_000);
       expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 0, prompts: [], prompt_seqs: [], outstanding_prefill: { tokens: '3000', requests: 2 } }]);
-      t.setOutstanding('r1', 'a', 1000, 1);
-      t.setOutstanding('r1', 'b', 50, 1);
+      t.setOutstanding('r1', 'a', { tokens: '1000', requests: 1 });
+      t.setOutstanding('r1', 'b', { tokens: '50', requests: 1 });
       expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '1000', requests: 1 });
-      t.setOutstanding('r1', 'a', 0, 0);
+      t.setOutstanding('r1', 'a', { tokens: '0', requests: 0 });
       expect(t.sharesOf('a')).to.deep.equal([]);
       t.routerGone('r1');
       expect(t.sharesOf('b')).to.deep.equal([]);
@@ -231,6 +232,35 @@ describe('routing.md In-flight load (directory)', () => {
       expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '0', requests: 0 } }] })).to.equal(null);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '-1', requests: 1 } }] })).to.equal('decisions[0].outstanding_prefill.tokens: expected an integer ≥ 0, got -1');
       expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { tokens: '1', requests: 1.5 } }] })).to.match(/^decisions\[0\]\.outstanding_prefill\.requests: /);
+    });
+
+    it('TT15 a gauge\'s head and last end: dated on the table\'s clock from the ages sent, folded back to ages when the share is built', () => {
+      let now = 1000;
+      const t = new InflightTable(undefined, () => now);
+      t.setOutstanding('r1', 'a', { tokens: '3000', requests: 2, head_tokens: '2000', head_age_ms: 300, last_end_age_ms: 50 });
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '3000', requests: 2, head_tokens: '2000', head_age_ms: 300, last_end_age_ms: 50 });
+      // Another router's decision refolds the share 40 ms later: the ages have grown by 40.
+      now = 1040;
+      t.report('r2', 'a', 1, 1040, 1040);
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '3000', requests: 2, head_tokens: '2000', head_age_ms: 340, last_end_age_ms: 90 });
+      // No first token seen yet stays "none"; a gauge without a head carries none.
+      t.setOutstanding('r1', 'a', { tokens: '3000', requests: 2, head_tokens: '2000', head_age_ms: 10, last_end_age_ms: NO_LAST_END });
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.include({ head_age_ms: 10, last_end_age_ms: NO_LAST_END });
+      t.setOutstanding('r1', 'a', { tokens: '3000', requests: 2 });
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '3000', requests: 2 });
+    });
+
+    it('TT15 ReportInflight: a gauge\'s head is at most its tokens, its ages uint32s', () => {
+      const d = { instance_name: 'a', count: 0, age_ms: 0 };
+      const g = { tokens: '100', requests: 2 };
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, head_tokens: '100', head_age_ms: 5, last_end_age_ms: NO_LAST_END } }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, head_tokens: '101' } }] })).to.equal(
+        'decisions[0].outstanding_prefill.head_tokens: expected an integer in [0, tokens (100)], got 101',
+      );
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, head_tokens: '5', head_age_ms: -1 } }] })).to.equal('decisions[0].outstanding_prefill.head_age_ms: expected a uint32, got -1');
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, head_tokens: '5', last_end_age_ms: 2 ** 32 } }] })).to.equal(
+        'decisions[0].outstanding_prefill.last_end_age_ms: expected a uint32, got 4294967296',
+      );
     });
 
     it('TT9 ReportInflight: prefill_tokens holds at most count uint32s', () => {

@@ -5,9 +5,15 @@ import type { Long } from '@grpc/proto-loader';
 export interface OutstandingPrefill {
   'tokens'?: (number | string | Long);
   'requests'?: (number);
+  'head_tokens'?: (number | string | Long);
+  'head_age_ms'?: (number);
+  'last_end_age_ms'?: (number);
 }
 
 export interface OutstandingPrefill__Output {
   'tokens': (string);
   'requests': (number);
+  'head_tokens': (string);
+  'head_age_ms': (number);
+  'last_end_age_ms': (number);
 }
