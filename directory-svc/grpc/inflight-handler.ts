@@ -7,7 +7,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../shared/log/logger.js';
 import type { WireInflightReport, WireOutstandingPrefill } from '../../shared/view/view-wire.js';
-import { FINGERPRINT_BYTES_EXPECTED, isFingerprintBytes } from '../../shared/keys/prompt-fingerprint.js';
+import { FINGERPRINT_BYTES_EXPECTED, isFingerprintBytes, PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 
 /** What the handler feeds; `InflightService` implements it. */
 export interface InflightApi {
@@ -81,6 +81,13 @@ function checkOutstanding(o: Partial<WireOutstandingPrefill>): string | null {
   for (const field of ['head_age_ms', 'last_end_age_ms'] as const) {
     const v = o[field] ?? 0;
     if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) return `${field}: expected a uint32, got ${String(o[field])}`;
+  }
+  const prompts = o.prompts ?? [];
+  const most = Math.min(PENDING_PROMPTS_PER_SHARE, requests!);
+  if (!Array.isArray(prompts) || prompts.length > most) return `prompts: expected at most ${most} entries (requests, at most ${PENDING_PROMPTS_PER_SHARE}), got ${Array.isArray(prompts) ? prompts.length : typeof prompts}`;
+  for (let j = 0; j < prompts.length; j++) {
+    const p = prompts[j];
+    if (!(p instanceof Uint8Array) || !isFingerprintBytes(p)) return `prompts[${j}]: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${p instanceof Uint8Array ? `${p.length} bytes` : typeof p}`;
   }
   return null;
 }

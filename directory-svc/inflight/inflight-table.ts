@@ -60,6 +60,7 @@ interface OutstandingGauge {
   readonly headTokens: number;
   readonly headAtMs: number;
   readonly lastEndAtMs: number;
+  readonly prompts: readonly Buffer[];
 }
 
 /** The gauge as the view carries it at `nowMs`: the head and last end as ages again. */
@@ -70,6 +71,7 @@ function foldGauge(o: OutstandingGauge, nowMs: number): WireOutstandingPrefill {
     out.head_age_ms = age(nowMs - o.headAtMs);
     out.last_end_age_ms = Number.isNaN(o.lastEndAtMs) ? NO_LAST_END : age(nowMs - o.lastEndAtMs);
   }
+  if (o.prompts.length > 0) out.prompts = o.prompts as Buffer[];
   return out;
 }
 
@@ -292,7 +294,7 @@ export class InflightTable {
       const headTokens = Number(gauge.head_tokens ?? 0);
       const o = inst.outstanding.get(routerId);
       // A repeat of a gauge without a head changes nothing (one with a head re-dates it).
-      if (headTokens === 0 && o !== undefined && o.headTokens === 0 && o.tokens === tokens && o.requests === requests) return;
+      if (headTokens === 0 && (gauge.prompts ?? NO_PROMPTS).length === 0 && o !== undefined && o.headTokens === 0 && o.prompts.length === 0 && o.tokens === tokens && o.requests === requests) return;
       const now = this.clock();
       const lastEndAge = gauge.last_end_age_ms ?? NO_LAST_END;
       inst.outstanding.set(routerId, {
@@ -301,6 +303,7 @@ export class InflightTable {
         headTokens,
         headAtMs: headTokens > 0 ? now - (gauge.head_age_ms ?? 0) : Number.NaN,
         lastEndAtMs: headTokens > 0 && lastEndAge !== NO_LAST_END ? now - lastEndAge : Number.NaN,
+        prompts: gauge.prompts ?? NO_PROMPTS,
       });
     }
     this.changed(instanceName, inst);

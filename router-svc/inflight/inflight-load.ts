@@ -329,15 +329,26 @@ export class InflightLoad {
   }
 
   /**
-   * The longest prefix, in granules, `prompt` shares with one of this router's ledger entries for
-   * `inst` (requests there before their first token: their prefix is computed before a request
-   * queued behind them runs), at least `best`. TTFT's pending credit beyond the in-flight entries,
-   * which a load report ends while the request may still be queued.
+   * The longest prefix, in granules, `prompt` shares with one of the ledger entries for `inst`
+   * (requests there before their first token: their prefix is computed before a request queued
+   * behind them runs) — this router's, and the newest of the other replicas' as the view carries
+   * them (`viewStale`: none) — at least `best`. TTFT's pending credit beyond the in-flight
+   * entries, which a load report ends while the request may still be queued.
    */
-  ledgerPendingGranules(inst: RouterInstance, prompt: Uint32Array, best: number): number {
+  ledgerPendingGranules(inst: RouterInstance, prompt: Uint32Array, best: number, viewStale = false): number {
+    if (prompt.length === 0) return best;
     const ring = this.rings.get(inst.name);
-    if (ring === undefined || prompt.length === 0) return best;
-    return ring.ledger.pendingGranules(prompt, best, this.orderBound === null ? Number.POSITIVE_INFINITY : this.orderBound.ownBeforeMs);
+    if (ring !== undefined) best = ring.ledger.pendingGranules(prompt, best, this.orderBound === null ? Number.POSITIVE_INFINITY : this.orderBound.ownBeforeMs);
+    // The other replicas' ledgers (their newest prompts, through the view): not while a claim is
+    // re-decided (they carry no directory order), nor from a stale view.
+    if (viewStale || this.orderBound !== null) return best;
+    const shares = inst.inflight;
+    for (let i = 0; i < shares.length && best < prompt.length; i++) {
+      const s = shares[i]!;
+      if (s.routerId === this.routerId) continue;
+      for (let j = 0; j < s.outstandingPrompts.length; j++) best = longerShared(prompt, s.outstandingPrompts[j]!, best);
+    }
+    return best;
   }
 
   /** The other replicas' ledgers for `inst` as the view carries them (none on a stale view). */

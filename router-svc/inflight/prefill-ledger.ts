@@ -19,7 +19,7 @@
  * request; the ended ring grows to the burst it holds and is reused.
  */
 import { NO_LAST_END, type WireOutstandingPrefill } from '../../shared/view/view-wire.js';
-import { longerShared } from '../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, longerShared, PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 
 /** How long an ended entry is kept for `liveAt` (a load report older than this is not trusted). */
 export const LEDGER_KEEP_ENDED_MS = 2000;
@@ -148,8 +148,16 @@ export class PrefillLedger {
       gauge.head_tokens = String(Math.round(this.headTokens));
       gauge.head_age_ms = wireAge(nowMs - head);
       gauge.last_end_age_ms = this.lastEndMs === Number.NEGATIVE_INFINITY ? NO_LAST_END : wireAge(nowMs - this.lastEndMs);
+      const prompts = this.newestPrompts();
+      if (prompts.length > 0) gauge.prompts = prompts;
     }
     return gauge;
+  }
+
+  /** The newest PENDING_PROMPTS_PER_SHARE entries' fingerprints, oldest first (as the wire carries them). */
+  private newestPrompts(): Buffer[] {
+    const all = [...this.prompts.values()];
+    return all.slice(Math.max(0, all.length - PENDING_PROMPTS_PER_SHARE)).map(fingerprintBytes);
   }
 
   private pruneEnded(nowMs: number): void {

@@ -172,7 +172,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       // Pending prefix credit, as CAR gives it: where the view's credit is trusted, on one rank.
       if (fingerprints !== null && h.blockSize > 0 && inst.dpSize === 1) {
         // In-flight decisions (every replica's, until a load report) and this router's ledger (until the first token).
-        const granules = inflight!.ledgerPendingGranules(inst, fingerprints, inflight!.pendingGranules(inst, fingerprints));
+        const granules = inflight!.ledgerPendingGranules(inst, fingerprints, inflight!.pendingGranules(inst, fingerprints), stale);
         if (granules > 0) pending = Math.floor(Math.min(granules * GRANULE_TOKENS, inputTokens) / h.blockSize) * h.blockSize;
         // The request in flight computes that prefix first: it is on Device by the time this one runs.
         if (ownPrefillTokens(inputTokens, pending, 0, this.hostCost) < ownPrefillTokens(inputTokens, device, hostOnly, this.hostCost)) {

@@ -92,6 +92,8 @@ export interface InflightShare {
   readonly headTokens: number;
   readonly headStartMs: number;
   readonly lastEndMs: number;
+  /** Prompt fingerprints of the newest of them (pending prefix credit until their first token), oldest first. */
+  readonly outstandingPrompts: readonly Uint32Array[];
 }
 
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
@@ -262,6 +264,21 @@ function decodeEngineKind(where: string, v: string | undefined | null): EngineKi
 }
 
 const NO_INFLIGHT: readonly InflightShare[] = Object.freeze([]);
+const NO_PROMPTS: readonly Uint32Array[] = Object.freeze([]);
+
+/** A ledger gauge's prompts (OutstandingPrefill.prompts): at most PENDING_PROMPTS_PER_SHARE and `requests`, each fingerprints. */
+function ledgerPrompts(name: string, router: string, wire: readonly Uint8Array[] | undefined | null, requests: number): readonly Uint32Array[] {
+  if (wire === undefined || wire === null || wire.length === 0) return NO_PROMPTS;
+  const most = Math.min(PENDING_PROMPTS_PER_SHARE, requests);
+  if (wire.length > most) throw new ViewProtocolError(`instance ${name}: ${wire.length} outstanding_prefill.prompts of router ${JSON.stringify(router)}, at most ${most}`);
+  const out: Uint32Array[] = [];
+  for (let i = 0; i < wire.length; i++) {
+    const f = fingerprintsOf(wire[i]!);
+    if (f === null) throw new ViewProtocolError(`instance ${name}: outstanding_prefill.prompts[${i}] of router ${JSON.stringify(router)}: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${wire[i]!.length} bytes`);
+    if (f.length > 0) out.push(f);
+  }
+  return out;
+}
 
 function decodeInflight(name: string, shares: readonly WireInflightShare[] | undefined | null, receivedAtMs: number): readonly InflightShare[] {
   if (shares === undefined || shares === null || shares.length === 0) return NO_INFLIGHT;
@@ -313,6 +330,7 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
       headTokens: head ? headTokens : 0,
       headStartMs: head ? receivedAtMs - headAge : Number.POSITIVE_INFINITY,
       lastEndMs: head && lastEndAge !== NO_LAST_END ? receivedAtMs - lastEndAge : Number.NEGATIVE_INFINITY,
+      outstandingPrompts: o === null ? NO_PROMPTS : ledgerPrompts(name, router, o.prompts, outstandingRequests),
     };
   });
 }

@@ -87,6 +87,8 @@ export interface WireOutstandingPrefill {
   head_tokens?: WireInt64;
   head_age_ms?: number;
   last_end_age_ms?: number;
+  /** Fingerprints of the newest ledger entries' prompts (at most PENDING_PROMPTS_PER_SHARE), oldest first. */
+  prompts?: Buffer[];
 }
 
 /** `last_end_age_ms` when no first token was seen (the uint32 maximum). */

@@ -5,6 +5,7 @@
  */
 import { expect } from 'chai';
 import { PrefillLedger } from '../../../router-svc/inflight/prefill-ledger.js';
+import { fingerprintsOf } from '../../../shared/keys/prompt-fingerprint.js';
 import { EngineProgress, NO_SHARES, unheadedRequests } from '../../../router-svc/policy/queue-progress.js';
 import type { InflightShare } from '../../../router-svc/viewcache/view-update.js';
 import { NO_LAST_END } from '../../../shared/view/view-wire.js';
@@ -25,6 +26,7 @@ function share(routerId: string, requests: number, tokens: number, headTokens: n
     headTokens,
     headStartMs: headTokens > 0 ? headStartMs : Number.POSITIVE_INFINITY,
     lastEndMs,
+    outstandingPrompts: [],
   };
 }
 import { workedOffTokens } from '../../../router-svc/policy/ttft-cost.js';
@@ -83,6 +85,14 @@ describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
     expect(l.takeChange(45)).to.deep.equal({ tokens: '70', requests: 1, head_tokens: '70', head_age_ms: 15, last_end_age_ms: 5 });
     l.end(3, 50);
     expect(l.takeChange(50)).to.deep.equal({ tokens: '0', requests: 0 });
+  });
+
+  it('TT17 the gauge carries the newest entries\' prompt fingerprints (at most 8, oldest first), for the other replicas\' pending credit', () => {
+    const l = new PrefillLedger();
+    for (let i = 1; i <= 10; i++) l.start(i, 10, Uint32Array.of(i, i + 100), i);
+    l.start(11, 10, null, 11);
+    const g = l.takeChange(20)!;
+    expect(g.prompts!.map((b) => [...fingerprintsOf(b)!])).to.deep.equal([3, 4, 5, 6, 7, 8, 9, 10].map((i) => [i, i + 100]));
   });
 
   it("TT15 the other replicas' heads come through the view: the union's oldest head, busy since the newest first token of any ledger", () => {

@@ -15,6 +15,7 @@ import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { NO_LAST_END, type WireInflightShare, type WireViewInstance, type WireViewStream } from '../../../shared/view/view-wire.js';
 import { decodeViewUpdate } from '../../../router-svc/viewcache/view-update.js';
 import { firstTokenVisible } from '../../../router-svc/proxy/first-token.js';
+import { fingerprintBytes, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
 import { DEVICE, HOST, apply, blockKeys, delta, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
@@ -383,6 +384,27 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     // From an older router: no head.
     expect(decoded(gauge({ tokens: '3000', requests: 2 }))).to.include({ headTokens: 0, headStartMs: Number.POSITIVE_INFINITY, lastEndMs: Number.NEGATIVE_INFINITY });
     expect(() => decoded(gauge({ tokens: '30', requests: 1, head_tokens: '31', head_age_ms: 0, last_end_age_ms: 0 }))).to.throw(/expected head_tokens in \[0, tokens\]/);
+    // TT17: its prompts, at most one per request.
+    const fp = Buffer.from([7, 0, 0, 0, 9, 0, 0, 0]);
+    expect(decoded(gauge({ tokens: '30', requests: 1, head_tokens: '30', head_age_ms: 0, last_end_age_ms: 0, prompts: [fp] })).outstandingPrompts.map((p) => [...p])).to.deep.equal([[7, 9]]);
+    expect(() => decoded(gauge({ tokens: '30', requests: 1, prompts: [fp, fp] }))).to.throw(/2 outstanding_prefill\.prompts of router "router-x", at most 1/);
+  });
+
+  it("TT17 another replica's ledger prompt credits its prefix where it is queued, until its first token (no load report ends it)", async () => {
+    // b: another replica's 1,000-token request before its first token, whose prompt is the first
+    // 96 tokens of this one: by the time this one runs there, they are cached.
+    const P = tokens(100);
+    const fps = promptFingerprints(P, 64);
+    const ledger: WireInflightShare = {
+      router_id: 'router-x',
+      count: 0,
+      prompts: [],
+      outstanding_prefill: { tokens: '96', requests: 1, head_tokens: '96', head_age_ms: 0, last_end_age_ms: NO_LAST_END, prompts: [fingerprintBytes(fps.subarray(0, 6))] },
+    };
+    await load([instance('a:1', 0), instance('b:1', 1, [ledger])]);
+    const d = policy().decide({ tokenIds: P, promptTokens: 0, promptFingerprints: fps }, view, 0);
+    expect(ttftOf(d, 'b:1')).to.include({ pending_hit_tokens: 96, own_prefill_tokens: 4, ledger_requests_other: 1, queued_tokens: 96 });
+    expect(d.prefill.name).to.equal('b:1');
   });
 
   it('TT7 the proxy times a first token only where the answer starts with it: a stream, or a single generated token', () => {

@@ -250,6 +250,17 @@ describe('routing.md In-flight load (directory)', () => {
       expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '3000', requests: 2 });
     });
 
+    it('TT17 a gauge\'s prompts are relayed with it, and replaced or cleared with it', () => {
+      const t = new InflightTable(undefined, () => 0);
+      const fp = (n: number): Buffer => Buffer.from([n, 0, 0, 0]);
+      t.setOutstanding('r1', 'a', { tokens: '30', requests: 2, head_tokens: '10', head_age_ms: 0, last_end_age_ms: NO_LAST_END, prompts: [fp(1), fp(2)] });
+      expect(t.sharesOf('a')[0]!.outstanding_prefill!.prompts).to.deep.equal([fp(1), fp(2)]);
+      t.setOutstanding('r1', 'a', { tokens: '20', requests: 1, head_tokens: '20', head_age_ms: 0, last_end_age_ms: 0, prompts: [fp(2)] });
+      expect(t.sharesOf('a')[0]!.outstanding_prefill!.prompts).to.deep.equal([fp(2)]);
+      t.setOutstanding('r1', 'a', { tokens: '0', requests: 0 });
+      expect(t.sharesOf('a')).to.deep.equal([]);
+    });
+
     it('TT15 ReportInflight: a gauge\'s head is at most its tokens, its ages uint32s', () => {
       const d = { instance_name: 'a', count: 0, age_ms: 0 };
       const g = { tokens: '100', requests: 2 };
@@ -261,6 +272,13 @@ describe('routing.md In-flight load (directory)', () => {
       expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, head_tokens: '5', last_end_age_ms: 2 ** 32 } }] })).to.equal(
         'decisions[0].outstanding_prefill.last_end_age_ms: expected a uint32, got 4294967296',
       );
+      // TT17: at most one prompt per request (and 8), each fingerprints.
+      const fp = Buffer.from([1, 0, 0, 0]);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, prompts: [fp, fp] } }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, prompts: [fp, fp, fp] } }] })).to.equal(
+        'decisions[0].outstanding_prefill.prompts: expected at most 2 entries (requests, at most 8), got 3',
+      );
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, prompts: [Buffer.from([1, 2, 3])] } }] })).to.match(/^decisions\[0\]\.outstanding_prefill\.prompts\[0\]: expected a multiple of 4 bytes/);
     });
 
     it('TT9 ReportInflight: prefill_tokens holds at most count uint32s', () => {

@@ -8,6 +8,7 @@ export interface OutstandingPrefill {
   'head_tokens'?: (number | string | Long);
   'head_age_ms'?: (number);
   'last_end_age_ms'?: (number);
+  'prompts'?: (Buffer | Uint8Array | string)[];
 }
 
 export interface OutstandingPrefill__Output {
@@ -16,4 +17,5 @@ export interface OutstandingPrefill__Output {
   'head_tokens': (string);
   'head_age_ms': (number);
   'last_end_age_ms': (number);
+  'prompts': (Buffer)[];
 }
