@@ -30,6 +30,8 @@ export class PrefillLedger {
   private readonly startOf = new Map<number, number>();
   /** The entries' prompt fingerprints (those that have them), for pending prefix credit. */
   private readonly prompts = new Map<number, Uint32Array>();
+  /** The same as the wire carries them (the gauge's newest 8), encoded once per entry. */
+  private readonly promptBytes = new Map<number, Buffer>();
   private total = 0;
   /** The last first token (or answer) seen; −∞ before any. */
   lastEndMs = Number.NEGATIVE_INFINITY;
@@ -59,7 +61,10 @@ export class PrefillLedger {
   start(id: number, tokens: number, prompt: Uint32Array | null, atMs: number): void {
     this.tokensOf.set(id, tokens);
     this.startOf.set(id, atMs);
-    if (prompt !== null && prompt.length > 0) this.prompts.set(id, prompt);
+    if (prompt !== null && prompt.length > 0) {
+      this.prompts.set(id, prompt);
+      this.promptBytes.set(id, fingerprintBytes(prompt));
+    }
     this.total += tokens;
     this.dirty = true;
   }
@@ -72,6 +77,7 @@ export class PrefillLedger {
     this.tokensOf.delete(id);
     this.startOf.delete(id);
     this.prompts.delete(id);
+    this.promptBytes.delete(id);
     this.total = this.tokensOf.size === 0 ? 0 : this.total - tokens;
     this.dirty = true;
     if (atMs > this.lastEndMs) this.lastEndMs = atMs;
@@ -156,8 +162,11 @@ export class PrefillLedger {
 
   /** The newest PENDING_PROMPTS_PER_SHARE entries' fingerprints, oldest first (as the wire carries them). */
   private newestPrompts(): Buffer[] {
-    const all = [...this.prompts.values()];
-    return all.slice(Math.max(0, all.length - PENDING_PROMPTS_PER_SHARE)).map(fingerprintBytes);
+    const skip = this.promptBytes.size - PENDING_PROMPTS_PER_SHARE;
+    const out: Buffer[] = [];
+    let i = 0;
+    for (const b of this.promptBytes.values()) if (i++ >= skip) out.push(b);
+    return out;
   }
 
   private pruneEnded(nowMs: number): void {
