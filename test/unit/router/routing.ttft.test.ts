@@ -399,7 +399,8 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
       router_id: 'router-x',
       count: 0,
       prompts: [],
-      outstanding_prefill: { tokens: '96', requests: 1, head_tokens: '96', head_age_ms: 0, last_end_age_ms: NO_LAST_END, prompts: [fingerprintBytes(fps.subarray(0, 6))] },
+      // No head: its age would be dated on the real clock the view decodes with, not the test's.
+      outstanding_prefill: { tokens: '96', requests: 1, prompts: [fingerprintBytes(fps.subarray(0, 6))] },
     };
     await load([instance('a:1', 0), instance('b:1', 1, [ledger])]);
     const d = policy().decide({ tokenIds: P, promptTokens: 0, promptFingerprints: fps }, view, 0);
