@@ -37,14 +37,14 @@ export class EngineProgress {
 
   /**
    * One look at the engine at `nowMs`: this router's ledger, the other replicas' `shares` (those
-   * of `routerId` skipped) and their requests in all and in ledgers without a head, and its load
-   * report `reportStamp` made at `reportMs`.
+   * of `routerId` skipped) and their requests, and its load report `reportStamp` made at `reportMs`.
    */
-  see(nowMs: number, ledger: PrefillLedger | null, shares: readonly InflightShare[], routerId: string, othersRequests: number, unheadedRequests: number, reportStamp: number, reportMs: number): this {
-    if (unheadedRequests < this.unheaded) this.unheadedEndMs = nowMs;
-    if (unheadedRequests > 0 && this.unheaded === 0) this.unheadedSinceMs = nowMs;
-    if (unheadedRequests === 0) this.unheadedSinceMs = Number.POSITIVE_INFINITY;
-    this.unheaded = unheadedRequests;
+  see(nowMs: number, ledger: PrefillLedger | null, shares: readonly InflightShare[], routerId: string, othersRequests: number, reportStamp: number, reportMs: number): this {
+    const unheaded = unheadedRequests(shares, routerId);
+    if (unheaded < this.unheaded) this.unheadedEndMs = nowMs;
+    if (unheaded > 0 && this.unheaded === 0) this.unheadedSinceMs = nowMs;
+    if (unheaded === 0) this.unheadedSinceMs = Number.POSITIVE_INFINITY;
+    this.unheaded = unheaded;
     if (reportStamp !== this.stamp) {
       this.stamp = reportStamp;
       let answeredSince = 0;
@@ -115,13 +115,12 @@ export class QueueProgress {
     shares: readonly InflightShare[],
     routerId: string,
     othersRequests: number,
-    unheaded: number,
     reportStamp: number,
     reportMs: number,
   ): EngineProgress {
     let e = this.engines.get(name);
     if (e === undefined) this.engines.set(name, (e = new EngineProgress()));
-    return e.see(nowMs, ledger, shares, routerId, othersRequests, unheaded, reportStamp, reportMs);
+    return e.see(nowMs, ledger, shares, routerId, othersRequests, reportStamp, reportMs);
   }
 
   /** Drops the engines not in `names`. */

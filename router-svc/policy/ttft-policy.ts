@@ -45,7 +45,7 @@ import { rotationOffset } from './pick-minimum.js';
 import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstimate } from './prefill-throughput.js';
 import { RoutedPrefillMean } from './routed-prefill-mean.js';
 import { PrefillPick } from './tie-break.js';
-import { NO_SHARES, QueueProgress, unheadedRequests } from './queue-progress.js';
+import { NO_SHARES, QueueProgress } from './queue-progress.js';
 import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
 
@@ -195,7 +195,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       // The other replicas' ledgers (none on a stale view, as their totals above).
       const shares = inflight === null || stale ? NO_SHARES : inst.inflight;
       const me = inflight === null ? '' : inflight.routerId;
-      const progress = this.progress.see(inst.name, mono, ledger, shares, me, ledgerOther, unheadedRequests(shares, me), inst.load!.reportedAtMs, mono - sinceReportMs);
+      const progress = this.progress.see(inst.name, mono, ledger, shares, me, ledgerOther, inst.load!.reportedAtMs, mono - sinceReportMs);
       // The report counts the ledgers' requests at the engine when it was made: only the rest is unknown.
       const waitingUnknown = Math.max(0, waiting - progress.ledgerAtReport);
       const workedOff = progress.workedOff(ledger, shares, me, mono, tokensPerMs);

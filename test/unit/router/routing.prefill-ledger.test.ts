@@ -101,7 +101,7 @@ describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
     const e = new EngineProgress();
     const x = share('router-x', 2, 5000, 3000, 100, Number.NEGATIVE_INFINITY);
     // x's head (sent at 100) is older than this router's (300): busy with it since 100.
-    expect(e.see(400, own, NO_SHARES, ME, 2, 0, 1, 0).workedOff(own, [x], ME, 400, 1)).to.equal(300);
+    expect(e.see(400, own, NO_SHARES, ME, 2, 1, 0).workedOff(own, [x], ME, 400, 1)).to.equal(300);
     // y saw a first token at 350: the engine has been on the next head since then.
     const y = share('router-y', 1, 900, 900, 200, 350);
     expect(e.workedOff(own, [x, y], ME, 400, 1)).to.equal(50);
@@ -114,15 +114,15 @@ describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
     const old = (requests: number, tokens: number): InflightShare => share('router-old', requests, tokens, 0, 0, Number.NEGATIVE_INFINITY);
     const e = new EngineProgress();
     // 2 requests seen at 100 (4,000 tokens): busy since 100, head worth 2,000.
-    e.see(100, null, NO_SHARES, ME, 2, 2, 1, 0);
+    e.see(100, null, [old(2, 4000)], ME, 2, 1, 0);
     expect(e.workedOff(null, [old(2, 4000)], ME, 400, 1)).to.equal(300);
     expect(e.workedOff(null, [old(2, 4000)], ME, 5000, 1)).to.equal(2000);
     // Its count falls at 600: the engine starts on the next from then.
-    e.see(600, null, NO_SHARES, ME, 1, 1, 1, 0);
+    e.see(600, null, [old(1, 1500)], ME, 1, 1, 0);
     expect(e.workedOff(null, [old(1, 1500)], ME, 700, 1)).to.equal(100);
     // Emptied, its start is forgotten: a later rise starts again.
-    e.see(800, null, NO_SHARES, ME, 0, 0, 1, 0);
-    e.see(900, null, NO_SHARES, ME, 1, 1, 1, 0);
+    e.see(800, null, NO_SHARES, ME, 0, 1, 0);
+    e.see(900, null, [old(1, 100)], ME, 1, 1, 0);
     expect(e.workedOff(null, [old(1, 100)], ME, 950, 1)).to.equal(50);
     expect(unheadedRequests([old(3, 10), share('router-x', 2, 5, 5, 0, 0), share(ME, 4, 1, 0, 0, 0)], ME)).to.equal(3);
   });
@@ -133,16 +133,16 @@ describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
     own.start(2, 100, null, 300);
     const e = new EngineProgress();
     // A report made at 200 (stamp 7): own entry 1 was there, 2 not yet; 3 of the others'.
-    expect(e.see(310, own, NO_SHARES, ME, 3, 0, 7, 200).ledgerAtReport).to.equal(4);
+    expect(e.see(310, own, NO_SHARES, ME, 3, 7, 200).ledgerAtReport).to.equal(4);
     own.end(1, 320);
     // The same report later: unchanged, though entry 1 has been answered since.
-    expect(e.see(330, own, NO_SHARES, ME, 1, 0, 7, 200).ledgerAtReport).to.equal(4);
+    expect(e.see(330, own, NO_SHARES, ME, 1, 7, 200).ledgerAtReport).to.equal(4);
     // A new report made at 400: own entry 2, and the others' 1.
-    expect(e.see(410, own, NO_SHARES, ME, 1, 0, 8, 400).ledgerAtReport).to.equal(2);
+    expect(e.see(410, own, NO_SHARES, ME, 1, 8, 400).ledgerAtReport).to.equal(2);
     // A replica whose last first token came after the report answered one the report counted: it
     // is gone from its ledger, not unknown. One before the report, or this router's own share, adds none.
     const x = share('router-x', 1, 100, 100, 380, 450);
     const y = share('router-y', 1, 100, 100, 380, 390);
-    expect(e.see(460, own, [x, y, share(ME, 1, 1, 1, 0, 455)], ME, 2, 0, 9, 420).ledgerAtReport).to.equal(1 + 2 + 1);
+    expect(e.see(460, own, [x, y, share(ME, 1, 1, 1, 0, 455)], ME, 2, 9, 420).ledgerAtReport).to.equal(1 + 2 + 1);
   });
 });
