@@ -50,14 +50,8 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
     const least = answered > 0 || withdrawn.length > 0 || outstanding !== null ? 0 : 1;
     if (!Number.isInteger(d.count) || d.count < least || d.count > L.count) return `decisions[${i}].count: expected an integer in [${least}, ${L.count}], got ${String(d.count)}`;
     if (!Number.isInteger(d.age_ms) || d.age_ms < 0 || d.age_ms > L.ageMs) return `decisions[${i}].age_ms: expected an integer in [0, ${L.ageMs}], got ${String(d.age_ms)}`;
-    const prompts = d.prompts ?? [];
-    if (!Array.isArray(prompts) || prompts.length > d.count) return `decisions[${i}].prompts: expected at most count (${d.count}) entries, got ${Array.isArray(prompts) ? prompts.length : typeof prompts}`;
-    for (let j = 0; j < prompts.length; j++) {
-      const p = prompts[j];
-      if (!(p instanceof Uint8Array) || !isFingerprintBytes(p)) {
-        return `decisions[${i}].prompts[${j}]: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${p instanceof Uint8Array ? `${p.length} bytes` : typeof p}`;
-      }
-    }
+    const badPrompts = checkPrompts(d.prompts, d.count, `count (${d.count}) entries`);
+    if (badPrompts !== null) return `decisions[${i}].${badPrompts}`;
     // Routers without the TTFT policy's work accounting leave prefill_tokens out.
     const tokens = d.prefill_tokens ?? [];
     if (!Array.isArray(tokens) || tokens.length > d.count) return `decisions[${i}].prefill_tokens: expected at most count (${d.count}) entries, got ${Array.isArray(tokens) ? tokens.length : typeof tokens}`;
@@ -82,11 +76,19 @@ function checkOutstanding(o: Partial<WireOutstandingPrefill>): string | null {
     const v = o[field] ?? 0;
     if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) return `${field}: expected a uint32, got ${String(o[field])}`;
   }
-  const prompts = o.prompts ?? [];
   const most = Math.min(PENDING_PROMPTS_PER_SHARE, requests!);
-  if (!Array.isArray(prompts) || prompts.length > most) return `prompts: expected at most ${most} entries (requests, at most ${PENDING_PROMPTS_PER_SHARE}), got ${Array.isArray(prompts) ? prompts.length : typeof prompts}`;
-  for (let j = 0; j < prompts.length; j++) {
-    const p = prompts[j];
+  return checkPrompts(o.prompts, most, `${most} entries (requests, at most ${PENDING_PROMPTS_PER_SHARE})`);
+}
+
+/**
+ * Why a list of prompt fingerprints (pending prefixes) is malformed — `prompts` or `prompts[j]`
+ * and what was expected, at most `most` of them (`mostSays` in the message) — or null.
+ */
+function checkPrompts(prompts: readonly unknown[] | undefined | null, most: number, mostSays: string): string | null {
+  const list = prompts ?? [];
+  if (!Array.isArray(list) || list.length > most) return `prompts: expected at most ${mostSays}, got ${Array.isArray(list) ? list.length : typeof list}`;
+  for (let j = 0; j < list.length; j++) {
+    const p: unknown = list[j];
     if (!(p instanceof Uint8Array) || !isFingerprintBytes(p)) return `prompts[${j}]: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${p instanceof Uint8Array ? `${p.length} bytes` : typeof p}`;
   }
   return null;
