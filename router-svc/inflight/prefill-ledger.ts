@@ -118,6 +118,11 @@ export class PrefillLedger {
    * `beforeMs`), at least `best`.
    */
   pendingGranules(prompt: Uint32Array, best: number, beforeMs: number = Number.POSITIVE_INFINITY): number {
+    // The decision path (no claim bound) reads the values alone: no entry pairs, no lookups.
+    if (beforeMs === Number.POSITIVE_INFINITY) {
+      for (const p of this.prompts.values()) best = longerShared(prompt, p, best);
+      return best;
+    }
     for (const [id, p] of this.prompts) if (this.startOf.get(id)! < beforeMs) best = longerShared(prompt, p, best);
     return best;
   }
