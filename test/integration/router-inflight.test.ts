@@ -47,7 +47,9 @@ describe('routing.md In-flight load: two router processes do not herd', function
     routers.push(
       ...(await stack.spawnRouters(
         2,
-        ['--load_balance_policy=CAR', '--log_level=warn'],
+        // A claim waits for the directory to carry it back; the default 20 ms is within the round
+        // trip of a machine busy with the rest of the suite (the first decision then stands, unordered).
+        ['--load_balance_policy=CAR', '--log_level=warn', '--car_claim_wait_ms=1000'],
         async (r) => {
           const res = await route(r.url, true).catch(() => null);
           return res !== null && res.status === 200 && res.answer.candidates.length === 4;
