@@ -17,6 +17,12 @@ import { NO_LAST_END, type WireInflightShare, type WireOutstandingPrefill } from
 import { PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 
 export const INFLIGHT_TTL_MS = 2000;
+/**
+ * How long a router's gauge with no request left keeps its last first token there (below). An
+ * older end comes before the send of any head the TTFT policy would weigh it against, except for
+ * a request queued longer than this.
+ */
+export const LAST_END_KEEP_MS = 10_000;
 
 interface Entry {
   readonly routerId: string;
@@ -69,8 +75,8 @@ function foldGauge(o: OutstandingGauge, nowMs: number): WireOutstandingPrefill {
   if (o.headTokens > 0) {
     out.head_tokens = String(o.headTokens);
     out.head_age_ms = age(nowMs - o.headAtMs);
-    out.last_end_age_ms = Number.isNaN(o.lastEndAtMs) ? NO_LAST_END : age(nowMs - o.lastEndAtMs);
   }
+  if (o.headTokens > 0 || o.requests === 0) out.last_end_age_ms = Number.isNaN(o.lastEndAtMs) ? NO_LAST_END : age(nowMs - o.lastEndAtMs);
   if (o.prompts.length > 0) out.prompts = o.prompts as Buffer[];
   return out;
 }
@@ -94,6 +100,15 @@ class InstanceInflight {
     let i = this.entries.length;
     while (i > 0 && this.entries[i - 1]!.atMs > e.atMs) i--;
     this.entries.splice(i, 0, e);
+  }
+
+  /** Drops the gauges with no request whose last first token came before `limitMs`; true when any went. */
+  dropIdleGaugesBefore(limitMs: number): boolean {
+    let dropped = false;
+    for (const [routerId, o] of this.outstanding) {
+      if (o.requests === 0 && !(o.lastEndAtMs >= limitMs)) dropped = this.outstanding.delete(routerId) || dropped;
+    }
+    return dropped;
   }
 
   /** Ends up to `n` of `routerId`'s decisions, oldest first; true when any ended. */
@@ -279,16 +294,23 @@ export class InflightTable {
 
   /**
    * `routerId`'s outstanding-prefill gauge for `instanceName`: its proxied requests there before
-   * their first token and their prefill tokens, now (0 requests clears it), with its head and last
-   * end dated on this table's clock from the ages the router sent. Not ended by load reports or
-   * the TTL: the router clears it, or its stream's end does (routerGone).
+   * their first token and their prefill tokens, now, with its head and last end dated on this
+   * table's clock from the ages the router sent. Not ended by load reports or the TTL: the router
+   * clears it, or its stream's end does (routerGone). A gauge of 0 requests clears it unless it
+   * carries the router's last first token there: the other replicas' TTFT policies date the
+   * engine's progress on the next head from it (the engine was busy with this router's request
+   * until then), so it stays, with no request, LAST_END_KEEP_MS.
    */
   setOutstanding(routerId: string, instanceName: string, gauge: WireOutstandingPrefill): void {
     const tokens = Number(gauge.tokens);
     const requests = gauge.requests;
     let inst = this.byInstance.get(instanceName);
-    if (requests <= 0) {
+    const lastEndAge = gauge.last_end_age_ms ?? NO_LAST_END;
+    if (requests <= 0 && lastEndAge === NO_LAST_END) {
       if (inst === undefined || !inst.outstanding.delete(routerId)) return;
+    } else if (requests <= 0) {
+      if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
+      inst.outstanding.set(routerId, { tokens: 0, requests: 0, headTokens: 0, headAtMs: Number.NaN, lastEndAtMs: this.clock() - lastEndAge, prompts: NO_PROMPTS });
     } else {
       if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
       const headTokens = Number(gauge.head_tokens ?? 0);
@@ -296,7 +318,6 @@ export class InflightTable {
       // A repeat of a gauge without a head changes nothing (one with a head re-dates it).
       if (headTokens === 0 && (gauge.prompts ?? NO_PROMPTS).length === 0 && o !== undefined && o.headTokens === 0 && o.prompts.length === 0 && o.tokens === tokens && o.requests === requests) return;
       const now = this.clock();
-      const lastEndAge = gauge.last_end_age_ms ?? NO_LAST_END;
       inst.outstanding.set(routerId, {
         tokens,
         requests,
@@ -327,9 +348,12 @@ export class InflightTable {
     this.lastReportAt.delete(instanceName);
   }
 
-  /** Ends entries older than the TTL. */
+  /** Ends entries older than the TTL, and forgets last first tokens older than LAST_END_KEEP_MS. */
   expire(nowMs: number): void {
-    for (const [name, inst] of this.byInstance) if (inst.dropBefore(nowMs - this.ttlMs, true)) this.changed(name, inst);
+    for (const [name, inst] of this.byInstance) {
+      const ended = inst.dropBefore(nowMs - this.ttlMs, true);
+      if (inst.dropIdleGaugesBefore(nowMs - LAST_END_KEEP_MS) || ended) this.changed(name, inst);
+    }
   }
 
   /** True when some entry is alive (the owner's expiry timer can idle otherwise). */

@@ -155,10 +155,11 @@ export class PrefillLedger {
     this.sentTokens = this.total;
     this.sentHeadMs = head;
     const gauge: WireOutstandingPrefill = { tokens: String(Math.round(this.total)), requests: this.tokensOf.size };
+    // With no request left the last first token still goes: the engine's next head started then.
+    gauge.last_end_age_ms = this.lastEndMs === Number.NEGATIVE_INFINITY ? NO_LAST_END : wireAge(nowMs - this.lastEndMs);
     if (this.tokensOf.size > 0) {
       gauge.head_tokens = String(Math.round(this.headTokens));
       gauge.head_age_ms = wireAge(nowMs - head);
-      gauge.last_end_age_ms = this.lastEndMs === Number.NEGATIVE_INFINITY ? NO_LAST_END : wireAge(nowMs - this.lastEndMs);
       const prompts = this.newestPrompts();
       if (prompts.length > 0) gauge.prompts = prompts;
     }

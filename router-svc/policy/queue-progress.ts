@@ -71,7 +71,10 @@ export class EngineProgress {
     let unheadedTokens = 0;
     for (let i = 0; i < shares.length; i++) {
       const s = shares[i]!;
-      if (s.routerId === routerId || s.outstandingRequests === 0) continue;
+      if (s.routerId === routerId) continue;
+      // A replica with nothing left there still says when the engine last finished one of its requests.
+      if (s.lastEndMs > lastEnd) lastEnd = s.lastEndMs;
+      if (s.outstandingRequests === 0) continue;
       if (s.headTokens === 0) {
         unheadedTokens += s.outstandingTokens;
         continue;
@@ -80,7 +83,6 @@ export class EngineProgress {
         headStart = s.headStartMs;
         headTokens = s.headTokens;
       }
-      if (s.lastEndMs > lastEnd) lastEnd = s.lastEndMs;
     }
     if (this.unheaded > 0) {
       if (this.unheadedSinceMs < headStart) {

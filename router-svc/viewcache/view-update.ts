@@ -329,7 +329,8 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
       outstandingTokens,
       headTokens: head ? headTokens : 0,
       headStartMs: head ? receivedAtMs - headAge : Number.POSITIVE_INFINITY,
-      lastEndMs: head && lastEndAge !== NO_LAST_END ? receivedAtMs - lastEndAge : Number.NEGATIVE_INFINITY,
+      // A gauge with no request left still carries its last first token (a newer directory keeps it).
+      lastEndMs: (head || (o !== null && outstandingRequests === 0)) && lastEndAge !== NO_LAST_END ? receivedAtMs - lastEndAge : Number.NEGATIVE_INFINITY,
       outstandingPrompts: o === null ? NO_PROMPTS : ledgerPrompts(name, router, o.prompts, outstandingRequests),
     };
   });

@@ -149,7 +149,8 @@ describe('routing.md In-flight load (router)', () => {
     // A load report does not end a ledger entry: only the first token or the answer does.
     expect(inflight.ownOutstandingRequests(view.instance('a:1')!)).to.equal(1);
     first.answered();
-    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 0, age_ms: 0, outstanding_prefill: { tokens: '0', requests: 0 } }]);
+    // The emptied gauge still says when its last first token came (just now).
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 0, age_ms: 0, outstanding_prefill: { tokens: '0', requests: 0, last_end_age_ms: 0 } }]);
     expect(inflight.drainReport()).to.equal(null);
   });
 

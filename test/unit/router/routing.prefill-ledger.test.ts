@@ -84,7 +84,8 @@ describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
     l.end(1, 40);
     expect(l.takeChange(45)).to.deep.equal({ tokens: '70', requests: 1, head_tokens: '70', head_age_ms: 15, last_end_age_ms: 5 });
     l.end(3, 50);
-    expect(l.takeChange(50)).to.deep.equal({ tokens: '0', requests: 0 });
+    // Emptied, it still says when its last first token came: the engine's next head started then.
+    expect(l.takeChange(52)).to.deep.equal({ tokens: '0', requests: 0, last_end_age_ms: 2 });
   });
 
   it('TT17 the gauge carries the newest entries\' prompt fingerprints (at most 8, oldest first), for the other replicas\' pending credit', () => {
@@ -108,6 +109,21 @@ describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
     // This router's own share coming back is skipped; a stale view gives none.
     expect(e.workedOff(null, [share(ME, 1, 10, 10, 0, Number.NEGATIVE_INFINITY)], ME, 400, 1)).to.equal(0);
     expect(e.workedOff(own, NO_SHARES, ME, 400, 1)).to.equal(100);
+  });
+
+  it("TT15 a replica whose ledger there emptied still dates the next head: busy with it only since that replica's last first token", () => {
+    const own = new PrefillLedger();
+    // This router's request was sent at 100 and waited behind router-x's, answered at 700.
+    own.start(1, 5000, null, 100);
+    const e = new EngineProgress();
+    e.see(800, own, NO_SHARES, ME, 0, 1, 0);
+    // Without x's last end the engine would count as busy with the head since 100: 700 tokens.
+    expect(e.workedOff(own, NO_SHARES, ME, 800, 1)).to.equal(700);
+    // x has no request left there; its share still carries the end at 700: 100 tokens.
+    const x = share('router-x', 0, 0, 0, 0, 700);
+    expect(e.workedOff(own, [x], ME, 800, 1)).to.equal(100);
+    // And it counts as having answered one a report made before 700 counted.
+    expect(e.see(810, own, [x], ME, 0, 2, 650).ledgerAtReport).to.equal(1 + 0 + 1);
   });
 
   it("TT14 an older replica's ledger without a head: its head starts when its count is first seen above 0, a fall is a first token, its mean is its size", () => {

@@ -383,6 +383,8 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     expect(decoded(gauge({ tokens: '3000', requests: 2, head_tokens: '1000', head_age_ms: 300, last_end_age_ms: NO_LAST_END }))).to.include({ lastEndMs: Number.NEGATIVE_INFINITY });
     // From an older router: no head.
     expect(decoded(gauge({ tokens: '3000', requests: 2 }))).to.include({ headTokens: 0, headStartMs: Number.POSITIVE_INFINITY, lastEndMs: Number.NEGATIVE_INFINITY });
+    // A ledger emptied there: no head, its last first token still dated.
+    expect(decoded(gauge({ tokens: '0', requests: 0, last_end_age_ms: 70 }))).to.include({ outstandingRequests: 0, headTokens: 0, headStartMs: Number.POSITIVE_INFINITY, lastEndMs: 4930 });
     expect(() => decoded(gauge({ tokens: '30', requests: 1, head_tokens: '31', head_age_ms: 0, last_end_age_ms: 0 }))).to.throw(/expected head_tokens in \[0, tokens\]/);
     // TT17: its prompts, at most one per request.
     const fp = Buffer.from([7, 0, 0, 0, 9, 0, 0, 0]);

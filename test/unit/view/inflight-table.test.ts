@@ -8,7 +8,7 @@ import { expect } from 'chai';
 import type { InstanceRegistration } from '../../../directory-svc/discovery/instance-json.js';
 import { checkInflightReport } from '../../../directory-svc/grpc/inflight-handler.js';
 import { InflightService } from '../../../directory-svc/inflight/inflight-service.js';
-import { INFLIGHT_TTL_MS, InflightTable } from '../../../directory-svc/inflight/inflight-table.js';
+import { INFLIGHT_TTL_MS, InflightTable, LAST_END_KEEP_MS } from '../../../directory-svc/inflight/inflight-table.js';
 import { MAX_PROMPT_GRANULES, PENDING_PROMPTS_PER_SHARE } from '../../../shared/keys/prompt-fingerprint.js';
 import { ViewPublisher } from '../../../directory-svc/view/view-publisher.js';
 import type { ViewSink } from '../../../directory-svc/view/view-watcher.js';
@@ -248,6 +248,30 @@ describe('routing.md In-flight load (directory)', () => {
       expect(t.sharesOf('a')[0]!.outstanding_prefill).to.include({ head_age_ms: 10, last_end_age_ms: NO_LAST_END });
       t.setOutstanding('r1', 'a', { tokens: '3000', requests: 2 });
       expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '3000', requests: 2 });
+    });
+
+    it(`TT15 a gauge emptied with its last first token stays with no request, dated as ages, ${LAST_END_KEEP_MS} ms; without one it clears`, () => {
+      let now = 1000;
+      const t = new InflightTable(undefined, () => now);
+      t.setOutstanding('r1', 'a', { tokens: '3000', requests: 1, head_tokens: '3000', head_age_ms: 300, last_end_age_ms: NO_LAST_END });
+      t.setOutstanding('r1', 'a', { tokens: '0', requests: 0, last_end_age_ms: 20 });
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r1', count: 0, prompts: [], prompt_seqs: [], outstanding_prefill: { tokens: '0', requests: 0, last_end_age_ms: 20 } }]);
+      now = 1100;
+      t.report('r2', 'a', 1, 1100, 1100);
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '0', requests: 0, last_end_age_ms: 120 });
+      // Load reports and the TTL leave it; LAST_END_KEEP_MS after that first token it goes.
+      t.loadReported('a', 1200);
+      t.expire(980 + LAST_END_KEEP_MS - 1);
+      expect(t.sharesOf('a').map((s) => s.router_id)).to.deep.equal(['r1']);
+      t.expire(980 + LAST_END_KEEP_MS + 1);
+      expect(t.sharesOf('a')).to.deep.equal([]);
+      expect(t.active).to.equal(false);
+      // A new request replaces it; emptied with no first token ever seen, it clears at once.
+      t.setOutstanding('r1', 'b', { tokens: '0', requests: 0, last_end_age_ms: 0 });
+      t.setOutstanding('r1', 'b', { tokens: '10', requests: 1, head_tokens: '10', head_age_ms: 0, last_end_age_ms: 5 });
+      expect(t.sharesOf('b')[0]!.outstanding_prefill).to.include({ requests: 1, last_end_age_ms: 5 });
+      t.setOutstanding('r1', 'b', { tokens: '0', requests: 0, last_end_age_ms: NO_LAST_END });
+      expect(t.sharesOf('b')).to.deep.equal([]);
     });
 
     it('TT17 a gauge\'s prompts are relayed with it, and replaced or cleared with it', () => {
