@@ -71,7 +71,7 @@ export const ROUTER_FLAGS = {
   },
   ttft_work_slack: {
     type: 'float',
-    default: 0.5,
+    default: 1,
     min: 0,
     max: 1,
     help: 'TTFT: among the instances predicted within this fraction of the soonest first token, the one with the least prefill work to do wins (a cached prefix over a recompute)',

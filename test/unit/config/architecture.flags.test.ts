@@ -289,7 +289,7 @@ describe('architecture.md flags: router-svc table', () => {
       ttftPriorSamples: 8,
       ttftThroughputWindow: 64,
       ttftHostTokenCost: 0.25,
-      ttftWorkSlack: 0.5,
+      ttftWorkSlack: 1,
       internalApiToken: '',
       grpcTlsCa: '',
       grpcTlsCert: '',
