@@ -13,7 +13,7 @@
  * Pure: time comes in as arguments; `onChange` names each instance whose shares changed.
  */
 import { performance } from 'node:perf_hooks';
-import { NO_LAST_END, type WireInflightShare, type WireOutstandingPrefill } from '../../shared/view/view-wire.js';
+import { carriesLastEnd, NO_LAST_END, type WireInflightShare, type WireOutstandingPrefill } from '../../shared/view/view-wire.js';
 import { PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 
 export const INFLIGHT_TTL_MS = 2000;
@@ -76,7 +76,7 @@ function foldGauge(o: OutstandingGauge, nowMs: number): WireOutstandingPrefill {
     out.head_tokens = String(o.headTokens);
     out.head_age_ms = age(nowMs - o.headAtMs);
   }
-  if (o.headTokens > 0 || o.requests === 0) out.last_end_age_ms = Number.isNaN(o.lastEndAtMs) ? NO_LAST_END : age(nowMs - o.lastEndAtMs);
+  if (carriesLastEnd(o.headTokens, o.requests)) out.last_end_age_ms = Number.isNaN(o.lastEndAtMs) ? NO_LAST_END : age(nowMs - o.lastEndAtMs);
   if (o.prompts.length > 0) out.prompts = o.prompts as Buffer[];
   return out;
 }
@@ -106,7 +106,7 @@ class InstanceInflight {
   dropIdleGaugesBefore(limitMs: number): boolean {
     let dropped = false;
     for (const [routerId, o] of this.outstanding) {
-      if (o.requests === 0 && !(o.lastEndAtMs >= limitMs)) dropped = this.outstanding.delete(routerId) || dropped;
+      if (o.requests === 0 && o.lastEndAtMs < limitMs) dropped = this.outstanding.delete(routerId) || dropped;
     }
     return dropped;
   }
@@ -306,25 +306,25 @@ export class InflightTable {
     const requests = gauge.requests;
     let inst = this.byInstance.get(instanceName);
     const lastEndAge = gauge.last_end_age_ms ?? NO_LAST_END;
-    if (requests <= 0 && lastEndAge === NO_LAST_END) {
+    // No request left: only its last first token, if it has one, stays.
+    const idle = requests <= 0;
+    if (idle && lastEndAge === NO_LAST_END) {
       if (inst === undefined || !inst.outstanding.delete(routerId)) return;
-    } else if (requests <= 0) {
-      if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
-      inst.outstanding.set(routerId, { tokens: 0, requests: 0, headTokens: 0, headAtMs: Number.NaN, lastEndAtMs: this.clock() - lastEndAge, prompts: NO_PROMPTS });
     } else {
       if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
-      const headTokens = Number(gauge.head_tokens ?? 0);
+      const headTokens = idle ? 0 : Number(gauge.head_tokens ?? 0);
+      const dated = carriesLastEnd(headTokens, requests);
       const o = inst.outstanding.get(routerId);
-      // A repeat of a gauge without a head changes nothing (one with a head re-dates it).
-      if (headTokens === 0 && (gauge.prompts ?? NO_PROMPTS).length === 0 && o !== undefined && o.headTokens === 0 && o.prompts.length === 0 && o.tokens === tokens && o.requests === requests) return;
+      // A repeat of a gauge that carries no time and no prompt changes nothing (one with a time re-dates it).
+      if (!dated && (gauge.prompts ?? NO_PROMPTS).length === 0 && o !== undefined && o.headTokens === 0 && o.prompts.length === 0 && o.tokens === tokens && o.requests === requests) return;
       const now = this.clock();
       inst.outstanding.set(routerId, {
-        tokens,
+        tokens: idle ? 0 : tokens,
         requests,
         headTokens,
         headAtMs: headTokens > 0 ? now - (gauge.head_age_ms ?? 0) : Number.NaN,
-        lastEndAtMs: headTokens > 0 && lastEndAge !== NO_LAST_END ? now - lastEndAge : Number.NaN,
-        prompts: gauge.prompts ?? NO_PROMPTS,
+        lastEndAtMs: dated && lastEndAge !== NO_LAST_END ? now - lastEndAge : Number.NaN,
+        prompts: idle ? NO_PROMPTS : (gauge.prompts ?? NO_PROMPTS),
       });
     }
     this.changed(instanceName, inst);

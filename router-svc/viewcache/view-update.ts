@@ -18,7 +18,7 @@ import { ViewProtocolError } from './view-errors.js';
 import type { StreamIdentity } from '../../shared/keys/stream-key.js';
 import type { ServedModel, ServedModelList } from '../../shared/view/served-models.js';
 import { ENGINE_KINDS, type EngineKind } from '../../shared/config/engine-kind.js';
-import { NO_LAST_END, type WireServedModels } from '../../shared/view/view-wire.js';
+import { carriesLastEnd, NO_LAST_END, type WireServedModels } from '../../shared/view/view-wire.js';
 import { performance } from 'node:perf_hooks';
 
 export type InstanceType = 'DEFAULT' | 'PREFILL' | 'DECODE' | 'MIX';
@@ -330,7 +330,7 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
       headTokens: head ? headTokens : 0,
       headStartMs: head ? receivedAtMs - headAge : Number.POSITIVE_INFINITY,
       // A gauge with no request left still carries its last first token (a newer directory keeps it).
-      lastEndMs: (head || (o !== null && outstandingRequests === 0)) && lastEndAge !== NO_LAST_END ? receivedAtMs - lastEndAge : Number.NEGATIVE_INFINITY,
+      lastEndMs: carriesLastEnd(headTokens, outstandingRequests) && lastEndAge !== NO_LAST_END ? receivedAtMs - lastEndAge : Number.NEGATIVE_INFINITY,
       outstandingPrompts: o === null ? NO_PROMPTS : ledgerPrompts(name, router, o.prompts, outstandingRequests),
     };
   });

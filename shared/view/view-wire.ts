@@ -94,6 +94,16 @@ export interface WireOutstandingPrefill {
 /** `last_end_age_ms` when no first token was seen (the uint32 maximum). */
 export const NO_LAST_END = 0xffffffff;
 
+/**
+ * Whether a gauge's `last_end_age_ms` means anything: with a head (the engine has worked on it
+ * since the later of its send and that end), or with no request left (the engine's next head,
+ * another router's, was worked on only since then). One rule for the router that sends it, the
+ * directory that keeps and relays it, and the routers that read it.
+ */
+export function carriesLastEnd(headTokens: number, requests: number): boolean {
+  return headTokens > 0 || requests <= 0;
+}
+
 export interface WireViewStream {
   stream_id: number;
   instance_name: string;
