@@ -31,10 +31,9 @@ export interface ChaosOptions {
   /** Fault duration before the healing action. */
   readonly holdMs: number;
   /**
-   * SIGSTOP length. Kept under the engines' 3 s lease TTL: a longer stop loses the lease, and the
-   * simulator does not register again, so the instance stays out of
-   * etcd; the old directory keeps it as LEASE_LOST while heartbeats come, a restarted one never
-   * learns it.
+   * SIGSTOP length. Kept under the engines' 3 s lease TTL so the fault is a stop, not a lease loss;
+   * on a slow machine the lease may still run out, and the engine then registers again under the
+   * same incarnation (engine-control.ts), which the directory_kill9_restart after it relies on.
    */
   readonly pauseMs: number;
   /** Steady load before each fault (and the baseline's length). */

@@ -121,6 +121,26 @@ describe('discovery.md Instance states (real etcd)', function () {
     expect(svc!.instance(engine.name)!.generation).to.equal(generation);
   });
 
+  it('a lease etcd ends on its own (expired while the engine was stopped, or revoked from outside): the engine writes its key again under the same incarnation, ACTIVE with its index kept', async () => {
+    await startDirectory({ leaseLostHeartbeatTimeoutMs: 5000 });
+    const engine = await startEngine();
+    await waitFor(() => svc!.instance(engine.name)?.routingCandidate, 15000, 'registered');
+    const generation = svc!.instance(engine.name)!.generation;
+    raw = new Etcd3({ hosts: etcd.clientUrl });
+    const { leases } = await raw.leaseClient.leaseLeases();
+    expect(leases).to.have.length(1);
+    await raw.leaseClient.leaseRevoke({ ID: leases[0]!.ID });
+    expect(await raw.get(engine.key).string()).to.equal(null);
+    // The engine learns it at its next keep-alive and registers again: a new lease, same incarnation.
+    await waitFor(async () => (await raw!.get(engine.key).string()) !== null, 15000, 'key written again');
+    const value = JSON.parse((await raw.get(engine.key).string())!) as { incarnation_id: string };
+    expect(value.incarnation_id).to.equal(engine.incarnationId);
+    const after = await raw.leaseClient.leaseLeases();
+    expect(after.leases.map((l) => String(l.ID))).to.not.include(String(leases[0]!.ID));
+    await waitFor(() => state(engine.name) === 'ACTIVE', 15000, 'ACTIVE again');
+    expect(svc!.instance(engine.name)!.generation).to.equal(generation);
+  });
+
   it('lease expiry with a dead engine: SUSPECT (not schedulable), then removed after the detect interval', async () => {
     await startDirectory();
     const engine = await startEngine();

@@ -10,6 +10,12 @@
  *   restart()     a new process on the same address: new incarnation, new lease (→ replacement)
  *   reregister()  the same process writes its key again (same incarnation: a refresh)
  *   pauseHeartbeats() heartbeats stop while everything else goes on (a hung engine)
+ *
+ * A lease etcd ends on its own (it expired while the process was stopped or etcd unreachable, or
+ * someone revoked it) is re-granted and the key written again under the same incarnation, every
+ * LEASE_RETRY_MS until it takes, as a long-running engine must: otherwise the instance stays
+ * LEASE_LOST in the directory that saw it and a directory started later never learns it.
+ * loseLease() revokes on purpose and does not come back.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -27,6 +33,9 @@ export type EngineRole = 'PREFILL' | 'DECODE';
 export interface EngineHttpRoutes {
   handle(req: IncomingMessage, res: ServerResponse): boolean;
 }
+
+/** Pause between attempts to register again after etcd ended the lease. */
+const LEASE_RETRY_MS = 500;
 
 const TYPE_NUMBER: Readonly<Record<EngineType, number>> = { DEFAULT: 0, PREFILL: 1, DECODE: 2, MIX: 3 };
 
@@ -82,6 +91,7 @@ export class EngineControl {
   private heartbeatsSent = 0;
   private lastStatus: number | null = null;
   private closed = false;
+  private leaseRetryTimer: NodeJS.Timeout | null = null;
 
   private constructor(private readonly opts: EngineControlOptions) {
     this.log = opts.logger ?? silentLogger;
@@ -189,6 +199,7 @@ export class EngineControl {
    */
   async kill(): Promise<void> {
     this.stopHeartbeats();
+    this.stopLeaseRetry();
     if (this.lease !== null) {
       this.lease.removeAllListeners();
       this.lease.release();
@@ -212,6 +223,7 @@ export class EngineControl {
     if (this.closed) return;
     this.closed = true;
     this.stopHeartbeats();
+    this.stopLeaseRetry();
     const lease = this.lease;
     this.lease = null;
     if (lease !== null) {
@@ -234,7 +246,7 @@ export class EngineControl {
     if (this.client === null) throw new Error('engine control is not running');
     if (this.lease === null) {
       const lease = this.client.lease(this.opts.leaseTtlS ?? 3);
-      lease.on('lost', (err) => this.log.warn({ err: err.message, instance: this.name }, 'engine lease lost'));
+      lease.on('lost', (err) => this.onLeaseLost(lease, err));
       this.lease = lease;
     }
     // rpc_address is required by the schema but unused by the directory; the simulator has no
@@ -249,7 +261,42 @@ export class EngineControl {
       backend_type: this.opts.backendType ?? 'xllm',
       ...modelsField(this.opts.servedModels?.() ?? null),
     };
-    await this.lease.put(this.key).value(JSON.stringify(value));
+    const lease = this.lease;
+    try {
+      await lease.put(this.key).value(JSON.stringify(value));
+    } catch (e) {
+      // The next attempt starts from a fresh lease: this one may have died with etcd.
+      if (this.lease === lease) {
+        lease.removeAllListeners();
+        lease.release();
+        this.lease = null;
+      }
+      throw e;
+    }
+  }
+
+  /** etcd ended the current lease (not loseLease's revoke, which drops it first): register again. */
+  private onLeaseLost(lease: Lease, err: Error): void {
+    if (lease !== this.lease) return;
+    this.log.warn({ err: err.message, instance: this.name }, 'engine lease lost; registering again');
+    this.lease = null;
+    this.retryRegister();
+  }
+
+  private retryRegister(): void {
+    if (this.closed || this.client === null || this.leaseRetryTimer !== null) return;
+    this.register().catch((e: unknown) => {
+      this.log.warn({ err: e instanceof Error ? e.message : String(e), instance: this.name }, 'engine registration failed; retrying');
+      this.leaseRetryTimer = setTimeout(() => {
+        this.leaseRetryTimer = null;
+        this.retryRegister();
+      }, LEASE_RETRY_MS);
+    });
+  }
+
+  private stopLeaseRetry(): void {
+    if (this.leaseRetryTimer !== null) clearTimeout(this.leaseRetryTimer);
+    this.leaseRetryTimer = null;
   }
 
   private startHeartbeats(): void {
