@@ -82,15 +82,17 @@ describe('chaos: stale-credit monitor, against a scripted engine and router', fu
 describe('chaos (short form): faults under a steady two-router workload, every reported hit checked against the engines', function () {
   this.timeout(6 * 60 * 1000);
   let report: ChaosReport;
+  /** The run's log (faults, rows, and the services' last lines when a fault does not recover). */
+  const log: string[] = [];
 
   before(async () => {
-    report = await runChaos({ ...SHORT_CHAOS, log: () => undefined });
+    report = await runChaos({ ...SHORT_CHAOS, log: (line) => log.push(line) });
     console.log(`${report.rows.map((r) => JSON.stringify(r)).join('\n')}\n\n${chaosMarkdown(report.rows)}\n`);
   });
 
   it('every fault was injected and recovered (all streams synchronized, fresh prompts credited exactly in both routers)', () => {
     expect(report.rows.map((r) => r.fault)).to.deep.equal(['baseline', 'engine_kill9_restart', 'vllm_engine_kill9_restart', 'engine_sigstop', 'directory_kill9_restart', 'router_kill9_restart', 'etcd_kill9_restart', 'stream_fill']);
-    for (const r of report.rows) expect(r.recovery_s, r.fault).to.not.equal(null);
+    for (const r of report.rows) expect(r.recovery_s, `${r.fault}\n${log.join('\n')}`).to.not.equal(null);
   });
 
   it('zero seconds of stale credit in every fault, with the monitor checking credited hits throughout', () => {
