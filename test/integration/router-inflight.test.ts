@@ -113,7 +113,7 @@ describe('routing.md In-flight load: two router processes do not herd', function
     expect(others.map((k) => k.pending_hit_tokens)).to.deep.equal([0, 0, 0]);
   });
 
-  it('claim order: two cold requests of one new prefix sent to both routers at once land on one engine', async () => {
+  it('claim order: two cold requests of one new prefix sent to both routers at once land on one engine', async function () {
     const [r1, r2] = routers as [(typeof routers)[0], (typeof routers)[0]];
     // Each router must have seen the other's in-flight share (claims are ordered only among replicas).
     await route(r1.url, false);
@@ -127,8 +127,16 @@ describe('routing.md In-flight load: two router processes do not herd', function
     }
     // Pairs of new prefixes, both halves at once: both cold, each router's first choice is its own
     // (ties rotate from each router's id); the later claim in the directory's order follows the earlier.
+    // On a loaded machine the second half may be decided after the first's claim reached its view:
+    // then it is warm (pending credit on the first's instance), follows it without waiting, and
+    // lands on the same engine too. Either way each half is an ordered claim or such a follower.
     const placements: string[] = [];
-    for (let k = 0; k < 5; k++) {
+    const ordered = (a: RouteAnswer): boolean => (a.claim_order?.claim_seq ?? -1) >= 0;
+    const followed = (a: RouteAnswer): boolean => a.claim_order === undefined && (a.candidates.find((c) => c.instance_name === a.prefill.name && c.role === 'prefill')?.pending_hit_tokens ?? 0) > 0;
+    let bothOrdered = 0;
+    // Five pairs, more (up to PAIRS) until two were decided cold on both routers at once.
+    const PAIRS = 10;
+    for (let k = 0; k < PAIRS && (k < 5 || bothOrdered < 2); k++) {
       // From idle queues: the previous pair's decisions (never answered, /v1/route) hold their
       // instance for the in-flight TTL, and a claim that moves for that load while the other
       // replica follows its first placement is the crossing docs/design/decisions.md records as a
@@ -144,10 +152,15 @@ describe('routing.md In-flight load: two router processes do not herd', function
       const [x, y] = await Promise.all([route(r1.url, false, prompt), route(r2.url, false, prompt)]);
       expect(x.status).to.equal(200);
       expect(y.status).to.equal(200);
-      placements.push(`${x.answer.prefill.name}/${y.answer.prefill.name} moved ${x.answer.claim_order?.moved_from ?? '-'}/${y.answer.claim_order?.moved_from ?? '-'}`);
-      expect(x.answer.claim_order?.claim_seq, placements.join('; ')).to.be.at.least(0);
-      expect(y.answer.claim_order?.claim_seq, placements.join('; ')).to.be.at.least(0);
+      const how = (a: RouteAnswer): string => (a.claim_order === undefined ? 'warm' : (a.claim_order.moved_from ?? '-'));
+      placements.push(`${x.answer.prefill.name}/${y.answer.prefill.name} moved ${how(x.answer)}/${how(y.answer)}`);
+      for (const a of [x.answer, y.answer]) expect(ordered(a) || followed(a), `${placements.join('; ')}: ${JSON.stringify(a.claim_order ?? null)}`).to.equal(true);
+      if (ordered(x.answer) && ordered(y.answer)) bothOrdered++;
       expect(x.answer.prefill.name, placements.join('; ')).to.equal(y.answer.prefill.name);
     }
+    // Every pair landed on one engine. If no pair was decided cold on both routers at once (each
+    // second half already warm: a machine so loaded that the relay beat the second router), the
+    // ordering itself was not exercised, and the test says so rather than pass.
+    if (bothOrdered === 0) this.skip();
   });
 });
