@@ -183,9 +183,7 @@ export class EngineControl {
 
   /** The lease is revoked (key deleted) while /health and heartbeats carry on. */
   async loseLease(): Promise<void> {
-    const lease = this.lease;
-    this.lease = null;
-    if (lease !== null) await lease.revoke();
+    await this.dropLease()?.revoke();
   }
 
   /** Writes the key again under the current incarnation (a new lease if the old one is gone). */
@@ -200,11 +198,7 @@ export class EngineControl {
   async kill(): Promise<void> {
     this.stopHeartbeats();
     this.stopLeaseRetry();
-    if (this.lease !== null) {
-      this.lease.removeAllListeners();
-      this.lease.release();
-      this.lease = null;
-    }
+    this.dropLease()?.release();
     this.client?.close();
     this.client = null;
     await this.stopHealth();
@@ -224,12 +218,7 @@ export class EngineControl {
     this.closed = true;
     this.stopHeartbeats();
     this.stopLeaseRetry();
-    const lease = this.lease;
-    this.lease = null;
-    if (lease !== null) {
-      lease.removeAllListeners();
-      await lease.revoke().catch(() => undefined);
-    }
+    await this.dropLease()?.revoke().catch(() => undefined);
     this.client?.close();
     this.client = null;
     await this.stopHealth();
@@ -266,13 +255,17 @@ export class EngineControl {
       await lease.put(this.key).value(JSON.stringify(value));
     } catch (e) {
       // The next attempt starts from a fresh lease: this one may have died with etcd.
-      if (this.lease === lease) {
-        lease.removeAllListeners();
-        lease.release();
-        this.lease = null;
-      }
+      if (this.lease === lease) this.dropLease()!.release();
       throw e;
     }
+  }
+
+  /** The current lease, no longer this engine's and deaf to its events (the caller releases or revokes it); null when none. */
+  private dropLease(): Lease | null {
+    const lease = this.lease;
+    this.lease = null;
+    lease?.removeAllListeners();
+    return lease;
   }
 
   /** etcd ended the current lease (not loseLease's revoke, which drops it first): register again. */
