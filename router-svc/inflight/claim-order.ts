@@ -76,7 +76,7 @@ export class ClaimOrder {
       this.otherRouterSeenAt = mono;
       inflight.sawOtherRouter = false;
     }
-    if (prompt === null || prompt.length === 0 || decision.policy !== 'CAR') return false;
+    if (prompt === null || prompt.length === 0 || (decision.policy !== 'CAR' && decision.policy !== 'TTFT')) return false;
     if (mono - this.otherRouterSeenAt > OTHER_ROUTER_WINDOW_MS || this.opts.view.isStale(nowMs)) return false;
     for (const c of decision.candidates) if (c.role === 'prefill' && c.hit_tokens > 0) return false;
     return true;

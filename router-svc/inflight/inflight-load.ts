@@ -158,12 +158,12 @@ class DecisionRing {
   }
 
   /** Prefill tokens of the counted entries (after `live`) that carry them. */
-  liveTokens(): number {
+  liveTokens(beforeMs: number = Number.POSITIVE_INFINITY): number {
     const mask = this.at.length - 1;
     let sum = 0;
     for (let k = 0; k < this.size; k++) {
       const i = (this.head + k) & mask;
-      if (this.done[i] === 0 && this.tokens[i]! > 0) sum += this.tokens[i]!;
+      if (this.done[i] === 0 && this.tokens[i]! > 0 && this.at[i]! < beforeMs) sum += this.tokens[i]!;
     }
     return sum;
   }
@@ -351,19 +351,31 @@ export class InflightLoad {
     return best;
   }
 
-  /** The other replicas' ledgers for `inst` as the view carries them (none on a stale view). */
+  /**
+   * The other replicas' ledgers for `inst` as the view carries them (none on a stale view). While
+   * a claim is re-decided, less each ledger's decisions the directory ordered after the claim (a
+   * gauge carries no order; its requests in flight do), each at its ledger's mean tokens.
+   */
   otherOutstandingRequests(inst: RouterInstance, viewStale: boolean): number {
     if (viewStale) return 0;
     let n = 0;
-    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += s.outstandingRequests;
+    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += s.outstandingRequests - this.orderedAfter(s);
     return n;
   }
 
   otherOutstandingTokens(inst: RouterInstance, viewStale: boolean): number {
     if (viewStale) return 0;
     let n = 0;
-    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += s.outstandingTokens;
+    for (const s of inst.inflight) {
+      if (s.routerId === this.routerId || s.outstandingRequests === 0) continue;
+      n += (s.outstandingTokens * (s.outstandingRequests - this.orderedAfter(s))) / s.outstandingRequests;
+    }
     return n;
+  }
+
+  /** Of a share's ledger requests, those ordered after the claim being re-decided (0 outside one). */
+  private orderedAfter(s: RouterInstance['inflight'][number]): number {
+    return this.orderBound === null ? 0 : Math.min(s.outstandingRequests, laterThan(s.seqs, this.orderBound.seq));
   }
 
   private ringOf(name: string): DecisionRing {
@@ -410,17 +422,19 @@ export class InflightLoad {
 
   /**
    * The prefill tokens of this router's decisions for `inst` that no load report reflects yet
-   * (call after `own`, which ends the ones that are over).
+   * (call after `own`, which ends the ones that are over); while a claim is re-decided, those made
+   * before it (its own decision is not ahead of itself).
    */
   ownPrefillTokens(inst: RouterInstance): number {
     const ring = this.rings.get(inst.name);
-    return ring === undefined ? 0 : ring.liveTokens();
+    return ring === undefined ? 0 : ring.liveTokens(this.orderBound === null ? Number.POSITIVE_INFINITY : this.orderBound.ownBeforeMs);
   }
 
   /**
    * The prefill tokens of the other routers' decisions for `inst` as the view carries them (none
    * on a stale view): their known tokens, plus `perUnknown` for each decision reported without
-   * any (an older router, or one whose policy predicts none).
+   * any (an older router, or one whose policy predicts none). While a claim is re-decided, those
+   * ordered before it, as `others` counts them.
    */
   otherPrefillTokens(inst: RouterInstance, viewStale: boolean, perUnknown: number): number {
     if (viewStale) return 0;
@@ -429,7 +443,9 @@ export class InflightLoad {
     for (let i = 0; i < shares.length; i++) {
       const s = shares[i]!;
       if (s.routerId === this.routerId) continue;
-      other += s.prefillTokens + Math.max(0, s.count - s.prefillTokenDecisions) * perUnknown;
+      const tokens = s.prefillTokens + Math.max(0, s.count - s.prefillTokenDecisions) * perUnknown;
+      // While a claim is re-decided, only the share's decisions ordered before it (at their mean).
+      other += this.orderBound === null || s.count === 0 ? tokens : (tokens * (s.count - Math.min(s.count, laterThan(s.seqs, this.orderBound.seq)))) / s.count;
     }
     return other;
   }

@@ -181,6 +181,49 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     expect((await alone).claim_order).to.equal(undefined);
   });
 
+  describe('TTFT orders its cold claims too', () => {
+    const TTFT_FLAGS = { ...FLAGS, loadBalancePolicy: 'TTFT', ttftPrefillTokensPerS: 1000, ttftPriorSamples: 8, ttftThroughputWindow: 64, ttftHostTokenCost: 0.25, ttftWorkSlack: 0 } as const;
+    const Q = tokens(64, 8000);
+    /** router-x's decision for Q on `name` at directory seq `seq`, 5,000 tokens in its prefill ledger. */
+    const otherLedger = (seq: number): WireInflightShare => ({ router_id: OTHER, count: 1, prompts: [fp(Q)], prompt_seqs: [seq], outstanding_prefill: { tokens: '5000', requests: 1 } });
+
+    it('a later TTFT cold claim follows an earlier claim of the same prefix by another replica', async () => {
+      const ttft = testDecider(view, TTFT_FLAGS, inflight, true, claims);
+      const answer = ttft.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+      expect(claims.waiting).to.equal(1);
+      await publish(
+        instance('a:1', [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }]),
+        instance('b:1', [{ router_id: OTHER, count: 2, prompts: [fp(UNRELATED), fp(P)], prompt_seqs: [1, 5] }]),
+      );
+      const d = await answer;
+      expect(d.policy).to.equal('TTFT');
+      expect(d.prefill.name).to.equal('b:1');
+      expect(d.claim_order).to.include({ claim_seq: 7, moved_from: 'a:1' });
+      expect(explained(d, 'b:1').pending_hit_tokens).to.equal(64);
+    });
+
+    it("another replica's ledger queues ahead of a TTFT claim only with the requests ordered before it", async () => {
+      await publish(instance('c:1'));
+      const ttft = testDecider(view, TTFT_FLAGS, inflight, true, claims);
+      // router-x's request on the same instance was ordered after this claim: it is not ahead of it.
+      const later = ttft.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+      const first = [...claims.waitingOn()][0]!;
+      await publish(instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(9)]));
+      const stays = await later;
+      expect(stays.prefill.name).to.equal(first);
+      expect(stays.claim_order).to.not.have.property('moved_from');
+      // Ordered before the next claim, 5,000 tokens are ahead of it there: it moves to an idle instance.
+      const P2 = tokens(64, 3000);
+      const earlier = ttft.decideOrdered({ tokenIds: P2, promptTokens: 0 }, 0);
+      const second = [...claims.waitingOn()][0]!;
+      await publish(instance(second, [{ router_id: ME, count: 1, prompts: [fp(P2)], prompt_seqs: [12] }, otherLedger(11)]));
+      const moves = await earlier;
+      expect(moves.claim_order).to.include({ claim_seq: 12, moved_from: second });
+      expect(moves.prefill.name).to.not.equal(second);
+      expect(explained(moves, second)).to.include({ ledger_requests_other: 1, ledger_tokens_other: 5000 });
+    });
+  });
+
   it('claim seqs compare as serial numbers across the uint32 wrap; the view rejects prompt_seqs that do not match the prompts', async () => {
     expect(seqBefore(5, 7)).to.equal(true);
     expect(seqBefore(7, 5)).to.equal(false);
