@@ -66,8 +66,9 @@ export class ClaimOrder {
   }
 
   /**
-   * `decision` is a cold claim worth ordering: a counted CAR decision on a fresh view, with a
-   * fingerprinted prompt no prefill candidate has credit for, while other replicas are about.
+   * `decision` is a cold claim worth ordering: a counted CAR or TTFT decision on a fresh view,
+   * with a fingerprinted prompt no prefill candidate has credit for, while other replicas are
+   * about (RR and SLO_AWARE place by load alone: no prefix to split).
    */
   isColdClaim(decision: RouteDecision, prompt: Uint32Array | null, nowMs: number): boolean {
     const inflight = this.opts.inflight;
