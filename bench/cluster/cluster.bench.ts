@@ -165,7 +165,7 @@ const MAX_PAIR_REPS = numberArg('--max_pair_reps', 3 * REPS);
  * 1,229–1,741 ms over nine runs, and agentic's sits on a handful of cold prefills, so single-run
  * verdicts near a goal's threshold were coin flips. The full form's windows are 4–5× longer.
  */
-const SWEEP_REPS = Math.round(numberArg('--sweep_reps', QUICK ? 3 : 1));
+const SWEEP_REPS = numberArg('--sweep_reps', QUICK ? 3 : 1);
 /** Device and Host shares of the working set, over all engines (70% fits). */
 const DEVICE_SHARE = 0.5;
 const HOST_SHARE = 0.2;
