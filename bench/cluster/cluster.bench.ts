@@ -263,11 +263,12 @@ const TTFT_RUN = POLICIES[6]!;
 const ORACLE_TTFT_RUN = POLICIES[7]!;
 /** Runs repeated (the targets' fine margins are judged on them); RR and SLO_AWARE are baselines, once is enough. */
 const repeated = (p: PolicyRun): boolean => p.policy === 'CAR' || p.policy === 'TTFT' || p.policy === 'ORACLE' || p.policy === 'ORACLE_TTFT';
-/** Policies with a router pair (1 and REPLICAS) whose gap the targets judge. */
+/**
+ * Policies with a router pair (1 and REPLICAS) whose gap the targets judge; in the sweep, the runs
+ * ttftTargets compares, repeated SWEEP_REPS times at the top load fraction.
+ */
 const paired = (p: PolicyRun): boolean => p.policy === 'CAR' || p.policy === 'TTFT';
 const isOracle = (p: PolicyRun): boolean => p.policy === 'ORACLE' || p.policy === 'ORACLE_TTFT';
-/** Sweep configurations the goals of ttftTargets compare: repeated SWEEP_REPS times at the top load fraction. */
-const goalCompared = (p: PolicyRun): boolean => p.policy === 'CAR' || p.policy === 'TTFT';
 /** The sweep's policies: the baseline, CAR at λ 0.5 (the default) and 0.8 on 1 and 4 routers, and both oracles. */
 const ALL_SWEEP_RUNS: readonly { run: PolicyRun; replicas: number }[] = [
   { run: POLICIES[0]!, replicas: 1 },
@@ -738,7 +739,7 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
       const configs = SWEEP_RUNS.map((c) => ({ ...c, runs: [] as Run[] }));
       for (let rep = 0; rep < (top ? SWEEP_REPS : 1); rep++) {
         for (const c of configs) {
-          if (rep > 0 && !goalCompared(c.run)) continue;
+          if (rep > 0 && !paired(c.run)) continue;
           c.runs.push(await runOnce(stack, engines, sub, c.run, c.replicas, starts, warm));
           const r = summarize(sub, c.run.label, c.replicas, c.runs.slice(-1));
           console.error(`[cluster] sweep ${w.name} kv=${kv} ${Math.round(f * 100)}% (${round(rate, 2)} sessions/s, working set ${runWorkingSet} blocks of ${capacity}) ${c.run.label} routers=${c.replicas} rep ${c.runs.length}: ${summaryLine(r)}`);
@@ -950,8 +951,7 @@ function targets(results: readonly RunResult[], sweep: readonly SweepResult[]): 
         for (const n of [1, REPLICAS]) {
           const r = of(car, n)!;
           const hitVsOracle = r.hit_ratio / oracle.hit_ratio;
-          const perRep = confidence(ratios(reps(oracle, 'hit_ratio_reps'), reps(r, 'hit_ratio_reps')));
-          target('hit_ratio >= 0.95 * ORACLE', w, car, n, hitVsOracle, hitVsOracle >= 0.95, { oracle: oracle.policy, per_rep: perRep });
+          target('hit_ratio >= 0.95 * ORACLE', w, car, n, hitVsOracle, hitVsOracle >= 0.95, { oracle: oracle.policy, per_rep: perRepRatio(oracle, r, 'hit_ratio_reps') });
           if (w === 'multi_turn') {
             const speedup = rr.ttft_p90_ms / r.ttft_p90_ms;
             target('ttft_p90 >= 2x better than RR', w, car, n, speedup, speedup >= 2);
@@ -966,7 +966,7 @@ function targets(results: readonly RunResult[], sweep: readonly SweepResult[]): 
         const gap = (field: string, of: (r: RunResult) => number): Record<string, unknown> => ({
           one: of(one),
           four: of(four),
-          per_rep: confidence(relativeGaps(reps(one, field), reps(four, field))),
+          per_rep: perRepGap(one, four, field),
         });
         const hitRel = Math.abs(four.hit_ratio - one.hit_ratio) / one.hit_ratio;
         target('4 replicas hit_ratio within 2% of 1', w, car, REPLICAS, hitRel, hitRel <= 0.02, gap('hit_ratio_reps', (r) => r.hit_ratio));
@@ -994,12 +994,14 @@ function targets(results: readonly RunResult[], sweep: readonly SweepResult[]): 
   ttftTargets(sweep);
 }
 
-/**
- * Per repetition, how many times better TTFT's p90 (`field`, a per-repetition series) is than the
- * CAR's it is judged against: the mean and 95% interval of those speedups.
- */
-function perRep(ttft: RunResult, car: RunResult, field: string): Record<string, unknown> {
-  return confidence(ratios(reps(ttft, field), reps(car, field)));
+/** Per repetition b / a of a per-repetition series `field`: its mean and 95% interval (a target's `per_rep`). */
+function perRepRatio(a: RunResult, b: RunResult, field: string): ReturnType<typeof confidence> {
+  return confidence(ratios(reps(a, field), reps(b, field)));
+}
+
+/** Per repetition the signed gap (b − a) / a of a per-repetition series `field`: its mean and 95% interval. */
+function perRepGap(a: RunResult, b: RunResult, field: string): ReturnType<typeof confidence> {
+  return confidence(relativeGaps(reps(a, field), reps(b, field)));
 }
 
 /**
@@ -1025,24 +1027,20 @@ function ttftTargets(sweep: readonly SweepResult[]): void {
         const best = cars.reduce((a, b) => (b.ttft_p90_ms < a.ttft_p90_ms ? b : a));
         const name = goal > 1 ? `TTFT ttft_p90 >= ${goal}x better than best CAR at 90% load` : 'TTFT ttft_p90 no worse than best CAR at 90% load';
         const speedup = best.ttft_p90_ms / ttft.ttft_p90_ms;
-        target(name, w, 'TTFT', n, speedup, speedup >= goal, { clock: 'client', car: best.policy, ttft_p90_ms: ttft.ttft_p90_ms, car_ttft_p90_ms: best.ttft_p90_ms, per_rep: perRep(ttft, best, 'ttft_p90_reps_ms'), ...extra(ttft) });
+        target(name, w, 'TTFT', n, speedup, speedup >= goal, { clock: 'client', car: best.policy, ttft_p90_ms: ttft.ttft_p90_ms, car_ttft_p90_ms: best.ttft_p90_ms, per_rep: perRepRatio(ttft, best, 'ttft_p90_reps_ms'), ...extra(ttft) });
         const bestEngine = cars.reduce((a, b) => (b.engine_ttft_p90_ms < a.engine_ttft_p90_ms ? b : a));
         const engineSpeedup = bestEngine.engine_ttft_p90_ms / ttft.engine_ttft_p90_ms;
-        target(`engine ${name}`, w, 'TTFT', n, engineSpeedup, engineSpeedup >= goal, { clock: 'engine', car: bestEngine.policy, ttft_p90_ms: ttft.engine_ttft_p90_ms, car_ttft_p90_ms: bestEngine.engine_ttft_p90_ms, per_rep: perRep(ttft, bestEngine, 'engine_ttft_p90_reps_ms'), ...extra(ttft) });
+        target(`engine ${name}`, w, 'TTFT', n, engineSpeedup, engineSpeedup >= goal, { clock: 'engine', car: bestEngine.policy, ttft_p90_ms: ttft.engine_ttft_p90_ms, car_ttft_p90_ms: bestEngine.engine_ttft_p90_ms, per_rep: perRepRatio(ttft, bestEngine, 'engine_ttft_p90_reps_ms'), ...extra(ttft) });
         const hit = ttft.hit_ratio / best.hit_ratio;
-        // per_rep: TTFT's hit ratio over the CAR's, repetition by repetition.
-        const hitPerRep = confidence(ratios(reps(best, 'hit_ratio_reps'), reps(ttft, 'hit_ratio_reps')));
-        target('TTFT hit_ratio >= 0.95 * best CAR at 90% load', w, 'TTFT', n, hit, hit >= 0.95, { car: best.policy, ttft_hit_ratio: ttft.hit_ratio, car_hit_ratio: best.hit_ratio, max_car_hit_ratio: Math.max(...cars.map((c) => c.hit_ratio)), per_rep: hitPerRep, ...extra(ttft) });
+        target('TTFT hit_ratio >= 0.95 * best CAR at 90% load', w, 'TTFT', n, hit, hit >= 0.95, { car: best.policy, ttft_hit_ratio: ttft.hit_ratio, car_hit_ratio: best.hit_ratio, max_car_hit_ratio: Math.max(...cars.map((c) => c.hit_ratio)), per_rep: perRepRatio(best, ttft, 'hit_ratio_reps'), ...extra(ttft) });
       }
       const one = of('TTFT', 1);
       const four = of('TTFT', REPLICAS);
       if (one === undefined || four === undefined) continue;
       const rel = Math.abs(four.ttft_p90_ms - one.ttft_p90_ms) / one.ttft_p90_ms;
-      // per_rep: the signed gap (4 − 1) / 1 per repetition.
-      const gapPerRep = (field: string): Record<string, unknown> => confidence(relativeGaps(reps(one, field), reps(four, field)));
-      target('TTFT 4 replicas ttft_p90 within 10% of 1 at 90% load', w, 'TTFT', REPLICAS, rel, rel <= 0.1, { clock: 'client', one: one.ttft_p90_ms, four: four.ttft_p90_ms, per_rep: gapPerRep('ttft_p90_reps_ms'), ...extra(four) });
+      target('TTFT 4 replicas ttft_p90 within 10% of 1 at 90% load', w, 'TTFT', REPLICAS, rel, rel <= 0.1, { clock: 'client', one: one.ttft_p90_ms, four: four.ttft_p90_ms, per_rep: perRepGap(one, four, 'ttft_p90_reps_ms'), ...extra(four) });
       const engineRel = Math.abs(four.engine_ttft_p90_ms - one.engine_ttft_p90_ms) / one.engine_ttft_p90_ms;
-      target('TTFT 4 replicas engine ttft_p90 within 10% of 1 at 90% load', w, 'TTFT', REPLICAS, engineRel, engineRel <= 0.1, { clock: 'engine', one: one.engine_ttft_p90_ms, four: four.engine_ttft_p90_ms, per_rep: gapPerRep('engine_ttft_p90_reps_ms'), ...extra(four) });
+      target('TTFT 4 replicas engine ttft_p90 within 10% of 1 at 90% load', w, 'TTFT', REPLICAS, engineRel, engineRel <= 0.1, { clock: 'engine', one: one.engine_ttft_p90_ms, four: four.engine_ttft_p90_ms, per_rep: perRepGap(one, four, 'engine_ttft_p90_reps_ms'), ...extra(four) });
     }
   }
 }

@@ -23,7 +23,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
-import type { RouterInstance } from '../viewcache/view-update.js';
+import type { InflightShare, RouterInstance } from '../viewcache/view-update.js';
 import { fingerprintBytes, longerShared, PENDING_PROMPTS_PER_SHARE, sameFingerprints } from '../../shared/keys/prompt-fingerprint.js';
 import { seqBefore } from './claim-seq.js';
 import { PrefillLedger } from './prefill-ledger.js';
@@ -359,23 +359,25 @@ export class InflightLoad {
   otherOutstandingRequests(inst: RouterInstance, viewStale: boolean): number {
     if (viewStale) return 0;
     let n = 0;
-    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += s.outstandingRequests - this.orderedAfter(s);
+    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += this.orderedShare(s.outstandingRequests, s.outstandingRequests, s);
     return n;
   }
 
   otherOutstandingTokens(inst: RouterInstance, viewStale: boolean): number {
     if (viewStale) return 0;
     let n = 0;
-    for (const s of inst.inflight) {
-      if (s.routerId === this.routerId || s.outstandingRequests === 0) continue;
-      n += (s.outstandingTokens * (s.outstandingRequests - this.orderedAfter(s))) / s.outstandingRequests;
-    }
+    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += this.orderedShare(s.outstandingTokens, s.outstandingRequests, s);
     return n;
   }
 
-  /** Of a share's ledger requests, those ordered after the claim being re-decided (0 outside one). */
-  private orderedAfter(s: RouterInstance['inflight'][number]): number {
-    return this.orderBound === null ? 0 : Math.min(s.outstandingRequests, laterThan(s.seqs, this.orderBound.seq));
+  /**
+   * `amount`, summed over `of` decisions of share `s`: all of it, except while a claim is
+   * re-decided — then the part of the decisions the directory ordered before the claim, each
+   * decision at the mean (a share's seqs order its decisions, not its totals).
+   */
+  private orderedShare(amount: number, of: number, s: InflightShare): number {
+    if (this.orderBound === null || of === 0) return amount;
+    return (amount * (of - Math.min(of, laterThan(s.seqs, this.orderBound.seq)))) / of;
   }
 
   private ringOf(name: string): DecisionRing {
@@ -443,9 +445,7 @@ export class InflightLoad {
     for (let i = 0; i < shares.length; i++) {
       const s = shares[i]!;
       if (s.routerId === this.routerId) continue;
-      const tokens = s.prefillTokens + Math.max(0, s.count - s.prefillTokenDecisions) * perUnknown;
-      // While a claim is re-decided, only the share's decisions ordered before it (at their mean).
-      other += this.orderBound === null || s.count === 0 ? tokens : (tokens * (s.count - Math.min(s.count, laterThan(s.seqs, this.orderBound.seq)))) / s.count;
+      other += this.orderedShare(s.prefillTokens + Math.max(0, s.count - s.prefillTokenDecisions) * perUnknown, s.count, s);
     }
     return other;
   }
@@ -507,7 +507,7 @@ export class InflightLoad {
     for (let i = 0; i < shares.length; i++) {
       const s = shares[i]!;
       if (s.routerId === this.routerId) continue;
-      n += this.orderBound === null ? s.count : Math.max(0, s.count - laterThan(s.seqs, this.orderBound.seq));
+      n += this.orderedShare(s.count, s.count, s);
       this.sawOtherRouter = true;
     }
     return n;

@@ -272,7 +272,7 @@ export class EngineControl {
   private onLeaseLost(lease: Lease, err: Error): void {
     if (lease !== this.lease) return;
     this.log.warn({ err: err.message, instance: this.name }, 'engine lease lost; registering again');
-    this.lease = null;
+    this.dropLease();
     this.retryRegister();
   }
 
