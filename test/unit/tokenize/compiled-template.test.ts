@@ -135,7 +135,12 @@ describe('compiled chat templates render exactly as @huggingface/jinja interpret
 
   it('Qwen3 (the bundled template): random chats render identically, fail alike, or are handed to the interpreter', () => {
     const tally = differential(QWEN3, 1000);
-    expect(tally.compiled).to.be.greaterThan(tally.notCompiled + tally.errors);
+    // Random chats here fail in both engines about 37–41% of the time (contents the template
+    // rejects) and are compiled 52–56%: "compiled above the rest" sat on that boundary and failed
+    // once in CI (499 against 501). The property is that the compiled engine renders a large share
+    // and hands few back: 8 runs measured 518–563 compiled and 56–90 handed back.
+    expect(tally.compiled).to.be.greaterThan(400);
+    expect(tally.notCompiled).to.be.lessThan(tally.compiled / 3);
   });
 
   it('Qwen3: every chat the router can hand it (string contents) is rendered compiled, never handed back', () => {
