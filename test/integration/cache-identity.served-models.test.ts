@@ -154,7 +154,11 @@ describe('cache-identity §1 served models over real processes (engines file)', 
     }, 20000, 'the 500s counted too');
     expect(await dir.models('vllm-a')).to.deep.equal([BASE, `sql-lora<${BASE}`]);
     const logged = dir.proc.logLines.filter((l) => l['msg'] === 'engine served-models scrape failed; the last good list stays (unknown before the first)');
-    expect(logged.map((l) => String(l['err']))).to.deep.equal(['models: data: lists no model', 'models: GET /v1/models answered 500']);
+    const logs = logged.map((l) => String(l['err']));
+    // A scrape a loaded machine let time out is a distinct error of its own (logged once too); it
+    // failed one clean CI run as a third line. The two this test provokes, in order, each once.
+    expect(logs.filter((e) => e !== 'models: GET /v1/models failed: timed out')).to.deep.equal(['models: data: lists no model', 'models: GET /v1/models answered 500']);
+    expect(new Set(logs).size).to.equal(logs.length);
 
     front.raw = null;
     front.adapters = [];
