@@ -116,7 +116,7 @@ import type { RouterService } from '../../router-svc/router-service.js';
 import type { PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
 import { LoadClient, type ClientTarget, type OracleChooser, type Sample } from './load-client.js';
 import { ClusterStack, untilSettled, type ClusterEngine, type EngineShape } from './cluster-stack.js';
-import { KNEE_FACTOR, SWEEP_FRACTIONS, kneeRate, poissonStarts, type KneeStep } from './load-sweep.js';
+import { KNEE_FACTOR, SWEEP_FRACTIONS, kneeRate, poissonStarts, scheduleOf, type KneeStep } from './load-sweep.js';
 import { seededRandom } from '../lib/seeded-random.js';
 import { OmniscientRouter } from './oracle.js';
 import { TtftOracle } from './ttft-oracle.js';
@@ -696,7 +696,9 @@ interface SweepResult extends RunResult {
  * sessions, far apart), then RR at geometrically rising session rates until its TTFT p90 passes
  * KNEE_FACTOR × unloaded, then every SWEEP_RUNS configuration at SWEEP_FRACTIONS of that knee.
  * A run at `rate` sends the first rate × SWEEP.windowS sessions (so every rate is sustained for
- * the same time), all configurations of one fraction on the same Poisson schedule.
+ * the same time), all configurations of one fraction on the same Poisson schedule; the top
+ * fraction's repetitions each on a schedule of their own (scheduleOf), every configuration of a
+ * repetition on that one.
  */
 async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: SweepKv): Promise<SweepResult[]> {
   const trace = isTraceWorkload(w) ? w : null;
@@ -718,12 +720,19 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
      */
     const startsAt = (rate: number, n: number, from: number, seed: number): number[] =>
       trace === null ? poissonStarts(n, rate, seed) : traceStarts(trace.arrivalsMs.slice(from, from + n), trace.nativeRatePerS, rate);
-    /** The sessions of a run at `rate`, their arrival times, and the warm-up before them (`--sweep_warm`). */
-    const load = (rate: number, n = Math.min(population, Math.max(plan.unloadedSessions, Math.ceil(rate * plan.windowS)))): [Workload, number[], WarmUp | null] => [
-      { ...w, sessions: w.sessions.slice(0, n) },
-      startsAt(rate, n, 0, seedFor(rate)),
-      SWEEP_WARM ? { w: { ...w, sessions: w.sessions.slice(w.sessions.length - n) }, startsMs: startsAt(rate, n, w.sessions.length - n, seedFor(rate) + 1) } : null,
-    ];
+    /**
+     * The sessions of a run at `rate`, their arrival times, and the warm-up before them
+     * (`--sweep_warm`). Repetition `rep` > 0 of the top fraction gets a schedule of its own
+     * (scheduleOf): other sessions or another stretch of the trace, other arrival times.
+     */
+    const load = (rate: number, n = Math.min(population, Math.max(plan.unloadedSessions, Math.ceil(rate * plan.windowS))), rep = 0): [Workload, number[], WarmUp | null] => {
+      const s = scheduleOf(population, n, rep, SWEEP_REPS, trace !== null);
+      return [
+        { ...w, sessions: s.from + n <= population ? w.sessions.slice(s.from, s.from + n) : [...w.sessions.slice(s.from, population), ...w.sessions.slice(0, s.from + n - population)] },
+        startsAt(rate, n, s.from, seedFor(rate) + s.seedOffset),
+        SWEEP_WARM ? { w: { ...w, sessions: w.sessions.slice(w.sessions.length - n) }, startsMs: startsAt(rate, n, w.sessions.length - n, seedFor(rate) + 1 + s.seedOffset) } : null,
+      ];
+    };
     /** measure()'s arguments for an RR run at `rate`. */
     const runAt = (rate: number, n?: number): [Workload, PolicyRun, number, number[], WarmUp | null] => {
       const [sub, starts, warm] = load(rate, n);
@@ -733,14 +742,16 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
     const out: SweepResult[] = [];
     for (const f of SWEEP_FRACTIONS) {
       const rate = f * full;
-      const [sub, starts, warm] = load(rate);
+      const [sub] = load(rate);
       const runWorkingSet = workingSetBlocks(sub.sessions, shape.blockSize);
       const top = f === SWEEP_FRACTIONS.at(-1);
       const configs = SWEEP_RUNS.map((c) => ({ ...c, runs: [] as Run[] }));
       for (let rep = 0; rep < (top ? SWEEP_REPS : 1); rep++) {
+        // Every configuration of a repetition on one schedule (the comparisons stay paired).
+        const [repSub, starts, warm] = load(rate, undefined, rep);
         for (const c of configs) {
           if (rep > 0 && !paired(c.run)) continue;
-          c.runs.push(await runOnce(stack, engines, sub, c.run, c.replicas, starts, warm));
+          c.runs.push(await runOnce(stack, engines, repSub, c.run, c.replicas, starts, warm));
           const r = summarize(sub, c.run.label, c.replicas, c.runs.slice(-1));
           console.error(`[cluster] sweep ${w.name} kv=${kv} ${Math.round(f * 100)}% (${round(rate, 2)} sessions/s, working set ${runWorkingSet} blocks of ${capacity}) ${c.run.label} routers=${c.replicas} rep ${c.runs.length}: ${summaryLine(r)}`);
         }
@@ -1010,7 +1021,7 @@ function perRepGap(a: RunResult, b: RunResult, field: string): ReturnType<typeof
  * mixed_length, no worse elsewhere; client and engine clocks), its hit ratio ≥ 0.95 of that
  * CAR's, and its REPLICAS routers within 10% of one. Judged on the SWEEP_REPS repetitions
  * pooled; `per_rep` is the same comparison per repetition (repetition i of each configuration ran
- * back to back), its mean and 95% interval.
+ * back to back, on schedule i), its mean and 95% interval.
  */
 function ttftTargets(sweep: readonly SweepResult[]): void {
   const workloadsSwept = [...new Set(sweep.map((r) => r.workload))];

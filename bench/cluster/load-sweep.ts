@@ -47,3 +47,30 @@ export function kneeRate(base: KneeStep, steps: readonly KneeStep[], limitMs: nu
   }
   return null;
 }
+
+/** Where repetition `rep`'s schedule starts in the population, and what it adds to the arrival seed. */
+export interface RepSchedule {
+  readonly from: number;
+  readonly seedOffset: number;
+}
+
+/**
+ * Repetition `rep` (of `reps`)'s schedule of `n` sessions out of `population`. Repetition 0 is the
+ * sweep's own (the first n, the rate's seed); each later one takes other sessions and other
+ * arrival times, so the pooled repetitions sample the workload instead of replaying one schedule:
+ * on the engines' virtual clock a replay is nearly deterministic, and one schedule's p90 is a few
+ * requests' luck. Generated sessions rotate through the population (wrapping). A trace keeps its
+ * own times and order (a request's prefix is an earlier one's), so each repetition is a stretch of
+ * n consecutive requests, their starts spread evenly over the trace (overlapping when it holds
+ * fewer than `reps` stretches; all the same when it holds one).
+ */
+export function scheduleOf(population: number, n: number, rep: number, reps: number, trace: boolean): RepSchedule {
+  if (!(Number.isInteger(population) && population > 0 && Number.isInteger(n) && n > 0 && n <= population && Number.isInteger(reps) && reps > 0 && Number.isInteger(rep) && rep >= 0 && rep < reps)) {
+    throw new RangeError(`scheduleOf: expected integers 0 < n ≤ population and 0 ≤ rep < reps, got n ${n}, population ${population}, rep ${rep}, reps ${reps}`);
+  }
+  if (!trace) return { from: (rep * n) % population, seedOffset: rep * REP_SEED_STRIDE };
+  return { from: reps === 1 ? 0 : Math.round((rep * (population - n)) / (reps - 1)), seedOffset: 0 };
+}
+
+/** Far from any two rates' seed difference (SEED + rate × 1000). */
+const REP_SEED_STRIDE = 7_919_000;

@@ -3,7 +3,7 @@
  * confidence intervals the 4-replica targets print (bench/cluster/load-sweep.ts, rep-stats.ts).
  */
 import { expect } from 'chai';
-import { kneeRate, poissonStarts } from '../../../bench/cluster/load-sweep.js';
+import { kneeRate, poissonStarts, scheduleOf } from '../../../bench/cluster/load-sweep.js';
 import { confidence, gapResolved, meanCi95, ratios, relativeGaps, t95 } from '../../../bench/cluster/rep-stats.js';
 
 describe('cluster benchmark statistics', () => {
@@ -19,6 +19,27 @@ describe('cluster benchmark statistics', () => {
     expect(a).to.deep.equal(poissonStarts(4000, 10, 7));
     expect(a[0]).to.equal(0);
     expect(a.at(-1)! / (a.length - 1)).to.be.closeTo(100, 8);
+  });
+
+  it('scheduleOf: repetition 0 is the sweep\'s schedule; later ones take other sessions and arrival seeds, a trace\'s stretches spread over it', () => {
+    expect(scheduleOf(160, 21, 0, 3, false)).to.deep.equal({ from: 0, seedOffset: 0 });
+    const generated = [1, 2, 3, 7].map((rep) => scheduleOf(160, 21, rep, 10, false));
+    expect(generated.map((s) => s.from)).to.deep.equal([21, 42, 63, 147]);
+    expect(new Set(generated.map((s) => s.seedOffset)).size).to.equal(4);
+    expect(generated.every((s) => s.seedOffset !== 0)).to.equal(true);
+    // Wrapping past the population's end (the caller joins the end and the start).
+    expect(scheduleOf(160, 21, 8, 10, false).from).to.equal(8);
+    // A trace: n consecutive requests from starts spread over it, with the trace's own times.
+    expect([0, 1, 2].map((rep) => scheduleOf(480, 196, rep, 3, true))).to.deep.equal([
+      { from: 0, seedOffset: 0 },
+      { from: 142, seedOffset: 0 },
+      { from: 284, seedOffset: 0 },
+    ]);
+    expect(scheduleOf(600, 100, 2, 3, true).from).to.equal(500);
+    expect([0, 1, 2].map((rep) => scheduleOf(50, 50, rep, 3, true).from)).to.deep.equal([0, 0, 0]);
+    expect(scheduleOf(50, 20, 0, 1, true).from).to.equal(0);
+    expect(() => scheduleOf(10, 11, 0, 1, false)).to.throw(RangeError, /n ≤ population/);
+    expect(() => scheduleOf(10, 5, 3, 3, true)).to.throw(RangeError, /rep < reps/);
   });
 
   it('meanCi95: Student t half-width over repetitions; none for a single value', () => {
