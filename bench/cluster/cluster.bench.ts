@@ -95,7 +95,7 @@
  * there); and the older ≥ 2× better than RR on multi_turn (client and engine clocks). Issue 27's
  * (ttftTargets, every swept workload at 90% of RR's knee, 1 and 4 routers): TTFT's p90 ≥ 1.3× better
  * than the better CAR λ on mixed_length and no worse elsewhere, its hit ratio ≥ 0.95 of that
- * CAR's, and 4 TTFT replicas' p90 within 10% of one's, judged on SWEEP_REPS repetitions of the
+ * CAR's, and 4 TTFT replicas' p90 within 10% of one's, judged on sweepReps() repetitions of the
  * compared runs pooled; the policy runs also give TTFT CAR's 4-replica and hit-vs-ORACLE targets.
  *
  * The client (load-client.ts) runs on its own worker thread, so its schedule holds whatever load
@@ -103,7 +103,7 @@
  *
  * Run: node --import tsx bench/cluster/cluster.bench.ts [--quick] [--heartbeat_ms=500]
  *        [--workload=multi_turn|agentic|mixed_length|trace] [--samples=FILE] [--car_inflight_load=false] [--car_pending_prefix=false]
- *        [--no_sweep | --sweep_only] [--sweep_kv=pressured|ample] [--sweep_warm] [--sweep_reps=3] [--reps=10] [--max_pair_reps=30] [--no_desync]
+ *        [--no_sweep | --sweep_only] [--sweep_kv=pressured|ample] [--sweep_warm] [--sweep_reps=N] [--reps=10] [--max_pair_reps=30] [--no_desync]
  *        [--trace=FILE] [--trace_requests=N] [--trace_speed=X [--replay_only]] [--trace_us_per_token=40] [--trace_window_s=10]
  *        [--write_trace=FILE] [--runs=TTFT,CAR_0.8,...] [--router_flag=--name=value ...]
  * (--quick: the short form for CI; full ≈ 15 min plus the trace workloads. --samples appends every
@@ -160,12 +160,21 @@ const REPS = numberArg('--reps', 10);
 const MAX_PAIR_REPS = numberArg('--max_pair_reps', 3 * REPS);
 /**
  * Repetitions, at the sweep's top load fraction (90%), of the configurations issue 27's goals
- * compare (CAR λ 0.5 and 0.8 and TTFT, 1 and REPLICAS routers), interleaved and pooled. One quick
- * window's p90 rests on about 20 requests: the same code's TTFT p90 on mixed_length read
- * 1,229–1,741 ms over nine runs, and agentic's sits on a handful of cold prefills, so single-run
- * verdicts near a goal's threshold were coin flips. The full form's windows are 4–5× longer.
+ * compare (CAR λ 0.5 and 0.8 and TTFT, 1 and REPLICAS routers), each on a schedule of its own
+ * (scheduleOf), interleaved and pooled. One quick window's p90 rests on about 20 requests: the
+ * same code's TTFT p90 on mixed_length read 1,229–1,741 ms over nine runs, and agentic's sits on a
+ * handful of cold prefills, so single-run verdicts near a goal's threshold were coin flips; across
+ * schedules agentic's p90 moves by 2× (one policy, 648–978 ms over three). A generated workload's
+ * repetition costs about 5 s per configuration, a trace's about 15 s, and a trace holds few
+ * distinct stretches: quick 10 and 3, full (windows 4–5× longer) 3 and 1. `--sweep_reps=N` sets
+ * both.
  */
-const SWEEP_REPS = numberArg('--sweep_reps', QUICK ? 3 : 1);
+const SWEEP_REPS_FLAG = stringArg('--sweep_reps') === null ? null : Math.ceil(numberArg('--sweep_reps', 1));
+function sweepReps(trace: boolean): number {
+  if (SWEEP_REPS_FLAG !== null) return SWEEP_REPS_FLAG;
+  if (trace) return QUICK ? 3 : 1;
+  return QUICK ? 10 : 3;
+}
 /** Device and Host shares of the working set, over all engines (70% fits). */
 const DEVICE_SHARE = 0.5;
 const HOST_SHARE = 0.2;
@@ -265,7 +274,7 @@ const ORACLE_TTFT_RUN = POLICIES[7]!;
 const repeated = (p: PolicyRun): boolean => p.policy === 'CAR' || p.policy === 'TTFT' || p.policy === 'ORACLE' || p.policy === 'ORACLE_TTFT';
 /**
  * Policies with a router pair (1 and REPLICAS) whose gap the targets judge; in the sweep, the runs
- * ttftTargets compares, repeated SWEEP_REPS times at the top load fraction.
+ * ttftTargets compares, repeated sweepReps() times at the top load fraction.
  */
 const paired = (p: PolicyRun): boolean => p.policy === 'CAR' || p.policy === 'TTFT';
 const isOracle = (p: PolicyRun): boolean => p.policy === 'ORACLE' || p.policy === 'ORACLE_TTFT';
@@ -712,6 +721,7 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
     const plan = trace === null ? SWEEP : TRACE_SWEEP;
     const turns = w.requests / w.sessions.length;
     const seedFor = (rate: number): number => SEED + Math.round(rate * 1000);
+    const reps = sweepReps(trace !== null);
     // With warm-ups the population is split: measured sessions from the front, warm-up ones from the back.
     const population = SWEEP_WARM ? Math.floor(w.sessions.length / 2) : w.sessions.length;
     /**
@@ -726,7 +736,7 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
      * (scheduleOf): other sessions or another stretch of the trace, other arrival times.
      */
     const load = (rate: number, n = Math.min(population, Math.max(plan.unloadedSessions, Math.ceil(rate * plan.windowS))), rep = 0): [Workload, number[], WarmUp | null] => {
-      const s = scheduleOf(population, n, rep, SWEEP_REPS, trace !== null);
+      const s = scheduleOf(population, n, rep, reps, trace !== null);
       return [
         { ...w, sessions: s.from + n <= population ? w.sessions.slice(s.from, s.from + n) : [...w.sessions.slice(s.from, population), ...w.sessions.slice(0, s.from + n - population)] },
         startsAt(rate, n, s.from, seedFor(rate) + s.seedOffset),
@@ -746,7 +756,7 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
       const runWorkingSet = workingSetBlocks(sub.sessions, shape.blockSize);
       const top = f === SWEEP_FRACTIONS.at(-1);
       const configs = SWEEP_RUNS.map((c) => ({ ...c, runs: [] as Run[] }));
-      for (let rep = 0; rep < (top ? SWEEP_REPS : 1); rep++) {
+      for (let rep = 0; rep < (top ? reps : 1); rep++) {
         // Every configuration of a repetition on one schedule (the comparisons stay paired).
         const [repSub, starts, warm] = load(rate, undefined, rep);
         for (const c of configs) {
@@ -1019,7 +1029,7 @@ function perRepGap(a: RunResult, b: RunResult, field: string): ReturnType<typeof
  * Issue 27's goals, on every swept workload at 90% of RR's knee, for 1 and REPLICAS routers: the
  * TTFT policy's TTFT p90 against the better CAR λ at the same router count (≥ 1.3× better on
  * mixed_length, no worse elsewhere; client and engine clocks), its hit ratio ≥ 0.95 of that
- * CAR's, and its REPLICAS routers within 10% of one. Judged on the SWEEP_REPS repetitions
+ * CAR's, and its REPLICAS routers within 10% of one. Judged on the sweepReps() repetitions
  * pooled; `per_rep` is the same comparison per repetition (repetition i of each configuration ran
  * back to back, on schedule i), its mean and 95% interval.
  */
