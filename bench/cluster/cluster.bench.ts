@@ -116,7 +116,7 @@ import type { RouterService } from '../../router-svc/router-service.js';
 import type { PrefillCostOptions } from '../../tools/engine-sim/prefill-cost-model.js';
 import { LoadClient, type ClientTarget, type OracleChooser, type Sample } from './load-client.js';
 import { ClusterStack, untilSettled, type ClusterEngine, type EngineShape } from './cluster-stack.js';
-import { KNEE_FACTOR, SWEEP_FRACTIONS, kneeRate, poissonStarts, scheduleOf, type KneeStep } from './load-sweep.js';
+import { KNEE_FACTOR, SWEEP_FRACTIONS, kneeRate, poissonStarts, scheduleOf, wrappingSlice, type KneeStep } from './load-sweep.js';
 import { seededRandom } from '../lib/seeded-random.js';
 import { OmniscientRouter } from './oracle.js';
 import { TtftOracle } from './ttft-oracle.js';
@@ -738,7 +738,7 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
     const load = (rate: number, n = Math.min(population, Math.max(plan.unloadedSessions, Math.ceil(rate * plan.windowS))), rep = 0): [Workload, number[], WarmUp | null] => {
       const s = scheduleOf(population, n, rep, reps, trace !== null);
       return [
-        { ...w, sessions: s.from + n <= population ? w.sessions.slice(s.from, s.from + n) : [...w.sessions.slice(s.from, population), ...w.sessions.slice(0, s.from + n - population)] },
+        { ...w, sessions: wrappingSlice(w.sessions, population, s.from, n) },
         startsAt(rate, n, s.from, seedFor(rate) + s.seedOffset),
         SWEEP_WARM ? { w: { ...w, sessions: w.sessions.slice(w.sessions.length - n) }, startsMs: startsAt(rate, n, w.sessions.length - n, seedFor(rate) + 1 + s.seedOffset) } : null,
       ];
@@ -752,13 +752,14 @@ async function runSweep(stack: ClusterStack, w: Workload, sizing: Workload, kv: 
     const out: SweepResult[] = [];
     for (const f of SWEEP_FRACTIONS) {
       const rate = f * full;
-      const [sub] = load(rate);
-      const runWorkingSet = workingSetBlocks(sub.sessions, shape.blockSize);
       const top = f === SWEEP_FRACTIONS.at(-1);
+      // Every configuration of a repetition on one schedule (the comparisons stay paired).
+      const schedules = Array.from({ length: top ? reps : 1 }, (_, rep) => load(rate, undefined, rep));
+      const sub = schedules[0]![0];
+      const runWorkingSet = workingSetBlocks(sub.sessions, shape.blockSize);
       const configs = SWEEP_RUNS.map((c) => ({ ...c, runs: [] as Run[] }));
-      for (let rep = 0; rep < (top ? reps : 1); rep++) {
-        // Every configuration of a repetition on one schedule (the comparisons stay paired).
-        const [repSub, starts, warm] = load(rate, undefined, rep);
+      for (let rep = 0; rep < schedules.length; rep++) {
+        const [repSub, starts, warm] = schedules[rep]!;
         for (const c of configs) {
           if (rep > 0 && !paired(c.run)) continue;
           c.runs.push(await runOnce(stack, engines, repSub, c.run, c.replicas, starts, warm));

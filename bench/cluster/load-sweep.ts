@@ -72,5 +72,14 @@ export function scheduleOf(population: number, n: number, rep: number, reps: num
   return { from: reps === 1 ? 0 : Math.round((rep * (population - n)) / (reps - 1)), seedOffset: 0 };
 }
 
+/**
+ * `n` items of `items[0..population)` from `from` on, wrapping past `population` to its start (a
+ * generated repetition's sessions, scheduleOf). A copy; `from` in [0, population), n ≤ population.
+ */
+export function wrappingSlice<T>(items: readonly T[], population: number, from: number, n: number): T[] {
+  if (from + n <= population) return items.slice(from, from + n);
+  return [...items.slice(from, population), ...items.slice(0, from + n - population)];
+}
+
 /** Far from any two rates' seed difference (SEED + rate × 1000). */
 const REP_SEED_STRIDE = 7_919_000;

@@ -3,7 +3,7 @@
  * confidence intervals the 4-replica targets print (bench/cluster/load-sweep.ts, rep-stats.ts).
  */
 import { expect } from 'chai';
-import { kneeRate, poissonStarts, scheduleOf } from '../../../bench/cluster/load-sweep.js';
+import { kneeRate, poissonStarts, scheduleOf, wrappingSlice } from '../../../bench/cluster/load-sweep.js';
 import { confidence, gapResolved, meanCi95, ratios, relativeGaps, t95 } from '../../../bench/cluster/rep-stats.js';
 
 describe('cluster benchmark statistics', () => {
@@ -40,6 +40,13 @@ describe('cluster benchmark statistics', () => {
     expect(scheduleOf(50, 20, 0, 1, true).from).to.equal(0);
     expect(() => scheduleOf(10, 11, 0, 1, false)).to.throw(RangeError, /n ≤ population/);
     expect(() => scheduleOf(10, 5, 3, 3, true)).to.throw(RangeError, /rep < reps/);
+  });
+
+  it('wrappingSlice: n items of the population from `from`, joining its end and its start; never past the population', () => {
+    const items = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9];
+    expect(wrappingSlice(items, 8, 2, 4)).to.deep.equal([2, 3, 4, 5]);
+    expect(wrappingSlice(items, 8, 6, 4)).to.deep.equal([6, 7, 0, 1]);
+    expect(wrappingSlice(items, 8, 0, 8)).to.deep.equal([0, 1, 2, 3, 4, 5, 6, 7]);
   });
 
   it('meanCi95: Student t half-width over repetitions; none for a single value', () => {
