@@ -24,7 +24,7 @@
 import { performance } from 'node:perf_hooks';
 import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
 import type { InflightShare, RouterInstance } from '../viewcache/view-update.js';
-import { fingerprintBytes, longerShared, PENDING_PROMPTS_PER_SHARE, sameFingerprints } from '../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, footprintGranules, longerShared, PENDING_PROMPTS_PER_SHARE, sameFingerprints } from '../../shared/keys/prompt-fingerprint.js';
 import { seqBefore } from './claim-seq.js';
 import { PrefillLedger } from './prefill-ledger.js';
 
@@ -247,6 +247,8 @@ export class InflightLoad {
   private readonly ttlMs: number;
   private readonly clock: () => number;
   private readonly rings = new Map<string, DecisionRing>();
+  /** ledgerFootprintGranules' list of the prompts ahead, reused (entries past its count are stale). */
+  private readonly aheadScratch: Uint32Array[] = [];
   /** Rings with unreported decisions, in first-decision order. */
   private outbox: DecisionRing[] = [];
   /** Told when the outbox gets its first ring since the last drain (the reporter schedules a send). */
@@ -349,6 +351,35 @@ export class InflightLoad {
       for (let j = 0; j < s.outstandingPrompts.length; j++) best = longerShared(prompt, s.outstandingPrompts[j]!, best);
     }
     return best;
+  }
+
+  /**
+   * Granules the prefill ledgers' prompts for `inst` touch beyond `prompt`'s prefix (every
+   * replica's: this router's entries and the newest the view carries of the others'; none of the
+   * others' on a stale view): what a full pool keeps before `prompt`'s cached prefix
+   * (footprintGranules). Requests without token ids are not in it.
+   *
+   * `afterGranules` > 0: only the entries after the last one sharing that many granules with
+   * `prompt`, in the ledger that holds it — the pending prefix's producer computes it, so only
+   * what runs after it can evict it. A ledger is in send order; between ledgers the order is
+   * unknown, and a ledger without such an entry is not counted (its requests may all run before
+   * the producer: counting them split a task's branches over engines, a tenth of agentic's hits).
+   */
+  ledgerFootprintGranules(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean, afterGranules = 0): number {
+    const ahead = this.aheadScratch;
+    let n = this.rings.get(inst.name)?.ledger.collectPrompts(ahead, 0) ?? 0;
+    if (afterGranules > 0) n = keepAfterProducer(ahead, 0, n, prompt, afterGranules);
+    if (!viewStale) {
+      const shares = inst.inflight;
+      for (let i = 0; i < shares.length; i++) {
+        const s = shares[i]!;
+        if (s.routerId === this.routerId) continue;
+        const from = n;
+        for (let j = 0; j < s.outstandingPrompts.length; j++) ahead[n++] = s.outstandingPrompts[j]!;
+        if (afterGranules > 0) n = keepAfterProducer(ahead, from, n, prompt, afterGranules);
+      }
+    }
+    return footprintGranules(prompt, ahead, n);
   }
 
   /**
@@ -548,4 +579,18 @@ export class InflightLoad {
     this.outbox = [];
     return out.length === 0 ? null : out;
   }
+}
+
+/**
+ * Of `list[from..to)` (one ledger's prompts, in send order), keeps those after the last sharing
+ * `granules` with `prompt` (moved down to `from`), none when no entry does; returns the new end.
+ * No allocation.
+ */
+function keepAfterProducer(list: Uint32Array[], from: number, to: number, prompt: Uint32Array, granules: number): number {
+  let last = -1;
+  for (let j = from; j < to; j++) if (longerShared(list[j]!, prompt, 0) >= granules) last = j;
+  if (last < 0) return from;
+  let w = from;
+  for (let j = last + 1; j < to; j++) list[w++] = list[j]!;
+  return w;
 }

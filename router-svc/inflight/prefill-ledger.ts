@@ -127,6 +127,12 @@ export class PrefillLedger {
     return best;
   }
 
+  /** Appends the outstanding entries' prompt fingerprints (those that have them) to `out` from `at`; returns the new length. */
+  collectPrompts(out: Uint32Array[], at: number): number {
+    for (const p of this.prompts.values()) out[at++] = p;
+    return at;
+  }
+
   /** Outstanding entries sent before `beforeMs` (a claim's re-decision counts only those: claim-order.ts). */
   requestsBefore(beforeMs: number): number {
     let n = 0;

@@ -21,10 +21,12 @@ export interface InstanceHit {
   note: string | null;
   /** Block size of the credited stream (0 when none is): pending credit floors to it. */
   blockSize: number;
+  /** The credited stream's Device pool as its evictions show it, in tokens (0: it never evicted, or none is credited). */
+  deviceEvictionTokens: number;
 }
 
 export function newInstanceHit(): InstanceHit {
-  return { hit: 0, device: 0, hostOnly: 0, note: null, blockSize: 0 };
+  return { hit: 0, device: 0, hostOnly: 0, note: null, blockSize: 0, deviceEvictionTokens: 0 };
 }
 
 /** `out` as no credit at all (no token ids to match). */
@@ -34,6 +36,7 @@ export function noInstanceHit(out: InstanceHit): void {
   out.hostOnly = 0;
   out.note = null;
   out.blockSize = 0;
+  out.deviceEvictionTokens = 0;
 }
 
 /**
@@ -51,6 +54,7 @@ export function instanceHit(inst: RouterInstance, hits: StreamHits, from: number
   let minDevice = 0;
   let minHostOnly = 0;
   let blockSize = 0;
+  let evictionTokens = 0;
   let note: string | null = hits.stale ? NOTE_STALE : null;
   for (; j < hits.count && streams[j]!.instanceName === inst.name; j++) {
     const s = streams[j]!;
@@ -76,6 +80,7 @@ export function instanceHit(inst: RouterInstance, hits: StreamHits, from: number
       minDevice = device;
       minHostOnly = hostOnly;
       blockSize = s.blockSize;
+      evictionTokens = s.deviceEvictionBlocks * s.blockSize;
     }
   }
   if (rank < inst.dpSize) note ??= NOTE_NO_STREAM;
@@ -84,11 +89,13 @@ export function instanceHit(inst: RouterInstance, hits: StreamHits, from: number
     out.device = 0;
     out.hostOnly = 0;
     out.blockSize = 0;
+    out.deviceEvictionTokens = 0;
   } else {
     out.hit = min;
     out.device = minDevice;
     out.hostOnly = minHostOnly;
     out.blockSize = blockSize;
+    out.deviceEvictionTokens = evictionTokens;
   }
   out.note = note;
   return j;

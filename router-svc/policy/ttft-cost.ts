@@ -2,13 +2,17 @@
  * The TTFT policy's cost (issue 27): when would this request's first token come out of a
  * candidate? Prefill work is counted in tokens, the engine's speed in tokens per ms:
  *
- *   own_tokens    = input − device_hit − host_only_hit + c · host_only_hit                 tokens
  *   queued_tokens = max(0, known_tokens − worked_off)
  *                   + max(0, waiting_unknown · tokens_per_waiting − θ · since_report_ms)    tokens
+ *   device_kept   = min(device_hit, max(0, K − max(queued_tokens, ahead_tokens)))
+ *                                                     (device_hit when K unknown)          tokens
+ *   own_tokens    = min(input − device_kept − host_only_hit + c · host_only_hit,
+ *                       input − pending_hit)                                               tokens
  *   predicted_ms  = (queued_tokens + own_tokens) / θ                                       ms
  *
  * - own_tokens: this request's prefill; a Device hit is free, a Host-only hit costs c (the reload
- *   cost, `--ttft_host_token_cost`) of a recomputed token.
+ *   cost, `--ttft_host_token_cost`) of a recomputed token; or, when less, what is left beside the
+ *   pending prefix (a request queued ahead computes it, so it is on Device when this one runs).
  * - known_tokens: prefill known request by request — every router's requests to the engine still
  *   before their first token (the prefill ledger), and the decisions no load report reflects yet
  *   that are in no ledger (routing.md "In-flight load").
@@ -19,6 +23,16 @@
  *   accounts for), each worth tokens_per_waiting (the mean prefill of what was recently routed
  *   there); the engine has worked through θ · since_report_ms of that since the report.
  * - θ: the engine's prefill throughput, learned from first-token times (prefill-throughput.ts).
+ * - K: the engine's Device pool in tokens, known once it has evicted (the most Device blocks its
+ *   stream held when one left, × block size). The requests queued ahead touch their whole
+ *   prompts before this one runs — their cached prefixes and their new blocks — so a full LRU
+ *   pool keeps those and evicts this request's hit first: only what still fits beside them is
+ *   kept (survivingHitTokens). ahead_tokens: what the queued prompts hold beyond this prompt's
+ *   prefix, their union as a prefix tree (footprintGranules over the ledgers' prompt
+ *   fingerprints); queued_tokens stands in for requests without fingerprints. The rest of the
+ *   hit is recomputed: a hit the requests ahead will evict is not a hit. Without it, two
+ *   contexts alternating on an engine too small for both were each predicted with the hit the
+ *   other was about to take away (docs/decisions.md).
  *
  * Pure; writes into a caller's scratch object.
  */
@@ -29,6 +43,8 @@ export interface TtftTerms {
   /** Prefix credit on the candidate (Device; a block on both tiers counts as Device). */
   readonly deviceHitTokens: number;
   readonly hostOnlyHitTokens: number;
+  /** Prefix a request queued ahead computes first (pending credit): on Device when this one runs, whatever the pool. */
+  readonly pendingHitTokens: number;
   /** c in [0, 1]: a Host-only hit token's reload cost relative to a recomputed one. */
   readonly hostTokenCost: number;
   /** Requests the engine's last load report counts that no router's ledger accounts for. */
@@ -43,10 +59,21 @@ export interface TtftTerms {
   readonly workedOffTokens: number;
   /** θ > 0: prefill throughput in tokens per ms. */
   readonly tokensPerMs: number;
+  /** K: the engine's Device pool in tokens as its evictions show it; 0 = unknown (it never evicted). */
+  readonly deviceCapacityTokens: number;
+  /** What the prompts queued ahead hold beyond this prompt's prefix, in tokens (≥ 0; 0 without fingerprints). */
+  readonly aheadTokens: number;
+  /** The same of the prompts queued after the pending prefix's producer (≤ aheadTokens). */
+  readonly afterPendingTokens: number;
 }
 
 export interface TtftPrediction {
   ownTokens: number;
+  /** The credit own_tokens counts: the view's Device and Host-only hit (Device as kept), or the pending prefix alone. */
+  deviceCreditTokens: number;
+  hostOnlyCreditTokens: number;
+  /** Device hit tokens the queued prefill ahead evicts first (device_hit − device_kept). */
+  evictedHitTokens: number;
   queuedTokens: number;
   queueMs: number;
   ownMs: number;
@@ -54,7 +81,7 @@ export interface TtftPrediction {
 }
 
 export function newTtftPrediction(): TtftPrediction {
-  return { ownTokens: 0, queuedTokens: 0, queueMs: 0, ownMs: 0, predictedMs: 0 };
+  return { ownTokens: 0, deviceCreditTokens: 0, hostOnlyCreditTokens: 0, evictedHitTokens: 0, queuedTokens: 0, queueMs: 0, ownMs: 0, predictedMs: 0 };
 }
 
 /** This request's prefill on a candidate, in recompute-equivalent tokens (never below 0). */
@@ -67,15 +94,36 @@ export function ownPrefillTokens(inputTokens: number, deviceHitTokens: number, h
 /** The prediction for one candidate, into `out` (returned). */
 export function predictTtft(t: TtftTerms, out: TtftPrediction): TtftPrediction {
   if (!(t.tokensPerMs > 0)) throw new RangeError(`tokensPerMs must be > 0, got ${t.tokensPerMs}`);
-  const own = ownPrefillTokens(t.inputTokens, t.deviceHitTokens, t.hostOnlyHitTokens, t.hostTokenCost);
   const unknown = Math.max(0, t.waitingUnknown * t.tokensPerWaiting - t.tokensPerMs * Math.max(0, t.sinceReportMs));
   const queued = Math.max(0, t.knownTokens - Math.max(0, t.workedOffTokens)) + unknown;
-  out.ownTokens = own;
+  const device = Math.max(0, t.deviceHitTokens);
+  const kept = survivingHitTokens(device, Math.max(queued, t.aheadTokens), t.deviceCapacityTokens);
+  const pending = Math.max(0, t.pendingHitTokens);
+  const pendingKept = survivingHitTokens(pending, t.afterPendingTokens, t.deviceCapacityTokens);
+  const viewOwn = ownPrefillTokens(t.inputTokens, kept, t.hostOnlyHitTokens, t.hostTokenCost);
+  const pendingOwn = ownPrefillTokens(t.inputTokens, pendingKept, 0, t.hostTokenCost);
+  const byPending = pendingOwn < viewOwn;
+  out.ownTokens = byPending ? pendingOwn : viewOwn;
+  out.deviceCreditTokens = byPending ? pendingKept : kept;
+  out.hostOnlyCreditTokens = byPending ? 0 : t.hostOnlyHitTokens;
+  out.evictedHitTokens = byPending ? pending - pendingKept : device - kept;
   out.queuedTokens = queued;
   out.queueMs = queued / t.tokensPerMs;
-  out.ownMs = own / t.tokensPerMs;
+  out.ownMs = out.ownTokens / t.tokensPerMs;
   out.predictedMs = out.queueMs + out.ownMs;
   return out;
+}
+
+/**
+ * Of a Device hit of `hitTokens`, what is still on Device when the request runs after requests
+ * that touch `aheadTokens` of other content, on an engine whose Device pool holds
+ * `capacityTokens` (0 = unknown: the engine never evicted, so nothing says its pool is full): a
+ * full LRU pool makes room by evicting its least recently used blocks, the hit among them, so the
+ * hit keeps what fits beside that content. Pure.
+ */
+export function survivingHitTokens(hitTokens: number, aheadTokens: number, capacityTokens: number): number {
+  if (!(capacityTokens > 0)) return hitTokens;
+  return Math.min(hitTokens, Math.max(0, capacityTokens - aheadTokens));
 }
 
 /**

@@ -5,7 +5,8 @@
  *   predicted_ms = (queued_tokens + own_tokens) / θ
  *
  * - own_tokens: input minus the candidate's prefix credit, a Host-only hit at c of a recompute
- *   (`--ttft_host_token_cost`); the credit is the DP-rank minimum the view gives CAR
+ *   (`--ttft_host_token_cost`), a Device hit only as far as it survives the queued prefill ahead
+ *   on an engine that has shown its pool full (ttft-cost.ts survivingHitTokens); the credit is the DP-rank minimum the view gives CAR
  *   (instance-hit.ts, w = 1 − c), or the pending prefix of a request queued ahead there
  *   (`--car_pending_prefix`: an in-flight decision of any replica, or one of this router's
  *   requests before its first token) when larger, floored to complete blocks on single-rank
@@ -70,6 +71,12 @@ export interface TtftCandidateExplanation extends CandidateExplanation {
   worked_off_tokens: number;
   /** The request's own prefill on this candidate, recompute-equivalent tokens. */
   own_prefill_tokens: number;
+  /** The engine's Device pool in tokens as its evictions show it (0: it never evicted, so its hits are kept). */
+  device_capacity_tokens: number;
+  /** What the prompts queued ahead hold beyond this prompt's prefix (0 where the pool was never seen full, or without fingerprints). */
+  ahead_tokens: number;
+  /** Of the Device hit, what the requests ahead evict before this one runs (counted in own_prefill_tokens). */
+  evicted_hit_tokens: number;
   queue_ms: number;
   own_prefill_ms: number;
   predicted_ms: number;
@@ -166,21 +173,17 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       // own() first: it ends the own entries a newer report, the TTL or an answer ended.
       const ownCount = inflight === null ? 0 : inflight.own(inst, mono);
       const otherCount = inflight === null ? 0 : inflight.others(inst, stale);
-      let device = h.device;
-      let hostOnly = h.hostOnly;
+      const device = h.device;
+      const hostOnly = h.hostOnly;
       let pending = 0;
       // Pending prefix credit, as CAR gives it: where the view's credit is trusted, on one rank.
       if (fingerprints !== null && h.blockSize > 0 && inst.dpSize === 1) {
         // In-flight decisions (every replica's, until a load report) and this router's ledger (until the first token).
         const granules = inflight!.ledgerPendingGranules(inst, fingerprints, inflight!.pendingGranules(inst, fingerprints), stale);
         if (granules > 0) pending = Math.floor(Math.min(granules * GRANULE_TOKENS, inputTokens) / h.blockSize) * h.blockSize;
-        // The request in flight computes that prefix first: it is on Device by the time this one runs.
-        if (ownPrefillTokens(inputTokens, pending, 0, this.hostCost) < ownPrefillTokens(inputTokens, device, hostOnly, this.hostCost)) {
-          device = pending;
-          hostOnly = 0;
-        }
       }
-      const fallback = ownPrefillTokens(inputTokens, device, hostOnly, this.hostCost);
+      // Before any decision there, a reported waiting request is worth this one's prefill as the view credits it.
+      const fallback = Math.min(ownPrefillTokens(inputTokens, device, hostOnly, this.hostCost), inputTokens - pending);
       const perWaiting = this.routedMean.tokensPerRequest(inst.name, fallback);
       const ownTokens = inflight === null ? 0 : inflight.ownPrefillTokens(inst);
       const otherTokens = inflight === null ? 0 : inflight.otherPrefillTokens(inst, stale, perWaiting);
@@ -199,11 +202,16 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       // The report counts the ledgers' requests at the engine when it was made: only the rest is unknown.
       const waitingUnknown = Math.max(0, waiting - progress.ledgerAtReport);
       const workedOff = progress.workedOff(ledger, shares, me, mono, tokensPerMs);
+      // Only where the pool has shown itself full does what the queue ahead holds matter.
+      const full = fingerprints !== null && h.deviceEvictionTokens > 0;
+      const aheadTokens = full ? inflight!.ledgerFootprintGranules(inst, fingerprints, stale) * GRANULE_TOKENS : 0;
+      const afterPendingTokens = full && pending > 0 ? inflight!.ledgerFootprintGranules(inst, fingerprints, stale, Math.ceil(pending / GRANULE_TOKENS)) * GRANULE_TOKENS : aheadTokens;
       const t = predictTtft(
         {
           inputTokens,
           deviceHitTokens: device,
           hostOnlyHitTokens: hostOnly,
+          pendingHitTokens: pending,
           hostTokenCost: this.hostCost,
           waitingUnknown,
           tokensPerWaiting: perWaiting,
@@ -211,6 +219,10 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
           knownTokens: ledgerTokensOwn + ledgerTokensOther + ownTokens + otherTokens,
           workedOffTokens: workedOff,
           tokensPerMs,
+          // A DP instance's queue is shared by its ranks: each rank's pool against its share.
+          deviceCapacityTokens: h.deviceEvictionTokens * inst.dpSize,
+          aheadTokens,
+          afterPendingTokens,
         },
         this.prediction,
       );
@@ -222,9 +234,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
         instance_name: inst.name,
         incarnation_id: inst.incarnationId,
         role: 'prefill',
-        hit_tokens: device + hostOnly,
-        device_hit_tokens: device,
-        host_only_hit_tokens: hostOnly,
+        hit_tokens: t.deviceCreditTokens + t.hostOnlyCreditTokens,
+        device_hit_tokens: t.deviceCreditTokens,
+        host_only_hit_tokens: t.hostOnlyCreditTokens,
         kv_hit_ratio: inputTokens > 0 ? Math.min(1, Math.max(0, credited / inputTokens)) : 0,
         // Filled below: queued tokens over the largest among the P candidates.
         queue_cost: t.queuedTokens,
@@ -232,6 +244,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
         queued_tokens: t.queuedTokens,
         worked_off_tokens: workedOff,
         own_prefill_tokens: t.ownTokens,
+        device_capacity_tokens: h.deviceEvictionTokens * inst.dpSize,
+        evicted_hit_tokens: t.evictedHitTokens,
+        ahead_tokens: aheadTokens,
         queue_ms: t.queueMs,
         own_prefill_ms: t.ownMs,
         predicted_ms: t.predictedMs,

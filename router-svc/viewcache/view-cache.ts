@@ -41,6 +41,8 @@ export const VIEW_STALE_ERROR = 'directory view stale';
 export interface RouterStream extends ViewStreamState {
   readonly deviceBlocks: number;
   readonly hostBlocks: number;
+  /** Device blocks it held when it last set a high mark evicting one; 0 = never evicted (ResidencyIndex.deviceEvictionBlocks). */
+  readonly deviceEvictionBlocks: number;
 }
 
 /**
@@ -97,6 +99,10 @@ class CachedStream implements RouterStream, GroupSlot {
 
   get hostBlocks(): number {
     return this.group.hostBlocks(this.slot);
+  }
+
+  get deviceEvictionBlocks(): number {
+    return this.group.deviceEvictionBlocks(this.slot);
   }
 }
 

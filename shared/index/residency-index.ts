@@ -67,6 +67,8 @@ export class ResidencyIndex {
   private readonly sets = new HolderSets();
   private readonly deviceCounts = new Int32Array(MAX_SLOTS);
   private readonly hostCounts = new Int32Array(MAX_SLOTS);
+  /** Per slot, the most Device blocks it held when it lost one (deviceEvictionBlocks). */
+  private readonly evictedAtCounts = new Int32Array(MAX_SLOTS);
   private readonly slotUsed = new Uint8Array(MAX_SLOTS);
   private slotsInUse = 0;
   private readonly keyScratch = new Uint32Array(4);
@@ -190,6 +192,7 @@ export class ResidencyIndex {
     for (let s = 0; s < MAX_SLOTS; s++) {
       if (this.slotUsed[s] === 0) {
         this.slotUsed[s] = 1;
+        this.evictedAtCounts[s] = 0;
         this.slotsInUse++;
         return s;
       }
@@ -208,6 +211,16 @@ export class ResidencyIndex {
   /** Keys resident on Device for the stream (§8 device_blocks). */
   deviceBlocks(slot: number): number {
     return this.deviceCounts[slot]!;
+  }
+
+  /**
+   * The most Device blocks the stream held when one of them left Device (0: none ever left since
+   * the slot was taken or last cleared). An engine evicts when its Device pool is full, so this is
+   * what its pool holds: the TTFT policy's capacity estimate (ttft-cost.ts survivingHitTokens).
+   * It can read a few blocks high when one update stores blocks before it removes others.
+   */
+  deviceEvictionBlocks(slot: number): number {
+    return this.evictedAtCounts[slot]!;
   }
 
   /** Keys resident on Host for the stream; a replica counts here and in deviceBlocks. */
@@ -281,6 +294,7 @@ export class ResidencyIndex {
     const newSet = sets.transition(oldSet, slot, tiers);
     sets.retain(newSet);
     sets.release(oldSet);
+    if ((before & TIER_DEVICE) !== 0 && (tiers & TIER_DEVICE) === 0 && this.deviceCounts[slot]! > this.evictedAtCounts[slot]!) this.evictedAtCounts[slot] = this.deviceCounts[slot]!;
     this.deviceCounts[slot] += (tiers & TIER_DEVICE) - (before & TIER_DEVICE);
     this.hostCounts[slot] += ((tiers & TIER_HOST) - (before & TIER_HOST)) >> 1;
     if (oldSet === EMPTY_SET) this.pinnedOnly--;
@@ -428,6 +442,7 @@ export class ResidencyIndex {
   clearStream(slot: number): void {
     this.checkSlot(slot);
     this.clearWork = 0;
+    this.evictedAtCounts[slot] = 0;
     if (this.deviceCounts[slot] === 0 && this.hostCounts[slot] === 0) return;
     this.clearWork = this.sets.setIdCount;
     this.orphanedKeys += this.sets.clearSlot(slot);

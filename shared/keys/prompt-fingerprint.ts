@@ -89,6 +89,24 @@ export function longerShared(a: Uint32Array, b: Uint32Array, best: number): numb
   return i;
 }
 
+/**
+ * Granules the prompts `ahead[0..count)` touch beyond what they share with `prompt`: the size of
+ * their union as a prefix tree (each counts what it shares with no earlier one), less `prompt`'s
+ * own prefix. What requests queued ahead on an engine store or refresh before `prompt` runs, so
+ * what a full LRU pool keeps in preference to `prompt`'s cached prefix (the TTFT policy's
+ * survivingHitTokens). O(count² + granules); no allocation.
+ */
+export function footprintGranules(prompt: Uint32Array, ahead: readonly Uint32Array[], count: number): number {
+  let total = 0;
+  for (let j = 0; j < count; j++) {
+    const p = ahead[j]!;
+    let shared = longerShared(p, prompt, 0);
+    for (let i = 0; i < j && shared < p.length; i++) shared = longerShared(p, ahead[i]!, shared);
+    total += p.length - shared;
+  }
+  return total;
+}
+
 /** The same prompt (up to its fingerprinted length): chained, so the length and the last fingerprint decide. */
 export function sameFingerprints(a: Uint32Array, b: Uint32Array): boolean {
   return a.length === b.length && (a.length === 0 || a[a.length - 1] === b[b.length - 1]);

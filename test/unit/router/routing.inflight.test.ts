@@ -166,6 +166,21 @@ describe('routing.md In-flight load (router)', () => {
     expect(bounded).to.deep.equal([1, 500, 0]);
   });
 
+  it('ledger footprint (TTFT on a full pool): what the prompts ahead hold beyond a prompt; after a pending prefix, only what was sent after its producer', () => {
+    const a = view.instance('a:1')!;
+    // Fingerprints: context C = granules 1,2 and context D = granules 9,10 (chained values stand in).
+    const mine = Uint32Array.of(1, 2, 3);
+    inflight.startPrefill(a, 100, Uint32Array.of(9, 10, 11)); // D, before the producer
+    inflight.startPrefill(a, 100, Uint32Array.of(1, 2, 5)); // the producer of C
+    inflight.startPrefill(a, 100, Uint32Array.of(9, 10, 12)); // D again, after it
+    // All of it: D's 3 + the producer's own tail 1 + D's second tail 1.
+    expect(inflight.ledgerFootprintGranules(a, mine, false)).to.equal(5);
+    // After the producer of 2 granules of C only the later D counts — whole, as nothing before it is counted.
+    expect(inflight.ledgerFootprintGranules(a, mine, false, 2)).to.equal(3);
+    // No entry shares 3 granules: the producer is in another ledger, whose order against this one is unknown: none counts.
+    expect(inflight.ledgerFootprintGranules(a, mine, false, 3)).to.equal(0);
+  });
+
   it('"dry_run": true explains without counting', () => {
     route(true);
     route(true);

@@ -3,12 +3,13 @@
  * (ttft-cost.ts), the prefill throughput estimate with its prior (prefill-throughput.ts) and the
  * worth of a reported waiting request (routed-prefill-mean.ts). Hand-computed numbers throughout.
  *
- *   own_tokens    = input − device − host_only + c · host_only
  *   queued_tokens = known_tokens + max(0, waiting_unknown · per_waiting − θ · since_report_ms)
+ *   device_kept   = min(device, max(0, K − queued_tokens))   (device when K unknown)
+ *   own_tokens    = input − device_kept − host_only + c · host_only
  *   predicted_ms  = (queued_tokens + own_tokens) / θ
  */
 import { expect } from 'chai';
-import { newTtftPrediction, ownPrefillTokens, predictTtft, type TtftTerms } from '../../../router-svc/policy/ttft-cost.js';
+import { newTtftPrediction, ownPrefillTokens, predictTtft, survivingHitTokens, type TtftTerms } from '../../../router-svc/policy/ttft-cost.js';
 import { PrefillThroughput } from '../../../router-svc/policy/prefill-throughput.js';
 import { RoutedPrefillMean } from '../../../router-svc/policy/routed-prefill-mean.js';
 
@@ -16,6 +17,7 @@ const BASE: TtftTerms = {
   inputTokens: 1000,
   deviceHitTokens: 0,
   hostOnlyHitTokens: 0,
+  pendingHitTokens: 0,
   hostTokenCost: 0.25,
   waitingUnknown: 0,
   tokensPerWaiting: 0,
@@ -23,6 +25,9 @@ const BASE: TtftTerms = {
   knownTokens: 0,
   workedOffTokens: 0,
   tokensPerMs: 10,
+  deviceCapacityTokens: 0,
+  aheadTokens: 0,
+  afterPendingTokens: 0,
 };
 
 function predict(over: Partial<TtftTerms>) {
@@ -44,7 +49,7 @@ describe('TTFT policy: the cost (TT1), throughput (TT2) and per-waiting worth', 
     });
 
     it('TT1 an idle engine: predicted = own tokens / θ', () => {
-      expect(predict({ deviceHitTokens: 600 })).to.deep.equal({ ownTokens: 400, queuedTokens: 0, queueMs: 0, ownMs: 40, predictedMs: 40 });
+      expect(predict({ deviceHitTokens: 600 })).to.deep.equal({ ownTokens: 400, deviceCreditTokens: 600, hostOnlyCreditTokens: 0, evictedHitTokens: 0, queuedTokens: 0, queueMs: 0, ownMs: 40, predictedMs: 40 });
     });
 
     it('TT1 queued tokens, not requests: 3 waiting × 2,000 tokens is 600 ms ahead at 10 tokens/ms', () => {
@@ -63,6 +68,37 @@ describe('TTFT policy: the cost (TT1), throughput (TT2) and per-waiting worth', 
     it('TT1 known tokens (ledgers, in-flight decisions) are not worked off: they are counted as they stand', () => {
       const p = predict({ waitingUnknown: 1, tokensPerWaiting: 1000, sinceReportMs: 1000, knownTokens: 2500 });
       expect(p).to.include({ queuedTokens: 2500, queueMs: 250, predictedMs: 350 });
+    });
+
+    it('TT1 a full pool keeps of a Device hit only what fits beside the queued prefill ahead', () => {
+      // Pool of 3,000 tokens: 2,500 queued ahead leave room for 500 of the 1,200-token hit.
+      expect(survivingHitTokens(1200, 2500, 3000)).to.equal(500);
+      expect(survivingHitTokens(1200, 1000, 3000)).to.equal(1200);
+      expect(survivingHitTokens(1200, 4000, 3000)).to.equal(0);
+      // A pool never seen full (K = 0) keeps the whole hit.
+      expect(survivingHitTokens(1200, 1e9, 0)).to.equal(1200);
+      // 1000 input, 800 Device hit, 2,700 queued, K 3,000: 300 kept, own 700, 500 evicted.
+      const p = predict({ deviceHitTokens: 800, knownTokens: 2700, deviceCapacityTokens: 3000 });
+      expect(p).to.include({ ownTokens: 700, evictedHitTokens: 500, queuedTokens: 2700, predictedMs: 340 });
+      // The same with an unknown pool: the whole hit counts.
+      expect(predict({ deviceHitTokens: 800, knownTokens: 2700 })).to.include({ ownTokens: 200, evictedHitTokens: 0 });
+      // A Host-only hit is not on Device and stays at c: 1000 − 0 − 400 + .25 · 400 = 700.
+      expect(predict({ deviceHitTokens: 300, hostOnlyHitTokens: 400, knownTokens: 5000, deviceCapacityTokens: 3000 })).to.include({ ownTokens: 700, evictedHitTokens: 300 });
+    });
+
+    it('TT1 what the prompts ahead hold evicts the hit when it exceeds their prefill: a prefix cached there refreshed by them', () => {
+      // 300 tokens of prefill queued, but the prompts ahead touch 2,900 tokens of other content: 100 of the 800 kept.
+      expect(predict({ deviceHitTokens: 800, knownTokens: 300, aheadTokens: 2900, deviceCapacityTokens: 3000 })).to.include({ ownTokens: 900, evictedHitTokens: 700, queuedTokens: 300 });
+    });
+
+    it('TT1 a pending prefix is computed by a request queued ahead: the prefill queued is not what evicts it, only the other content ahead; the smaller own work wins', () => {
+      // View credit 800 of which 300 kept behind 2,700 queued; a pending prefix of 600 (other content ahead: 0): own 400, the pending credit.
+      const p = predict({ deviceHitTokens: 800, pendingHitTokens: 600, knownTokens: 2700, deviceCapacityTokens: 3000 });
+      expect(p).to.include({ ownTokens: 400, deviceCreditTokens: 600, hostOnlyCreditTokens: 0, evictedHitTokens: 0 });
+      // 2,700 tokens of other prompts ahead leave room for 300 of the pending 600 (and of the view's 800): own 700, 300 evicted.
+      expect(predict({ deviceHitTokens: 800, pendingHitTokens: 600, knownTokens: 2700, aheadTokens: 2700, afterPendingTokens: 2700, deviceCapacityTokens: 3000 })).to.include({ ownTokens: 700, deviceCreditTokens: 300, evictedHitTokens: 500 });
+      // With room for the whole view hit, the view's 800 beat the pending 600.
+      expect(predict({ deviceHitTokens: 800, pendingHitTokens: 600, knownTokens: 2000, deviceCapacityTokens: 3000 })).to.include({ ownTokens: 200, deviceCreditTokens: 800 });
     });
 
     it('TT1 a throughput of 0 or less is refused', () => {

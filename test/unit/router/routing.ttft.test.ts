@@ -16,7 +16,7 @@ import { NO_LAST_END, type WireInflightShare, type WireViewInstance, type WireVi
 import { decodeViewUpdate } from '../../../router-svc/viewcache/view-update.js';
 import { firstTokenVisible } from '../../../router-svc/proxy/first-token.js';
 import { fingerprintBytes, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
-import { DEVICE, HOST, apply, blockKeys, delta, residency, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
+import { DEVICE, HOST, apply, blockKeys, delta, residency, residencyChanges, snapshot, tokens, wireInstance, wireLoad, wireStream } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
 const ME = 'router-me';
@@ -263,6 +263,39 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     expect(second.prefill.name).to.equal(there);
   });
 
+  it('TT15 an engine whose pool its evictions show full keeps of a Device hit only what fits beside the queued prefill ahead', async () => {
+    // a: k0..k3 (the prompt, 16 tokens) and one block of another prompt, 12 tokens of another router queued. b: idle, cold.
+    const other = (await blockKeys(tokens(4, 90_000)))[0]!;
+    await load([instance('a:1', 0, [share(1, 12)]), instance('b:1')], [wireStream(1, 'a:1', residency([k[0]!, k[1]!, k[2]!, k[3]!, other], [DEVICE, DEVICE, DEVICE, DEVICE, DEVICE])), wireStream(2, 'b:1')]);
+    // Never seen evicting: the whole hit counts, 12 queued + 0 own beat b's 16 own.
+    const before = policy().decide({ tokenIds: T16, promptTokens: 0 }, view, 0);
+    expect(before.prefill.name).to.equal('a:1');
+    expect(ttftOf(before, 'a:1')).to.include({ device_capacity_tokens: 0, evicted_hit_tokens: 0, device_hit_tokens: 16, own_prefill_tokens: 0, predicted_ms: 12 });
+    // a evicts the other block while holding 5: its pool is 20 tokens. The 12 queued tokens leave room for 8 of the 16.
+    version++;
+    await apply(view, delta('e1', version, { residency: [residencyChanges(1, [other], [0])] }), 0);
+    const after = policy().decide({ tokenIds: T16, promptTokens: 0 }, view, 0);
+    expect(ttftOf(after, 'a:1')).to.include({ device_capacity_tokens: 20, evicted_hit_tokens: 8, device_hit_tokens: 8, own_prefill_tokens: 8, predicted_ms: 20 });
+    expect(after.prefill.name).to.equal('b:1');
+  });
+
+  it('TT15 what the prompts queued ahead hold counts, not only their prefill: another context cached there pushes the hit out of a full pool', async () => {
+    // a's pool is 80 tokens (k0..k3 of a 64-token prompt and 4 blocks of another prompt, one evicted).
+    const P = tokens(64);
+    const pk = await blockKeys(P);
+    const other = await blockKeys(tokens(16, 90_000));
+    // Another replica's ledger on a: one request of another 64-token context, 16 new tokens of prefill (48 of it a hit there).
+    const ahead = promptFingerprints(tokens(64, 50_000));
+    const ledger: WireInflightShare = { router_id: 'router-x', count: 0, prompts: [], outstanding_prefill: { tokens: '16', requests: 1, prompts: [fingerprintBytes(ahead)] } };
+    const resident = [...pk.slice(0, 16), ...other];
+    await load([instance('a:1', 0, [ledger]), instance('b:1')], [wireStream(1, 'a:1', residency(resident, resident.map(() => DEVICE))), wireStream(2, 'b:1')]);
+    version++;
+    await apply(view, delta('e1', version, { residency: [residencyChanges(1, [other[3]!], [0])] }), 0);
+    const d = decider(policy()).decide({ tokenIds: P, promptTokens: 0, dryRun: true }, 0);
+    // 16 queued tokens alone would keep the whole 64-token hit (80 − 16 ≥ 64); the 64 tokens the other prompt touches leave 16.
+    expect(ttftOf(d, 'a:1')).to.include({ device_capacity_tokens: 80, queued_tokens: 16, ahead_tokens: 64, evicted_hit_tokens: 48, own_prefill_tokens: 48, predicted_ms: 64 });
+  });
+
   it('TT13 --ttft_work_slack: within it of the soonest prediction the least prefill work wins, explained; beyond it the soonest does', async () => {
     // a: idle, nothing cached: 0 + 100 = 100 ms. b: 96 of the prompt's 100 tokens on Device,
     // behind another replica's `queued` tokens: queued + 4 ms.
@@ -336,6 +369,9 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
       queued_tokens: 512,
       worked_off_tokens: 0,
       own_prefill_tokens: 256,
+      device_capacity_tokens: 0,
+      ahead_tokens: 0,
+      evicted_hit_tokens: 0,
       queue_ms: 512,
       own_prefill_ms: 256,
       predicted_ms: 768,

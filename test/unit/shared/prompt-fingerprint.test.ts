@@ -3,7 +3,7 @@
  * 16-token granule, so equal leading fingerprints mean an equal prefix.
  */
 import { expect } from 'chai';
-import { fingerprintBytes, fingerprintsOf, GRANULE_TOKENS, longerShared, MAX_PROMPT_GRANULES, promptFingerprints, sharedGranules } from '../../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, fingerprintsOf, footprintGranules, GRANULE_TOKENS, longerShared, MAX_PROMPT_GRANULES, promptFingerprints, sharedGranules } from '../../../shared/keys/prompt-fingerprint.js';
 
 const ids = (n: number, first = 1): number[] => Array.from({ length: n }, (_, i) => first + i);
 
@@ -37,6 +37,23 @@ describe('pending prefix fingerprints', () => {
     }
     expect(best).to.equal(6);
     expect(longerShared(a, a, 10)).to.equal(10);
+  });
+
+  it('footprintGranules: what the prompts ahead hold beyond a prompt, their union as a prefix tree', () => {
+    // A context of 4 granules (64 tokens) with different tails; X another context.
+    const ctx = ids(64);
+    const mine = promptFingerprints([...ctx, ...ids(32, 1000)]);
+    const sibling = promptFingerprints([...ctx, ...ids(48, 2000)]);
+    const x1 = promptFingerprints([...ids(64, 5000), ...ids(16, 3000)]);
+    const x2 = promptFingerprints([...ids(64, 5000), ...ids(32, 4000)]);
+    expect(footprintGranules(mine, [], 0)).to.equal(0);
+    // A sibling touches only its own 3-granule tail beyond the shared context.
+    expect(footprintGranules(mine, [sibling], 1)).to.equal(3);
+    // Another context counts once: x1 whole (5), x2 only its tail beyond x1's context (2).
+    expect(footprintGranules(mine, [x1, x2], 2)).to.equal(7);
+    expect(footprintGranules(mine, [x2, x1], 2)).to.equal(7);
+    // The count bounds the list (a reused scratch array).
+    expect(footprintGranules(mine, [x1, x2, sibling], 1)).to.equal(5);
   });
 
   it('wire form: little-endian uint32s; a length that is not a multiple of 4 or over the cap is refused', () => {
