@@ -363,7 +363,8 @@ export class InflightLoad {
    * `prompt`, in the ledger that holds it — the pending prefix's producer computes it, so only
    * what runs after it can evict it. A ledger is in send order; between ledgers the order is
    * unknown, and a ledger without such an entry is not counted (its requests may all run before
-   * the producer: counting them split a task's branches over engines, a tenth of agentic's hits).
+   * the producer: counting them split a task's branches over engines; agentic with pressured KV,
+   * 4 routers, kept 0.93 of CAR's hit ratio so and 0.97 without).
    */
   ledgerFootprintGranules(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean, afterGranules = 0): number {
     const ahead = this.aheadScratch;

@@ -6,13 +6,16 @@
  *                   + max(0, waiting_unknown · tokens_per_waiting − θ · since_report_ms)    tokens
  *   device_kept   = min(device_hit, max(0, K − max(queued_tokens, ahead_tokens)))
  *                                                     (device_hit when K unknown)          tokens
+ *   pending_kept  = min(pending_hit, max(0, K − after_pending_tokens))                      tokens
  *   own_tokens    = min(input − device_kept − host_only_hit + c · host_only_hit,
- *                       input − pending_hit)                                               tokens
+ *                       input − pending_kept)                                              tokens
  *   predicted_ms  = (queued_tokens + own_tokens) / θ                                       ms
  *
  * - own_tokens: this request's prefill; a Device hit is free, a Host-only hit costs c (the reload
  *   cost, `--ttft_host_token_cost`) of a recomputed token; or, when less, what is left beside the
- *   pending prefix (a request queued ahead computes it, so it is on Device when this one runs).
+ *   pending prefix (a request queued ahead computes it, so it is on Device when this one runs,
+ *   unless what runs after that request evicts it: pending_kept, as device_kept with
+ *   after_pending_tokens).
  * - known_tokens: prefill known request by request — every router's requests to the engine still
  *   before their first token (the prefill ledger), and the decisions no load report reflects yet
  *   that are in no ledger (routing.md "In-flight load").
@@ -32,7 +35,7 @@
  *   fingerprints); queued_tokens stands in for requests without fingerprints. The rest of the
  *   hit is recomputed: a hit the requests ahead will evict is not a hit. Without it, two
  *   contexts alternating on an engine too small for both were each predicted with the hit the
- *   other was about to take away (docs/decisions.md).
+ *   other was about to take away (docs/design/decisions.md, TTFT policy).
  *
  * Pure; writes into a caller's scratch object.
  */
@@ -43,7 +46,7 @@ export interface TtftTerms {
   /** Prefix credit on the candidate (Device; a block on both tiers counts as Device). */
   readonly deviceHitTokens: number;
   readonly hostOnlyHitTokens: number;
-  /** Prefix a request queued ahead computes first (pending credit): on Device when this one runs, whatever the pool. */
+  /** Prefix a request queued ahead computes first (pending credit): exposed only to what runs after that request. */
   readonly pendingHitTokens: number;
   /** c in [0, 1]: a Host-only hit token's reload cost relative to a recomputed one. */
   readonly hostTokenCost: number;
@@ -72,7 +75,7 @@ export interface TtftPrediction {
   /** The credit own_tokens counts: the view's Device and Host-only hit (Device as kept), or the pending prefix alone. */
   deviceCreditTokens: number;
   hostOnlyCreditTokens: number;
-  /** Device hit tokens the queued prefill ahead evicts first (device_hit − device_kept). */
+  /** Hit tokens the requests ahead evict first (the credited hit less what is kept of it). */
   evictedHitTokens: number;
   queuedTokens: number;
   queueMs: number;

@@ -5,9 +5,10 @@
  *   predicted_ms = (queued_tokens + own_tokens) / θ
  *
  * - own_tokens: input minus the candidate's prefix credit, a Host-only hit at c of a recompute
- *   (`--ttft_host_token_cost`), a Device hit only as far as it survives the queued prefill ahead
- *   on an engine that has shown its pool full (ttft-cost.ts survivingHitTokens); the credit is the DP-rank minimum the view gives CAR
- *   (instance-hit.ts, w = 1 − c), or the pending prefix of a request queued ahead there
+ *   (`--ttft_host_token_cost`); on an engine whose evictions show its pool full, a Device hit only
+ *   as far as it fits beside what the requests queued ahead hold (their prompts' union beyond this
+ *   one's prefix, from the ledgers' fingerprints: survivingHitTokens). The credit is the DP-rank
+ *   minimum the view gives CAR (instance-hit.ts, w = 1 − c), or the pending prefix of a request queued ahead there
  *   (`--car_pending_prefix`: an in-flight decision of any replica, or one of this router's
  *   requests before its first token) when larger, floored to complete blocks on single-rank
  *   instances.
@@ -203,7 +204,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       const waitingUnknown = Math.max(0, waiting - progress.ledgerAtReport);
       const workedOff = progress.workedOff(ledger, shares, me, mono, tokensPerMs);
       // Only where the pool has shown itself full does what the queue ahead holds matter.
-      const full = fingerprints !== null && h.deviceEvictionTokens > 0;
+      // A DP instance's queue is shared by its ranks: each rank's pool against its share.
+      const capacityTokens = h.deviceEvictionTokens * inst.dpSize;
+      const full = fingerprints !== null && capacityTokens > 0;
       const aheadTokens = full ? inflight!.ledgerFootprintGranules(inst, fingerprints, stale) * GRANULE_TOKENS : 0;
       const afterPendingTokens = full && pending > 0 ? inflight!.ledgerFootprintGranules(inst, fingerprints, stale, Math.ceil(pending / GRANULE_TOKENS)) * GRANULE_TOKENS : aheadTokens;
       const t = predictTtft(
@@ -219,8 +222,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
           knownTokens: ledgerTokensOwn + ledgerTokensOther + ownTokens + otherTokens,
           workedOffTokens: workedOff,
           tokensPerMs,
-          // A DP instance's queue is shared by its ranks: each rank's pool against its share.
-          deviceCapacityTokens: h.deviceEvictionTokens * inst.dpSize,
+          deviceCapacityTokens: capacityTokens,
           aheadTokens,
           afterPendingTokens,
         },
@@ -244,7 +246,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
         queued_tokens: t.queuedTokens,
         worked_off_tokens: workedOff,
         own_prefill_tokens: t.ownTokens,
-        device_capacity_tokens: h.deviceEvictionTokens * inst.dpSize,
+        device_capacity_tokens: capacityTokens,
         evicted_hit_tokens: t.evictedHitTokens,
         ahead_tokens: aheadTokens,
         queue_ms: t.queueMs,
