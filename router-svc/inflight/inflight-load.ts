@@ -24,7 +24,7 @@
 import { performance } from 'node:perf_hooks';
 import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
 import type { InflightShare, RouterInstance } from '../viewcache/view-update.js';
-import { fingerprintBytes, footprintGranules, longerShared, PENDING_PROMPTS_PER_SHARE, sameFingerprints } from '../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, footprints, longerShared, PENDING_PROMPTS_PER_SHARE, sameFingerprints, sharesGranules, type Footprint } from '../../shared/keys/prompt-fingerprint.js';
 import { seqBefore } from './claim-seq.js';
 import { PrefillLedger } from './prefill-ledger.js';
 
@@ -247,8 +247,9 @@ export class InflightLoad {
   private readonly ttlMs: number;
   private readonly clock: () => number;
   private readonly rings = new Map<string, DecisionRing>();
-  /** ledgerFootprintGranules' list of the prompts ahead, reused (entries past its count are stale). */
+  /** ledgerFootprint's list of the prompts ahead and which follow the producer, reused (entries past its count are stale). */
   private readonly aheadScratch: Uint32Array[] = [];
+  private afterProducer: Uint8Array = new Uint8Array(16);
   /** Rings with unreported decisions, in first-decision order. */
   private outbox: DecisionRing[] = [];
   /** Told when the outbox gets its first ring since the last drain (the reporter schedules a send). */
@@ -357,19 +358,20 @@ export class InflightLoad {
    * Granules the prefill ledgers' prompts for `inst` touch beyond `prompt`'s prefix (every
    * replica's: this router's entries and the newest the view carries of the others'; none of the
    * others' on a stale view): what a full pool keeps before `prompt`'s cached prefix
-   * (footprintGranules). Requests without token ids are not in it.
+   * (footprintGranules), as `out.all`. Requests without token ids are not in it.
    *
-   * `afterGranules` > 0: only the entries after the last one sharing that many granules with
-   * `prompt`, in the ledger that holds it — the pending prefix's producer computes it, so only
+   * `out.included`: the same of the entries after the last one sharing `producerGranules` (> 0)
+   * with `prompt`, in the ledger that holds it — the pending prefix's producer computes it, so only
    * what runs after it can evict it. A ledger is in send order; between ledgers the order is
    * unknown, and a ledger without such an entry is not counted (its requests may all run before
    * the producer: counting them split a task's branches over engines; agentic with pressured KV,
-   * 4 routers, kept 0.93 of CAR's hit ratio so and 0.97 without).
+   * 4 routers, kept 0.93 of CAR's hit ratio so and 0.97 without). One pass over the prompts.
    */
-  ledgerFootprintGranules(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean, afterGranules = 0): number {
+  ledgerFootprint(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean, producerGranules: number, out: Footprint): Footprint {
     const ahead = this.aheadScratch;
     let n = this.rings.get(inst.name)?.ledger.collectPrompts(ahead, 0) ?? 0;
-    if (afterGranules > 0) n = keepAfterProducer(ahead, 0, n, prompt, afterGranules);
+    if (this.afterProducer.length < n) this.afterProducer = new Uint8Array(n * 2);
+    markAfterProducer(ahead, 0, n, prompt, producerGranules, this.afterProducer);
     if (!viewStale) {
       const shares = inst.inflight;
       for (let i = 0; i < shares.length; i++) {
@@ -377,10 +379,11 @@ export class InflightLoad {
         if (s.routerId === this.routerId) continue;
         const from = n;
         for (let j = 0; j < s.outstandingPrompts.length; j++) ahead[n++] = s.outstandingPrompts[j]!;
-        if (afterGranules > 0) n = keepAfterProducer(ahead, from, n, prompt, afterGranules);
+        if (this.afterProducer.length < n) this.afterProducer = growBytes(this.afterProducer, n * 2);
+        markAfterProducer(ahead, from, n, prompt, producerGranules, this.afterProducer);
       }
     }
-    return footprintGranules(prompt, ahead, n);
+    return footprints(prompt, ahead, n, this.afterProducer, out);
   }
 
   /**
@@ -583,15 +586,23 @@ export class InflightLoad {
 }
 
 /**
- * Of `list[from..to)` (one ledger's prompts, in send order), keeps those after the last sharing
- * `granules` with `prompt` (moved down to `from`), none when no entry does; returns the new end.
- * No allocation.
+ * Marks in `after[from..to)` the entries of `list[from..to)` (one ledger's prompts, in send order)
+ * after the last one sharing `granules` with `prompt`; none when no entry does. O(to − from).
  */
-function keepAfterProducer(list: Uint32Array[], from: number, to: number, prompt: Uint32Array, granules: number): number {
-  let last = -1;
-  for (let j = from; j < to; j++) if (longerShared(list[j]!, prompt, 0) >= granules) last = j;
-  if (last < 0) return from;
-  let w = from;
-  for (let j = last + 1; j < to; j++) list[w++] = list[j]!;
-  return w;
+function markAfterProducer(list: readonly Uint32Array[], from: number, to: number, prompt: Uint32Array, granules: number, after: Uint8Array): void {
+  let last = to;
+  for (let j = to - 1; j >= from; j--) {
+    if (sharesGranules(list[j]!, prompt, granules)) {
+      last = j;
+      break;
+    }
+  }
+  for (let j = from; j < to; j++) after[j] = j > last ? 1 : 0;
+}
+
+/** `bytes` copied into a new array of `size` (≥ its length). */
+function growBytes(bytes: Uint8Array, size: number): Uint8Array {
+  const grown = new Uint8Array(size);
+  grown.set(bytes);
+  return grown;
 }

@@ -37,7 +37,7 @@
  */
 import { INFLIGHT_TTL_MS, type InflightLoad } from '../inflight/inflight-load.js';
 import { ROUTER_FLAGS, type RouterFlags } from '../../shared/config/router-flags.js';
-import { GRANULE_TOKENS } from '../../shared/keys/prompt-fingerprint.js';
+import { GRANULE_TOKENS, type Footprint } from '../../shared/keys/prompt-fingerprint.js';
 import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { pickDecode } from './decode-side.js';
@@ -120,6 +120,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   private readonly prefillPick = new PrefillPick();
   private readonly scratchHit = newInstanceHit();
   private readonly prediction = newTtftPrediction();
+  private readonly footprint: Footprint = { all: 0, included: 0 };
   private scores = new Float64Array(16);
   /** Each P candidate's own prefill tokens (the first tie key). */
   private ownWork = new Float64Array(16);
@@ -207,8 +208,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       // A DP instance's queue is shared by its ranks: each rank's pool against its share.
       const capacityTokens = h.deviceEvictionTokens * inst.dpSize;
       const full = fingerprints !== null && capacityTokens > 0;
-      const aheadTokens = full ? inflight!.ledgerFootprintGranules(inst, fingerprints, stale) * GRANULE_TOKENS : 0;
-      const afterPendingTokens = full && pending > 0 ? inflight!.ledgerFootprintGranules(inst, fingerprints, stale, Math.ceil(pending / GRANULE_TOKENS)) * GRANULE_TOKENS : aheadTokens;
+      const footprint = full ? inflight!.ledgerFootprint(inst, fingerprints, stale, Math.ceil(pending / GRANULE_TOKENS), this.footprint) : null;
+      const aheadTokens = footprint === null ? 0 : footprint.all * GRANULE_TOKENS;
+      const afterPendingTokens = footprint === null ? 0 : footprint.included * GRANULE_TOKENS;
       const t = predictTtft(
         {
           inputTokens,

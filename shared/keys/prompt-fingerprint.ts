@@ -97,14 +97,41 @@ export function longerShared(a: Uint32Array, b: Uint32Array, best: number): numb
  * survivingHitTokens). O(count² + granules); no allocation.
  */
 export function footprintGranules(prompt: Uint32Array, ahead: readonly Uint32Array[], count: number): number {
-  let total = 0;
+  return footprints(prompt, ahead, count, null, SCRATCH_FOOTPRINT).all;
+}
+
+/** Two footprints of one list (footprints). */
+export interface Footprint {
+  all: number;
+  included: number;
+}
+
+const SCRATCH_FOOTPRINT: Footprint = { all: 0, included: 0 };
+
+/**
+ * footprintGranules of `ahead[0..count)`, and of its entries j with `included[j] === 1` alone
+ * (null: all), in one pass: each entry is compared with `prompt` once, then with the earlier
+ * included entries (its share of their union), then with the others. Into `out` (returned).
+ */
+export function footprints(prompt: Uint32Array, ahead: readonly Uint32Array[], count: number, included: Uint8Array | null, out: Footprint): Footprint {
+  let all = 0;
+  let inIncluded = 0;
   for (let j = 0; j < count; j++) {
     const p = ahead[j]!;
     let shared = longerShared(p, prompt, 0);
-    for (let i = 0; i < j && shared < p.length; i++) shared = longerShared(p, ahead[i]!, shared);
-    total += p.length - shared;
+    for (let i = 0; i < j && shared < p.length; i++) if (included === null || included[i] === 1) shared = longerShared(p, ahead[i]!, shared);
+    if (included === null || included[j] === 1) inIncluded += p.length - shared;
+    if (included !== null) for (let i = 0; i < j && shared < p.length; i++) if (included[i] !== 1) shared = longerShared(p, ahead[i]!, shared);
+    all += p.length - shared;
   }
-  return total;
+  out.all = all;
+  out.included = inIncluded;
+  return out;
+}
+
+/** `p` begins with the first `granules` of `prompt` (chained fingerprints: the last of them decides). O(1). */
+export function sharesGranules(p: Uint32Array, prompt: Uint32Array, granules: number): boolean {
+  return granules > 0 && p.length >= granules && prompt.length >= granules && p[granules - 1] === prompt[granules - 1];
 }
 
 /** The same prompt (up to its fingerprinted length): chained, so the length and the last fingerprint decide. */

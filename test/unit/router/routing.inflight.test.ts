@@ -15,6 +15,7 @@ import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
 import type { RouteDecision } from '../../../router-svc/policy/policy-types.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { NO_LAST_END, type WireInflightShare, type WireViewInstance } from '../../../shared/view/view-wire.js';
+import type { Footprint } from '../../../shared/keys/prompt-fingerprint.js';
 import { apply, delta, snapshot, testDecider, wireInstance, wireLoad, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
@@ -173,12 +174,13 @@ describe('routing.md In-flight load (router)', () => {
     inflight.startPrefill(a, 100, Uint32Array.of(9, 10, 11)); // D, before the producer
     inflight.startPrefill(a, 100, Uint32Array.of(1, 2, 5)); // the producer of C
     inflight.startPrefill(a, 100, Uint32Array.of(9, 10, 12)); // D again, after it
+    const footprint = (producerGranules: number): Footprint => inflight.ledgerFootprint(a, mine, false, producerGranules, { all: 0, included: 0 });
     // All of it: D's 3 + the producer's own tail 1 + D's second tail 1.
-    expect(inflight.ledgerFootprintGranules(a, mine, false)).to.equal(5);
+    expect(footprint(2).all).to.equal(5);
     // After the producer of 2 granules of C only the later D counts — whole, as nothing before it is counted.
-    expect(inflight.ledgerFootprintGranules(a, mine, false, 2)).to.equal(3);
+    expect(footprint(2).included).to.equal(3);
     // No entry shares 3 granules: the producer is in another ledger, whose order against this one is unknown: none counts.
-    expect(inflight.ledgerFootprintGranules(a, mine, false, 3)).to.equal(0);
+    expect(footprint(3)).to.deep.equal({ all: 5, included: 0 });
   });
 
   it('"dry_run": true explains without counting', () => {

@@ -3,7 +3,7 @@
  * 16-token granule, so equal leading fingerprints mean an equal prefix.
  */
 import { expect } from 'chai';
-import { fingerprintBytes, fingerprintsOf, footprintGranules, GRANULE_TOKENS, longerShared, MAX_PROMPT_GRANULES, promptFingerprints, sharedGranules } from '../../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, fingerprintsOf, footprintGranules, footprints, GRANULE_TOKENS, longerShared, MAX_PROMPT_GRANULES, promptFingerprints, sharedGranules, sharesGranules } from '../../../shared/keys/prompt-fingerprint.js';
 
 const ids = (n: number, first = 1): number[] => Array.from({ length: n }, (_, i) => first + i);
 
@@ -54,6 +54,11 @@ describe('pending prefix fingerprints', () => {
     expect(footprintGranules(mine, [x2, x1], 2)).to.equal(7);
     // The count bounds the list (a reused scratch array).
     expect(footprintGranules(mine, [x1, x2, sibling], 1)).to.equal(5);
+    // Both footprints in one pass: of all, and of the included entries alone (x2 alone holds 6: x1 is not in its union).
+    expect(footprints(mine, [x1, x2, sibling], 3, Uint8Array.of(0, 1, 1), { all: 0, included: 0 })).to.deep.equal({ all: 10, included: 9 });
+    expect(footprints(mine, [x1, x2], 2, null, { all: 0, included: 0 })).to.deep.equal({ all: 7, included: 7 });
+    // A prefix of k granules is decided by the k-th fingerprint alone.
+    expect([sharesGranules(sibling, mine, 4), sharesGranules(sibling, mine, 5), sharesGranules(x1, mine, 1), sharesGranules(sibling, mine, 0)]).to.deep.equal([true, false, false, false]);
   });
 
   it('wire form: little-endian uint32s; a length that is not a multiple of 4 or over the cap is refused', () => {
