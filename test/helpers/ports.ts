@@ -5,23 +5,13 @@ import { isFetchBadPort } from '../../shared/http/fetch-bad-ports.js';
 
 const handedOut = new Set<number>();
 
+/**
+ * One free port, below the ephemeral range like `freePortRange`: a port the kernel hands out for
+ * `listen(0)` lies inside that range, where an outgoing connection can take it before the service
+ * the test starts binds it (seen in CI: the local stack's directory failed to bind its gRPC port).
+ */
 export async function freePort(): Promise<number> {
-  for (;;) {
-    const port = await new Promise<number>((resolve, reject) => {
-      const srv = createServer();
-      srv.unref();
-      srv.on('error', reject);
-      srv.listen(0, '127.0.0.1', () => {
-        const addr = srv.address();
-        const p = typeof addr === 'object' && addr !== null ? addr.port : 0;
-        srv.close(() => resolve(p));
-      });
-    });
-    if (!handedOut.has(port)) {
-      handedOut.add(port);
-      return port;
-    }
-  }
+  return freePortRange(1);
 }
 
 /**
