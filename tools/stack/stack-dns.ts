@@ -97,17 +97,24 @@ export async function dnsAnswers(address: string, domain = STACK_DNS_DOMAIN): Pr
   }
 }
 
-/** A loopback port free for UDP (what resolvers use) and TCP (dnsmasq binds both). */
+/** The ports freeDnsPort picks from: below the ephemeral range. */
+const DNS_PORT_FIRST = 10000;
+const DNS_PORT_END = 32768;
+
+/**
+ * A loopback port free for UDP (what resolvers use) and TCP (dnsmasq binds both), below Linux's
+ * ephemeral range (32768..60999 by default): a `listen(0)` port lies inside it, where an outgoing
+ * connection can take it before dnsmasq binds it.
+ */
 export async function freeDnsPort(): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const port = await new Promise<number>((resolve, reject) => {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = DNS_PORT_FIRST + Math.floor(Math.random() * (DNS_PORT_END - DNS_PORT_FIRST));
+    const tcpFree = await new Promise<boolean>((resolve) => {
       const srv = createServer();
-      srv.once('error', reject);
-      srv.listen(0, '127.0.0.1', () => {
-        const a = srv.address();
-        srv.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
-      });
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
     });
+    if (!tcpFree) continue;
     const udpFree = await new Promise<boolean>((resolve) => {
       const s = createSocket('udp4');
       s.once('error', () => resolve(false));
