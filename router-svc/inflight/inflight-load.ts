@@ -358,7 +358,7 @@ export class InflightLoad {
    * Granules the prefill ledgers' prompts for `inst` touch beyond `prompt`'s prefix (every
    * replica's: this router's entries and the newest the view carries of the others'; none of the
    * others' on a stale view): what a full pool keeps before `prompt`'s cached prefix
-   * (footprintGranules), as `out.all`. Requests without token ids are not in it.
+   * (footprints), as `out.all`. Requests without token ids are not in it.
    *
    * `out.included`: the same of the entries after the last one sharing `producerGranules` (> 0)
    * with `prompt`, in the ledger that holds it — the pending prefix's producer computes it, so only
@@ -370,7 +370,7 @@ export class InflightLoad {
   ledgerFootprint(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean, producerGranules: number, out: Footprint): Footprint {
     const ahead = this.aheadScratch;
     let n = this.rings.get(inst.name)?.ledger.collectPrompts(ahead, 0) ?? 0;
-    if (this.afterProducer.length < n) this.afterProducer = new Uint8Array(n * 2);
+    this.ensureAfterProducer(n);
     markAfterProducer(ahead, 0, n, prompt, producerGranules, this.afterProducer);
     if (!viewStale) {
       const shares = inst.inflight;
@@ -379,11 +379,19 @@ export class InflightLoad {
         if (s.routerId === this.routerId) continue;
         const from = n;
         for (let j = 0; j < s.outstandingPrompts.length; j++) ahead[n++] = s.outstandingPrompts[j]!;
-        if (this.afterProducer.length < n) this.afterProducer = growBytes(this.afterProducer, n * 2);
+        this.ensureAfterProducer(n);
         markAfterProducer(ahead, from, n, prompt, producerGranules, this.afterProducer);
       }
     }
     return footprints(prompt, ahead, n, this.afterProducer, out);
+  }
+
+  /** Room for `n` marks in afterProducer, the marks so far kept. */
+  private ensureAfterProducer(n: number): void {
+    if (this.afterProducer.length >= n) return;
+    const grown = new Uint8Array(n * 2);
+    grown.set(this.afterProducer);
+    this.afterProducer = grown;
   }
 
   /**
@@ -598,11 +606,4 @@ function markAfterProducer(list: readonly Uint32Array[], from: number, to: numbe
     }
   }
   for (let j = from; j < to; j++) after[j] = j > last ? 1 : 0;
-}
-
-/** `bytes` copied into a new array of `size` (≥ its length). */
-function growBytes(bytes: Uint8Array, size: number): Uint8Array {
-  const grown = new Uint8Array(size);
-  grown.set(bytes);
-  return grown;
 }

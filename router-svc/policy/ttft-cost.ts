@@ -31,7 +31,7 @@
  *   prompts before this one runs — their cached prefixes and their new blocks — so a full LRU
  *   pool keeps those and evicts this request's hit first: only what still fits beside them is
  *   kept (survivingHitTokens). ahead_tokens: what the queued prompts hold beyond this prompt's
- *   prefix, their union as a prefix tree (footprintGranules over the ledgers' prompt
+ *   prefix, their union as a prefix tree (footprints over the ledgers' prompt
  *   fingerprints); queued_tokens stands in for requests without fingerprints. The rest of the
  *   hit is recomputed: a hit the requests ahead will evict is not a hit. Without it, two
  *   contexts alternating on an engine too small for both were each predicted with the hit the

@@ -89,29 +89,21 @@ export function longerShared(a: Uint32Array, b: Uint32Array, best: number): numb
   return i;
 }
 
-/**
- * Granules the prompts `ahead[0..count)` touch beyond what they share with `prompt`: the size of
- * their union as a prefix tree (each counts what it shares with no earlier one), less `prompt`'s
- * own prefix. What requests queued ahead on an engine store or refresh before `prompt` runs, so
- * what a full LRU pool keeps in preference to `prompt`'s cached prefix (the TTFT policy's
- * survivingHitTokens). O(count² + granules); no allocation.
- */
-export function footprintGranules(prompt: Uint32Array, ahead: readonly Uint32Array[], count: number): number {
-  return footprints(prompt, ahead, count, null, SCRATCH_FOOTPRINT).all;
-}
-
-/** Two footprints of one list (footprints). */
+/** Two footprints of one list (footprints), in granules. */
 export interface Footprint {
   all: number;
   included: number;
 }
 
-const SCRATCH_FOOTPRINT: Footprint = { all: 0, included: 0 };
-
 /**
- * footprintGranules of `ahead[0..count)`, and of its entries j with `included[j] === 1` alone
- * (null: all), in one pass: each entry is compared with `prompt` once, then with the earlier
- * included entries (its share of their union), then with the others. Into `out` (returned).
+ * Granules the prompts `ahead[0..count)` touch beyond what they share with `prompt` (`out.all`):
+ * the size of their union as a prefix tree (each counts what it shares with no earlier one), less
+ * `prompt`'s own prefix. What requests queued ahead on an engine store or refresh before `prompt`
+ * runs, so what a full LRU pool keeps in preference to `prompt`'s cached prefix (the TTFT
+ * policy's survivingHitTokens). `out.included`: the same of the entries j with `included[j] === 1`
+ * alone (null: all). One pass: each entry is compared with `prompt` once, then with the earlier
+ * included entries (its share of their union), then with the others. O(count² + granules); no
+ * allocation. Into `out` (returned).
  */
 export function footprints(prompt: Uint32Array, ahead: readonly Uint32Array[], count: number, included: Uint8Array | null, out: Footprint): Footprint {
   let all = 0;

@@ -1,49 +1,28 @@
 // Free TCP ports for tests: never a fixed port. Ports are reserved per process so parallel
 // helpers within one test run never get the same one twice.
-import { createServer, type Server } from 'node:net';
+import type { Server } from 'node:net';
 import { isFetchBadPort } from '../../shared/http/fetch-bad-ports.js';
+import { isTcpPortFree, randomPickPort } from '../../shared/net/loopback-ports.js';
 
 const handedOut = new Set<number>();
 
-/**
- * One free port, below the ephemeral range like `freePortRange`: a port the kernel hands out for
- * `listen(0)` lies inside that range, where an outgoing connection can take it before the service
- * the test starts binds it (seen in CI: the local stack's directory failed to bind its gRPC port).
- */
+/** One free port, from below the ephemeral range (shared/net/loopback-ports.ts says why). */
 export async function freePort(): Promise<number> {
   return freePortRange(1);
 }
 
-/**
- * Below Linux's ephemeral range (32768..60999 by default): a port picked inside it can be taken by
- * an outgoing connection between the check and the bind (seen under load: a simulator failed to
- * bind a port a client had just been handed).
- */
-const RANGE_FIRST = 10000;
-const RANGE_END = 32768;
-
 /** `count` consecutive free ports (for base + dp_rank layouts); returns the first. */
 export async function freePortRange(count: number): Promise<number> {
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = RANGE_FIRST + Math.floor(Math.random() * (RANGE_END - RANGE_FIRST));
-    if (base + count > RANGE_END) continue;
+    const base = randomPickPort(count);
     let ok = true;
-    for (let i = 0; i < count && ok; i++) ok = !handedOut.has(base + i) && !isFetchBadPort(base + i) && (await isFree(base + i));
+    for (let i = 0; i < count && ok; i++) ok = !handedOut.has(base + i) && !isFetchBadPort(base + i) && (await isTcpPortFree(base + i));
     if (ok) {
       for (let i = 0; i < count; i++) handedOut.add(base + i);
       return base;
     }
   }
   throw new Error(`no ${count} consecutive free ports found`);
-}
-
-function isFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.unref();
-    srv.once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-  });
 }
 
 /** Poll `fn` until it returns truthy or `timeoutMs` passes (event-driven waits where possible). */

@@ -9,8 +9,8 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { promises as dnsPromises } from 'node:dns';
 import { createSocket } from 'node:dgram';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { isTcpPortFree, randomPickPort } from '../../shared/net/loopback-ports.js';
 import type { Command } from './service-commands.js';
 import { REPO_ROOT } from './service-commands.js';
 
@@ -97,24 +97,14 @@ export async function dnsAnswers(address: string, domain = STACK_DNS_DOMAIN): Pr
   }
 }
 
-/** The ports freeDnsPort picks from: below the ephemeral range. */
-const DNS_PORT_FIRST = 10000;
-const DNS_PORT_END = 32768;
-
 /**
- * A loopback port free for UDP (what resolvers use) and TCP (dnsmasq binds both), below Linux's
- * ephemeral range (32768..60999 by default): a `listen(0)` port lies inside it, where an outgoing
- * connection can take it before dnsmasq binds it.
+ * A loopback port free for UDP (what resolvers use) and TCP (dnsmasq binds both), from below the
+ * ephemeral range (shared/net/loopback-ports.ts says why).
  */
 export async function freeDnsPort(): Promise<number> {
   for (let attempt = 0; attempt < 200; attempt++) {
-    const port = DNS_PORT_FIRST + Math.floor(Math.random() * (DNS_PORT_END - DNS_PORT_FIRST));
-    const tcpFree = await new Promise<boolean>((resolve) => {
-      const srv = createServer();
-      srv.once('error', () => resolve(false));
-      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-    });
-    if (!tcpFree) continue;
+    const port = randomPickPort();
+    if (!(await isTcpPortFree(port))) continue;
     const udpFree = await new Promise<boolean>((resolve) => {
       const s = createSocket('udp4');
       s.once('error', () => resolve(false));

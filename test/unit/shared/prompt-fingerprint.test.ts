@@ -3,7 +3,7 @@
  * 16-token granule, so equal leading fingerprints mean an equal prefix.
  */
 import { expect } from 'chai';
-import { fingerprintBytes, fingerprintsOf, footprintGranules, footprints, GRANULE_TOKENS, longerShared, MAX_PROMPT_GRANULES, promptFingerprints, sharedGranules, sharesGranules } from '../../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, fingerprintsOf, footprints, GRANULE_TOKENS, longerShared, MAX_PROMPT_GRANULES, promptFingerprints, sharedGranules, sharesGranules } from '../../../shared/keys/prompt-fingerprint.js';
 
 const ids = (n: number, first = 1): number[] => Array.from({ length: n }, (_, i) => first + i);
 
@@ -39,13 +39,14 @@ describe('pending prefix fingerprints', () => {
     expect(longerShared(a, a, 10)).to.equal(10);
   });
 
-  it('footprintGranules: what the prompts ahead hold beyond a prompt, their union as a prefix tree', () => {
+  it('footprints: what the prompts ahead hold beyond a prompt, their union as a prefix tree', () => {
     // A context of 4 granules (64 tokens) with different tails; X another context.
     const ctx = ids(64);
     const mine = promptFingerprints([...ctx, ...ids(32, 1000)]);
     const sibling = promptFingerprints([...ctx, ...ids(48, 2000)]);
     const x1 = promptFingerprints([...ids(64, 5000), ...ids(16, 3000)]);
     const x2 = promptFingerprints([...ids(64, 5000), ...ids(32, 4000)]);
+    const footprintGranules = (p: Uint32Array, ahead: Uint32Array[], count: number): number => footprints(p, ahead, count, null, { all: 0, included: 0 }).all;
     expect(footprintGranules(mine, [], 0)).to.equal(0);
     // A sibling touches only its own 3-granule tail beyond the shared context.
     expect(footprintGranules(mine, [sibling], 1)).to.equal(3);
