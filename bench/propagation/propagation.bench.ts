@@ -24,7 +24,6 @@
  *
  * Run: node --import tsx bench/propagation/propagation.bench.ts [--quick]
  */
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import * as grpc from '@grpc/grpc-js';
@@ -32,6 +31,7 @@ import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
 import { Directory } from '../../directory-svc/directory.js';
 import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-server.js';
+import { pickFreePort } from '../../shared/net/loopback-ports.js';
 import { loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
@@ -197,23 +197,13 @@ async function runRouter(init: WorkerInit): Promise<void> {
 
 // ---- main: the directory ---------------------------------------------------------------------
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      const port = typeof a === 'object' && a !== null ? a.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 async function main(): Promise<void> {
+  // The publisher binds both later, in its worker: neither may be the other.
+  const eventPort = await pickFreePort();
   const init: Omit<WorkerInit, 'role'> = {
     quick: QUICK,
-    eventPort: await freePort(),
-    replayPort: await freePort(),
+    eventPort,
+    replayPort: await pickFreePort(new Set([eventPort])),
     grpcPort: 0,
     pubTimes: new SharedArrayBuffer(8 * MAX_BATCHES),
   };

@@ -5,9 +5,9 @@
  * publishes on `p_i + 10000 + r` and answers snapshots on `p_i + 30000 + r`; consecutive engines
  * are `dp_size` ports apart so no two ranges overlap.
  */
-import { createServer } from 'node:net';
 import { PlainMessageError } from '../../shared/errors/domain-error.js';
 import { isFetchBadPort } from '../../shared/http/fetch-bad-ports.js';
+import { EPHEMERAL_PORT_START, isTcpPortFree } from '../../shared/net/loopback-ports.js';
 import type { EngineSpec } from './stack-flags.js';
 
 /** discovery.md defaults; the directory's discovery config is written with the same numbers. */
@@ -75,9 +75,12 @@ export async function assertPortsFree(ports: readonly PlannedPort[]): Promise<vo
     seen.set(p.port, p.owner);
     if (p.port > 65535) throw new Error(`port ${p.port} (${p.owner}) is above 65535: lower --engine_base_port`);
     if (isFetchBadPort(p.port)) throw new Error(`port ${p.port} (${p.owner}) is one fetch clients refuse to connect to (the Fetch standard's blocked ports): choose another port with the flag`);
-    if (!(await isFree(p.port))) throw new PortTakenError(p.port, p.owner);
+    if (!(await isTcpPortFree(p.port))) throw new PortTakenError(p.port, p.owner);
   }
 }
+
+/** Above the privileged ports and the few well-known ones below 1100. */
+const LOWEST_BASE = 1100;
 
 /**
  * `--engine_base_port=0`: a base whose whole layout is free right now, avoiding `reserved` (the
@@ -85,19 +88,14 @@ export async function assertPortsFree(ports: readonly PlannedPort[]): Promise<vo
  * All three ranges stay below Linux's ephemeral range (32768+): a port found free there can be
  * taken by any outgoing connection before the engine binds it (seen in CI as EADDRINUSE).
  */
-/** First port of Linux's default ephemeral range (net.ipv4.ip_local_port_range). */
-const EPHEMERAL_START = 32768;
-/** Above the privileged ports and the few well-known ones below 1100. */
-const LOWEST_BASE = 1100;
-
 export async function findFreeEngineBase(engines: readonly EngineSpec[], reserved: ReadonlySet<number>): Promise<number> {
   const span = engines.reduce((n, e) => n + e.dpSize, 0);
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = LOWEST_BASE + Math.floor(Math.random() * (EPHEMERAL_START - REPLAY_PORT_OFFSET - span - LOWEST_BASE));
+    const base = LOWEST_BASE + Math.floor(Math.random() * (EPHEMERAL_PORT_START - REPLAY_PORT_OFFSET - span - LOWEST_BASE));
     const ports = layoutEngines(engines, base).flatMap((e, i) => enginePorts(e, i));
     let ok = true;
     for (const p of ports) {
-      if (reserved.has(p.port) || isFetchBadPort(p.port) || !(await isFree(p.port))) {
+      if (reserved.has(p.port) || isFetchBadPort(p.port) || !(await isTcpPortFree(p.port))) {
         ok = false;
         break;
       }
@@ -105,18 +103,4 @@ export async function findFreeEngineBase(engines: readonly EngineSpec[], reserve
     if (ok) return base;
   }
   throw new Error('found no free port range for the engines: pass --engine_base_port');
-}
-
-/** Binding on 127.0.0.1 and on the wildcard: a listener on either makes the port unusable. */
-async function isFree(port: number): Promise<boolean> {
-  return (await canBind(port, '127.0.0.1')) && (await canBind(port, '0.0.0.0'));
-}
-
-function canBind(port: number, host: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const srv = createServer();
-    srv.unref();
-    srv.once('error', () => resolve(false));
-    srv.listen({ port, host, exclusive: true }, () => srv.close(() => resolve(true)));
-  });
 }
