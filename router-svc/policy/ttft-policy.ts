@@ -47,6 +47,7 @@ import { rotationOffset } from './pick-minimum.js';
 import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstimate } from './prefill-throughput.js';
 import { RoutedPrefillMean } from './routed-prefill-mean.js';
 import { PrefillPick } from './tie-break.js';
+import { keepLeastWork, slackFor } from './work-slack.js';
 import { NO_SHARES, QueueProgress } from './queue-progress.js';
 import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
@@ -56,6 +57,8 @@ export interface TtftPolicyOptions {
   readonly hostTokenCost: number;
   /** `--ttft_work_slack` in [0,1]: predictions within this fraction of the soonest count as equal, the least work wins. */
   readonly workSlack?: number;
+  /** `--ttft_long_hit_tokens`: saved prefill at which the slack reaches three times itself (work-slack.ts); 0 = plain slack. */
+  readonly longHitTokens?: number;
   /** `--ttft_prefill_tokens_per_s`, `--ttft_prior_samples`, `--ttft_throughput_window`. */
   readonly throughput: PrefillThroughputOptions;
   /** In-flight load (`--car_inflight_load`); null or absent = reported waiting only. */
@@ -113,6 +116,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   readonly name = 'TTFT' as const;
   private readonly hostCost: number;
   private readonly workSlack: number;
+  private readonly longHitTokens: number;
   private readonly inflight: InflightLoad | null;
   private readonly throughput: PrefillThroughput;
   private readonly routedMean = new RoutedPrefillMean();
@@ -140,6 +144,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     const slack = opts.workSlack ?? 0;
     if (!(slack >= 0 && slack <= 1)) throw new RangeError(`workSlack must be in [0,1], got ${slack}`);
     this.workSlack = slack;
+    const longHit = opts.longHitTokens ?? 0;
+    if (!(Number.isInteger(longHit) && longHit >= 0)) throw new RangeError(`longHitTokens must be an integer >= 0, got ${longHit}`);
+    this.longHitTokens = longHit;
     this.throughput = new PrefillThroughput(opts.throughput);
     this.inflight = opts.inflight ?? null;
     this.candidates = new CandidateCache(opts.routerId === undefined ? 0 : rotationOffset(opts.routerId));
@@ -274,15 +281,22 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       explanations.push(e);
     }
     for (const e of explanations) e.queue_cost = maxQueued === 0 ? 0 : e.queue_cost / maxQueued;
-    // Near ties (within --ttft_work_slack of the soonest): the least prefill work wins — about the
-    // same wait, less for the cluster to compute (a cached prefix over a recompute, a repeat
-    // queued behind its prefix over an idle engine), which shortens the queues of the requests
-    // after it. Then exact ties follow CAR's rule (tie-break.ts).
-    const soonest = keepLeastWork(scores, this.ownWork, p.length, this.workSlack);
+    // Near ties (within --ttft_work_slack of the soonest, wider for a long saved recompute): the
+    // least prefill work wins — about the same wait, less for the cluster to compute (a cached
+    // prefix over a recompute, a repeat queued behind its prefix over an idle engine), which
+    // shortens the queues of the requests after it. Then exact ties follow CAR's rule (tie-break.ts).
+    const soonestAt = keepLeastWork(scores, this.ownWork, p.length, this.workSlack, this.longHitTokens);
     const pi = this.prefillPick.pick(scores, p, set.prefillNames, set.prefillCursor, view, stale);
     const tie = this.prefillPick.tie;
     const prefill = p[pi]!;
-    if (scores[pi]! > soonest) (explanations[pi] as TtftCandidateExplanation).note = `within ${this.workSlack} of the soonest prediction (${round3(soonest)} ms) with less prefill work`;
+    if (pi !== soonestAt) {
+      const soonest = explanations[soonestAt] as TtftCandidateExplanation;
+      const picked = explanations[pi] as TtftCandidateExplanation;
+      const saved = soonest.own_prefill_tokens - picked.own_prefill_tokens;
+      if (picked.predicted_ms > soonest.predicted_ms) {
+        picked.note = `within ${round3(slackFor(this.workSlack, saved, this.longHitTokens))} of the soonest prediction (${round3(soonest.predicted_ms)} ms) with less prefill work (${saved} tokens fewer)`;
+      }
+    }
     const decode = pickDecode(set, prefill, scores, set.decodeCursor, explanations);
     const decision: RouteDecision = { policy: 'TTFT', prefill: chosen(prefill), decode, candidates: explanations };
     if (tie !== null) decision.tie_break = tie;
@@ -320,16 +334,6 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
  * those with the least own work; the others are pushed out of reach of the minimum (their
  * explanations keep their true score). Returns the smallest score. O(count), no allocation.
  */
-function keepLeastWork(scores: Float64Array, work: Float64Array, count: number, slack: number): number {
-  let min = Number.POSITIVE_INFINITY;
-  for (let i = 0; i < count; i++) if (scores[i]! < min) min = scores[i]!;
-  const limit = min + slack * min;
-  let least = Number.POSITIVE_INFINITY;
-  for (let i = 0; i < count; i++) if (scores[i]! <= limit && work[i]! < least) least = work[i]!;
-  for (let i = 0; i < count; i++) if (scores[i]! <= limit && work[i]! > least) scores[i] = Number.POSITIVE_INFINITY;
-  return min;
-}
-
 function round3(x: number): number {
   return Math.round(x * 1000) / 1000;
 }
@@ -343,7 +347,7 @@ export function chosenTerms(decision: RouteDecision): TtftCandidateExplanation |
 
 /** The TTFT flags, each defaulted from the router's flag table when absent (tests pass a few). */
 export function ttftPolicyOptions(
-  flags: Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack'>>,
+  flags: Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftLongHitTokens'>>,
   inflight: InflightLoad | null,
   routerId: string | undefined,
 ): TtftPolicyOptions {
@@ -351,6 +355,7 @@ export function ttftPolicyOptions(
   return {
     hostTokenCost: flags.ttftHostTokenCost ?? d.ttft_host_token_cost.default,
     workSlack: flags.ttftWorkSlack ?? d.ttft_work_slack.default,
+    longHitTokens: flags.ttftLongHitTokens ?? d.ttft_long_hit_tokens.default,
     throughput: {
       priorTokensPerS: flags.ttftPrefillTokensPerS ?? d.ttft_prefill_tokens_per_s.default,
       priorSamples: flags.ttftPriorSamples ?? d.ttft_prior_samples.default,

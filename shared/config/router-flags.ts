@@ -76,6 +76,13 @@ export const ROUTER_FLAGS = {
     max: 1,
     help: 'TTFT: among the instances predicted within this fraction of the soonest first token, the one with the least prefill work to do wins (a cached prefix over a recompute)',
   },
+  ttft_long_hit_tokens: {
+    type: 'int',
+    default: 8192,
+    min: 0,
+    max: 1048576,
+    help: 'TTFT: a cached prefix sparing this many prefill tokens against the soonest instance widens --ttft_work_slack to three times itself (less in proportion; 0 = never widens)',
+  },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
   grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },
   grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'client certificate (PEM) for a directory requiring mutual TLS' },

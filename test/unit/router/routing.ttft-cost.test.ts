@@ -1,7 +1,8 @@
 /**
  * The TTFT policy's pure parts (docs/concepts.md "Routing by predicted time to first token"; issue 27): the cost
  * (ttft-cost.ts), the prefill throughput estimate with its prior (prefill-throughput.ts) and the
- * worth of a reported waiting request (routed-prefill-mean.ts). Hand-computed numbers throughout.
+ * worth of a reported waiting request (routed-prefill-mean.ts), and the near-tie rule (work-slack.ts).
+ * Hand-computed numbers throughout.
  *
  *   queued_tokens = known_tokens + max(0, waiting_unknown · per_waiting − θ · since_report_ms)
  *   device_kept   = min(device, max(0, K − queued_tokens))   (device when K unknown)
@@ -12,6 +13,7 @@ import { expect } from 'chai';
 import { newTtftPrediction, ownPrefillTokens, predictTtft, survivingHitTokens, type TtftTerms } from '../../../router-svc/policy/ttft-cost.js';
 import { PrefillThroughput } from '../../../router-svc/policy/prefill-throughput.js';
 import { RoutedPrefillMean } from '../../../router-svc/policy/routed-prefill-mean.js';
+import { keepLeastWork, slackFor } from '../../../router-svc/policy/work-slack.js';
 
 const BASE: TtftTerms = {
   inputTokens: 1000,
@@ -192,6 +194,36 @@ describe('TTFT policy: the cost (TT1), throughput (TT2) and per-waiting worth', 
       expect(m.tokensPerRequest('a', 0)).to.equal(1500);
       m.retainOnly(new Set(['b']));
       expect(m.tokensPerRequest('a', 0)).to.be.greaterThan(0).and.not.equal(1500);
+    });
+  });
+
+  describe('near ties (TT13): the slack, widened for a long saved recompute', () => {
+    it('slackFor: the slack alone without a saving or without --ttft_long_hit_tokens; up to three times it, in proportion', () => {
+      expect(slackFor(1, 0, 8192)).to.equal(1);
+      expect(slackFor(1, -500, 8192)).to.equal(1);
+      expect(slackFor(1, 20000, 0)).to.equal(1);
+      expect(slackFor(1, 4096, 8192)).to.equal(2);
+      expect(slackFor(0.5, 8192, 8192)).to.equal(1.5);
+      expect(slackFor(1, 30000, 8192)).to.equal(3);
+      expect(slackFor(0, 30000, 8192)).to.equal(0);
+    });
+
+    it('keepLeastWork: within each one\'s slack of the soonest the least work alone stays; the soonest index is returned', () => {
+      // 0: soonest, 1,000 tokens. 1: 2.9× later, 0 tokens (slack 3 with 1,000 spared of 1,000). 2: 2.5× later, 900 tokens (slack 1.2).
+      const scores = Float64Array.of(100, 290, 250, 400);
+      const work = Float64Array.of(1000, 0, 900, 0);
+      expect(keepLeastWork(scores, work, 3, 1, 1000)).to.equal(0);
+      // Only candidate 1 is left: 2, beyond its own slack yet sooner than 1, must not win for having less work than the soonest.
+      expect([...scores.subarray(0, 3)]).to.deep.equal([Infinity, 290, Infinity]);
+      // Past `count` nothing is touched.
+      expect(scores[3]).to.equal(400);
+    });
+
+    it('keepLeastWork: without a long hit the plain slack decides, and beyond it the soonest stays', () => {
+      const scores = Float64Array.of(100, 290);
+      expect(keepLeastWork(scores, Float64Array.of(1000, 0), 2, 1, 0)).to.equal(0);
+      expect([...scores]).to.deep.equal([100, Infinity]);
+      expect(keepLeastWork(new Float64Array(0), new Float64Array(0), 0, 1, 8192)).to.equal(-1);
     });
   });
 });

@@ -31,6 +31,7 @@ const TTFT: PolicyFlags = {
   ttftThroughputWindow: 64,
   ttftHostTokenCost: 0.25,
   ttftWorkSlack: 0,
+  ttftLongHitTokens: 0,
 };
 const T16 = tokens(16);
 
@@ -310,11 +311,28 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     // b: 100 queued + 4 own = 104 ms, within 10% of a's 100 ms, with 4 tokens of work against 100.
     const within = policy({ ttftWorkSlack: 0.1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0);
     expect(within.prefill.name).to.equal('b:1');
-    expect(ttftOf(within, 'b:1')).to.include({ predicted_ms: 104, own_prefill_tokens: 4, note: 'within 0.1 of the soonest prediction (100 ms) with less prefill work' });
+    expect(ttftOf(within, 'b:1')).to.include({ predicted_ms: 104, own_prefill_tokens: 4, note: 'within 0.1 of the soonest prediction (100 ms) with less prefill work (96 tokens fewer)' });
     expect(policy({ ttftWorkSlack: 0 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
     await setup(120);
     // b: 124 ms, beyond 110: the soonest wins.
     expect(policy({ ttftWorkSlack: 0.1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+  });
+
+  it('TT13 --ttft_long_hit_tokens: a cached prefix sparing a long recompute widens the slack, up to three times, in proportion below it', async () => {
+    // As above: a idle with nothing cached (100 ms), b holding 96 of the 100 tokens behind 124 queued tokens (128 ms).
+    const P = tokens(100);
+    const k100 = await blockKeys(P);
+    await load([instance('a:1'), instance('b:1', 0, [share(1, 124)])], [wireStream(1, 'a:1'), wireStream(2, 'b:1', residency(k100.slice(0, 24), Array.from({ length: 24 }, () => DEVICE)))]);
+    // Slack 0.1 alone ends at 110 ms: a.
+    expect(policy({ ttftWorkSlack: 0.1, ttftLongHitTokens: 0 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+    // 96 tokens spared against 96 = the long hit: 0.1 · 3 = 0.3, up to 130 ms: b, explained.
+    const wide = policy({ ttftWorkSlack: 0.1, ttftLongHitTokens: 96 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0);
+    expect(wide.prefill.name).to.equal('b:1');
+    expect(ttftOf(wide, 'b:1')).to.include({ predicted_ms: 128, note: 'within 0.3 of the soonest prediction (100 ms) with less prefill work (96 tokens fewer)' });
+    // 96 of 192: 0.1 · 2 = 0.2, up to 120 ms: a.
+    expect(policy({ ttftWorkSlack: 0.1, ttftLongHitTokens: 192 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+    // A slack of 0 stays the pure rule whatever the hit.
+    expect(policy({ ttftWorkSlack: 0, ttftLongHitTokens: 1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
   });
 
   it('TT7 learning: first tokens set each engine\'s throughput (a slow engine is avoided at equal queues), once per decision', async () => {
