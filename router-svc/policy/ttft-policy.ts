@@ -57,7 +57,7 @@ export interface TtftPolicyOptions {
   readonly hostTokenCost: number;
   /** `--ttft_work_slack` in [0,1]: predictions within this fraction of the soonest count as equal, the least work wins. */
   readonly workSlack?: number;
-  /** `--ttft_long_hit_tokens`: saved prefill at which the slack reaches three times itself (work-slack.ts); 0 = plain slack. */
+  /** `--ttft_long_hit_tokens`: spared prefill at which the slack reaches three times itself (work-slack.ts); 0 = plain slack. */
   readonly longHitTokens?: number;
   /** `--ttft_prefill_tokens_per_s`, `--ttft_prior_samples`, `--ttft_throughput_window`. */
   readonly throughput: PrefillThroughputOptions;

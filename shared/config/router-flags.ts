@@ -78,10 +78,10 @@ export const ROUTER_FLAGS = {
   },
   ttft_long_hit_tokens: {
     type: 'int',
-    default: 8192,
+    default: 0,
     min: 0,
     max: 1048576,
-    help: 'TTFT: a cached prefix sparing this many prefill tokens against the soonest instance widens --ttft_work_slack to three times itself (less in proportion; 0 = never widens)',
+    help: 'TTFT: a cached prefix sparing this many prefill tokens against the soonest instance widens --ttft_work_slack to three times itself, less in proportion (0 = never widens; 8192 trades some p90 for hits on long-context traffic)',
   },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
   grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },
