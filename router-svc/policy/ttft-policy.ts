@@ -281,7 +281,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       explanations.push(e);
     }
     for (const e of explanations) e.queue_cost = maxQueued === 0 ? 0 : e.queue_cost / maxQueued;
-    // Near ties (within --ttft_work_slack of the soonest, wider for a long saved recompute): the
+    // Near ties (within --ttft_work_slack of the soonest, wider for a long spared recompute): the
     // least prefill work wins — about the same wait, less for the cluster to compute (a cached
     // prefix over a recompute, a repeat queued behind its prefix over an idle engine), which
     // shortens the queues of the requests after it. Then exact ties follow CAR's rule (tie-break.ts).
@@ -329,11 +329,6 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   }
 }
 
-/**
- * Among the candidates scored within `slack` of the smallest score (exact ties with 0), keeps
- * those with the least own work; the others are pushed out of reach of the minimum (their
- * explanations keep their true score). Returns the smallest score. O(count), no allocation.
- */
 function round3(x: number): number {
   return Math.round(x * 1000) / 1000;
 }

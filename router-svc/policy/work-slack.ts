@@ -1,7 +1,8 @@
 /**
  * TTFT's near-tie rule (`--ttft_work_slack`, `--ttft_long_hit_tokens`): predictions close to the
  * soonest count as equal, and the least prefill work among them wins. Pure: scores and work in,
- * the losers' scores set to +Infinity.
+ * the losers' scores set to +Infinity (their explanations keep their true score). O(count), no
+ * allocation.
  */
 
 /** How much wider the slack grows, at most, for a candidate that saves a long recompute (× the slack). */
