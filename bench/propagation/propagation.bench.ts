@@ -31,7 +31,7 @@ import { ContentKeyHasher } from '../../shared/keys/content-key.js';
 import { DEFAULT_STREAM_LIMITS } from '../../shared/config/kv-events-config.js';
 import { Directory } from '../../directory-svc/directory.js';
 import { DirectoryGrpcServer } from '../../directory-svc/grpc/directory-grpc-server.js';
-import { pickFreePort } from '../../shared/net/loopback-ports.js';
+import { pickFreePorts } from '../../shared/net/loopback-ports.js';
 import { loadKvDirectoryPackage } from '../../shared/view/kvdirectory-proto.js';
 import { StreamSubscriber } from '../../directory-svc/subscription/stream-subscriber.js';
 import { ViewPublisher } from '../../directory-svc/view/view-publisher.js';
@@ -199,11 +199,11 @@ async function runRouter(init: WorkerInit): Promise<void> {
 
 async function main(): Promise<void> {
   // The publisher binds both later, in its worker: neither may be the other.
-  const eventPort = await pickFreePort();
+  const eventPort = await pickFreePorts();
   const init: Omit<WorkerInit, 'role'> = {
     quick: QUICK,
     eventPort,
-    replayPort: await pickFreePort(new Set([eventPort])),
+    replayPort: await pickFreePorts(1, new Set([eventPort])),
     grpcPort: 0,
     pubTimes: new SharedArrayBuffer(8 * MAX_BATCHES),
   };

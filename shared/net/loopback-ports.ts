@@ -6,6 +6,7 @@
  * bind its gRPC port, a simulator its port).
  */
 import { createServer } from 'node:net';
+import { isFetchBadPort } from '../http/fetch-bad-ports.js';
 
 /** First port of Linux's default ephemeral range (net.ipv4.ip_local_port_range). */
 export const EPHEMERAL_PORT_START = 32768;
@@ -14,7 +15,7 @@ export const PICK_PORT_FIRST = 10000;
 export const PICK_PORT_END = EPHEMERAL_PORT_START;
 
 /** A random port of the pick range with room for `count` consecutive ports from it. */
-export function randomPickPort(count = 1): number {
+function randomPickPort(count = 1): number {
   return PICK_PORT_FIRST + Math.floor(Math.random() * (PICK_PORT_END - PICK_PORT_FIRST - count + 1));
 }
 
@@ -35,11 +36,19 @@ function canBind(port: number, host: string): Promise<boolean> {
   });
 }
 
-/** One free port of the pick range but `avoid` (ports handed out, not bound yet), for a process that binds it later. */
-export async function pickFreePort(avoid: ReadonlySet<number> = new Set()): Promise<number> {
+/**
+ * The first of `count` consecutive ports of the pick range, each free now (TCP, and `alsoFree` when
+ * given: dnsmasq also needs UDP), none in `avoid` (ports handed out, not bound yet) nor one fetch
+ * clients refuse, for a process that binds them later.
+ */
+export async function pickFreePorts(count = 1, avoid: ReadonlySet<number> = new Set(), alsoFree?: (port: number) => Promise<boolean>): Promise<number> {
   for (let attempt = 0; attempt < 200; attempt++) {
-    const port = randomPickPort();
-    if (!avoid.has(port) && (await isTcpPortFree(port))) return port;
+    const base = randomPickPort(count);
+    let ok = true;
+    for (let port = base; port < base + count && ok; port++) {
+      ok = !avoid.has(port) && !isFetchBadPort(port) && (await isTcpPortFree(port)) && (alsoFree === undefined || (await alsoFree(port)));
+    }
+    if (ok) return base;
   }
-  throw new Error('no free loopback port found in 200 attempts');
+  throw new Error(`no ${count} consecutive free loopback port(s) found in 200 attempts`);
 }

@@ -1,8 +1,7 @@
 // Free TCP ports for tests: never a fixed port. Ports are reserved per process so parallel
 // helpers within one test run never get the same one twice.
 import type { Server } from 'node:net';
-import { isFetchBadPort } from '../../shared/http/fetch-bad-ports.js';
-import { isTcpPortFree, randomPickPort } from '../../shared/net/loopback-ports.js';
+import { pickFreePorts } from '../../shared/net/loopback-ports.js';
 
 const handedOut = new Set<number>();
 
@@ -13,16 +12,9 @@ export async function freePort(): Promise<number> {
 
 /** `count` consecutive free ports (for base + dp_rank layouts); returns the first. */
 export async function freePortRange(count: number): Promise<number> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const base = randomPickPort(count);
-    let ok = true;
-    for (let i = 0; i < count && ok; i++) ok = !handedOut.has(base + i) && !isFetchBadPort(base + i) && (await isTcpPortFree(base + i));
-    if (ok) {
-      for (let i = 0; i < count; i++) handedOut.add(base + i);
-      return base;
-    }
-  }
-  throw new Error(`no ${count} consecutive free ports found`);
+  const base = await pickFreePorts(count, handedOut);
+  for (let i = 0; i < count; i++) handedOut.add(base + i);
+  return base;
 }
 
 /** Poll `fn` until it returns truthy or `timeoutMs` passes (event-driven waits where possible). */

@@ -10,7 +10,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { promises as dnsPromises } from 'node:dns';
 import { createSocket } from 'node:dgram';
 import { join } from 'node:path';
-import { isTcpPortFree, randomPickPort } from '../../shared/net/loopback-ports.js';
+import { pickFreePorts } from '../../shared/net/loopback-ports.js';
 import type { Command } from './service-commands.js';
 import { REPO_ROOT } from './service-commands.js';
 
@@ -101,16 +101,14 @@ export async function dnsAnswers(address: string, domain = STACK_DNS_DOMAIN): Pr
  * A loopback port free for UDP (what resolvers use) and TCP (dnsmasq binds both), from below the
  * ephemeral range (shared/net/loopback-ports.ts says why).
  */
-export async function freeDnsPort(): Promise<number> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const port = randomPickPort();
-    if (!(await isTcpPortFree(port))) continue;
-    const udpFree = await new Promise<boolean>((resolve) => {
-      const s = createSocket('udp4');
-      s.once('error', () => resolve(false));
-      s.bind(port, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (udpFree) return port;
-  }
-  throw new Error('found no loopback port free for DNS (UDP and TCP)');
+export function freeDnsPort(): Promise<number> {
+  return pickFreePorts(1, new Set(), isUdpPortFree);
+}
+
+function isUdpPortFree(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const s = createSocket('udp4');
+    s.once('error', () => resolve(false));
+    s.bind(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
 }
