@@ -12,7 +12,7 @@ import { SloAwarePolicy } from './slo-aware-policy.js';
 import { TtftPolicy, ttftPolicyOptions } from './ttft-policy.js';
 
 export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'> &
-  Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftLongHitTokens'>>;
+  Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftLongHitTokens' | 'ttftTieTolerance'>>;
 
 /**
  * `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. `routerId`: where

@@ -27,8 +27,9 @@
  * Candidates are CAR's: the instances serving the request's model, its prompt matched under its
  * cache identity (cache-identity §2, §3; candidates.ts, one set and one cursor pair per scope).
  *
- * Smallest prediction wins; exact ties follow CAR's rule (fewest Device blocks, then rotation,
- * tie-break.ts). D side: load only, as CAR (decode-side.ts). The answer explains every term per
+ * Smallest prediction wins, but near it the least prefill work does, and predictions within
+ * `--ttft_tie_tolerance` of each other tie (work-slack.ts); ties follow CAR's rule (fewest Device
+ * blocks, then rotation, tie-break.ts). D side: load only, as CAR (decode-side.ts). The answer explains every term per
  * candidate (TtftCandidateExplanation). Learning is fed from outside: the route decider reports
  * counted decisions and first tokens (DecisionObserver), so a dry run teaches nothing.
  *
@@ -47,7 +48,7 @@ import { rotationOffset } from './pick-minimum.js';
 import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstimate } from './prefill-throughput.js';
 import { RoutedPrefillMean } from './routed-prefill-mean.js';
 import { PrefillPick } from './tie-break.js';
-import { keepLeastWork, slackFor } from './work-slack.js';
+import { keepLeastWork, slackFor, tieWithin } from './work-slack.js';
 import { NO_SHARES, QueueProgress } from './queue-progress.js';
 import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
@@ -59,6 +60,8 @@ export interface TtftPolicyOptions {
   readonly workSlack?: number;
   /** `--ttft_long_hit_tokens`: spared prefill at which the slack reaches three times itself (work-slack.ts); 0 = plain slack. */
   readonly longHitTokens?: number;
+  /** `--ttft_tie_tolerance` in [0,1): of what the slack leaves, predictions within this fraction of the soonest tie (work-slack.ts tieWithin); 0 = none. */
+  readonly tieTolerance?: number;
   /** `--ttft_prefill_tokens_per_s`, `--ttft_prior_samples`, `--ttft_throughput_window`. */
   readonly throughput: PrefillThroughputOptions;
   /** In-flight load (`--car_inflight_load`); null or absent = reported waiting only. */
@@ -117,6 +120,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   private readonly hostCost: number;
   private readonly workSlack: number;
   private readonly longHitTokens: number;
+  private readonly tieTolerance: number;
   private readonly inflight: InflightLoad | null;
   private readonly throughput: PrefillThroughput;
   private readonly routedMean = new RoutedPrefillMean();
@@ -147,6 +151,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     const longHit = opts.longHitTokens ?? 0;
     if (!(Number.isInteger(longHit) && longHit >= 0)) throw new RangeError(`longHitTokens must be an integer >= 0, got ${longHit}`);
     this.longHitTokens = longHit;
+    const tolerance = opts.tieTolerance ?? 0;
+    if (!(tolerance >= 0 && tolerance < 1)) throw new RangeError(`tieTolerance must be in [0,1), got ${tolerance}`);
+    this.tieTolerance = tolerance;
     this.throughput = new PrefillThroughput(opts.throughput);
     this.inflight = opts.inflight ?? null;
     this.candidates = new CandidateCache(opts.routerId === undefined ? 0 : rotationOffset(opts.routerId));
@@ -284,8 +291,10 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     // Near ties (within --ttft_work_slack of the soonest, wider for a long spared recompute): the
     // least prefill work wins — about the same wait, less for the cluster to compute (a cached
     // prefix over a recompute, a repeat queued behind its prefix over an idle engine), which
-    // shortens the queues of the requests after it. Then exact ties follow CAR's rule (tie-break.ts).
+    // shortens the queues of the requests after it. Of those left, predictions within
+    // --ttft_tie_tolerance of the soonest tie, and ties follow CAR's rule (tie-break.ts).
     const soonestAt = keepLeastWork(scores, this.ownWork, p.length, this.workSlack, this.longHitTokens);
+    tieWithin(scores, p.length, this.tieTolerance);
     const pi = this.prefillPick.pick(scores, p, set.prefillNames, set.prefillCursor, view, stale);
     const tie = this.prefillPick.tie;
     const prefill = p[pi]!;
@@ -294,7 +303,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       const picked = explanations[pi] as TtftCandidateExplanation;
       const saved = soonest.own_prefill_tokens - picked.own_prefill_tokens;
       if (picked.predicted_ms > soonest.predicted_ms) {
-        picked.note = `within ${round3(slackFor(this.workSlack, saved, this.longHitTokens))} of the soonest prediction (${round3(soonest.predicted_ms)} ms) with less prefill work (${saved} tokens fewer)`;
+        const within = saved > 0 ? slackFor(this.workSlack, saved, this.longHitTokens) : this.tieTolerance;
+        const why = saved > 0 ? `with less prefill work (${saved} tokens fewer)` : 'with as much prefill work: a tie';
+        picked.note = `within ${round3(within)} of the soonest prediction (${round3(soonest.predicted_ms)} ms) ${why}`;
       }
     }
     const decode = pickDecode(set, prefill, scores, set.decodeCursor, explanations);
@@ -342,7 +353,7 @@ export function chosenTerms(decision: RouteDecision): TtftCandidateExplanation |
 
 /** The TTFT flags, each defaulted from the router's flag table when absent (tests pass a few). */
 export function ttftPolicyOptions(
-  flags: Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftLongHitTokens'>>,
+  flags: Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftLongHitTokens' | 'ttftTieTolerance'>>,
   inflight: InflightLoad | null,
   routerId: string | undefined,
 ): TtftPolicyOptions {
@@ -351,6 +362,7 @@ export function ttftPolicyOptions(
     hostTokenCost: flags.ttftHostTokenCost ?? d.ttft_host_token_cost.default,
     workSlack: flags.ttftWorkSlack ?? d.ttft_work_slack.default,
     longHitTokens: flags.ttftLongHitTokens ?? d.ttft_long_hit_tokens.default,
+    tieTolerance: flags.ttftTieTolerance ?? d.ttft_tie_tolerance.default,
     throughput: {
       priorTokensPerS: flags.ttftPrefillTokensPerS ?? d.ttft_prefill_tokens_per_s.default,
       priorSamples: flags.ttftPriorSamples ?? d.ttft_prior_samples.default,

@@ -1,8 +1,9 @@
 /**
- * TTFT's near-tie rule (`--ttft_work_slack`, `--ttft_long_hit_tokens`): predictions close to the
- * soonest count as equal, and the least prefill work among them wins. Pure: scores and work in,
- * the losers' scores set to +Infinity (their explanations keep their true score). O(count), no
- * allocation.
+ * TTFT's near-tie rules. `--ttft_work_slack`, `--ttft_long_hit_tokens`: predictions close to the
+ * soonest count as equal, and the least prefill work among them wins. `--ttft_tie_tolerance`:
+ * what is left within a few percent of its soonest is an exact tie, for the caller's tie rule.
+ * Pure: scores and work in, the losers' scores set to +Infinity and the tied ones to their
+ * minimum (their explanations keep their true score). O(count), no allocation.
  */
 
 /** How much wider the slack grows, at most, for a candidate that saves a long recompute (× the slack). */
@@ -45,4 +46,31 @@ export function keepLeastWork(scores: Float64Array, work: Float64Array, count: n
 
 function withinSlack(score: number, soonestMs: number, slack: number, savedTokens: number, longHitTokens: number): boolean {
   return score <= soonestMs * (1 + slackFor(slack, savedTokens, longHitTokens));
+}
+
+/**
+ * Among the first `count` scores (what keepLeastWork left: +Infinity for the dropped), those
+ * within `tolerance` of the smallest become equal to it, so the caller's exact-tie rule picks
+ * among them (CAR's: fewest Device blocks, then rotation); returns how many that is (0 when the
+ * tolerance is 0 or every score is +Infinity). Why: what keepLeastWork leaves has equal prefill
+ * work, so the predictions differ by the engines' queues and learned throughputs, and two idle
+ * engines of one kind differ only by the throughput estimates' noise (a few percent, which the
+ * estimate's errors, not the engines, make). Left to decide, that noise sent new shared prefixes to
+ * an engine already holding another (2026-12-06, multi_turn with four routers: one engine serving
+ * two system prompts' users in three schedules of ten), where the tie rule places them on the
+ * engine holding least, as CAR does.
+ */
+export function tieWithin(scores: Float64Array, count: number, tolerance: number): number {
+  if (!(tolerance > 0)) return 0;
+  let min = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < count; i++) if (scores[i]! < min) min = scores[i]!;
+  if (min === Number.POSITIVE_INFINITY) return 0;
+  const bound = min * (1 + tolerance);
+  let tied = 0;
+  for (let i = 0; i < count; i++) {
+    if (scores[i]! > bound) continue;
+    scores[i] = min;
+    tied++;
+  }
+  return tied;
 }

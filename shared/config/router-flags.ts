@@ -83,6 +83,13 @@ export const ROUTER_FLAGS = {
     max: 1048576,
     help: 'TTFT: a cached prefix sparing this many prefill tokens against the soonest instance widens --ttft_work_slack to three times itself, less in proportion (0 = never widens; 8192 trades some p90 for hits on long-context traffic)',
   },
+  ttft_tie_tolerance: {
+    type: 'float',
+    default: 0.05,
+    min: 0,
+    max: 0.5,
+    help: "TTFT: instances left with equal prefill work and predicted within this fraction of the soonest of them count as tied, and CAR's tie rule (fewest Device blocks, then rotation) picks: a difference the throughput estimates' noise makes (0 = the soonest always wins)",
+  },
   internal_api_token: { type: 'string', default: '', placeholder: 'token', help: 'required X-Internal-Token on internal endpoints when set' },
   grpc_tls_ca: { type: 'string', default: '', placeholder: 'ca.pem', help: "CA (PEM) verifying the directory's gRPC certificate; empty = plaintext gRPC" },
   grpc_tls_cert: { type: 'string', default: '', placeholder: 'cert.pem', help: 'client certificate (PEM) for a directory requiring mutual TLS' },

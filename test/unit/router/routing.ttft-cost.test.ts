@@ -13,7 +13,7 @@ import { expect } from 'chai';
 import { newTtftPrediction, ownPrefillTokens, predictTtft, survivingHitTokens, type TtftTerms } from '../../../router-svc/policy/ttft-cost.js';
 import { PrefillThroughput } from '../../../router-svc/policy/prefill-throughput.js';
 import { RoutedPrefillMean } from '../../../router-svc/policy/routed-prefill-mean.js';
-import { keepLeastWork, slackFor } from '../../../router-svc/policy/work-slack.js';
+import { keepLeastWork, slackFor, tieWithin } from '../../../router-svc/policy/work-slack.js';
 
 const BASE: TtftTerms = {
   inputTokens: 1000,
@@ -197,7 +197,7 @@ describe('TTFT policy: the cost (TT1), throughput (TT2) and per-waiting worth', 
     });
   });
 
-  describe('near ties (TT13): the slack, widened for a long saved recompute', () => {
+  describe('near ties (TT13): the slack, widened for a long saved recompute, and the tie tolerance', () => {
     it('slackFor: the slack alone without a saving or without --ttft_long_hit_tokens; up to three times it, in proportion', () => {
       expect(slackFor(1, 0, 8192)).to.equal(1);
       expect(slackFor(1, -500, 8192)).to.equal(1);
@@ -224,6 +224,23 @@ describe('TTFT policy: the cost (TT1), throughput (TT2) and per-waiting worth', 
       expect(keepLeastWork(scores, Float64Array.of(1000, 0), 2, 1, 0)).to.equal(0);
       expect([...scores]).to.deep.equal([100, Infinity]);
       expect(keepLeastWork(new Float64Array(0), new Float64Array(0), 0, 1, 8192)).to.equal(-1);
+    });
+
+    it('tieWithin (--ttft_tie_tolerance): what is left within the tolerance of its smallest becomes equal to it; dropped ones stay dropped', () => {
+      // What keepLeastWork left: 0 dropped, 1 the soonest left, 2 at 4% behind it, 3 at 6%, 4 past `count`.
+      const scores = Float64Array.of(Infinity, 200, 208, 212, 201);
+      expect(tieWithin(scores, 4, 0.05)).to.equal(2);
+      expect([...scores]).to.deep.equal([Infinity, 200, 200, 212, 201]);
+    });
+
+    it('tieWithin: a tolerance of 0 or nothing left changes nothing', () => {
+      const scores = Float64Array.of(200, 201);
+      expect(tieWithin(scores, 2, 0)).to.equal(0);
+      expect([...scores]).to.deep.equal([200, 201]);
+      const dropped = Float64Array.of(Infinity, Infinity);
+      expect(tieWithin(dropped, 2, 0.05)).to.equal(0);
+      expect([...dropped]).to.deep.equal([Infinity, Infinity]);
+      expect(tieWithin(new Float64Array(0), 0, 0.05)).to.equal(0);
     });
   });
 });

@@ -32,6 +32,7 @@ const TTFT: PolicyFlags = {
   ttftHostTokenCost: 0.25,
   ttftWorkSlack: 0,
   ttftLongHitTokens: 0,
+  ttftTieTolerance: 0,
 };
 const T16 = tokens(16);
 
@@ -333,6 +334,33 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     expect(policy({ ttftWorkSlack: 0.1, ttftLongHitTokens: 192 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
     // A slack of 0 stays the pure rule whatever the hit.
     expect(policy({ ttftWorkSlack: 0, ttftLongHitTokens: 1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+  });
+
+  it('TT13 --ttft_tie_tolerance: idle engines whose learned throughputs differ by a few percent tie, and the one holding fewer Device blocks takes a new prompt; a real difference still wins', async () => {
+    // a holds another prompt's 4 blocks, b nothing; both idle. The new prompt (ids 1001..1100) is cached nowhere.
+    await load([instance('a:1'), instance('b:1')], [wireStream(1, 'a:1', residency(k, [DEVICE, DEVICE, DEVICE, DEVICE])), wireStream(2, 'b:1')]);
+    const P = tokens(100, 1001);
+    const learned = (tolerance: number, aMs: number): TtftPolicy => {
+      // The default slack keeps both (equal work): the tolerance acts on what the slack leaves.
+      const p = policy({ ttftPriorSamples: 0, ttftWorkSlack: 1, ttftTieTolerance: tolerance });
+      const d = decider(p).decide({ tokenIds: P, promptTokens: 0, dryRun: true }, 0);
+      // One first token each: a did the 100 tokens in aMs, b in 100 ms (the prior's 1,000 tokens/s).
+      p.firstToken({ ...d, prefill: { name: 'a:1', incarnation_id: 'inc-a:1' } }, aMs);
+      p.firstToken({ ...d, prefill: { name: 'b:1', incarnation_id: 'inc-b:1' } }, 100);
+      return p;
+    };
+    // a learned 100 / 97 ms: 97 against 100 ms predicted, 3% apart.
+    const tied = learned(0.05, 97).decide({ tokenIds: P, promptTokens: 0 }, view, 0);
+    expect(tied.prefill.name).to.equal('b:1');
+    expect(tied.tie_break).to.include({ decided_by: 'kv_usage' });
+    expect(ttftOf(tied, 'b:1')).to.include({ predicted_ms: 100, note: 'within 0.05 of the soonest prediction (97 ms) with as much prefill work: a tie' });
+    expect(ttftOf(tied, 'a:1').predicted_ms).to.be.closeTo(97, 1e-9);
+    // Without the tolerance the 3% decide.
+    const pure = learned(0, 97).decide({ tokenIds: P, promptTokens: 0 }, view, 0);
+    expect(pure.prefill.name).to.equal('a:1');
+    expect(pure.tie_break).to.equal(undefined);
+    // a 20% faster: beyond the tolerance, a.
+    expect(learned(0.05, 80).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
   });
 
   it('TT7 learning: first tokens set each engine\'s throughput (a slow engine is avoided at equal queues), once per decision', async () => {
