@@ -9,10 +9,9 @@ import { CarPolicy } from './car-policy.js';
 import type { RoutingPolicy } from './policy-types.js';
 import { RoundRobinPolicy } from './round-robin-policy.js';
 import { SloAwarePolicy } from './slo-aware-policy.js';
-import { TtftPolicy, ttftPolicyOptions } from './ttft-policy.js';
+import { TtftPolicy, ttftPolicyOptions, type TtftFlags } from './ttft-policy.js';
 
-export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'> &
-  Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftLongHitTokens' | 'ttftTieTolerance'>>;
+export type PolicyFlags = Pick<RouterFlags, 'loadBalancePolicy' | 'carPrefillLambda' | 'carHostHitWeight' | 'targetTtftMs' | 'targetTpotMs'> & TtftFlags;
 
 /**
  * `inflight`: CAR's in-flight load (`--car_inflight_load`); null or absent = off. `routerId`: where

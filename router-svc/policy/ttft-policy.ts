@@ -29,9 +29,10 @@
  *
  * Smallest prediction wins, but near it the least prefill work does, and predictions within
  * `--ttft_tie_tolerance` of each other tie (work-slack.ts); ties follow CAR's rule (fewest Device
- * blocks, then rotation, tie-break.ts). D side: load only, as CAR (decode-side.ts). The answer explains every term per
- * candidate (TtftCandidateExplanation). Learning is fed from outside: the route decider reports
- * counted decisions and first tokens (DecisionObserver), so a dry run teaches nothing.
+ * blocks, then rotation, tie-break.ts). D side: load only, as CAR (decode-side.ts). The answer
+ * explains every term per candidate (TtftCandidateExplanation). Learning is fed from outside: the
+ * route decider reports counted decisions and first tokens (DecisionObserver), so a dry run
+ * teaches nothing.
  *
  * Cost per decision: one DP-minimum walk over the residency index (as CAR's), then O(candidates ×
  * replicas) reads of the in-flight shares; scratch arrays are reused.
@@ -351,9 +352,12 @@ export function chosenTerms(decision: RouteDecision): TtftCandidateExplanation |
   return null;
 }
 
-/** The TTFT flags, each defaulted from the router's flag table when absent (tests pass a few). */
+/** The router flags the TTFT policy reads; each may be absent (tests pass a few). */
+export type TtftFlags = Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftLongHitTokens' | 'ttftTieTolerance'>>;
+
+/** The TTFT flags, each defaulted from the router's flag table when absent. */
 export function ttftPolicyOptions(
-  flags: Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftLongHitTokens' | 'ttftTieTolerance'>>,
+  flags: TtftFlags,
   inflight: InflightLoad | null,
   routerId: string | undefined,
 ): TtftPolicyOptions {
