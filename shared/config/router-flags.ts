@@ -78,10 +78,10 @@ export const ROUTER_FLAGS = {
   },
   ttft_long_hit_tokens: {
     type: 'int',
-    default: 0,
+    default: 8192,
     min: 0,
     max: 1048576,
-    help: 'TTFT: a cached prefix sparing this many prefill tokens against the soonest instance widens --ttft_work_slack to three times itself, less in proportion (0 = never widens; 8192 trades some p90 for hits on long-context traffic)',
+    help: 'TTFT: a cached prefix sparing this many prefill tokens against the soonest instance widens --ttft_work_slack to three times itself, less in proportion (0 = never widens: the plain slack)',
   },
   ttft_tie_tolerance: {
     type: 'float',

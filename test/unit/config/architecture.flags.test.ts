@@ -290,7 +290,7 @@ describe('architecture.md flags: router-svc table', () => {
       ttftThroughputWindow: 64,
       ttftHostTokenCost: 0.25,
       ttftWorkSlack: 1,
-      ttftLongHitTokens: 0,
+      ttftLongHitTokens: 8192,
       ttftTieTolerance: 0.05,
       internalApiToken: '',
       grpcTlsCa: '',
@@ -316,13 +316,13 @@ describe('architecture.md flags: router-svc table', () => {
   });
 
   it('router: the TTFT flags and their bounds (prior throughput > 0, samples ≥ 0, window ≥ 1, host cost and work slack in [0,1], long hit a token count ≥ 0, tie tolerance in [0, 0.5])', () => {
-    expect(router(['--ttft_prefill_tokens_per_s=2500.5', '--ttft_prior_samples=0', '--ttft_throughput_window=1', '--ttft_host_token_cost=1', '--ttft_work_slack=0', '--ttft_long_hit_tokens=8192', '--ttft_tie_tolerance=0'])).to.include({
+    expect(router(['--ttft_prefill_tokens_per_s=2500.5', '--ttft_prior_samples=0', '--ttft_throughput_window=1', '--ttft_host_token_cost=1', '--ttft_work_slack=0', '--ttft_long_hit_tokens=0', '--ttft_tie_tolerance=0'])).to.include({
       ttftPrefillTokensPerS: 2500.5,
       ttftPriorSamples: 0,
       ttftThroughputWindow: 1,
       ttftHostTokenCost: 1,
       ttftWorkSlack: 0,
-      ttftLongHitTokens: 8192,
+      ttftLongHitTokens: 0,
       ttftTieTolerance: 0,
     });
     expect(configError(() => router(['--ttft_tie_tolerance=0.6'])).message).to.equal('invalid --ttft_tie_tolerance: expected a number in [0, 0.5], got "0.6"');
