@@ -54,6 +54,11 @@ import { NO_SHARES, QueueProgress } from './queue-progress.js';
 import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
 
+/**
+ * Absent near-tie options are off (0: the pure soonest rule), so the cost's unit tests read one
+ * rule at a time; the router's defaults (slack 1, long hit 8192, tolerance 0.05) come from its
+ * flag table through ttftPolicyOptions, the one place that applies them.
+ */
 export interface TtftPolicyOptions {
   /** `--ttft_host_token_cost` in [0,1]. */
   readonly hostTokenCost: number;
