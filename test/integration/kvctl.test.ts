@@ -93,7 +93,7 @@ describe('kvctl against a real directory-svc', function () {
     await stopAllProcesses();
     await Promise.all(pubs.map((p) => p.close()));
     pubs = [];
-    await etcd?.stop();
+    await etcd?.destroy();
     rmSync(tmp, { recursive: true, force: true });
   });
 
