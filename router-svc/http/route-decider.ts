@@ -160,9 +160,11 @@ export class RouteDecider {
       // caller finds out as it would have without the wait).
       return { ...counted, decision: { ...counted.decision, claim_order: note } };
     }
-    // Only a strictly better instance moves it: a tie is what the first decision already broke.
+    // Only an instance the policy prefers outright moves it: a tie is what the first decision
+    // already broke. Not the lower score: TTFT picks within its near-tie slack by the work, so an
+    // earlier claim of the same prefix one router would have followed is often predicted later.
     const to = again.prefill.name;
-    const inst = to !== from && prefillScore(again, to) < prefillScore(again, from) ? this.view.instance(to) : null;
+    const inst = prefersOutright(again, from) ? this.view.instance(to) : null;
     if (inst === null) return { ...counted, decision: { ...counted.decision, claim_order: note } };
     inflight.withdraw(from, counted.seq, claimSeq);
     const tokens = decisionPrefillTokens(again, counted.inputTokens);
@@ -235,10 +237,15 @@ interface CountedDecision {
   readonly prefillId: number;
 }
 
-/** The score of P candidate `name` (+∞ when it is not listed: gone from the candidates). */
-function prefillScore(d: RouteDecision, name: string): number {
-  for (const c of d.candidates) if (c.role === 'prefill' && c.instance_name === name) return c.score;
-  return Number.POSITIVE_INFINITY;
+/**
+ * Whether decision `d` picked another prefill than `name` over it outright: `name` did not tie
+ * with the pick (CAR: an equal smallest score; TTFT: within its tie tolerance after the work
+ * slack), or is gone from the candidates.
+ */
+function prefersOutright(d: RouteDecision, name: string): boolean {
+  if (d.prefill.name === name) return false;
+  const tie = d.tie_break;
+  return tie === undefined || !tie.tied.some((t) => t.instance_name === name);
 }
 
 /**

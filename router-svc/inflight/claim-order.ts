@@ -14,9 +14,11 @@
  * (InflightShare.prompt_seqs) and publishes them in that order, so once a router sees its own
  * claim it has seen every claim ordered before it. It then decides again as one router would
  * have in that order: load and pending credit only from decisions ordered before its claim, its
- * own claim left out. If that finds a strictly better instance — one holding an earlier claim of
- * the same prefix, or an idle one where its first choice was taken by an earlier claim of another
- * prefix — the router moves the request there and ends its own claim. The earliest claim sees
+ * own claim left out. If the policy then prefers another instance outright (not a tie with the
+ * first choice) — one holding an earlier claim of the same prefix, or an idle one where its first
+ * choice was taken by an earlier claim of another prefix — the router moves the request there and
+ * ends its own claim. Outright, not by a lower score: TTFT follows an earlier claim that is
+ * predicted a little later, within its work slack, as one router would have. The earliest claim sees
  * nothing new and stays, so the replicas converge on it. A claim not back in time keeps its
  * first decision.
  *

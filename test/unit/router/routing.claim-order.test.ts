@@ -18,6 +18,7 @@ import { ViewProtocolError } from '../../../router-svc/viewcache/view-errors.js'
 import { fingerprintBytes, MAX_PROMPT_GRANULES, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
 import { IdentityResolver } from '../../../router-svc/identity/identity-resolver.js';
 import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
+import type { TtftCandidateExplanation } from '../../../router-svc/policy/ttft-policy.js';
 import { apply, delta, snapshot, testDecider, tokens, wireInstance, wireLoad, wireStream, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
@@ -200,6 +201,31 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
       expect(d.prefill.name).to.equal('b:1');
       expect(d.claim_order).to.include({ claim_seq: 7, moved_from: 'a:1' });
       expect(explained(d, 'b:1').pending_hit_tokens).to.equal(64);
+    });
+
+    it('a later TTFT cold claim follows an earlier claim queued ahead of it where one router would have: predicted later than its idle first choice, within the work slack, with less work', async () => {
+      const ttft = testDecider(view, { ...TTFT_FLAGS, ttftWorkSlack: 1 }, inflight, true, claims);
+      // P and 32 tokens of its own: P is the shared part (a task's context), as router-x's request's.
+      const prompt = [...P, ...tokens(32, 6000)];
+      const answer = ttft.decideOrdered({ tokenIds: prompt, promptTokens: 0 }, 0);
+      expect(claims.waiting).to.equal(1);
+      // router-x's decisions on b:1: an unrelated one, another, then its claim of P (seq 5), first.
+      await publish(
+        instance('a:1', [{ router_id: ME, count: 1, prompts: [fp(prompt)], prompt_seqs: [7] }]),
+        instance('b:1', [{ router_id: OTHER, count: 3, prompts: [fp(UNRELATED), fp(tokens(64, 7000)), fp(P)], prompt_seqs: [1, 3, 5] }]),
+      );
+      const d = await answer;
+      // Behind that prefill b:1 is predicted later than idle a:1, so its score is not the lower;
+      // but it is within the slack with less work, and the policy picks it, as one router seeing
+      // both claims in order would have.
+      const [onA, onB] = [explained(d, 'a:1'), explained(d, 'b:1')] as TtftCandidateExplanation[];
+      expect(onB!.predicted_ms).to.be.greaterThan(onA!.predicted_ms);
+      expect(onB!.own_prefill_tokens).to.be.lessThan(onA!.own_prefill_tokens);
+      expect(onB!.pending_hit_tokens).to.equal(64);
+      expect(d.prefill.name).to.equal('b:1');
+      expect(d.claim_order).to.include({ claim_seq: 7, moved_from: 'a:1' });
+      expect(inflight.own(view.instance('a:1')!)).to.equal(0);
+      expect(inflight.own(view.instance('b:1')!)).to.equal(1);
     });
 
     it("another replica's ledger queues ahead of a TTFT claim only with the requests ordered before it", async () => {
