@@ -250,6 +250,8 @@ export class InflightLoad {
   /** ledgerFootprint's list of the prompts ahead and which follow the producer, reused (entries past its count are stale). */
   private readonly aheadScratch: Uint32Array[] = [];
   private afterProducer: Uint8Array = new Uint8Array(16);
+  /** The directory's seq of each ledger entry in aheadScratch (−1: not carried), ledgerFootprint's scratch. */
+  private aheadSeqs = new Float64Array(16);
   /** Rings with unreported decisions, in first-decision order. */
   private outbox: DecisionRing[] = [];
   /** Told when the outbox gets its first ring since the last drain (the reporter schedules a send). */
@@ -362,28 +364,41 @@ export class InflightLoad {
    *
    * `out.included`: the same of the entries after the last one sharing `producerGranules` (> 0)
    * with `prompt`, in the ledger that holds it — the pending prefix's producer computes it, so only
-   * what runs after it can evict it. A ledger is in send order; between ledgers the order is
-   * unknown, and a ledger without such an entry is not counted (its requests may all run before
-   * the producer: counting them split a task's branches over engines; agentic with pressured KV,
-   * 4 routers, kept 0.93 of CAR's hit ratio so and 0.97 without). One pass over the prompts.
+   * what runs after it can evict it. A ledger is in send order. Between ledgers the directory's
+   * order decides where it is known: an entry whose decision the view still carries with a seq
+   * (InflightShare.prompt_seqs, until its load report) counts when it was ordered after the latest
+   * such producer. Others of a ledger without a producer are not counted (they may all run before
+   * it: counting them split a task's branches over engines; agentic with pressured KV, 4 routers,
+   * kept 0.93 of CAR's hit ratio so and 0.97 without). One pass over the prompts.
    */
   ledgerFootprint(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean, producerGranules: number, out: Footprint): Footprint {
     const ahead = this.aheadScratch;
+    const shares = viewStale ? NO_SHARES : inst.inflight;
     let n = this.rings.get(inst.name)?.ledger.collectPrompts(ahead, 0) ?? 0;
     this.ensureAfterProducer(n);
     markAfterProducer(ahead, 0, n, prompt, producerGranules, this.afterProducer);
-    if (!viewStale) {
-      const shares = inst.inflight;
-      for (let i = 0; i < shares.length; i++) {
-        const s = shares[i]!;
-        if (s.routerId === this.routerId) continue;
-        const from = n;
-        for (let j = 0; j < s.outstandingPrompts.length; j++) ahead[n++] = s.outstandingPrompts[j]!;
-        this.ensureAfterProducer(n);
-        markAfterProducer(ahead, from, n, prompt, producerGranules, this.afterProducer);
-      }
+    this.seqsOf(ahead, 0, n, ownShare(shares, this.routerId));
+    for (let i = 0; i < shares.length; i++) {
+      const s = shares[i]!;
+      if (s.routerId === this.routerId) continue;
+      const from = n;
+      for (let j = 0; j < s.outstandingPrompts.length; j++) ahead[n++] = s.outstandingPrompts[j]!;
+      this.ensureAfterProducer(n);
+      markAfterProducer(ahead, from, n, prompt, producerGranules, this.afterProducer);
+      this.seqsOf(ahead, from, n, s);
     }
+    markOrderedAfterProducer(ahead, n, prompt, producerGranules, this.aheadSeqs, this.afterProducer);
     return footprints(prompt, ahead, n, this.afterProducer, out);
+  }
+
+  /** aheadSeqs[from..to): the directory's seq of each entry's decision as share `s` carries it, −1 when it does not. */
+  private seqsOf(ahead: readonly Uint32Array[], from: number, to: number, s: InflightShare | null): void {
+    if (this.aheadSeqs.length < to) {
+      const grown = new Float64Array(to * 2);
+      grown.set(this.aheadSeqs);
+      this.aheadSeqs = grown;
+    }
+    for (let j = from; j < to; j++) this.aheadSeqs[j] = s === null ? -1 : seqOfPrompt(s, ahead[j]!);
   }
 
   /** Room for `n` marks in afterProducer, the marks so far kept. */
@@ -533,13 +548,8 @@ export class InflightLoad {
    * the view carries this router's own share; −1 when the view does not carry it (yet).
    */
   ownClaimSeq(inst: RouterInstance, prompt: Uint32Array): number {
-    const shares = inst.inflight;
-    for (let i = 0; i < shares.length; i++) {
-      const s = shares[i]!;
-      if (s.routerId !== this.routerId) continue;
-      for (let j = Math.min(s.prompts.length, s.seqs.length) - 1; j >= 0; j--) if (sameFingerprints(s.prompts[j]!, prompt)) return s.seqs[j]!;
-    }
-    return -1;
+    const own = ownShare(inst.inflight, this.routerId);
+    return own === null ? -1 : seqOfPrompt(own, prompt);
   }
 
   /** The other routers' in-flight for `inst` from the view (0 when the view is stale). */
@@ -597,6 +607,36 @@ export class InflightLoad {
  * Marks in `after[from..to)` the entries of `list[from..to)` (one ledger's prompts, in send order)
  * after the last one sharing `granules` with `prompt`; none when no entry does. O(to − from).
  */
+/**
+ * Marks, among ahead[0..count), the entries the directory ordered after the latest entry sharing
+ * `granules` (> 0) with `prompt` whose seq is known (seqs −1: unknown): between ledgers that is the
+ * only order there is. Marks only ever added: what one ledger's send order marks stays.
+ */
+/** No shares: a stale view's (nobody expires the others' then). */
+const NO_SHARES: readonly InflightShare[] = Object.freeze([]);
+
+function markOrderedAfterProducer(ahead: readonly Uint32Array[], count: number, prompt: Uint32Array, granules: number, seqs: Float64Array, after: Uint8Array): void {
+  let producer = -1;
+  for (let j = 0; j < count; j++) {
+    const seq = seqs[j]!;
+    if (seq >= 0 && sharesGranules(ahead[j]!, prompt, granules) && (producer < 0 || seqBefore(producer, seq))) producer = seq;
+  }
+  if (producer < 0) return;
+  for (let j = 0; j < count; j++) if (seqs[j]! >= 0 && seqBefore(producer, seqs[j]!)) after[j] = 1;
+}
+
+/** The seq share `s` carries for the decision whose prompt is `prompt` (its newest such), −1 when none. */
+function seqOfPrompt(s: InflightShare, prompt: Uint32Array): number {
+  for (let j = Math.min(s.prompts.length, s.seqs.length) - 1; j >= 0; j--) if (sameFingerprints(s.prompts[j]!, prompt)) return s.seqs[j]!;
+  return -1;
+}
+
+/** This router's own share among `shares` (the view carries its decisions back with their seqs), null when absent. */
+function ownShare(shares: readonly InflightShare[], routerId: string): InflightShare | null {
+  for (let i = 0; i < shares.length; i++) if (shares[i]!.routerId === routerId) return shares[i]!;
+  return null;
+}
+
 function markAfterProducer(list: readonly Uint32Array[], from: number, to: number, prompt: Uint32Array, granules: number, after: Uint8Array): void {
   let last = to;
   for (let j = to - 1; j >= from; j--) {

@@ -15,7 +15,7 @@ import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
 import type { RouteDecision } from '../../../router-svc/policy/policy-types.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
 import { NO_LAST_END, type WireInflightShare, type WireViewInstance } from '../../../shared/view/view-wire.js';
-import type { Footprint } from '../../../shared/keys/prompt-fingerprint.js';
+import { fingerprintBytes, type Footprint } from '../../../shared/keys/prompt-fingerprint.js';
 import { apply, delta, snapshot, testDecider, wireInstance, wireLoad, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
@@ -181,6 +181,36 @@ describe('routing.md In-flight load (router)', () => {
     expect(footprint(2).included).to.equal(3);
     // No entry shares 3 granules: the producer is in another ledger, whose order against this one is unknown: none counts.
     expect(footprint(3)).to.deep.equal({ all: 5, included: 0 });
+  });
+
+  it("ledger footprint between replicas: another replica's entries the directory ordered after the producer count; those ordered before it, or no longer carried with a seq, do not", async () => {
+    const f = (...g: number[]): Buffer => fingerprintBytes(Uint32Array.of(...g));
+    const mine = Uint32Array.of(1, 2, 3);
+    // This router's producer of context C (granules 1,2), numbered 5 by the directory.
+    inflight.startPrefill(view.instance('a:1')!, 100, Uint32Array.of(1, 2, 5));
+    // router-x's ledger: D before the producer (seq 4), D after it (seq 6), E (its decision no longer carried).
+    const ledger = [f(9, 10, 11), f(9, 10, 12), f(20, 21, 22)];
+    await upsert(
+      withReport('a:1', 0, 10, [
+        { router_id: ME, count: 1, prompts: [f(1, 2, 5)], prompt_seqs: [5] },
+        { router_id: 'router-x', count: 2, prompts: [f(9, 10, 11), f(9, 10, 12)], prompt_seqs: [4, 6], outstanding_prefill: { tokens: '300', requests: 3, prompts: ledger } },
+      ]),
+    );
+    const footprint = (producerGranules: number, stale = false): Footprint => inflight.ledgerFootprint(view.instance('a:1')!, mine, stale, producerGranules, { all: 0, included: 0 });
+    // All of it: the producer's tail 1, D 3, D's second tail 1, E 3.
+    expect(footprint(2).all).to.equal(8);
+    // After C's producer only the D numbered 6: whole, as nothing before it is counted.
+    expect(footprint(2).included).to.equal(3);
+    // Once the directory numbers router-x's E after the producer too, it counts as well.
+    await upsert(
+      withReport('a:1', 0, 10, [
+        { router_id: ME, count: 1, prompts: [f(1, 2, 5)], prompt_seqs: [5] },
+        { router_id: 'router-x', count: 3, prompts: [f(9, 10, 11), f(9, 10, 12), f(20, 21, 22)], prompt_seqs: [4, 6, 7], outstanding_prefill: { tokens: '300', requests: 3, prompts: ledger } },
+      ]),
+    );
+    expect(footprint(2).included).to.equal(6);
+    // A stale view carries no other replica's order: only this router's ledger (nothing after its producer).
+    expect(footprint(2, true)).to.deep.equal({ all: 1, included: 0 });
   });
 
   it('"dry_run": true explains without counting', () => {
