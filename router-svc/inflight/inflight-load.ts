@@ -603,18 +603,14 @@ export class InflightLoad {
   }
 }
 
-/**
- * Marks in `after[from..to)` the entries of `list[from..to)` (one ledger's prompts, in send order)
- * after the last one sharing `granules` with `prompt`; none when no entry does. O(to − from).
- */
-/**
- * Marks, among ahead[0..count), the entries the directory ordered after the latest entry sharing
- * `granules` (> 0) with `prompt` whose seq is known (seqs −1: unknown): between ledgers that is the
- * only order there is. Marks only ever added: what one ledger's send order marks stays.
- */
 /** No shares: a stale view's (nobody expires the others' then). */
 const NO_SHARES: readonly InflightShare[] = Object.freeze([]);
 
+/**
+ * Marks, among ahead[0..count), the entries the directory ordered after the latest entry sharing
+ * `granules` (> 0) with `prompt` whose seq is known (seqs −1: unknown): between ledgers that is the
+ * only order there is. Marks only ever added: what one ledger's send order marks stays. O(count).
+ */
 function markOrderedAfterProducer(ahead: readonly Uint32Array[], count: number, prompt: Uint32Array, granules: number, seqs: Float64Array, after: Uint8Array): void {
   let producer = -1;
   for (let j = 0; j < count; j++) {
@@ -637,6 +633,10 @@ function ownShare(shares: readonly InflightShare[], routerId: string): InflightS
   return null;
 }
 
+/**
+ * Marks in `after[from..to)` the entries of `list[from..to)` (one ledger's prompts, in send order)
+ * after the last one sharing `granules` with `prompt`; none when no entry does. O(to − from).
+ */
 function markAfterProducer(list: readonly Uint32Array[], from: number, to: number, prompt: Uint32Array, granules: number, after: Uint8Array): void {
   let last = to;
   for (let j = to - 1; j >= from; j--) {
