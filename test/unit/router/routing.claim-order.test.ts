@@ -209,15 +209,15 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
       const prompt = [...P, ...tokens(32, 6000)];
       const answer = ttft.decideOrdered({ tokenIds: prompt, promptTokens: 0 }, 0);
       expect(claims.waiting).to.equal(1);
-      // router-x's decisions on b:1: an unrelated one, another, then its claim of P (seq 5), first.
+      // router-x's decisions on b:1: two unrelated ones, then its claim of P (seq 5, before this router's 7).
       await publish(
         instance('a:1', [{ router_id: ME, count: 1, prompts: [fp(prompt)], prompt_seqs: [7] }]),
         instance('b:1', [{ router_id: OTHER, count: 3, prompts: [fp(UNRELATED), fp(tokens(64, 7000)), fp(P)], prompt_seqs: [1, 3, 5] }]),
       );
       const d = await answer;
-      // Behind that prefill b:1 is predicted later than idle a:1, so its score is not the lower;
-      // but it is within the slack with less work, and the policy picks it, as one router seeing
-      // both claims in order would have.
+      // Behind router-x's three requests b:1 is predicted later than idle a:1, so its score is not
+      // the lower; but it is within the slack with less work, and the policy picks it, as one
+      // router seeing both claims in order would have.
       const [onA, onB] = [explained(d, 'a:1'), explained(d, 'b:1')] as TtftCandidateExplanation[];
       expect(onB!.predicted_ms).to.be.greaterThan(onA!.predicted_ms);
       expect(onB!.own_prefill_tokens).to.be.lessThan(onA!.own_prefill_tokens);
