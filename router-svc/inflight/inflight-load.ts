@@ -23,7 +23,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
-import type { InflightShare, RouterInstance } from '../viewcache/view-update.js';
+import { NO_SHARES, type InflightShare, type RouterInstance } from '../viewcache/view-update.js';
 import { fingerprintBytes, footprints, longerShared, PENDING_PROMPTS_PER_SHARE, sameFingerprints, sharesGranules, type Footprint } from '../../shared/keys/prompt-fingerprint.js';
 import { seqBefore } from './claim-seq.js';
 import { PrefillLedger } from './prefill-ledger.js';
@@ -374,10 +374,12 @@ export class InflightLoad {
   ledgerFootprint(inst: RouterInstance, prompt: Uint32Array, viewStale: boolean, producerGranules: number, out: Footprint): Footprint {
     const ahead = this.aheadScratch;
     const shares = viewStale ? NO_SHARES : inst.inflight;
+    // Seqs matter only to order entries after a pending prefix's producer: none without one.
+    const ordered = producerGranules > 0;
     let n = this.rings.get(inst.name)?.ledger.collectPrompts(ahead, 0) ?? 0;
     this.ensureAfterProducer(n);
     markAfterProducer(ahead, 0, n, prompt, producerGranules, this.afterProducer);
-    this.seqsOf(ahead, 0, n, ownShare(shares, this.routerId));
+    if (ordered) this.seqsOf(ahead, 0, n, ownShare(shares, this.routerId));
     for (let i = 0; i < shares.length; i++) {
       const s = shares[i]!;
       if (s.routerId === this.routerId) continue;
@@ -385,9 +387,9 @@ export class InflightLoad {
       for (let j = 0; j < s.outstandingPrompts.length; j++) ahead[n++] = s.outstandingPrompts[j]!;
       this.ensureAfterProducer(n);
       markAfterProducer(ahead, from, n, prompt, producerGranules, this.afterProducer);
-      this.seqsOf(ahead, from, n, s);
+      if (ordered) this.seqsOf(ahead, from, n, s);
     }
-    markOrderedAfterProducer(ahead, n, prompt, producerGranules, this.aheadSeqs, this.afterProducer);
+    if (ordered) markOrderedAfterProducer(ahead, n, prompt, producerGranules, this.aheadSeqs, this.afterProducer);
     return footprints(prompt, ahead, n, this.afterProducer, out);
   }
 
@@ -602,9 +604,6 @@ export class InflightLoad {
     return out.length === 0 ? null : out;
   }
 }
-
-/** No shares: a stale view's (nobody expires the others' then). */
-const NO_SHARES: readonly InflightShare[] = Object.freeze([]);
 
 /**
  * Marks, among ahead[0..count), the entries the directory ordered after the latest entry sharing

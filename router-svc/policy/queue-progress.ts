@@ -23,9 +23,6 @@ import type { PrefillLedger } from '../inflight/prefill-ledger.js';
 import type { InflightShare } from '../viewcache/view-update.js';
 import { workedOffTokens } from './ttft-cost.js';
 
-/** No shares (a stale view, no in-flight load). */
-export const NO_SHARES: readonly InflightShare[] = Object.freeze([]);
-
 export class EngineProgress {
   /** The load report (its reported_at_ms) ledgerAtReport belongs to. */
   private stamp = Number.NaN;

@@ -50,7 +50,8 @@ import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstima
 import { RoutedPrefillMean } from './routed-prefill-mean.js';
 import { PrefillPick } from './tie-break.js';
 import { keepLeastWork, slackFor, tieWithin } from './work-slack.js';
-import { NO_SHARES, QueueProgress } from './queue-progress.js';
+import { QueueProgress } from './queue-progress.js';
+import { NO_SHARES } from '../viewcache/view-update.js';
 import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
 import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy } from './policy-types.js';
 

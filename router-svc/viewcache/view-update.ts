@@ -96,6 +96,9 @@ export interface InflightShare {
   readonly outstandingPrompts: readonly Uint32Array[];
 }
 
+/** No shares: a stale view's (nobody expires the other replicas' shares then), or no in-flight load. */
+export const NO_SHARES: readonly InflightShare[] = Object.freeze([]);
+
 /** One stream's identity and state as the view stream describes it (proto ViewStream). */
 export interface ViewStreamState extends StreamIdentity {
   readonly streamId: StreamId;

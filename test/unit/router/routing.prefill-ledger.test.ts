@@ -6,8 +6,8 @@
 import { expect } from 'chai';
 import { PrefillLedger } from '../../../router-svc/inflight/prefill-ledger.js';
 import { fingerprintsOf } from '../../../shared/keys/prompt-fingerprint.js';
-import { EngineProgress, NO_SHARES, unheadedRequests } from '../../../router-svc/policy/queue-progress.js';
-import type { InflightShare } from '../../../router-svc/viewcache/view-update.js';
+import { EngineProgress, unheadedRequests } from '../../../router-svc/policy/queue-progress.js';
+import { NO_SHARES, type InflightShare } from '../../../router-svc/viewcache/view-update.js';
 import { NO_LAST_END } from '../../../shared/view/view-wire.js';
 
 const ME = 'router-me';
