@@ -134,10 +134,10 @@ export class RouteDecider {
   }
 
   /**
-   * A cold claim, once the view carries it back: decided again on what was ordered before it, as
-   * one router deciding in arrival order would have, and moved when that finds a strictly better
-   * instance — an earlier claim of the same prefix, or an instance an earlier claim made busy
-   * (claim-order.ts). Anything else is returned as it is.
+   * A cold claim, once the view carries it back: decided again on what was ordered before
+   * it, as one router deciding in arrival order would have, and moved when the policy prefers
+   * another instance outright — an earlier claim of the same prefix, or an instance where no
+   * earlier claim queued ahead of it (claim-order.ts). Anything else is returned as it is.
    */
   private async ordered(counted: CountedDecision, nowMs: number): Promise<CountedDecision> {
     const claims = this.claims;
@@ -149,7 +149,11 @@ export class RouteDecider {
     const claimSeq = await claims.claimSeq(from, prompt!);
     const heldMs = performance.now() - t0;
     const note = { claim_seq: claimSeq, held_ms: Math.round(heldMs * 1000) / 1000 };
-    if (claimSeq < 0) return { ...counted, decision: { ...counted.decision, claim_order: note } };
+    const stays = (outcome: 'stayed' | 'not_back'): CountedDecision => {
+      this.metrics.claim(outcome, heldMs);
+      return { ...counted, decision: { ...counted.decision, claim_order: note } };
+    };
+    if (claimSeq < 0) return stays('not_back');
     let again: RouteDecision;
     try {
       again = inflight.orderedBefore(claimSeq, counted.atMs, () =>
@@ -158,14 +162,15 @@ export class RouteDecider {
     } catch {
       // No candidate any more: the first decision stands (its instance may be gone too; the
       // caller finds out as it would have without the wait).
-      return { ...counted, decision: { ...counted.decision, claim_order: note } };
+      return stays('stayed');
     }
     // Only an instance the policy prefers outright moves it: a tie is what the first decision
     // already broke. Not the lower score: TTFT picks within its near-tie slack by the work, so an
     // earlier claim of the same prefix one router would have followed is often predicted later.
     const to = again.prefill.name;
     const inst = prefersOutright(again, from) ? this.view.instance(to) : null;
-    if (inst === null) return { ...counted, decision: { ...counted.decision, claim_order: note } };
+    if (inst === null) return stays('stayed');
+    this.metrics.claim('moved', heldMs);
     inflight.withdraw(from, counted.seq, claimSeq);
     const tokens = decisionPrefillTokens(again, counted.inputTokens);
     let prefillId = -1;

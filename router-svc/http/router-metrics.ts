@@ -26,6 +26,10 @@ export interface ViewStatus {
 /** How a decision ended: `ok`, `no_candidate` (503), `bad_request` (400, never reached the policy). */
 export type DecisionOutcome = 'ok' | 'no_candidate' | 'error';
 
+/** How a cold claim (claim-order.ts) ended: its first decision kept, moved to another instance, or not back within the wait. */
+export const CLAIM_OUTCOMES = ['stayed', 'moved', 'not_back'] as const;
+export type ClaimOutcome = (typeof CLAIM_OUTCOMES)[number];
+
 /** How a proxied request ended (`unknown_model`: the 404 of cache-identity §2). */
 export type ProxyOutcome = 'ok' | 'upstream_error' | 'client_abort' | 'no_candidate' | 'bad_request' | 'unknown_model';
 
@@ -43,6 +47,8 @@ export class RouterMetrics {
   /** The TTFT policy's θ per engine, read at scrape time (registerThroughput); none otherwise. */
   private throughputSource: (() => readonly { instance: string; tokensPerS: number }[]) | null = null;
   private readonly upstreamRetries: Counter<'reason'>;
+  private readonly claims: Counter<'outcome'>;
+  private readonly claimWait: Histogram;
   /** The same counts for the status page (tokenization.md §4), without a registry read. */
   private readonly untokenizedByReason = new Map<UntokenizedReason, number>();
 
@@ -117,6 +123,19 @@ export class RouterMetrics {
       registers,
     });
     for (const reason of UPSTREAM_RETRY_REASONS) this.upstreamRetries.inc({ reason }, 0);
+    this.claims = new Counter({
+      name: 'router_claims_total',
+      help: "Cold claims (no prefix credit anywhere, other replicas about) that waited for the directory's order against the other replicas', by outcome: stayed, moved to another instance, not_back within --car_claim_wait_ms",
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.claimWait = new Histogram({
+      name: 'router_claim_wait_seconds',
+      help: "How long a cold claim's answer waited for the directory's order (--car_claim_wait_ms at most)",
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
+      registers,
+    });
+    for (const outcome of CLAIM_OUTCOMES) this.claims.inc({ outcome }, 0);
     new Gauge({
       name: 'router_view_version',
       help: 'Version of the last view update applied',
@@ -178,6 +197,12 @@ export class RouterMetrics {
 
   proxyRequest(path: string, outcome: ProxyOutcome): void {
     this.proxied.inc({ path, outcome });
+  }
+
+  /** A cold claim (claim-order.ts) answered after `heldMs`. */
+  claim(outcome: ClaimOutcome, heldMs: number): void {
+    this.claims.inc({ outcome });
+    this.claimWait.observe(heldMs / 1000);
   }
 
   /** A proxied request sent again to the next-best instance (openai-proxy.ts). */

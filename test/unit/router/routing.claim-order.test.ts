@@ -14,6 +14,7 @@ import { seqBefore } from '../../../router-svc/inflight/claim-seq.js';
 import { InflightLoad } from '../../../router-svc/inflight/inflight-load.js';
 import type { RouteDecider } from '../../../router-svc/http/route-decider.js';
 import { ViewCache } from '../../../router-svc/viewcache/view-cache.js';
+import { RouterMetrics } from '../../../router-svc/http/router-metrics.js';
 import { ViewProtocolError } from '../../../router-svc/viewcache/view-errors.js';
 import { fingerprintBytes, MAX_PROMPT_GRANULES, promptFingerprints } from '../../../shared/keys/prompt-fingerprint.js';
 import { IdentityResolver } from '../../../router-svc/identity/identity-resolver.js';
@@ -40,7 +41,14 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
   let updates: EventEmitter;
   let claims: ClaimOrder;
   let decider: RouteDecider;
+  let metrics: RouterMetrics;
   let version: number;
+
+  /** `router_claims_total` by outcome, as a scrape reads it. */
+  async function claimCounts(): Promise<Record<string, number>> {
+    const values = (await metrics.registry.getSingleMetric('router_claims_total')!.get()).values;
+    return Object.fromEntries(values.map((v) => [String(v.labels['outcome']), v.value]));
+  }
 
   beforeEach(async () => {
     mono = 1000;
@@ -49,7 +57,8 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     inflight = new InflightLoad({ routerId: ME, monotonicMs: () => mono });
     updates = new EventEmitter();
     claims = new ClaimOrder({ view, updates, inflight, waitMs: 200, monotonicMs: () => mono });
-    decider = testDecider(view, FLAGS, inflight, true, claims);
+    metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+    decider = testDecider(view, FLAGS, inflight, true, claims, metrics);
     const busyB = { router_id: OTHER, count: 1, prompts: [fp(UNRELATED)], prompt_seqs: [1] };
     await apply(view, snapshot('e1', 1, [instance('a:1'), instance('b:1', [busyB])], [wireStream(1, 'a:1'), wireStream(2, 'b:1')]), 0);
   });
@@ -88,6 +97,8 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     expect(onA.answered).to.equal(undefined);
     expect(report.find((r) => r.instance_name === 'b:1')).to.include({ count: 1 });
     expect(claims.waiting).to.equal(0);
+    // An operator sees the wait and its outcome.
+    expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 1, not_back: 0 });
   });
 
   it('claim order never crosses identities: a salted cold claim does not follow an earlier unsalted claim of the same tokens, only one of its own salt', async () => {
@@ -127,6 +138,7 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     expect(d.prefill.name).to.equal('a:1');
     expect(d.claim_order).to.deep.equal({ claim_seq: 5, held_ms: d.claim_order!.held_ms });
     expect(inflight.own(view.instance('a:1')!)).to.equal(1);
+    expect(await claimCounts()).to.deep.equal({ stayed: 1, moved: 0, not_back: 0 });
   });
 
   it('an earlier claim of another prefix does not move it (no credit there, only load)', async () => {
@@ -155,11 +167,12 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
 
   it('a claim the view does not carry back within the wait keeps its first decision (claim_seq −1)', async () => {
     const quick = new ClaimOrder({ view, updates, inflight, waitMs: 5, monotonicMs: () => mono });
-    const d = await testDecider(view, FLAGS, inflight, true, quick).decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    const d = await testDecider(view, FLAGS, inflight, true, quick, metrics).decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
     expect(d.prefill.name).to.equal('a:1');
     expect(d.claim_order!.claim_seq).to.equal(-1);
     expect(d.claim_order!.held_ms).to.be.at.least(4);
     expect(quick.waiting).to.equal(0);
+    expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 0, not_back: 1 });
   });
 
   it('decides at once: a warm request, a dry run, a prompt under one granule, and a router that has seen no other replica for the window', async () => {

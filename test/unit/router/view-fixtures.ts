@@ -136,8 +136,14 @@ export function explained(d: RouteDecision, name: string): CandidateExplanation 
   return c;
 }
 
-/** A RouteDecider of `flags`' policy over `view`, with metrics nobody reads (the routing suites). */
-export function testDecider(view: ViewCache, flags: PolicyFlags, inflight: InflightLoad | null = null, pendingPrefix = false, claims: ClaimOrder | null = null): RouteDecider {
-  const metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 }));
+/** A RouteDecider of `flags`' policy over `view`, with metrics nobody reads (the routing suites) unless given. */
+export function testDecider(
+  view: ViewCache,
+  flags: PolicyFlags,
+  inflight: InflightLoad | null = null,
+  pendingPrefix = false,
+  claims: ClaimOrder | null = null,
+  metrics = new RouterMetrics(() => ({ version: 0, lagMs: 0, staleForMs: 0 })),
+): RouteDecider {
   return new RouteDecider(createPolicy(flags, inflight), view, metrics, flags.loadBalancePolicy, inflight, pendingPrefix, claims);
 }
