@@ -568,13 +568,35 @@ async function runOnce(
       // Queues idle again, caches as the warm-up left them, every view caught up.
       for (const r of routers) await untilSettled(r, engines, { emptyCaches: false });
     }
+    const claims0 = await claimCounts(routers);
     const run = await drive(w, target, startsMs);
+    if (replicas > 1 && !isOracle(p)) console.error(`[cluster] ${w.name} ${p.label} routers=${replicas} cold claims by outcome: ${formatClaims(claims0, await claimCounts(routers))}`);
     if (SAMPLES !== null) appendFileSync(SAMPLES, run.samples.map((x) => JSON.stringify({ workload: w.name, policy: p.label, routers: replicas, ...x })).join('\n') + '\n');
     return run;
   } finally {
     // ORACLE's one router only watched the view settle; it routed nothing.
     for (const r of routers) await r.close();
   }
+}
+
+/** The routers' `router_claims_total`, summed over the replicas, by outcome. */
+async function claimCounts(routers: readonly RouterService[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const r of routers) {
+    const metric = r.metrics.registry.getSingleMetric('router_claims_total');
+    if (metric === undefined) continue;
+    for (const v of (await metric.get()).values) {
+      const key = String(v.labels['outcome']);
+      out.set(key, (out.get(key) ?? 0) + v.value);
+    }
+  }
+  return out;
+}
+
+/** What a run added to each nonzero claim count (analysis lines on stderr). */
+function formatClaims(before: ReadonlyMap<string, number>, after: ReadonlyMap<string, number>): string {
+  const parts = [...after].map(([k, v]) => [k, v - (before.get(k) ?? 0)] as const).filter(([, n]) => n > 0);
+  return parts.length === 0 ? 'none' : parts.map(([k, n]) => `${k} ${n}`).join(', ');
 }
 
 /**
