@@ -29,7 +29,7 @@ export interface TrackedDecision {
 
 const NOTHING = (): void => undefined;
 import { performance } from 'node:perf_hooks';
-import type { RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy-types.js';
+import type { ClaimOrderExplanation, RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy-types.js';
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import type { ClaimOrder } from '../inflight/claim-order.js';
@@ -142,35 +142,38 @@ export class RouteDecider {
   private async ordered(counted: CountedDecision, nowMs: number): Promise<CountedDecision> {
     const claims = this.claims;
     const inflight = this.inflight;
-    const prompt = counted.prompt;
-    if (claims === null || inflight === null || counted.seq < 0 || !claims.isColdClaim(counted.decision, prompt, nowMs)) return counted;
-    const from = counted.decision.prefill.name;
+    if (claims === null || inflight === null || counted.seq < 0 || !claims.isColdClaim(counted.decision, counted.prompt, nowMs)) return counted;
     const t0 = performance.now();
-    const claimSeq = await claims.claimSeq(from, prompt!);
+    const claimSeq = await claims.claimSeq(counted.decision.prefill.name, counted.prompt!);
     const heldMs = performance.now() - t0;
     const note = { claim_seq: claimSeq, held_ms: Math.round(heldMs * 1000) / 1000 };
-    const stays = (outcome: 'stayed' | 'not_back'): CountedDecision => {
-      this.metrics.claim(outcome, heldMs);
-      return { ...counted, decision: { ...counted.decision, claim_order: note } };
-    };
-    if (claimSeq < 0) return stays('not_back');
+    const moved = claimSeq < 0 ? null : this.moved(counted, inflight, claimSeq, nowMs + heldMs, note);
+    this.metrics.claim(claimSeq < 0 ? 'not_back' : moved === null ? 'stayed' : 'moved', heldMs);
+    return moved ?? { ...counted, decision: { ...counted.decision, claim_order: note } };
+  }
+
+  /**
+   * A claim back in order as `claimSeq`, decided again on what was ordered before it: moved to
+   * the instance the policy now prefers outright, its counts with it; null when it stays.
+   */
+  private moved(counted: CountedDecision, inflight: InflightLoad, claimSeq: number, nowMs: number, note: ClaimOrderExplanation): CountedDecision | null {
+    const from = counted.decision.prefill.name;
+    const prompt = counted.prompt;
     let again: RouteDecision;
     try {
       again = inflight.orderedBefore(claimSeq, counted.atMs, () =>
-        this.policy.decide({ tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt, identity: counted.identity }, this.view, nowMs + heldMs),
+        this.policy.decide({ tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt, identity: counted.identity }, this.view, nowMs),
       );
     } catch {
       // No candidate any more: the first decision stands (its instance may be gone too; the
       // caller finds out as it would have without the wait).
-      return stays('stayed');
+      return null;
     }
     // Only an instance the policy prefers outright moves it: a tie is what the first decision
     // already broke. Not the lower score: TTFT picks within its near-tie slack by the work, so an
     // earlier claim of the same prefix one router would have followed is often predicted later.
-    const to = again.prefill.name;
-    const inst = prefersOutright(again, from) ? this.view.instance(to) : null;
-    if (inst === null) return stays('stayed');
-    this.metrics.claim('moved', heldMs);
+    const inst = prefersOutright(again, from) ? this.view.instance(again.prefill.name) : null;
+    if (inst === null) return null;
     inflight.withdraw(from, counted.seq, claimSeq);
     const tokens = decisionPrefillTokens(again, counted.inputTokens);
     let prefillId = -1;
