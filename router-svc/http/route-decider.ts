@@ -32,7 +32,7 @@ import { performance } from 'node:perf_hooks';
 import type { ClaimOrderExplanation, RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy-types.js';
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
-import type { ClaimOrder } from '../inflight/claim-order.js';
+import { MAX_CLAIM_ROUNDS, type ClaimOrder } from '../inflight/claim-order.js';
 import type { DecisionObserver } from '../policy/ttft-policy.js';
 import { MAX_PROMPT_GRANULES, promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
 import type { RequestIdentity } from '../identity/request-identity.js';
@@ -51,7 +51,7 @@ export class RouteDecider {
     private readonly inflight: InflightLoad | null = null,
     /** `--car_pending_prefix` (with in-flight load): decisions carry their prompt's fingerprints. */
     private readonly pendingPrefix = false,
-    /** `--car_claim_wait_ms` > 0 (with pending prefix credit): cold claims are ordered (claim-order.ts). */
+    /** `--car_claim_wait_ms` > 0 (with pending prefix credit): claims are ordered (claim-order.ts). */
     private readonly claims: ClaimOrder | null = null,
     /** A policy that learns from counted decisions and first tokens (TTFT); null for the others. */
     private readonly observer: DecisionObserver | null = null,
@@ -62,7 +62,7 @@ export class RouteDecider {
     return this.decideCounted(input, nowMs).decision;
   }
 
-  /** `decide`, a cold claim ordered against the other replicas' first (`/v1/route`). */
+  /** `decide`, a claim ordered against the other replicas' first (`/v1/route`). */
   async decideOrdered(input: RouteRequest, nowMs: number): Promise<RouteDecision> {
     return (await this.ordered(this.decideCounted(input, nowMs), nowMs)).decision;
   }
@@ -134,29 +134,43 @@ export class RouteDecider {
   }
 
   /**
-   * A cold claim, once the view carries it back: decided again on what was ordered before
-   * it, as one router deciding in arrival order would have, and moved when the policy prefers
-   * another instance outright — an earlier claim of the same prefix, or an instance where no
-   * earlier claim queued ahead of it (claim-order.ts). Anything else is returned as it is.
+   * A claim, once the view carries it back: decided again on what was ordered before it, as one
+   * router deciding in arrival order would have, and moved when the policy prefers another
+   * instance outright — an earlier claim of the same prefix, or an instance where no earlier claim
+   * queued ahead of it (claim-order.ts). A move is a new decision, numbered after every claim of
+   * its round, so the claims ordered after this one did not see it: it is ordered again in turn,
+   * up to MAX_CLAIM_ROUNDS, so a burst's moves do not pile onto the instance they all found idle.
+   * Anything else is returned as it is.
    */
   private async ordered(counted: CountedDecision, nowMs: number): Promise<CountedDecision> {
     const claims = this.claims;
     const inflight = this.inflight;
-    if (claims === null || inflight === null || counted.seq < 0 || !claims.isColdClaim(counted.decision, counted.prompt, nowMs)) return counted;
+    if (claims === null || inflight === null || counted.seq < 0 || !claims.isClaim(counted.decision, counted.prompt, nowMs, decisionPrefillTokens(counted.decision, counted.inputTokens))) return counted;
     const t0 = performance.now();
-    const claimSeq = await claims.claimSeq(counted.decision.prefill.name, counted.prompt!);
+    let current = counted;
+    let firstSeq = -1;
+    for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
+      const claimSeq = await claims.claimSeq(current.decision.prefill.name, current.prompt!);
+      if (round === 0) firstSeq = claimSeq;
+      if (claimSeq < 0) break;
+      const heldMs = performance.now() - t0;
+      const moved = this.moved(current, inflight, claimSeq, nowMs + heldMs);
+      if (moved === null) break;
+      current = moved;
+    }
     const heldMs = performance.now() - t0;
-    const note = { claim_seq: claimSeq, held_ms: Math.round(heldMs * 1000) / 1000 };
-    const moved = claimSeq < 0 ? null : this.moved(counted, inflight, claimSeq, nowMs + heldMs, note);
-    this.metrics.claim(claimSeq < 0 ? 'not_back' : moved === null ? 'stayed' : 'moved', heldMs);
-    return moved ?? { ...counted, decision: { ...counted.decision, claim_order: note } };
+    const from = counted.decision.prefill.name;
+    const movedTo = current.decision.prefill.name === from ? null : current.decision.prefill.name;
+    this.metrics.claim(firstSeq < 0 ? 'not_back' : movedTo === null ? 'stayed' : 'moved', heldMs);
+    const note: ClaimOrderExplanation = { claim_seq: firstSeq, held_ms: Math.round(heldMs * 1000) / 1000, ...(movedTo === null ? {} : { moved_from: from }) };
+    return { ...current, decision: { ...current.decision, claim_order: note } };
   }
 
   /**
    * A claim back in order as `claimSeq`, decided again on what was ordered before it: moved to
    * the instance the policy now prefers outright, its counts with it; null when it stays.
    */
-  private moved(counted: CountedDecision, inflight: InflightLoad, claimSeq: number, nowMs: number, note: ClaimOrderExplanation): CountedDecision | null {
+  private moved(counted: CountedDecision, inflight: InflightLoad, claimSeq: number, nowMs: number): CountedDecision | null {
     const from = counted.decision.prefill.name;
     const prompt = counted.prompt;
     let again: RouteDecision;
@@ -182,7 +196,7 @@ export class RouteDecider {
       prefillId = inflight.startPrefill(inst, tokens, prompt);
     }
     const seq = inflight.record(inst, inflight.now(), prompt, prefillId >= 0 ? 0 : tokens);
-    return { ...counted, seq, prefillId, decision: { ...again, claim_order: { ...note, moved_from: from } } };
+    return { ...counted, seq, prefillId, decision: again };
   }
 
   /**
@@ -236,7 +250,7 @@ interface CountedDecision {
   readonly atMs: number;
   readonly prompt: Uint32Array | null;
   readonly tokenIds: readonly number[] | null;
-  /** The request's identity: a cold claim is decided again among the same model's candidates. */
+  /** The request's identity: a claim is decided again among the same model's candidates. */
   readonly identity: RequestIdentity | undefined;
   /** performance.now() when the decision started (its first token is timed from it). */
   readonly decidedAt: number;

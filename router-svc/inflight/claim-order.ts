@@ -22,13 +22,27 @@
  * nothing new and stays, so the replicas converge on it. A claim not back in time keeps its
  * first decision.
  *
+ * Bursts: requests that arrive together (a trace's arrivals come in bursts of 3–17 at one
+ * timestamp) are decided at once on every replica, and each replica sends its share of the burst
+ * to the engines it sees idle: the same ones. A warm request is no different when its credit is
+ * only a short shared prefix (a system prompt every request starts with), so with
+ * `--car_claim_prefill_tokens` a claim is also any request whose own prefill on its first choice
+ * reaches that many tokens: a round trip is little beside such a prefill.
+ *
  * Only with other replicas: a router that has not seen another router's in-flight share for
- * OTHER_ROUTER_WINDOW_MS decides at once. Warm requests (credit somewhere) never wait.
+ * OTHER_ROUTER_WINDOW_MS decides at once. Other warm requests never wait.
  */
 import { performance } from 'node:perf_hooks';
 import type { InflightLoad } from './inflight-load.js';
 import type { RouteDecision } from '../policy/policy-types.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
+
+/**
+ * How many times a claim is ordered at most: a move is a new decision the directory numbers after
+ * the claims of its round, so it is ordered again (route-decider.ts); each round waits one round
+ * trip at most `--car_claim_wait_ms`.
+ */
+export const MAX_CLAIM_ROUNDS = 3;
 
 /** How long after another router's share was last seen this router still orders its cold claims. */
 export const OTHER_ROUTER_WINDOW_MS = 60_000;
@@ -45,6 +59,8 @@ export interface ClaimOrderOptions {
   readonly inflight: InflightLoad;
   /** `--car_claim_wait_ms` (> 0). */
   readonly waitMs: number;
+  /** `--car_claim_prefill_tokens`: a claim whose own prefill reaches it is ordered too (0 = cold claims only). */
+  readonly prefillTokens?: number;
   /** Monotonic ms (default performance.now). */
   readonly monotonicMs?: () => number;
 }
@@ -68,11 +84,12 @@ export class ClaimOrder {
   }
 
   /**
-   * `decision` is a cold claim worth ordering: a counted CAR or TTFT decision on a fresh view,
-   * with a fingerprinted prompt no prefill candidate has credit for, while other replicas are
-   * about (RR and SLO_AWARE place by load alone: no prefix to split).
+   * `decision` is a claim worth ordering: a counted CAR or TTFT decision on a fresh view, with a
+   * fingerprinted prompt, while other replicas are about (RR and SLO_AWARE place by load alone:
+   * no prefix to split), that is cold (no prefill candidate has credit for it) or, with
+   * `prefillTokens`, whose own prefill on its first choice (`ownPrefillTokens`) reaches it.
    */
-  isColdClaim(decision: RouteDecision, prompt: Uint32Array | null, nowMs: number): boolean {
+  isClaim(decision: RouteDecision, prompt: Uint32Array | null, nowMs: number, ownPrefillTokens: number): boolean {
     const inflight = this.opts.inflight;
     const mono = this.clock();
     if (inflight.sawOtherRouter) {
@@ -81,6 +98,8 @@ export class ClaimOrder {
     }
     if (prompt === null || prompt.length === 0 || (decision.policy !== 'CAR' && decision.policy !== 'TTFT')) return false;
     if (mono - this.otherRouterSeenAt > OTHER_ROUTER_WINDOW_MS || this.opts.view.isStale(nowMs)) return false;
+    const long = this.opts.prefillTokens ?? 0;
+    if (long > 0 && ownPrefillTokens >= long) return true;
     for (const c of decision.candidates) if (c.role === 'prefill' && c.hit_tokens > 0) return false;
     return true;
   }

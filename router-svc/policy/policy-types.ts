@@ -91,9 +91,9 @@ export interface RouteDecision {
 }
 
 /**
- * A cold claim's wait: the directory's seq of the claim (−1: not back within
- * `--car_claim_wait_ms`, the first decision stands), how long the answer waited, and the
- * instance of the first decision when the request followed an earlier claim instead.
+ * A claim's wait (claim-order.ts): the directory's seq of the claim (−1: not back within
+ * `--car_claim_wait_ms`, the first decision stands), how long the answer waited (every round),
+ * and the instance of the first decision when the request moved elsewhere.
  */
 export interface ClaimOrderExplanation {
   claim_seq: number;

@@ -41,6 +41,13 @@ export const ROUTER_FLAGS = {
     max: 1000,
     help: "with --car_pending_prefix and other router replicas: a request no instance holds any prefix of waits at most this long for the directory to order its decision against the other replicas', and follows an earlier one of the same prefix; 0 = off",
   },
+  car_claim_prefill_tokens: {
+    type: 'int',
+    default: 1024,
+    min: 0,
+    max: 100_000_000,
+    help: "with --car_claim_wait_ms: a request whose own prefill on its first choice reaches this many tokens is ordered against the other replicas' decisions as a cold one is, so a burst's long prompts decided at once on several replicas do not pile onto one engine; 0 = cold requests only",
+  },
   ttft_prefill_tokens_per_s: {
     type: 'float',
     default: 8000,

@@ -285,6 +285,7 @@ describe('architecture.md flags: router-svc table', () => {
       carInflightLoad: true,
       carPendingPrefix: true,
       carClaimWaitMs: 20,
+      carClaimPrefillTokens: 1024,
       ttftPrefillTokensPerS: 8000,
       ttftPriorSamples: 8,
       ttftThroughputWindow: 64,

@@ -241,6 +241,27 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
       expect(inflight.own(view.instance('b:1')!)).to.equal(1);
     });
 
+    it('a moved claim is ordered again: a claim another replica made before the move, on the instance it moved to, moves it once more', async () => {
+      await publish(instance('c:1'), instance('d:1'));
+      const ttft = testDecider(view, TTFT_FLAGS, inflight, true, claims, metrics);
+      const answer = ttft.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+      const first = [...claims.waitingOn()][0]!;
+      await publish(instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(5)]));
+      // Moved to an idle instance: a new decision there, which the directory numbers after this
+      // round's claims (12); router-x's claim there (10) came first, and this one waits for it.
+      await new Promise((r) => setImmediate(r));
+      const second = [...claims.waitingOn()][0]!;
+      expect(second).to.not.equal(first);
+      await publish(instance(second, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [12] }, otherLedger(10)]));
+      const d = await answer;
+      expect(d.prefill.name).to.not.be.oneOf([first, second]);
+      expect(d.claim_order).to.include({ claim_seq: 7, moved_from: first });
+      expect(inflight.own(view.instance(first)!)).to.equal(0);
+      expect(inflight.own(view.instance(second)!)).to.equal(0);
+      expect(inflight.own(view.instance(d.prefill.name)!)).to.equal(1);
+      expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 1, not_back: 0 });
+    });
+
     it("another replica's ledger queues ahead of a TTFT claim only with the requests ordered before it", async () => {
       await publish(instance('c:1'));
       const ttft = testDecider(view, TTFT_FLAGS, inflight, true, claims);
@@ -260,6 +281,46 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
       expect(moves.claim_order).to.include({ claim_seq: 12, moved_from: second });
       expect(moves.prefill.name).to.not.equal(second);
       expect(explained(moves, second)).to.include({ ledger_requests_other: 1, ledger_tokens_other: 5000 });
+    });
+  });
+
+  describe('--car_claim_prefill_tokens: long warm requests are ordered too (arrivals in bursts)', () => {
+    const TTFT_FLAGS = { ...FLAGS, loadBalancePolicy: 'TTFT', ttftPrefillTokensPerS: 1000, ttftPriorSamples: 8, ttftThroughputWindow: 64, ttftHostTokenCost: 0.25, ttftWorkSlack: 0 } as const;
+    // A burst's prompts share only a first block (a trace's system prompt), in flight on b:1:
+    // every one of them is warm, so cold claims alone would never order them.
+    const warm = (first: number): number[] => [...P.slice(0, 16), ...tokens(48, first)];
+
+    beforeEach(async () => {
+      await publish(instance('c:1'), instance('b:1', [{ router_id: OTHER, count: 2, prompts: [fp(UNRELATED), fp(P)], prompt_seqs: [1, 2] }]));
+    });
+
+    it('a warm request whose own prefill reaches it waits for its order, and an earlier claim queued on its first choice moves it', async () => {
+      const burst = new ClaimOrder({ view, updates, inflight, waitMs: 200, monotonicMs: () => mono, prefillTokens: 32 });
+      const ttft = testDecider(view, TTFT_FLAGS, inflight, true, burst, metrics);
+      const W = warm(6000);
+      const answer = ttft.decideOrdered({ tokenIds: W, promptTokens: 0 }, 0);
+      expect(burst.waiting).to.equal(1);
+      const first = [...burst.waitingOn()][0]!;
+      const d0 = explained(await ttft.decideOrdered({ tokenIds: W, promptTokens: 0, dryRun: true }, 0), 'b:1');
+      expect(d0.hit_tokens).to.equal(16);
+      // router-x's request of another prompt, 5,000 tokens, reached the directory just before it, on the same instance.
+      await publish(instance(first, [
+        { router_id: ME, count: 1, prompts: [fp(W)], prompt_seqs: [7] },
+        { router_id: OTHER, count: 1, prompts: [fp(tokens(64, 8000))], prompt_seqs: [5], outstanding_prefill: { tokens: '5000', requests: 1 } },
+      ]));
+      const d = await answer;
+      expect(d.claim_order).to.include({ claim_seq: 7, moved_from: first });
+      expect(d.prefill.name).to.not.equal(first);
+      expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 1, not_back: 0 });
+      burst.close();
+    });
+
+    it('a warm request whose own prefill stays below it decides at once', async () => {
+      const burst = new ClaimOrder({ view, updates, inflight, waitMs: 200, monotonicMs: () => mono, prefillTokens: 100 });
+      const d = await testDecider(view, TTFT_FLAGS, inflight, true, burst, metrics).decideOrdered({ tokenIds: warm(6000), promptTokens: 0 }, 0);
+      expect(burst.waiting).to.equal(0);
+      expect(d.claim_order).to.equal(undefined);
+      expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 0, not_back: 0 });
     });
   });
 
