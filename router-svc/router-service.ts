@@ -175,7 +175,7 @@ export class RouterService {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    // Waiting cold claims answer with their first decision now, not at the end of their wait.
+    // Waiting claims answer with their first decision now, not at the end of their wait.
     this.claims?.close();
     await this.http.close();
     this.reporter?.close();

@@ -570,7 +570,7 @@ async function runOnce(
     }
     const claims0 = await claimCounts(routers);
     const run = await drive(w, target, startsMs);
-    if (replicas > 1 && !isOracle(p)) console.error(`[cluster] ${w.name} ${p.label} routers=${replicas} cold claims by outcome: ${formatClaims(claims0, await claimCounts(routers))}`);
+    if (replicas > 1 && !isOracle(p)) console.error(`[cluster] ${w.name} ${p.label} routers=${replicas} claims by outcome: ${formatClaims(claims0, await claimCounts(routers))}`);
     if (SAMPLES !== null) appendFileSync(SAMPLES, run.samples.map((x) => JSON.stringify({ workload: w.name, policy: p.label, routers: replicas, ...x })).join('\n') + '\n');
     return run;
   } finally {

@@ -26,7 +26,7 @@ export interface ViewStatus {
 /** How a decision ended: `ok`, `no_candidate` (503), `bad_request` (400, never reached the policy). */
 export type DecisionOutcome = 'ok' | 'no_candidate' | 'error';
 
-/** How a cold claim (claim-order.ts) ended: its first decision kept, moved to another instance, or not back within the wait. */
+/** How a claim (claim-order.ts) ended: its first decision kept, moved to another instance, or not back within the wait. */
 export const CLAIM_OUTCOMES = ['stayed', 'moved', 'not_back'] as const;
 export type ClaimOutcome = (typeof CLAIM_OUTCOMES)[number];
 
@@ -199,7 +199,7 @@ export class RouterMetrics {
     this.proxied.inc({ path, outcome });
   }
 
-  /** A cold claim (claim-order.ts) answered after `heldMs`. */
+  /** A claim (claim-order.ts) answered after `heldMs`. */
   claim(outcome: ClaimOutcome, heldMs: number): void {
     this.claims.inc({ outcome });
     this.claimWait.observe(heldMs / 1000);

@@ -44,7 +44,7 @@ import type { ViewCache } from '../viewcache/view-cache.js';
  */
 export const MAX_CLAIM_ROUNDS = 3;
 
-/** How long after another router's share was last seen this router still orders its cold claims. */
+/** How long after another router's share was last seen this router still orders its claims. */
 export const OTHER_ROUTER_WINDOW_MS = 60_000;
 
 /** What the view client offers: an event after every applied view update. */
@@ -116,7 +116,7 @@ export class ClaimOrder {
         instanceName,
         prompt,
         resolve,
-        timer: setTimeout(() => this.settle(w, -1), this.opts.waitMs),
+        timer: setTimeout(() => setImmediate(() => this.expire(w)), this.opts.waitMs),
       };
       this.waiters.add(w);
       if (!this.listening) {
@@ -151,6 +151,15 @@ export class ClaimOrder {
       const seq = this.seqInView(w.instanceName, w.prompt);
       if (seq >= 0) this.settle(w, seq);
     }
+  }
+
+  /**
+   * The wait is over: one last look at the view. Timers run before the loop polls for I/O, so on a
+   * loop busy past the wait (a burst's other requests) the update carrying the claim may have been
+   * waiting in the socket all along; the check phase comes after the poll that applies it.
+   */
+  private expire(w: Waiter): void {
+    this.settle(w, this.seqInView(w.instanceName, w.prompt));
   }
 
   private settle(w: Waiter, seq: number): void {

@@ -260,7 +260,7 @@ export class InflightLoad {
   /** Set when `others` finds another router's share (ClaimOrder reads and clears it). */
   sawOtherRouter = false;
   /**
-   * While a cold claim is re-decided (ClaimOrder): load and pending credit only from the decisions
+   * While a claim is re-decided (ClaimOrder): load and pending credit only from the decisions
    * ordered before it — the other routers' with a directory seq before `seq` (their decisions
    * without a prompt, which carry no seq, all count), this router's made before `ownBeforeMs` —
    * as one router deciding in arrival order would have seen them.

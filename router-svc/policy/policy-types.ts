@@ -86,7 +86,7 @@ export interface RouteDecision {
   candidates: CandidateExplanation[];
   /** CAR only, and only when the P side tied at its smallest score. */
   tie_break?: TieBreakExplanation;
-  /** CAR and TTFT, only for a cold claim ordered against the other replicas' (claim-order.ts). */
+  /** CAR and TTFT, only for a claim ordered against the other replicas' (claim-order.ts). */
   claim_order?: ClaimOrderExplanation;
 }
 

@@ -7,7 +7,9 @@
  * router-x, another replica, has one unrelated request in flight on b:1 (so this router knows it
  * has company, and its first choice for a cold prompt is a:1).
  */
-import { EventEmitter } from 'node:events';
+import { EventEmitter, once } from 'node:events';
+import { connect, createServer, type AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { expect } from 'chai';
 import { ClaimOrder, OTHER_ROUTER_WINDOW_MS } from '../../../router-svc/inflight/claim-order.js';
 import { seqBefore } from '../../../router-svc/inflight/claim-seq.js';
@@ -173,6 +175,35 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     expect(d.claim_order!.held_ms).to.be.at.least(4);
     expect(quick.waiting).to.equal(0);
     expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 0, not_back: 1 });
+  });
+
+  it('a claim whose wait ran out while the loop was busy takes the order that arrived meanwhile, not its first decision', async () => {
+    const quick = new ClaimOrder({ view, updates, inflight, waitMs: 5, monotonicMs: () => mono });
+    // The directory's update arrives as I/O (a socket here, the view stream in the router), while
+    // the loop is busy past the wait, as with a burst's other requests.
+    const server = createServer((socket) => socket.once('data', () => void publish(
+      instance('a:1', [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }]),
+      instance('b:1', [{ router_id: OTHER, count: 2, prompts: [fp(UNRELATED), fp(P)], prompt_seqs: [1, 5] }]),
+    )));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
+    await once(client, 'connect');
+    try {
+      const answer = testDecider(view, FLAGS, inflight, true, quick, metrics).decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+      client.write('x');
+      const until = performance.now() + 30;
+      while (performance.now() < until) {
+        // busy: the wait's timer and the update's bytes are both due when the loop comes round
+      }
+      const d = await answer;
+      expect(d.claim_order).to.include({ claim_seq: 7, moved_from: 'a:1' });
+      expect(d.prefill.name).to.equal('b:1');
+      expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 1, not_back: 0 });
+    } finally {
+      client.destroy();
+      server.close();
+      quick.close();
+    }
   });
 
   it('decides at once: a warm request, a dry run, a prompt under one granule, and a router that has seen no other replica for the window', async () => {
