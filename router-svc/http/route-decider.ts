@@ -195,8 +195,10 @@ export class RouteDecider {
       inflight.endPrefill(from, counted.prefillId);
       prefillId = inflight.startPrefill(inst, tokens, prompt);
     }
-    const seq = inflight.record(inst, inflight.now(), prompt, prefillId >= 0 ? 0 : tokens);
-    return { ...counted, seq, prefillId, decision: again };
+    // Dated now: ordered again, it counts this router's own decisions made before the move.
+    const atMs = inflight.now();
+    const seq = inflight.record(inst, atMs, prompt, prefillId >= 0 ? 0 : tokens);
+    return { ...counted, seq, prefillId, atMs, decision: again };
   }
 
   /**
