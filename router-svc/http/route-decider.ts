@@ -145,7 +145,7 @@ export class RouteDecider {
   private async ordered(counted: CountedDecision, nowMs: number): Promise<CountedDecision> {
     const claims = this.claims;
     const inflight = this.inflight;
-    if (claims === null || inflight === null || counted.seq < 0 || !claims.isClaim(counted.decision, counted.prompt, nowMs, decisionPrefillTokens(counted.decision, counted.inputTokens))) return counted;
+    if (claims === null || inflight === null || counted.seq < 0 || !claims.isClaim(counted.decision, counted.prompt, nowMs, counted.prefillTokens)) return counted;
     const t0 = performance.now();
     let current = counted;
     let firstSeq = -1;
@@ -198,7 +198,7 @@ export class RouteDecider {
     // Dated now: ordered again, it counts this router's own decisions made before the move.
     const atMs = inflight.now();
     const seq = inflight.record(inst, atMs, prompt, prefillId >= 0 ? 0 : tokens);
-    return { ...counted, seq, prefillId, atMs, decision: again };
+    return { ...counted, seq, prefillId, atMs, prefillTokens: tokens, decision: again };
   }
 
   /**
@@ -227,11 +227,12 @@ export class RouteDecider {
     let seq = -1;
     let atMs = 0;
     let prefillId = -1;
+    let tokens = 0;
     if (this.inflight !== null && input.dryRun !== true) {
       const inst = this.view.instance(decision.prefill.name);
       atMs = this.inflight.now();
       if (inst !== null) {
-        const tokens = decisionPrefillTokens(decision, inputTokens);
+        tokens = decisionPrefillTokens(decision, inputTokens);
         // A tracked request's prefill is the ledger's until its first token: its in-flight entry
         // carries 0 tokens, so no replica counts the work twice.
         if (tracked) prefillId = this.inflight.startPrefill(inst, tokens, fingerprints);
@@ -240,7 +241,7 @@ export class RouteDecider {
     }
     if (input.dryRun !== true) this.observer?.counted(decision);
     this.metrics.decision(this.policyName, 'ok', (performance.now() - t0) / 1000, chosenHitRatio(decision));
-    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, identity: input.identity, decidedAt: t0, inputTokens, prefillId };
+    return { decision, seq, atMs, prompt: fingerprints, tokenIds: input.tokenIds, identity: input.identity, decidedAt: t0, inputTokens, prefillId, prefillTokens: tokens };
   }
 }
 
@@ -259,6 +260,8 @@ interface CountedDecision {
   readonly inputTokens: number;
   /** Its prefill ledger entry (InflightLoad.startPrefill); −1 when it has none. */
   readonly prefillId: number;
+  /** Its own prefill on its instance as counted (decisionPrefillTokens); 0 when not counted. */
+  readonly prefillTokens: number;
 }
 
 /**

@@ -8,6 +8,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { UNTOKENIZED_REASONS, type UntokenizedReason } from '../../shared/tokenize/chat-encoding.js';
 import { HitRatioSeries } from '../status/hit-ratio-series.js';
 import { UPSTREAM_RETRY_REASONS, type UpstreamRetryReason } from '../proxy/upstream-forwarder.js';
+import { MAX_CLAIM_ROUNDS } from '../inflight/claim-order.js';
 
 /** The view's state at scrape time (main wires it to the ViewClient). */
 export interface ViewStatus {
@@ -131,7 +132,7 @@ export class RouterMetrics {
     });
     this.claimWait = new Histogram({
       name: 'router_claim_wait_seconds',
-      help: "How long a claim's answer waited for the directory's order (--car_claim_wait_ms at most per round, 3 rounds at most)",
+      help: `How long a claim's answer waited for the directory's order (--car_claim_wait_ms at most per round, ${MAX_CLAIM_ROUNDS} rounds at most)`,
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
       registers,
     });
