@@ -102,7 +102,7 @@ export class RouterService {
       const observer = policy instanceof TtftPolicy ? policy : null;
       if (observer !== null) metrics.registerThroughput(() => observer.throughputEstimates());
       // Claim order needs the prompts' fingerprints, which only pending prefix credit computes.
-      const claims = inflight !== null && flags.carPendingPrefix && flags.carClaimWaitMs > 0 ? new ClaimOrder({ view, updates: viewClient, inflight, waitMs: flags.carClaimWaitMs, prefillTokens: flags.carClaimPrefillTokens }) : null;
+      const claims = inflight !== null && flags.carPendingPrefix && flags.carClaimWaitMs > 0 ? new ClaimOrder({ view, updates: viewClient, inflight, waitMs: flags.carClaimWaitMs, waitFraction: flags.carClaimWaitFraction, prefillTokens: flags.carClaimPrefillTokens }) : null;
       const decider = new RouteDecider(policy, view, metrics, flags.loadBalancePolicy, inflight, flags.carPendingPrefix, claims, observer);
       const tokenizers = opts.tokenizers ?? ModelTokenizers.single(opts.tokenizer ?? null);
       const tokenizer = tokenizers.fallback;

@@ -6,7 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../../shared/log/logger.js';
-import type { WireInflightReport, WireOutstandingPrefill } from '../../shared/view/view-wire.js';
+import type { WireInflightReport, WireMovedClaim, WireOutstandingPrefill } from '../../shared/view/view-wire.js';
 import { FINGERPRINT_BYTES_EXPECTED, isFingerprintBytes, PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 
 /** What the handler feeds; `InflightService` implements it. */
@@ -52,6 +52,8 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
     if (!Number.isInteger(d.age_ms) || d.age_ms < 0 || d.age_ms > L.ageMs) return `decisions[${i}].age_ms: expected an integer in [0, ${L.ageMs}], got ${String(d.age_ms)}`;
     const badPrompts = checkPrompts(d.prompts, d.count, `count (${d.count}) entries`);
     if (badPrompts !== null) return `decisions[${i}].${badPrompts}`;
+    const badMoved = checkMovedClaims(d.moved_claims, Array.isArray(d.prompts) ? d.prompts.length : 0);
+    if (badMoved !== null) return `decisions[${i}].${badMoved}`;
     // Routers without the TTFT policy's work accounting leave prefill_tokens out.
     const tokens = d.prefill_tokens ?? [];
     if (!Array.isArray(tokens) || tokens.length > d.count) return `decisions[${i}].prefill_tokens: expected at most count (${d.count}) entries, got ${Array.isArray(tokens) ? tokens.length : typeof tokens}`;
@@ -59,6 +61,20 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
       const t = tokens[j];
       if (!Number.isInteger(t) || t! < 0 || t! > 0xffffffff) return `decisions[${i}].prefill_tokens[${j}]: expected a uint32, got ${String(t)}`;
     }
+  }
+  return null;
+}
+
+/** Why `moved_claims` is malformed (older routers leave it out): each names a distinct prompt of `prompts` entries with a uint32 seq. */
+function checkMovedClaims(moved: readonly Partial<WireMovedClaim>[] | undefined | null, prompts: number): string | null {
+  const list = moved ?? [];
+  if (!Array.isArray(list) || list.length > prompts) return `moved_claims: expected at most prompts (${prompts}) entries, got ${Array.isArray(list) ? list.length : typeof list}`;
+  const seen = new Set<number>();
+  for (let j = 0; j < list.length; j++) {
+    const { prompt_index: at, seq } = list[j] ?? {};
+    if (!Number.isInteger(at) || at! < 0 || at! >= prompts || seen.has(at!)) return `moved_claims[${j}].prompt_index: expected a distinct index into prompts (0..${prompts - 1}), got ${String(at)}`;
+    seen.add(at!);
+    if (!Number.isInteger(seq) || seq! < 0 || seq! > 0xffffffff) return `moved_claims[${j}].seq: expected a uint32, got ${String(seq)}`;
   }
   return null;
 }

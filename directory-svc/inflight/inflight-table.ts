@@ -58,6 +58,19 @@ function keepNewest(e: Entry, n: number): void {
 }
 
 const NO_SHARES: readonly WireInflightShare[] = Object.freeze([]);
+const NO_MOVED: readonly MovedClaim[] = Object.freeze([]);
+
+/** A claim moved to the reported instance: prompts[prompt_index] keeps the seq it had where it was withdrawn. */
+export interface MovedClaim {
+  readonly prompt_index: number;
+  readonly seq: number;
+}
+
+/** The seq `moved` keeps for prompt `index`, −1 when it is a new decision. */
+function keptSeq(moved: readonly MovedClaim[], index: number): number {
+  for (let j = 0; j < moved.length; j++) if (moved[j]!.prompt_index === index) return moved[j]!.seq;
+  return -1;
+}
 
 /** A router's outstanding-prefill gauge for one instance, its head and last end on the table's clock (NaN: none). */
 interface OutstandingGauge {
@@ -251,16 +264,33 @@ export class InflightTable {
   /**
    * `count` decisions of `routerId` for `instanceName`, made at `decidedAtMs` (directory clock),
    * with the prompt fingerprints of (at most `count` of) them and the predicted prefill tokens of
-   * (at most `count` of) the newest of them.
+   * (at most `count` of) the newest of them. Each prompt gets the next seq, except the claims
+   * moved here (`moved`: an index into `prompts` and the seq it had where it was withdrawn), which
+   * keep their place in the order.
    */
-  report(routerId: string, instanceName: string, count: number, decidedAtMs: number, nowMs: number, prompts: readonly Buffer[] = NO_PROMPTS, tokens: readonly number[] = NO_TOKENS): void {
+  report(
+    routerId: string,
+    instanceName: string,
+    count: number,
+    decidedAtMs: number,
+    nowMs: number,
+    prompts: readonly Buffer[] = NO_PROMPTS,
+    tokens: readonly number[] = NO_TOKENS,
+    moved: readonly MovedClaim[] = NO_MOVED,
+  ): void {
     if (count <= 0 || nowMs - decidedAtMs >= this.ttlMs) return;
     if (decidedAtMs < (this.lastReportAt.get(instanceName) ?? Number.NEGATIVE_INFINITY)) return;
     let inst = this.byInstance.get(instanceName);
     if (inst === undefined) this.byInstance.set(instanceName, (inst = new InstanceInflight()));
     const kept = newest(prompts, count, NO_PROMPTS);
+    const dropped = prompts.length - kept.length;
     const seqs: number[] = [];
     for (let i = 0; i < kept.length; i++) {
+      const keep = keptSeq(moved, dropped + i);
+      if (keep >= 0) {
+        seqs.push(keep);
+        continue;
+      }
       seqs.push(this.nextSeq);
       this.nextSeq = (this.nextSeq + 1) >>> 0;
     }

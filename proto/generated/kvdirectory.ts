@@ -12,6 +12,7 @@ import type { ListInstancesRequest as _kvdirectory_v1_ListInstancesRequest, List
 import type { ListInstancesResponse as _kvdirectory_v1_ListInstancesResponse, ListInstancesResponse__Output as _kvdirectory_v1_ListInstancesResponse__Output } from './kvdirectory/v1/ListInstancesResponse.js';
 import type { ListStreamsRequest as _kvdirectory_v1_ListStreamsRequest, ListStreamsRequest__Output as _kvdirectory_v1_ListStreamsRequest__Output } from './kvdirectory/v1/ListStreamsRequest.js';
 import type { ListStreamsResponse as _kvdirectory_v1_ListStreamsResponse, ListStreamsResponse__Output as _kvdirectory_v1_ListStreamsResponse__Output } from './kvdirectory/v1/ListStreamsResponse.js';
+import type { MovedClaim as _kvdirectory_v1_MovedClaim, MovedClaim__Output as _kvdirectory_v1_MovedClaim__Output } from './kvdirectory/v1/MovedClaim.js';
 import type { OutstandingPrefill as _kvdirectory_v1_OutstandingPrefill, OutstandingPrefill__Output as _kvdirectory_v1_OutstandingPrefill__Output } from './kvdirectory/v1/OutstandingPrefill.js';
 import type { ProfilePoint as _kvdirectory_v1_ProfilePoint, ProfilePoint__Output as _kvdirectory_v1_ProfilePoint__Output } from './kvdirectory/v1/ProfilePoint.js';
 import type { QueryRequest as _kvdirectory_v1_QueryRequest, QueryRequest__Output as _kvdirectory_v1_QueryRequest__Output } from './kvdirectory/v1/QueryRequest.js';
@@ -50,6 +51,7 @@ export interface ProtoGrpcType {
       ListInstancesResponse: MessageTypeDefinition<_kvdirectory_v1_ListInstancesResponse, _kvdirectory_v1_ListInstancesResponse__Output>
       ListStreamsRequest: MessageTypeDefinition<_kvdirectory_v1_ListStreamsRequest, _kvdirectory_v1_ListStreamsRequest__Output>
       ListStreamsResponse: MessageTypeDefinition<_kvdirectory_v1_ListStreamsResponse, _kvdirectory_v1_ListStreamsResponse__Output>
+      MovedClaim: MessageTypeDefinition<_kvdirectory_v1_MovedClaim, _kvdirectory_v1_MovedClaim__Output>
       OutstandingPrefill: MessageTypeDefinition<_kvdirectory_v1_OutstandingPrefill, _kvdirectory_v1_OutstandingPrefill__Output>
       ProfilePoint: MessageTypeDefinition<_kvdirectory_v1_ProfilePoint, _kvdirectory_v1_ProfilePoint__Output>
       QueryRequest: MessageTypeDefinition<_kvdirectory_v1_QueryRequest, _kvdirectory_v1_QueryRequest__Output>

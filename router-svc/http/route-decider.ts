@@ -137,10 +137,11 @@ export class RouteDecider {
    * A claim, once the view carries it back: decided again on what was ordered before it, as one
    * router deciding in arrival order would have, and moved when the policy prefers another
    * instance outright — an earlier claim of the same prefix, or an instance where no earlier claim
-   * queued ahead of it (claim-order.ts). A move is a new decision, numbered after every claim of
-   * its round, so the claims ordered after this one did not see it: it is ordered again in turn,
-   * up to MAX_CLAIM_ROUNDS, so a burst's moves do not pile onto the instance they all found idle.
-   * Anything else is returned as it is.
+   * queued ahead of it (claim-order.ts). A move keeps the claim's place in the order, so the claims
+   * ordered after it see it where it went once the view carries it. But a claim ordered before it
+   * may have moved onto the same instance while it was decided (the burst's claims all find the
+   * same idle instances): a moved claim is ordered again, up to MAX_CLAIM_ROUNDS, each round on
+   * the view as it is then. Anything else is returned as it is.
    */
   private async ordered(counted: CountedDecision, nowMs: number): Promise<CountedDecision> {
     const claims = this.claims;
@@ -150,7 +151,7 @@ export class RouteDecider {
     let current = counted;
     let firstSeq = -1;
     for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const claimSeq = await claims.claimSeq(current.decision.prefill.name, current.prompt!);
+      const claimSeq = await claims.claimSeq(current.decision.prefill.name, current.prompt!, claims.waitFor(current.decision));
       if (round === 0) firstSeq = claimSeq;
       if (claimSeq < 0) break;
       const heldMs = performance.now() - t0;
@@ -193,12 +194,13 @@ export class RouteDecider {
     let prefillId = -1;
     if (counted.prefillId >= 0) {
       inflight.endPrefill(from, counted.prefillId);
-      prefillId = inflight.startPrefill(inst, tokens, prompt);
+      prefillId = inflight.startPrefill(inst, tokens, prompt, counted.atMs);
     }
-    // Dated now: ordered again, it counts this router's own decisions made before the move.
-    const atMs = inflight.now();
-    const seq = inflight.record(inst, atMs, prompt, prefillId >= 0 ? 0 : tokens);
-    return { ...counted, seq, prefillId, atMs, prefillTokens: tokens, decision: again };
+    // It keeps its place in the order (the directory's claimSeq, its first decision's time): the
+    // claims ordered after it see it where it went, and its next round, like this one, counts
+    // only what was ordered before it.
+    const seq = inflight.recordMove(inst, inflight.now(), counted.atMs, prompt!, prefillId >= 0 ? 0 : tokens, claimSeq);
+    return { ...counted, seq, prefillId, prefillTokens: tokens, decision: again };
   }
 
   /**

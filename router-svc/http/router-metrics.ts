@@ -126,13 +126,13 @@ export class RouterMetrics {
     for (const reason of UPSTREAM_RETRY_REASONS) this.upstreamRetries.inc({ reason }, 0);
     this.claims = new Counter({
       name: 'router_claims_total',
-      help: "Claims (no prefix credit anywhere, or an own prefill of --car_claim_prefill_tokens or more; other replicas about) that waited for the directory's order against the other replicas', by outcome: stayed, moved to another instance, not_back within --car_claim_wait_ms",
+      help: "Claims (no prefix credit anywhere, or an own prefill of --car_claim_prefill_tokens or more; other replicas about) that waited for the directory's order against the other replicas', by outcome: stayed, moved to another instance, not_back within its wait (--car_claim_wait_ms, or --car_claim_wait_fraction of its own prefill)",
       labelNames: ['outcome'],
       registers,
     });
     this.claimWait = new Histogram({
       name: 'router_claim_wait_seconds',
-      help: `How long a claim's answer waited for the directory's order (--car_claim_wait_ms at most per round, ${MAX_CLAIM_ROUNDS} rounds at most)`,
+      help: `How long a claim's answer waited for the directory's order (its wait at most per round: --car_claim_wait_ms, or --car_claim_wait_fraction of its own prefill; ${MAX_CLAIM_ROUNDS} rounds at most)`,
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
       registers,
     });

@@ -38,11 +38,14 @@ import type { RouteDecision } from '../policy/policy-types.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 
 /**
- * How many times a claim is ordered at most: a move is a new decision the directory numbers after
- * the claims of its round, so it is ordered again (route-decider.ts); each round waits one round
- * trip at most `--car_claim_wait_ms`.
+ * How many times a claim is ordered at most: a claim ordered before it may have moved onto the
+ * instance it moved to meanwhile, so a moved claim is ordered again (route-decider.ts); each
+ * round waits one round trip at most (waitFor).
  */
 export const MAX_CLAIM_ROUNDS = 3;
+
+/** The longest a claim waits for one round, however long its prefill (the flag's bound). */
+export const MAX_CLAIM_WAIT_MS = 1000;
 
 /** How long after another router's share was last seen this router still orders its claims. */
 export const OTHER_ROUTER_WINDOW_MS = 60_000;
@@ -59,6 +62,8 @@ export interface ClaimOrderOptions {
   readonly inflight: InflightLoad;
   /** `--car_claim_wait_ms` (> 0). */
   readonly waitMs: number;
+  /** `--car_claim_wait_fraction`: of a claim's predicted own prefill time, the longest it waits beyond waitMs (0: waitMs alone). */
+  readonly waitFraction?: number;
   /** `--car_claim_prefill_tokens`: a claim whose own prefill reaches it is ordered too (0 = cold claims only). */
   readonly prefillTokens?: number;
   /** Monotonic ms (default performance.now). */
@@ -105,10 +110,29 @@ export class ClaimOrder {
   }
 
   /**
-   * The directory's seq of this router's claim of `prompt` on `instanceName`, once the view
-   * carries it; −1 after the wait.
+   * How long claim `decision` waits for its order at most: `--car_claim_wait_ms`, or the
+   * `--car_claim_wait_fraction` of its own prefill time on its first choice when the policy
+   * predicts one (TTFT) and that is longer. The round trip costs the same whatever the prompt,
+   * but a loop or a directory busy with a burst delays it, and a collision costs a long prefill
+   * in proportion: the longer the prefill, the longer an order is worth waiting for.
    */
-  claimSeq(instanceName: string, prompt: Uint32Array): Promise<number> {
+  waitFor(decision: RouteDecision): number {
+    const fraction = this.opts.waitFraction ?? 0;
+    let wait = this.opts.waitMs;
+    if (fraction <= 0) return wait;
+    for (const c of decision.candidates) {
+      if (c.role !== 'prefill' || c.instance_name !== decision.prefill.name) continue;
+      const own = (c as { own_prefill_ms?: number }).own_prefill_ms;
+      if (own !== undefined && Number.isFinite(own)) wait = Math.max(wait, Math.min(MAX_CLAIM_WAIT_MS, fraction * own));
+    }
+    return wait;
+  }
+
+  /**
+   * The directory's seq of this router's claim of `prompt` on `instanceName`, once the view
+   * carries it; −1 after `waitMs` (default `--car_claim_wait_ms`).
+   */
+  claimSeq(instanceName: string, prompt: Uint32Array, waitMs: number = this.opts.waitMs): Promise<number> {
     const now = this.seqInView(instanceName, prompt);
     if (now >= 0) return Promise.resolve(now);
     return new Promise((resolve) => {
@@ -116,7 +140,7 @@ export class ClaimOrder {
         instanceName,
         prompt,
         resolve,
-        timer: setTimeout(() => setImmediate(() => this.expire(w)), this.opts.waitMs),
+        timer: setTimeout(() => setImmediate(() => this.expire(w)), waitMs),
       };
       this.waiters.add(w);
       if (!this.listening) {

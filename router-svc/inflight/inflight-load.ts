@@ -22,7 +22,7 @@
  * oldest first).
  */
 import { performance } from 'node:perf_hooks';
-import type { WireInflightDecisions } from '../../shared/view/view-wire.js';
+import type { WireInflightDecisions, WireMovedClaim } from '../../shared/view/view-wire.js';
 import { NO_SHARES, type InflightShare, type RouterInstance } from '../viewcache/view-update.js';
 import { fingerprintBytes, footprints, longerShared, PENDING_PROMPTS_PER_SHARE, sameFingerprints, sharesGranules, type Footprint } from '../../shared/keys/prompt-fingerprint.js';
 import { seqBefore } from './claim-seq.js';
@@ -37,12 +37,16 @@ export const INFLIGHT_TTL_MS = 2000;
  */
 class DecisionRing {
   at = new Float64Array(8);
+  /** Where the decision stands in this router's arrival order: `at`, or a moved claim's first decision. */
+  order = new Float64Array(8);
   seen = new Float64Array(8);
   done = new Uint8Array(8);
   /** The decision's prompt fingerprints (pending prefix credit); null without token ids. */
   prompts: (Uint32Array | null)[] = new Array<Uint32Array | null>(8).fill(null);
   /** The decision's predicted prefill tokens (the TTFT policy's queued work); −1 when not given. */
   tokens = new Float64Array(8);
+  /** A claim moved here (claim order): the directory seq it keeps; −1 for a new decision. */
+  keptSeqs = new Float64Array(8);
   head = 0;
   size = 0;
   headSeq = 0;
@@ -66,14 +70,16 @@ class DecisionRing {
   constructor(readonly name: string) {}
 
   /** Appends one decision; returns its sequence number. */
-  push(atMs: number, seenReportMs: number, prompt: Uint32Array | null, prefillTokens: number): number {
+  push(atMs: number, orderMs: number, seenReportMs: number, prompt: Uint32Array | null, prefillTokens: number, keptSeq: number): number {
     if (this.size === this.at.length) this.grow();
     const i = (this.head + this.size) & (this.at.length - 1);
     this.at[i] = atMs;
+    this.order[i] = orderMs;
     this.seen[i] = seenReportMs;
     this.done[i] = 0;
     this.prompts[i] = prompt;
     this.tokens[i] = prefillTokens;
+    this.keptSeqs[i] = keptSeq;
     this.size++;
     return this.headSeq + this.size - 1;
   }
@@ -117,7 +123,7 @@ class DecisionRing {
     let n = 0;
     for (let k = 0; k < this.size; k++) {
       const i = (this.head + k) & mask;
-      if (this.done[i] === 0 && this.at[i]! < beforeMs) n++;
+      if (this.done[i] === 0 && this.order[i]! < beforeMs) n++;
     }
     return n;
   }
@@ -150,7 +156,7 @@ class DecisionRing {
       const i = (this.head + k) & mask;
       const p = this.prompts[i];
       if (this.done[i] !== 0 || p === null || p === undefined) continue;
-      if (this.at[i]! >= beforeMs) continue;
+      if (this.order[i]! >= beforeMs) continue;
       seen++;
       best = longerShared(prompt, p, best);
     }
@@ -163,7 +169,7 @@ class DecisionRing {
     let sum = 0;
     for (let k = 0; k < this.size; k++) {
       const i = (this.head + k) & mask;
-      if (this.done[i] === 0 && this.tokens[i]! > 0 && this.at[i]! < beforeMs) sum += this.tokens[i]!;
+      if (this.done[i] === 0 && this.tokens[i]! > 0 && this.order[i]! < beforeMs) sum += this.tokens[i]!;
     }
     return sum;
   }
@@ -185,38 +191,53 @@ class DecisionRing {
     return out.length === 0 ? null : out;
   }
 
-  /** The fingerprints of the counted decisions not reported yet (those `unreported` counts), oldest first. */
-  unreportedPrompts(): Buffer[] | null {
+  /**
+   * The fingerprints of the counted decisions not reported yet (those `unreported` counts), oldest
+   * first, into `d.prompts`, and the claims among them moved here that keep their seq into
+   * `d.moved_claims`; neither set when there are none.
+   */
+  reportPrompts(d: WireInflightDecisions): void {
     const mask = this.at.length - 1;
     let out: Buffer[] | null = null;
+    let moved: WireMovedClaim[] | null = null;
     for (let k = Math.max(0, this.reportedBelowSeq - this.headSeq); k < this.size; k++) {
       const i = (this.head + k) & mask;
       const p = this.prompts[i];
-      if (this.done[i] === 0 && p !== null && p !== undefined && p.length > 0) (out ??= []).push(fingerprintBytes(p));
+      if (this.done[i] !== 0 || p === null || p === undefined || p.length === 0) continue;
+      out ??= [];
+      if (this.keptSeqs[i]! >= 0) (moved ??= []).push({ prompt_index: out.length, seq: this.keptSeqs[i]! });
+      out.push(fingerprintBytes(p));
     }
-    return out;
+    if (out !== null) d.prompts = out;
+    if (moved !== null) d.moved_claims = moved;
   }
 
   private grow(): void {
     const n = this.at.length * 2;
     const at = new Float64Array(n);
+    const order = new Float64Array(n);
     const seen = new Float64Array(n);
     const done = new Uint8Array(n);
     const prompts = new Array<Uint32Array | null>(n).fill(null);
     const tokens = new Float64Array(n);
+    const keptSeqs = new Float64Array(n);
     const mask = this.at.length - 1;
     for (let k = 0; k < this.size; k++) {
       at[k] = this.at[(this.head + k) & mask]!;
+      order[k] = this.order[(this.head + k) & mask]!;
       seen[k] = this.seen[(this.head + k) & mask]!;
       done[k] = this.done[(this.head + k) & mask]!;
       prompts[k] = this.prompts[(this.head + k) & mask]!;
       tokens[k] = this.tokens[(this.head + k) & mask]!;
+      keptSeqs[k] = this.keptSeqs[(this.head + k) & mask]!;
     }
     this.at = at;
+    this.order = order;
     this.seen = seen;
     this.done = done;
     this.prompts = prompts;
     this.tokens = tokens;
+    this.keptSeqs = keptSeqs;
     this.head = 0;
   }
 }
@@ -284,9 +305,22 @@ export class InflightLoad {
    * number for `complete`.
    */
   record(inst: RouterInstance, nowMs: number = this.clock(), prompt: Uint32Array | null = null, prefillTokens = -1): number {
+    return this.recordAt(inst, nowMs, nowMs, prompt, prefillTokens, -1);
+  }
+
+  /**
+   * A claim moved to `inst` (claim order), counted there from `nowMs` as `record` counts: it keeps
+   * its place in the order, the directory's seq `keptSeq` among the other replicas' claims, and
+   * its first decision's time `firstAtMs` among this router's own.
+   */
+  recordMove(inst: RouterInstance, nowMs: number, firstAtMs: number, prompt: Uint32Array, prefillTokens: number, keptSeq: number): number {
+    return this.recordAt(inst, nowMs, firstAtMs, prompt, prefillTokens, keptSeq);
+  }
+
+  private recordAt(inst: RouterInstance, nowMs: number, orderMs: number, prompt: Uint32Array | null, prefillTokens: number, keptSeq: number): number {
     const ring = this.ringOf(inst.name);
     ring.stamp = reportStamp(inst);
-    const seq = ring.push(nowMs, ring.stamp, prompt, prefillTokens);
+    const seq = ring.push(nowMs, orderMs, ring.stamp, prompt, prefillTokens, keptSeq);
     ring.unreported++;
     ring.newestUnreportedAt = nowMs;
     this.queue(ring);
@@ -296,12 +330,13 @@ export class InflightLoad {
   /**
    * A proxied request with `prefillTokens` of prefill enters `inst`'s prefill ledger (routing
    * by predicted TTFT): it stays there, and in the gauge the other replicas see, until
-   * `endPrefill` (its first token, or its answer, whichever the proxy sees first). Returns its id.
+   * `endPrefill` (its first token, or its answer, whichever the proxy sees first). Dated `atMs`:
+   * its decision, or a moved claim's first decision (its place in this router's order). Returns its id.
    */
-  startPrefill(inst: RouterInstance, prefillTokens: number, prompt: Uint32Array | null = null): number {
+  startPrefill(inst: RouterInstance, prefillTokens: number, prompt: Uint32Array | null = null, atMs: number = this.clock()): number {
     const ring = this.ringOf(inst.name);
     const id = ++this.prefillIds;
-    ring.ledger.start(id, prefillTokens > 0 && Number.isFinite(prefillTokens) ? prefillTokens : 0, prompt, this.clock());
+    ring.ledger.start(id, prefillTokens > 0 && Number.isFinite(prefillTokens) ? prefillTokens : 0, prompt, atMs);
     this.queue(ring);
     return id;
   }
@@ -589,8 +624,7 @@ export class InflightLoad {
           d.withdrawn_seqs = withdrawn;
           ring.withdrawnUnreported = [];
         }
-        const prompts = count > 0 ? ring.unreportedPrompts() : null;
-        if (prompts !== null) d.prompts = prompts;
+        if (count > 0) ring.reportPrompts(d);
         const tokens = count > 0 ? ring.unreportedTokens() : null;
         if (tokens !== null) d.prefill_tokens = tokens;
         out.push(d);

@@ -41,6 +41,13 @@ export const ROUTER_FLAGS = {
     max: 1000,
     help: "with --car_pending_prefix and other router replicas: a request no instance holds any prefix of waits at most this long for the directory to order its decision against the other replicas', and follows an earlier one of the same prefix; 0 = off",
   },
+  car_claim_wait_fraction: {
+    type: 'float',
+    default: 0.1,
+    min: 0,
+    max: 1,
+    help: 'with --car_claim_wait_ms: a claim whose own prefill time the policy predicts (TTFT) waits at most this fraction of it when that is longer than --car_claim_wait_ms (at most 1000 ms): a round trip is worth more to a longer prefill; 0 = --car_claim_wait_ms alone',
+  },
   car_claim_prefill_tokens: {
     type: 'int',
     default: 1024,

@@ -8,6 +8,7 @@
  * hand because they are narrower (the `body` discriminator, int64 fields a server fills with
  * numbers, `bytes` a server hands over as Uint8Array).
  */
+import type { MovedClaim__Output } from '../../proto/generated/kvdirectory/v1/MovedClaim.js';
 import type { InflightShare__Output } from '../../proto/generated/kvdirectory/v1/InflightShare.js';
 import type { ProfilePoint__Output } from '../../proto/generated/kvdirectory/v1/ProfilePoint.js';
 import type { WatchViewRequest__Output } from '../../proto/generated/kvdirectory/v1/WatchViewRequest.js';
@@ -200,4 +201,8 @@ export interface WireInflightDecisions {
   prefill_tokens?: number[];
   /** The router's outstanding-prefill gauge for the instance (replaces the last; 0 requests clears it); absent: unchanged. */
   outstanding_prefill?: WireOutstandingPrefill | null;
+  /** Claims moved here (claim order) that keep their seq: prompts[prompt_index] is numbered seq (absent from older routers). */
+  moved_claims?: WireMovedClaim[];
 }
+
+export type WireMovedClaim = MovedClaim__Output;

@@ -22,6 +22,7 @@ import { fingerprintBytes, MAX_PROMPT_GRANULES, promptFingerprints } from '../..
 import { IdentityResolver } from '../../../router-svc/identity/identity-resolver.js';
 import type { WireInflightShare, WireViewInstance } from '../../../shared/view/view-wire.js';
 import type { TtftCandidateExplanation } from '../../../router-svc/policy/ttft-policy.js';
+import type { RouteDecision } from '../../../router-svc/policy/policy-types.js';
 import { apply, delta, snapshot, testDecider, tokens, wireInstance, wireLoad, wireStream, explained } from './view-fixtures.js';
 
 const STALE_AFTER_MS = 3000;
@@ -97,7 +98,8 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     const onA = report.find((r) => r.instance_name === 'a:1')!;
     expect(onA).to.deep.include({ count: 0, withdrawn_seqs: [7] });
     expect(onA.answered).to.equal(undefined);
-    expect(report.find((r) => r.instance_name === 'b:1')).to.include({ count: 1 });
+    // The decision on b:1 keeps the claim's place in the order: the replicas' claims after 7 see it there.
+    expect(report.find((r) => r.instance_name === 'b:1')).to.deep.include({ count: 1, moved_claims: [{ prompt_index: 0, seq: 7 }] });
     expect(claims.waiting).to.equal(0);
     // An operator sees the wait and its outcome.
     expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 1, not_back: 0 });
@@ -272,18 +274,25 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
       expect(inflight.own(view.instance('b:1')!)).to.equal(1);
     });
 
-    it('a moved claim is ordered again: a claim another replica made before the move, on the instance it moved to, moves it once more', async () => {
+    /** A claim of P ordered 7 that router-x's claim 5 moves off its first choice; its move waits for the view. */
+    async function movedOnce(): Promise<{ answer: Promise<RouteDecision>; first: string; second: string }> {
       await publish(instance('c:1'), instance('d:1'));
       const ttft = testDecider(view, TTFT_FLAGS, inflight, true, claims, metrics);
       const answer = ttft.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
       const first = [...claims.waitingOn()][0]!;
       await publish(instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(5)]));
-      // Moved to an idle instance: a new decision there, which the directory numbers after this
-      // round's claims (12); router-x's claim there (10) came first, and this one waits for it.
       await new Promise((r) => setImmediate(r));
       const second = [...claims.waitingOn()][0]!;
       expect(second).to.not.equal(first);
-      await publish(instance(second, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [12] }, otherLedger(10)]));
+      // The move keeps the claim's place in the order (7), on the wire and in the view.
+      expect(inflight.drainReport()!.find((r) => r.instance_name === second)).to.deep.include({ moved_claims: [{ prompt_index: 0, seq: 7 }] });
+      return { answer, first, second };
+    }
+
+    it('a moved claim is ordered again: a claim ordered before it that moved to the same idle instance meanwhile moves it once more', async () => {
+      const { answer, first, second } = await movedOnce();
+      // router-x's claim 6, moved there in the same round, is ordered before it: this one goes on.
+      await publish(instance(second, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(6)]));
       const d = await answer;
       expect(d.prefill.name).to.not.be.oneOf([first, second]);
       expect(d.claim_order).to.include({ claim_seq: 7, moved_from: first });
@@ -291,6 +300,38 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
       expect(inflight.own(view.instance(second)!)).to.equal(0);
       expect(inflight.own(view.instance(d.prefill.name)!)).to.equal(1);
       expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 1, not_back: 0 });
+    });
+
+    it('a moved claim stays where it went when the claim that moved there too is ordered after it: that one gives way', async () => {
+      const { answer, second } = await movedOnce();
+      await publish(instance(second, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(9)]));
+      const d = await answer;
+      expect(d.prefill.name).to.equal(second);
+      expect(inflight.own(view.instance(second)!)).to.equal(1);
+    });
+
+    it('--car_claim_wait_fraction: a TTFT claim waits that fraction of its predicted own prefill when it is longer than --car_claim_wait_ms, at most 1000 ms', async () => {
+      // 64 tokens at 100 tokens/s: 640 ms of own prefill on an idle instance.
+      const slow = { ...TTFT_FLAGS, ttftPrefillTokensPerS: 100 };
+      const waitFor = async (fraction: number, flags: typeof FLAGS | typeof slow): Promise<number> => {
+        const order = new ClaimOrder({ view, updates, inflight, waitMs: 5, waitFraction: fraction, monotonicMs: () => mono });
+        const d = await testDecider(view, flags, inflight, true, null, metrics).decideOrdered({ tokenIds: P, promptTokens: 0, dryRun: true }, 0);
+        return order.waitFor(d);
+      };
+      expect(await waitFor(0.1, slow)).to.be.closeTo(64, 1e-6);
+      expect(await waitFor(0, slow)).to.equal(5);
+      expect(await waitFor(0.001, slow)).to.equal(5);
+      expect(await waitFor(0.1, FLAGS)).to.equal(5); // CAR predicts no time
+      expect(await waitFor(0.1, { ...slow, ttftPrefillTokensPerS: 1 })).to.equal(1000);
+      // So a claim whose order comes after --car_claim_wait_ms, within the fraction, still gets it.
+      const patient = new ClaimOrder({ view, updates, inflight, waitMs: 5, waitFraction: 1, monotonicMs: () => mono });
+      const answer = testDecider(view, slow, inflight, true, patient, metrics).decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+      const first = [...patient.waitingOn()][0]!;
+      await new Promise((r) => setTimeout(r, 50));
+      expect(patient.waiting).to.equal(1);
+      await publish(instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }]));
+      expect((await answer).claim_order).to.include({ claim_seq: 7 });
+      expect(await claimCounts()).to.deep.equal({ stayed: 1, moved: 0, not_back: 0 });
     });
 
     it("another replica's ledger queues ahead of a TTFT claim only with the requests ordered before it", async () => {

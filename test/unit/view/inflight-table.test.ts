@@ -166,6 +166,13 @@ describe('routing.md In-flight load (directory)', () => {
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, withdrawn_seqs: 'x' as unknown as number[] }] })).to.match(/^decisions\[0\]\.withdrawn_seqs: expected at most/);
       const fp = Buffer.alloc(8);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [fp] }] })).to.equal(null);
+      const moved = (moved_claims: { prompt_index: number; seq: number }[]): string | null =>
+        checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 2, age_ms: 0, prompts: [fp, fp], moved_claims }] });
+      expect(moved([{ prompt_index: 1, seq: 0xffffffff }, { prompt_index: 0, seq: 0 }])).to.equal(null);
+      expect(moved([{ prompt_index: 2, seq: 1 }])).to.match(/^decisions\[0\]\.moved_claims\[0\]\.prompt_index: expected a distinct index into prompts \(0\.\.1\), got 2$/);
+      expect(moved([{ prompt_index: 0, seq: 1 }, { prompt_index: 0, seq: 2 }])).to.match(/^decisions\[0\]\.moved_claims\[1\]\.prompt_index: /);
+      expect(moved([{ prompt_index: 0, seq: -1 }])).to.match(/^decisions\[0\]\.moved_claims\[0\]\.seq: expected a uint32, got -1$/);
+      expect(moved([{ prompt_index: 0, seq: 1 }, { prompt_index: 1, seq: 2 }, { prompt_index: 1, seq: 3 }])).to.match(/^decisions\[0\]\.moved_claims: expected at most prompts \(2\) entries, got 3$/);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [fp, fp] }] })).to.match(/^decisions\[0\]\.prompts: expected at most count \(1\)/);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [Buffer.alloc(6)] }] })).to.match(/^decisions\[0\]\.prompts\[0\]: expected a multiple of 4 bytes.*got 6 bytes$/);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [Buffer.alloc(4 * MAX_PROMPT_GRANULES + 4)] }] })).to.match(/^decisions\[0\]\.prompts\[0\]: /);
@@ -397,6 +404,29 @@ describe('routing.md In-flight load (directory)', () => {
       const u = last();
       expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [fp(1)], prompt_seqs: [seqs[0]!], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
       expect(upsertOf(u, 'b:1')!.inflight![0]).to.include({ router_id: 'r1', count: 1 });
+    });
+
+    it('a moved claim keeps its place in the order on the instance it went to; the next new decision is numbered after it all the same', () => {
+      const fp = (n: number): Buffer => Buffer.from([n, 0, 0, 0]);
+      service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 2, age_ms: 0, prompts: [fp(1), fp(2)] }] });
+      service.report({ router_id: 'r2', decisions: [{ instance_name: 'a:1', count: 1, age_ms: 0, prompts: [fp(3)] }] });
+      publisher.flush();
+      const [r1, r2] = upsertOf(last(), 'a:1')!.inflight!;
+      const [first, moved] = r1!.prompt_seqs!;
+      service.report({
+        router_id: 'r1',
+        decisions: [
+          { instance_name: 'a:1', count: 0, age_ms: 0, withdrawn_seqs: [moved!] },
+          { instance_name: 'b:1', count: 2, age_ms: 0, prompts: [fp(4), fp(2)], moved_claims: [{ prompt_index: 1, seq: moved! }] },
+        ],
+      });
+      publisher.flush();
+      const onB = upsertOf(last(), 'b:1')!.inflight![0]!;
+      // fp(4) is new: numbered after r2's claim, which came after both of r1's first ones.
+      expect(onB.prompts).to.deep.equal([fp(4), fp(2)]);
+      expect(onB.prompt_seqs).to.deep.equal([r2!.prompt_seqs![0]! + 1, moved]);
+      expect(moved).to.equal(first! + 1);
+      expect(upsertOf(last(), 'a:1')!.inflight!.find((s) => s.router_id === 'r1')!.prompt_seqs).to.deep.equal([first]);
     });
 
     it(`the TTL: ${INFLIGHT_TTL_MS} ms after the decision (dated by the router's age) the share leaves the view`, () => {

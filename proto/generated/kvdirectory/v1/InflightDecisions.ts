@@ -1,6 +1,7 @@
 // Original file: proto/kvdirectory.proto
 
 import type { OutstandingPrefill as _kvdirectory_v1_OutstandingPrefill, OutstandingPrefill__Output as _kvdirectory_v1_OutstandingPrefill__Output } from '../../kvdirectory/v1/OutstandingPrefill.js';
+import type { MovedClaim as _kvdirectory_v1_MovedClaim, MovedClaim__Output as _kvdirectory_v1_MovedClaim__Output } from '../../kvdirectory/v1/MovedClaim.js';
 
 export interface InflightDecisions {
   'instance_name'?: (string);
@@ -11,6 +12,7 @@ export interface InflightDecisions {
   'withdrawn_seqs'?: (number)[];
   'prefill_tokens'?: (number)[];
   'outstanding_prefill'?: (_kvdirectory_v1_OutstandingPrefill | null);
+  'moved_claims'?: (_kvdirectory_v1_MovedClaim)[];
 }
 
 export interface InflightDecisions__Output {
@@ -22,4 +24,5 @@ export interface InflightDecisions__Output {
   'withdrawn_seqs': (number)[];
   'prefill_tokens': (number)[];
   'outstanding_prefill': (_kvdirectory_v1_OutstandingPrefill__Output | null);
+  'moved_claims': (_kvdirectory_v1_MovedClaim__Output)[];
 }
