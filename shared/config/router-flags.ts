@@ -43,7 +43,7 @@ export const ROUTER_FLAGS = {
   },
   car_claim_wait_fraction: {
     type: 'float',
-    default: 0.1,
+    default: 0.3,
     min: 0,
     max: 1,
     help: 'with --car_claim_wait_ms: a claim whose own prefill time the policy predicts (TTFT) waits at most this fraction of it when that is longer than --car_claim_wait_ms (at most 1000 ms): a round trip is worth more to a longer prefill; 0 = --car_claim_wait_ms alone',

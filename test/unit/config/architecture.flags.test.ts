@@ -286,7 +286,7 @@ describe('architecture.md flags: router-svc table', () => {
       carPendingPrefix: true,
       carClaimWaitMs: 20,
       carClaimPrefillTokens: 1024,
-      carClaimWaitFraction: 0.1,
+      carClaimWaitFraction: 0.3,
       ttftPrefillTokensPerS: 8000,
       ttftPriorSamples: 8,
       ttftThroughputWindow: 64,
