@@ -174,20 +174,28 @@ export class RouteDecider {
   private moved(counted: CountedDecision, inflight: InflightLoad, claimSeq: number, nowMs: number): CountedDecision | null {
     const from = counted.decision.prefill.name;
     const prompt = counted.prompt;
+    const request: RouteRequest = { tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt, identity: counted.identity };
     let again: RouteDecision;
     try {
-      again = inflight.orderedBefore(claimSeq, counted.atMs, () =>
-        this.policy.decide({ tokenIds: counted.tokenIds, promptTokens: 0, promptFingerprints: prompt, identity: counted.identity }, this.view, nowMs),
-      );
+      again = inflight.orderedBefore(claimSeq, counted.atMs, () => this.policy.decide(request, this.view, nowMs));
+      // Only an instance the policy prefers outright moves it: a tie is what the first decision
+      // already broke. Not the lower score: TTFT picks within its near-tie slack by the work, so an
+      // earlier claim of the same prefix one router would have followed is often predicted later.
+      if (!prefersOutright(again, from)) return null;
+      // Whether it leaves is the order's to say; where it goes, unless it follows an earlier claim
+      // of its prefix, is the view's as it is now, the other replicas' claims ordered after it too
+      // (those that stayed are on their engines already: a move onto one of them is the collision
+      // the order was for), its own claim and this router's later decisions still left out.
+      if (!followsPending(again)) {
+        again = inflight.orderedBefore(null, counted.atMs, () => this.policy.decide(request, this.view, nowMs));
+        if (!prefersOutright(again, from)) return null;
+      }
     } catch {
       // No candidate any more: the first decision stands (its instance may be gone too; the
       // caller finds out as it would have without the wait).
       return null;
     }
-    // Only an instance the policy prefers outright moves it: a tie is what the first decision
-    // already broke. Not the lower score: TTFT picks within its near-tie slack by the work, so an
-    // earlier claim of the same prefix one router would have followed is often predicted later.
-    const inst = prefersOutright(again, from) ? this.view.instance(again.prefill.name) : null;
+    const inst = this.view.instance(again.prefill.name);
     if (inst === null) return null;
     inflight.withdraw(from, counted.seq, claimSeq);
     const tokens = decisionPrefillTokens(again, counted.inputTokens);
@@ -275,6 +283,17 @@ function prefersOutright(d: RouteDecision, name: string): boolean {
   if (d.prefill.name === name) return false;
   const tie = d.tie_break;
   return tie === undefined || !tie.tied.some((t) => t.instance_name === name);
+}
+
+/**
+ * Whether decision `d` follows a request in flight on its prefill: credit for a longer prefix there
+ * than the view's residency gives (an earlier claim of the same prefix, say).
+ */
+function followsPending(d: RouteDecision): boolean {
+  for (const c of d.candidates) {
+    if (c.role === 'prefill' && c.instance_name === d.prefill.name) return (c.pending_hit_tokens ?? 0) > c.device_hit_tokens + c.host_only_hit_tokens;
+  }
+  return false;
 }
 
 /**

@@ -284,9 +284,10 @@ export class InflightLoad {
    * While a claim is re-decided (ClaimOrder): load and pending credit only from the decisions
    * ordered before it — the other routers' with a directory seq before `seq` (their decisions
    * without a prompt, which carry no seq, all count), this router's made before `ownBeforeMs` —
-   * as one router deciding in arrival order would have seen them.
+   * as one router deciding in arrival order would have seen them. `seq` null: every other
+   * router's decision the view carries, whatever its order (where a moved claim goes).
    */
-  private orderBound: { readonly seq: number; readonly ownBeforeMs: number } | null = null;
+  private orderBound: { readonly seq: number | null; readonly ownBeforeMs: number } | null = null;
 
   constructor(opts: InflightLoadOptions) {
     this.routerId = opts.routerId;
@@ -381,7 +382,7 @@ export class InflightLoad {
     if (ring !== undefined) best = ring.ledger.pendingGranules(prompt, best, this.orderBound === null ? Number.POSITIVE_INFINITY : this.orderBound.ownBeforeMs);
     // The other replicas' ledgers (their newest prompts, through the view): not while a claim is
     // re-decided (they carry no directory order), nor from a stale view.
-    if (viewStale || this.orderBound !== null) return best;
+    if (viewStale || (this.orderBound !== null && this.orderBound.seq !== null)) return best;
     const shares = inst.inflight;
     for (let i = 0; i < shares.length && best < prompt.length; i++) {
       const s = shares[i]!;
@@ -471,8 +472,9 @@ export class InflightLoad {
    * decision at the mean (a share's seqs order its decisions, not its totals).
    */
   private orderedShare(amount: number, of: number, s: InflightShare): number {
-    if (this.orderBound === null || of === 0) return amount;
-    return (amount * (of - Math.min(of, laterThan(s.seqs, this.orderBound.seq)))) / of;
+    const seq = this.orderBound === null ? null : this.orderBound.seq;
+    if (seq === null || of === 0) return amount;
+    return (amount * (of - Math.min(of, laterThan(s.seqs, seq)))) / of;
   }
 
   private ringOf(name: string): DecisionRing {
@@ -563,15 +565,19 @@ export class InflightLoad {
       if (s.routerId === this.routerId) continue;
       for (let j = 0; j < s.prompts.length; j++) {
         // A prompt the directory did not order cannot be placed before the claim.
-        if (bound !== null && !(j < s.seqs.length && seqBefore(s.seqs[j]!, bound.seq))) continue;
+        if (bound !== null && bound.seq !== null && !(j < s.seqs.length && seqBefore(s.seqs[j]!, bound.seq))) continue;
         best = longerShared(prompt, s.prompts[j]!, best);
       }
     }
     return best;
   }
 
-  /** Runs `decide` with pending credit bounded to what was ordered before a claim (see orderBound). */
-  orderedBefore<T>(seq: number, ownBeforeMs: number, decide: () => T): T {
+  /**
+   * Runs `decide` with load and pending credit bounded to what was ordered before a claim (see
+   * orderBound); with `seq` null, to every other router's decision and this router's before
+   * `ownBeforeMs` (the claim itself left out).
+   */
+  orderedBefore<T>(seq: number | null, ownBeforeMs: number, decide: () => T): T {
     this.orderBound = { seq, ownBeforeMs };
     try {
       return decide();

@@ -334,6 +334,37 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
       expect(await claimCounts()).to.deep.equal({ stayed: 1, moved: 0, not_back: 0 });
     });
 
+    it('a moved claim goes where a decision made now would send it: not onto the instance a later claim of another replica already holds', async () => {
+      await publish(instance('c:1'), instance('d:1'));
+      const ttft = testDecider(view, TTFT_FLAGS, inflight, true, claims, metrics);
+      const answer = ttft.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+      const first = [...claims.waitingOn()][0]!;
+      const [x, y] = ['a:1', 'c:1', 'd:1'].filter((n) => n !== first) as [string, string];
+      const ledger = (seq: number, queued: number, salt: number): WireInflightShare => ({
+        router_id: OTHER,
+        count: 1,
+        prompts: [fp(tokens(64, salt))],
+        prompt_seqs: [seq],
+        outstanding_prefill: { tokens: String(queued), requests: 1 },
+      });
+      // Ordered before this claim (7): 5,000 tokens on its first choice and on b:1, 200 on y. Ordered
+      // after it (9), and already on its engine: 5,000 tokens on x, which in arrival order is idle.
+      const onY = ledger(3, 200, 9000);
+      await publish(
+        instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(5)]),
+        instance('b:1', [ledger(1, 5000, 9100)]),
+        instance(x, [ledger(9, 5000, 9200)]),
+        instance(y, [onY]),
+      );
+      await new Promise((r) => setImmediate(r));
+      expect([...claims.waitingOn()]).to.deep.equal([y]);
+      // Its next round: on y, where in arrival order x looks idle, the view now says otherwise.
+      await publish(instance(y, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, onY]));
+      const d = await answer;
+      expect(d.prefill.name).to.equal(y);
+      expect(d.claim_order).to.include({ claim_seq: 7, moved_from: first });
+    });
+
     it("another replica's ledger queues ahead of a TTFT claim only with the requests ordered before it", async () => {
       await publish(instance('c:1'));
       const ttft = testDecider(view, TTFT_FLAGS, inflight, true, claims);
