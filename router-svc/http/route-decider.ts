@@ -31,6 +31,7 @@ const NOTHING = (): void => undefined;
 import { performance } from 'node:perf_hooks';
 import type { ClaimOrderExplanation, RouteDecision, RouteRequest, RoutingPolicy } from '../policy/policy-types.js';
 import { NoCandidateError } from '../policy/no-candidate-error.js';
+import { chosenPrefill } from '../policy/explanation.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
 import { MAX_CLAIM_ROUNDS, type ClaimOrder } from '../inflight/claim-order.js';
 import type { DecisionObserver } from '../policy/ttft-policy.js';
@@ -290,10 +291,8 @@ function prefersOutright(d: RouteDecision, name: string): boolean {
  * than the view's residency gives (an earlier claim of the same prefix, say).
  */
 function followsPending(d: RouteDecision): boolean {
-  for (const c of d.candidates) {
-    if (c.role === 'prefill' && c.instance_name === d.prefill.name) return (c.pending_hit_tokens ?? 0) > c.device_hit_tokens + c.host_only_hit_tokens;
-  }
-  return false;
+  const c = chosenPrefill(d);
+  return c !== null && (c.pending_hit_tokens ?? 0) > c.device_hit_tokens + c.host_only_hit_tokens;
 }
 
 /**
@@ -316,13 +315,10 @@ function prefillTokensOn(d: RouteDecision, name: string, inputTokens: number): n
 
 /** The chosen prefill's predicted TTFT (TTFT policy), null when the policy predicts none. */
 function predictedMsOf(d: RouteDecision): number | null {
-  if (d.policy !== 'TTFT') return null;
-  for (const c of d.candidates) if (c.role === 'prefill' && c.instance_name === d.prefill.name) return c.predicted_ms ?? null;
-  return null;
+  return d.policy === 'TTFT' ? (chosenPrefill(d)?.predicted_ms ?? null) : null;
 }
 
 /** kv_hit_ratio of the chosen prefill among the candidates (0 when it is not listed). */
 function chosenHitRatio(d: RouteDecision): number {
-  for (const c of d.candidates) if (c.role === 'prefill' && c.instance_name === d.prefill.name) return c.kv_hit_ratio;
-  return 0;
+  return chosenPrefill(d)?.kv_hit_ratio ?? 0;
 }

@@ -35,6 +35,7 @@
 import { performance } from 'node:perf_hooks';
 import type { InflightLoad } from './inflight-load.js';
 import type { RouteDecision } from '../policy/policy-types.js';
+import { chosenTerms } from '../policy/ttft-policy.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 
 /**
@@ -118,14 +119,8 @@ export class ClaimOrder {
    */
   waitFor(decision: RouteDecision): number {
     const fraction = this.opts.waitFraction ?? 0;
-    let wait = this.opts.waitMs;
-    if (fraction <= 0) return wait;
-    for (const c of decision.candidates) {
-      if (c.role !== 'prefill' || c.instance_name !== decision.prefill.name) continue;
-      const own = (c as { own_prefill_ms?: number }).own_prefill_ms;
-      if (own !== undefined && Number.isFinite(own)) wait = Math.max(wait, Math.min(MAX_CLAIM_WAIT_MS, fraction * own));
-    }
-    return wait;
+    const own = fraction > 0 ? chosenTerms(decision)?.own_prefill_ms : undefined;
+    return own === undefined || !Number.isFinite(own) ? this.opts.waitMs : Math.max(this.opts.waitMs, Math.min(MAX_CLAIM_WAIT_MS, fraction * own));
   }
 
   /**

@@ -20,6 +20,12 @@ export function loadOnlyExplanation(inst: RouterInstance, role: 'prefill' | 'dec
   };
 }
 
+/** The explanation of `decision`'s chosen prefill among its candidates; null when it is not listed. */
+export function chosenPrefill(decision: RouteDecision): CandidateExplanation | null {
+  for (const c of decision.candidates) if (c.role === 'prefill' && c.instance_name === decision.prefill.name) return c;
+  return null;
+}
+
 export function chosen(inst: RouterInstance): RouteDecision['prefill'] {
   return { name: inst.name, incarnation_id: inst.incarnationId };
 }

@@ -43,7 +43,7 @@ import { GRANULE_TOKENS, type Footprint } from '../../shared/keys/prompt-fingerp
 import type { RouterInstance, ViewCache } from '../viewcache/view-cache.js';
 import { CandidateCache } from './candidates.js';
 import { pickDecode } from './decode-side.js';
-import { chosen } from './explanation.js';
+import { chosen, chosenPrefill } from './explanation.js';
 import { instanceHit, newInstanceHit, noInstanceHit } from './instance-hit.js';
 import { rotationOffset } from './pick-minimum.js';
 import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstimate } from './prefill-throughput.js';
@@ -353,9 +353,7 @@ function round3(x: number): number {
 
 /** The chosen prefill's TTFT terms in `decision`; null when it is not a TTFT decision. */
 export function chosenTerms(decision: RouteDecision): TtftCandidateExplanation | null {
-  if (decision.policy !== 'TTFT') return null;
-  for (const c of decision.candidates) if (c.role === 'prefill' && c.instance_name === decision.prefill.name) return c as TtftCandidateExplanation;
-  return null;
+  return decision.policy === 'TTFT' ? (chosenPrefill(decision) as TtftCandidateExplanation | null) : null;
 }
 
 /** The router flags the TTFT policy reads; each may be absent (tests pass a few). */
