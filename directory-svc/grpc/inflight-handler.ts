@@ -35,25 +35,27 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
     const answered = d.answered ?? 0;
     if (!Number.isInteger(answered) || answered < 0 || answered > L.count) return `decisions[${i}].answered: expected an integer in [0, ${L.count}], got ${String(d.answered)}`;
     const withdrawn = d.withdrawn_seqs ?? [];
-    if (!Array.isArray(withdrawn) || withdrawn.length > L.withdrawnSeqs) {
-      return `decisions[${i}].withdrawn_seqs: expected at most ${L.withdrawnSeqs} entries, got ${Array.isArray(withdrawn) ? withdrawn.length : typeof withdrawn}`;
-    }
-    for (let j = 0; j < withdrawn.length; j++) {
-      const q = withdrawn[j];
-      if (!Number.isInteger(q) || q! < 0 || q! > 0xffffffff) return `decisions[${i}].withdrawn_seqs[${j}]: expected a uint32, got ${String(q)}`;
-    }
+    const badWithdrawn = checkSeqs('withdrawn_seqs', withdrawn);
+    if (badWithdrawn !== null) return `decisions[${i}].${badWithdrawn}`;
+    // Older routers leave `settled_seqs` out; a message may carry only it (count 0).
+    const settled = d.settled_seqs ?? [];
+    const badSettled = checkSeqs('settled_seqs', settled);
+    if (badSettled !== null) return `decisions[${i}].${badSettled}`;
     const outstanding = d.outstanding_prefill ?? null;
     if (outstanding !== null) {
       const bad = checkOutstanding(outstanding);
       if (bad !== null) return `decisions[${i}].outstanding_prefill.${bad}`;
     }
-    const least = answered > 0 || withdrawn.length > 0 || outstanding !== null ? 0 : 1;
+    const least = answered > 0 || withdrawn.length > 0 || settled.length > 0 || outstanding !== null ? 0 : 1;
     if (!Number.isInteger(d.count) || d.count < least || d.count > L.count) return `decisions[${i}].count: expected an integer in [${least}, ${L.count}], got ${String(d.count)}`;
     if (!Number.isInteger(d.age_ms) || d.age_ms < 0 || d.age_ms > L.ageMs) return `decisions[${i}].age_ms: expected an integer in [0, ${L.ageMs}], got ${String(d.age_ms)}`;
     const badPrompts = checkPrompts(d.prompts, d.count, `count (${d.count}) entries`);
     if (badPrompts !== null) return `decisions[${i}].${badPrompts}`;
-    const badMoved = checkMovedClaims(d.moved_claims, Array.isArray(d.prompts) ? d.prompts.length : 0);
+    const promptCount = Array.isArray(d.prompts) ? d.prompts.length : 0;
+    const badMoved = checkMovedClaims(d.moved_claims, promptCount);
     if (badMoved !== null) return `decisions[${i}].${badMoved}`;
+    const badOpen = checkOpenClaims(d.open_claims, promptCount);
+    if (badOpen !== null) return `decisions[${i}].${badOpen}`;
     // Routers without the TTFT policy's work accounting leave prefill_tokens out.
     const tokens = d.prefill_tokens ?? [];
     if (!Array.isArray(tokens) || tokens.length > d.count) return `decisions[${i}].prefill_tokens: expected at most count (${d.count}) entries, got ${Array.isArray(tokens) ? tokens.length : typeof tokens}`;
@@ -61,6 +63,30 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
       const t = tokens[j];
       if (!Number.isInteger(t) || t! < 0 || t! > 0xffffffff) return `decisions[${i}].prefill_tokens[${j}]: expected a uint32, got ${String(t)}`;
     }
+  }
+  return null;
+}
+
+/** Why a list of directory seqs (`name`: withdrawn_seqs, settled_seqs) is malformed: at most INFLIGHT_LIMITS.withdrawnSeqs uint32s. */
+function checkSeqs(name: string, seqs: unknown): string | null {
+  const most = INFLIGHT_LIMITS.withdrawnSeqs;
+  if (!Array.isArray(seqs) || seqs.length > most) return `${name}: expected at most ${most} entries, got ${Array.isArray(seqs) ? seqs.length : typeof seqs}`;
+  for (let j = 0; j < seqs.length; j++) {
+    const q: unknown = seqs[j];
+    if (!Number.isInteger(q) || (q as number) < 0 || (q as number) > 0xffffffff) return `${name}[${j}]: expected a uint32, got ${String(q)}`;
+  }
+  return null;
+}
+
+/** Why `open_claims` is malformed (older routers leave it out): distinct indexes into `prompts` entries. */
+function checkOpenClaims(open: unknown, prompts: number): string | null {
+  const list = open ?? [];
+  if (!Array.isArray(list) || list.length > prompts) return `open_claims: expected at most prompts (${prompts}) entries, got ${Array.isArray(list) ? list.length : typeof list}`;
+  const seen = new Set<number>();
+  for (let j = 0; j < list.length; j++) {
+    const at: unknown = list[j];
+    if (!Number.isInteger(at) || (at as number) < 0 || (at as number) >= prompts || seen.has(at as number)) return `open_claims[${j}]: expected a distinct index into prompts (0..${prompts - 1}), got ${String(at)}`;
+    seen.add(at as number);
   }
   return null;
 }

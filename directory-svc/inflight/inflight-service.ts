@@ -60,10 +60,11 @@ export class InflightService implements InflightSource {
     const now = this.clock();
     for (const d of msg.decisions) {
       if (!this.known.has(d.instance_name)) continue;
-      this.table.report(msg.router_id, d.instance_name, d.count, now - d.age_ms, now, (d.prompts ?? []) as Buffer[], d.prefill_tokens ?? [], d.moved_claims ?? []);
+      this.table.report(msg.router_id, d.instance_name, d.count, now - d.age_ms, now, (d.prompts ?? []) as Buffer[], d.prefill_tokens ?? [], d.moved_claims ?? [], d.open_claims ?? []);
       // After the decisions of the same message: an answer may end one reported just now.
       this.table.answered(msg.router_id, d.instance_name, d.answered ?? 0);
       if (d.withdrawn_seqs !== undefined) this.table.withdrawn(msg.router_id, d.instance_name, d.withdrawn_seqs);
+      if (d.settled_seqs !== undefined) this.table.settled(msg.router_id, d.instance_name, d.settled_seqs);
       const o = d.outstanding_prefill ?? null;
       if (o !== null) this.table.setOutstanding(msg.router_id, d.instance_name, o);
     }

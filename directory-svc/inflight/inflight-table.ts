@@ -34,6 +34,8 @@ interface Entry {
   seqs: readonly number[];
   /** Predicted prefill tokens of the entry's newest decisions (≤ count; the TTFT policy's queued work). */
   tokens: readonly number[];
+  /** The seqs of its decisions that are open claims (InflightDecisions.open_claims), until they settle or end. */
+  open: readonly number[];
 }
 
 const NO_PROMPTS: readonly Buffer[] = Object.freeze([]);
@@ -54,6 +56,8 @@ function newest<T>(items: readonly T[], n: number, none: readonly T[]): readonly
 function keepNewest(e: Entry, n: number): void {
   e.prompts = newest(e.prompts, n, NO_PROMPTS);
   e.seqs = newest(e.seqs, n, NO_SEQS);
+  // An open claim whose decision ended is settled: nobody waits for it any more.
+  if (e.open.length > 0) e.open = e.open.filter((q) => e.seqs.includes(q));
   if (e.tokens.length > n) e.tokens = n === 0 ? NO_TOKENS : e.tokens.slice(e.tokens.length - n);
 }
 
@@ -64,6 +68,27 @@ const NO_MOVED: readonly MovedClaim[] = Object.freeze([]);
 export interface MovedClaim {
   readonly prompt_index: number;
   readonly seq: number;
+}
+
+/** Removes `seq` from `e`'s open claims; true when it was one. */
+function settle(e: Entry, seq: number): boolean {
+  const j = e.open.indexOf(seq);
+  if (j < 0) return false;
+  e.open = e.open.filter((_, k) => k !== j);
+  return true;
+}
+
+/** Reduces `e` to its open claims (a load report ended the rest); true when anything went. */
+function onlyOpen(e: Entry): boolean {
+  if (e.count === e.open.length) return false;
+  const keep = e.seqs.map((q) => e.open.includes(q));
+  // Tokens belong to the entry's newest decisions, as its prompts do (see withdraw).
+  const offset = e.tokens.length - e.prompts.length;
+  e.tokens = e.tokens.filter((_, t) => t - offset >= 0 && keep[t - offset] === true);
+  e.prompts = e.prompts.filter((_, j) => keep[j]);
+  e.seqs = e.seqs.filter((_, j) => keep[j]);
+  e.count = e.open.length;
+  return true;
 }
 
 /** The seq `moved` keeps for prompt `index`, −1 when it is a new decision. */
@@ -161,6 +186,7 @@ class InstanceInflight {
       }
       e.prompts = e.prompts.filter((_, k) => k !== j);
       e.seqs = e.seqs.filter((_, k) => k !== j);
+      settle(e, seq);
       e.count--;
       if (e.count === 0) this.entries.splice(i, 1);
       return true;
@@ -168,13 +194,32 @@ class InstanceInflight {
     return false;
   }
 
-  /** Drops entries dated before `limitMs` (or at it, when `inclusive`); true when any was dropped. */
-  dropBefore(limitMs: number, inclusive = false): boolean {
+  /** Settles `routerId`'s open claim `seq` (it stays where it is); true when it was open here. */
+  settle(routerId: string, seq: number): boolean {
+    for (const e of this.entries) if (e.routerId === routerId && settle(e, seq)) return true;
+    return false;
+  }
+
+  /**
+   * Drops entries dated before `limitMs` (or at it, when `inclusive`); true when any changed. With
+   * `keepOpen` (a load report), an entry's open claims stay: their router still holds them, so no
+   * report can reflect them yet (the TTL still ends them).
+   */
+  dropBefore(limitMs: number, inclusive = false, keepOpen = false): boolean {
     let n = 0;
     while (n < this.entries.length && (this.entries[n]!.atMs < limitMs || (inclusive && this.entries[n]!.atMs === limitMs))) n++;
     if (n === 0) return false;
-    this.entries.splice(0, n);
-    return true;
+    let changed = false;
+    let kept = 0;
+    for (let i = 0; i < n; i++) {
+      const e = this.entries[i]!;
+      if (keepOpen && e.open.length > 0) {
+        changed = onlyOpen(e) || changed;
+        this.entries[kept++] = e;
+      } else changed = true;
+    }
+    if (kept < n) this.entries.splice(kept, n - kept);
+    return changed;
   }
 
   refold(nowMs: number): void {
@@ -182,11 +227,11 @@ class InstanceInflight {
       this.shares = NO_SHARES;
       return;
     }
-    type Fold = { count: number; prompts: Buffer[]; seqs: number[]; tokens: number; tokenDecisions: number };
+    type Fold = { count: number; prompts: Buffer[]; seqs: number[]; tokens: number; tokenDecisions: number; open: number[] };
     const byRouter = new Map<string, Fold>();
     const of = (routerId: string): Fold => {
       let r = byRouter.get(routerId);
-      if (r === undefined) byRouter.set(routerId, (r = { count: 0, prompts: [], seqs: [], tokens: 0, tokenDecisions: 0 }));
+      if (r === undefined) byRouter.set(routerId, (r = { count: 0, prompts: [], seqs: [], tokens: 0, tokenDecisions: 0, open: [] }));
       return r;
     };
     for (const routerId of this.outstanding.keys()) of(routerId);
@@ -197,6 +242,7 @@ class InstanceInflight {
       for (const q of e.seqs) r.seqs.push(q);
       for (const t of e.tokens) r.tokens += t;
       r.tokenDecisions += e.tokens.length;
+      for (const q of e.open) r.open.push(q);
     }
     this.shares = [...byRouter]
       .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
@@ -212,6 +258,7 @@ class InstanceInflight {
           share.prefill_tokens = String(r.tokens);
           share.prefill_token_decisions = r.tokenDecisions;
         }
+        if (r.open.length > 0) share.open_claim_seqs = r.open;
         const o = this.outstanding.get(router_id);
         if (o !== undefined) share.outstanding_prefill = foldGauge(o, nowMs);
         return share;
@@ -266,7 +313,8 @@ export class InflightTable {
    * with the prompt fingerprints of (at most `count` of) them and the predicted prefill tokens of
    * (at most `count` of) the newest of them. Each prompt gets the next seq, except the claims
    * moved here (`moved`: an index into `prompts` and the seq it had where it was withdrawn), which
-   * keep their place in the order.
+   * keep their place in the order. The decisions `open` names (indexes into `prompts`) are open
+   * claims until `settled` or their end.
    */
   report(
     routerId: string,
@@ -277,6 +325,7 @@ export class InflightTable {
     prompts: readonly Buffer[] = NO_PROMPTS,
     tokens: readonly number[] = NO_TOKENS,
     moved: readonly MovedClaim[] = NO_MOVED,
+    open: readonly number[] = NO_SEQS,
   ): void {
     if (count <= 0 || nowMs - decidedAtMs >= this.ttlMs) return;
     if (decidedAtMs < (this.lastReportAt.get(instanceName) ?? Number.NEGATIVE_INFINITY)) return;
@@ -285,16 +334,15 @@ export class InflightTable {
     const kept = newest(prompts, count, NO_PROMPTS);
     const dropped = prompts.length - kept.length;
     const seqs: number[] = [];
+    let openSeqs: number[] | null = null;
     for (let i = 0; i < kept.length; i++) {
       const keep = keptSeq(moved, dropped + i);
-      if (keep >= 0) {
-        seqs.push(keep);
-        continue;
-      }
-      seqs.push(this.nextSeq);
-      this.nextSeq = (this.nextSeq + 1) >>> 0;
+      const seq = keep >= 0 ? keep : this.nextSeq;
+      if (keep < 0) this.nextSeq = (this.nextSeq + 1) >>> 0;
+      seqs.push(seq);
+      if (open.includes(dropped + i)) (openSeqs ??= []).push(seq);
     }
-    inst.add({ routerId, count, atMs: decidedAtMs, prompts: kept, seqs, tokens: tokens.length <= count ? tokens : tokens.slice(tokens.length - count) });
+    inst.add({ routerId, count, atMs: decidedAtMs, prompts: kept, seqs, tokens: tokens.length <= count ? tokens : tokens.slice(tokens.length - count), open: openSeqs ?? NO_SEQS });
     this.changed(instanceName, inst);
   }
 
@@ -315,10 +363,24 @@ export class InflightTable {
    * their prefix there. A seq already ended (a load report, the TTL) ends nothing.
    */
   withdrawn(routerId: string, instanceName: string, seqs: readonly number[]): void {
+    this.bySeq(instanceName, seqs, (inst, q) => inst.withdraw(routerId, q));
+  }
+
+  /**
+   * `routerId`'s open claims with these seqs settled on `instanceName` (claim order: they stay):
+   * the replicas' claims ordered after them stop waiting for them. A seq no longer held, or not
+   * open, settles nothing.
+   */
+  settled(routerId: string, instanceName: string, seqs: readonly number[]): void {
+    this.bySeq(instanceName, seqs, (inst, q) => inst.settle(routerId, q));
+  }
+
+  /** Applies `apply` to `instanceName`'s entries for each of `seqs`; announces a change when one applied. */
+  private bySeq(instanceName: string, seqs: readonly number[], apply: (inst: InstanceInflight, seq: number) => boolean): void {
     const inst = this.byInstance.get(instanceName);
     if (inst === undefined) return;
     let any = false;
-    for (const q of seqs) any = inst.withdraw(routerId, q) || any;
+    for (const q of seqs) any = apply(inst, q) || any;
     if (any) this.changed(instanceName, inst);
   }
 
@@ -369,7 +431,7 @@ export class InflightTable {
   loadReported(instanceName: string, atMs: number): void {
     this.lastReportAt.set(instanceName, atMs);
     const inst = this.byInstance.get(instanceName);
-    if (inst !== undefined && inst.dropBefore(atMs)) this.changed(instanceName, inst);
+    if (inst !== undefined && inst.dropBefore(atMs, false, true)) this.changed(instanceName, inst);
   }
 
   /** The instance left the table: its entries go with it (no change is announced, it is gone). */

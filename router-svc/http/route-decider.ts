@@ -33,7 +33,7 @@ import type { ClaimOrderExplanation, RouteDecision, RouteRequest, RoutingPolicy 
 import { NoCandidateError } from '../policy/no-candidate-error.js';
 import { chosenPrefill } from '../policy/explanation.js';
 import type { InflightLoad } from '../inflight/inflight-load.js';
-import { MAX_CLAIM_ROUNDS, type ClaimOrder } from '../inflight/claim-order.js';
+import type { ClaimOrder } from '../inflight/claim-order.js';
 import type { DecisionObserver } from '../policy/ttft-policy.js';
 import { MAX_PROMPT_GRANULES, promptFingerprints } from '../../shared/keys/prompt-fingerprint.js';
 import type { RequestIdentity } from '../identity/request-identity.js';
@@ -135,36 +135,35 @@ export class RouteDecider {
   }
 
   /**
-   * A claim, once the view carries it back: decided again on what was ordered before it, as one
-   * router deciding in arrival order would have, and moved when the policy prefers another
-   * instance outright — an earlier claim of the same prefix, or an instance where no earlier claim
-   * queued ahead of it (claim-order.ts). A move keeps the claim's place in the order, so the claims
-   * ordered after it see it where it went once the view carries it. But a claim ordered before it
-   * may have moved onto the same instance while it was decided (the burst's claims all find the
-   * same idle instances): a moved claim is ordered again, up to MAX_CLAIM_ROUNDS, each round on
-   * the view as it is then. Anything else is returned as it is.
+   * A claim, once the view carries it back and every claim ordered before it has settled: decided
+   * again on what was ordered before it, as one router deciding in arrival order would have, and
+   * moved when the policy prefers another instance outright — an earlier claim of the same prefix,
+   * or an instance where no earlier claim queued ahead of it (claim-order.ts). Either way it then
+   * settles, and the claims ordered after it go on. A move keeps the claim's place in the order.
+   * Anything else is returned as it is.
    */
   private async ordered(counted: CountedDecision, nowMs: number): Promise<CountedDecision> {
     const claims = this.claims;
     const inflight = this.inflight;
     if (claims === null || inflight === null || counted.seq < 0 || !claims.isClaim(counted.decision, counted.prompt, nowMs, counted.prefillTokens)) return counted;
-    const t0 = performance.now();
-    let current = counted;
-    let firstSeq = -1;
-    for (let round = 0; round < MAX_CLAIM_ROUNDS; round++) {
-      const claimSeq = await claims.claimSeq(current.decision.prefill.name, current.prompt!, claims.waitFor(current.decision));
-      if (round === 0) firstSeq = claimSeq;
-      if (claimSeq < 0) break;
-      const heldMs = performance.now() - t0;
-      const moved = this.moved(current, inflight, claimSeq, nowMs + heldMs);
-      if (moved === null) break;
-      current = moved;
-    }
-    const heldMs = performance.now() - t0;
     const from = counted.decision.prefill.name;
+    // Before the reporter's microtask: the directory hears of it as an open claim.
+    inflight.openClaim(from, counted.seq);
+    const t0 = performance.now();
+    const waitMs = claims.waitFor(counted.decision);
+    const claimSeq = await claims.claimSeq(from, counted.prompt!, waitMs);
+    let current = counted;
+    if (claimSeq >= 0) {
+      await claims.earlierSettled(claimSeq, counted.atMs, waitMs);
+      current = this.moved(counted, inflight, claimSeq, nowMs + (performance.now() - t0)) ?? counted;
+    }
+    // A move settles by its withdrawal; a claim that stays settles where it is.
+    if (current === counted && inflight.settle(from, counted.seq, claimSeq)) claims.settleWhenSeen(from, counted.prompt!);
+    claims.settled();
+    const heldMs = performance.now() - t0;
     const movedTo = current.decision.prefill.name === from ? null : current.decision.prefill.name;
-    this.metrics.claim(firstSeq < 0 ? 'not_back' : movedTo === null ? 'stayed' : 'moved', heldMs);
-    const note: ClaimOrderExplanation = { claim_seq: firstSeq, held_ms: Math.round(heldMs * 1000) / 1000, ...(movedTo === null ? {} : { moved_from: from }) };
+    this.metrics.claim(claimSeq < 0 ? 'not_back' : movedTo === null ? 'stayed' : 'moved', heldMs);
+    const note: ClaimOrderExplanation = { claim_seq: claimSeq, held_ms: Math.round(heldMs * 1000) / 1000, ...(movedTo === null ? {} : { moved_from: from }) };
     return { ...current, decision: { ...current.decision, claim_order: note } };
   }
 
@@ -179,23 +178,15 @@ export class RouteDecider {
     let again: RouteDecision;
     try {
       again = inflight.orderedBefore(claimSeq, counted.atMs, () => this.policy.decide(request, this.view, nowMs));
-      // Only an instance the policy prefers outright moves it: a tie is what the first decision
-      // already broke. Not the lower score: TTFT picks within its near-tie slack by the work, so an
-      // earlier claim of the same prefix one router would have followed is often predicted later.
-      if (!prefersOutright(again, from)) return null;
-      // Whether it leaves is the order's to say; where it goes, unless it follows an earlier claim
-      // of its prefix, is the view's as it is now, the other replicas' claims ordered after it too
-      // (those that stayed are on their engines already: a move onto one of them is the collision
-      // the order was for), its own claim and this router's later decisions still left out.
-      if (!followsPending(again)) {
-        again = inflight.orderedBefore(null, counted.atMs, () => this.policy.decide(request, this.view, nowMs));
-        if (!prefersOutright(again, from)) return null;
-      }
     } catch {
       // No candidate any more: the first decision stands (its instance may be gone too; the
       // caller finds out as it would have without the wait).
       return null;
     }
+    // Only an instance the policy prefers outright moves it: a tie is what the first decision
+    // already broke. Not the lower score: TTFT picks within its near-tie slack by the work, so an
+    // earlier claim of the same prefix one router would have followed is often predicted later.
+    if (!prefersOutright(again, from)) return null;
     const inst = this.view.instance(again.prefill.name);
     if (inst === null) return null;
     inflight.withdraw(from, counted.seq, claimSeq);
@@ -206,8 +197,7 @@ export class RouteDecider {
       prefillId = inflight.startPrefill(inst, tokens, prompt, counted.atMs);
     }
     // It keeps its place in the order (the directory's claimSeq, its first decision's time): the
-    // claims ordered after it see it where it went, and its next round, like this one, counts
-    // only what was ordered before it.
+    // claims ordered after it see it where it went.
     const seq = inflight.recordMove(inst, inflight.now(), counted.atMs, prompt!, prefillId >= 0 ? 0 : tokens, claimSeq);
     return { ...counted, seq, prefillId, prefillTokens: tokens, decision: again };
   }
@@ -284,15 +274,6 @@ function prefersOutright(d: RouteDecision, name: string): boolean {
   if (d.prefill.name === name) return false;
   const tie = d.tie_break;
   return tie === undefined || !tie.tied.some((t) => t.instance_name === name);
-}
-
-/**
- * Whether decision `d` follows a request in flight on its prefill: credit for a longer prefix there
- * than the view's residency gives (an earlier claim of the same prefix, say).
- */
-function followsPending(d: RouteDecision): boolean {
-  const c = chosenPrefill(d);
-  return c !== null && (c.pending_hit_tokens ?? 0) > c.device_hit_tokens + c.host_only_hit_tokens;
 }
 
 /**

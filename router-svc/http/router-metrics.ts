@@ -8,7 +8,6 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { UNTOKENIZED_REASONS, type UntokenizedReason } from '../../shared/tokenize/chat-encoding.js';
 import { HitRatioSeries } from '../status/hit-ratio-series.js';
 import { UPSTREAM_RETRY_REASONS, type UpstreamRetryReason } from '../proxy/upstream-forwarder.js';
-import { MAX_CLAIM_ROUNDS } from '../inflight/claim-order.js';
 
 /** The view's state at scrape time (main wires it to the ViewClient). */
 export interface ViewStatus {
@@ -132,7 +131,7 @@ export class RouterMetrics {
     });
     this.claimWait = new Histogram({
       name: 'router_claim_wait_seconds',
-      help: `How long a claim's answer waited for the directory's order (its wait at most per round: --car_claim_wait_ms, or --car_claim_wait_fraction of its own prefill; ${MAX_CLAIM_ROUNDS} rounds at most)`,
+      help: `How long a claim's answer waited for the directory's order and then for the claims ordered before it to settle (each wait at most --car_claim_wait_ms, or --car_claim_wait_fraction of its own prefill)`,
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
       registers,
     });

@@ -22,6 +22,15 @@
  * nothing new and stays, so the replicas converge on it. A claim not back in time keeps its
  * first decision.
  *
+ * Settled claims: a claim is reported open (InflightDecisions.open_claims) and decides again only
+ * once every claim ordered before it has settled — stayed (settled_seqs) or moved (its withdrawal
+ * and its decision where it went, in one report) — or its wait has run out again. So it sees
+ * each earlier claim where it finally went, as one router deciding in arrival order does; deciding
+ * on first choices instead, a burst's claims moved together onto the same idle instance and were
+ * ordered again and again. A burst settles claim by claim, one round trip each at most (a
+ * router's own claims settle at once, without one). A load report does not end an open claim (its
+ * request has not reached the engine); the TTL does.
+ *
  * Bursts: requests that arrive together (a trace's arrivals come in bursts of 3–17 at one
  * timestamp) are decided at once on every replica, and each replica sends its share of the burst
  * to the engines it sees idle: the same ones. A warm request is no different when its credit is
@@ -33,19 +42,13 @@
  * OTHER_ROUTER_WINDOW_MS decides at once. Other warm requests never wait.
  */
 import { performance } from 'node:perf_hooks';
-import type { InflightLoad } from './inflight-load.js';
+import { INFLIGHT_TTL_MS, type InflightLoad } from './inflight-load.js';
+import { seqBefore } from './claim-seq.js';
 import type { RouteDecision } from '../policy/policy-types.js';
 import { chosenTerms } from '../policy/ttft-policy.js';
 import type { ViewCache } from '../viewcache/view-cache.js';
 
-/**
- * How many times a claim is ordered at most: a claim ordered before it may have moved onto the
- * instance it moved to meanwhile, so a moved claim is ordered again (route-decider.ts); each
- * round waits one round trip at most (waitFor).
- */
-export const MAX_CLAIM_ROUNDS = 3;
-
-/** The longest a claim waits for one round, however long its prefill (the flag's bound). */
+/** The longest a claim waits for its order, and again for the claims before it, however long its prefill (the flag's bound). */
 export const MAX_CLAIM_WAIT_MS = 1000;
 
 /** How long after another router's share was last seen this router still orders its claims. */
@@ -71,19 +74,27 @@ export interface ClaimOrderOptions {
   readonly monotonicMs?: () => number;
 }
 
+/** Something a claim waits for in the view: `poll` answers ≥ 0 once it holds, −1 until then. */
 interface Waiter {
-  readonly instanceName: string;
-  readonly prompt: Uint32Array;
-  readonly resolve: (seq: number) => void;
+  readonly poll: () => number;
+  readonly resolve: (answer: number) => void;
   readonly timer: NodeJS.Timeout;
+  /** The instance the claim was first routed to (status); '' for a wait that is not a claim's order. */
+  readonly instanceName: string;
 }
 
 export class ClaimOrder {
   private readonly waiters = new Set<Waiter>();
   private otherRouterSeenAt = Number.NEGATIVE_INFINITY;
   private readonly clock: () => number;
-  private readonly onUpdate = (): void => this.check();
+  private readonly onUpdate = (): void => {
+    this.openScanned = false;
+    this.check();
+  };
   private listening = false;
+  /** The other replicas' earliest open claim (null: none), valid while openScanned (until the next view update). */
+  private earliestOpen: number | null = null;
+  private openScanned = false;
 
   constructor(private readonly opts: ClaimOrderOptions) {
     this.clock = opts.monotonicMs ?? (() => performance.now());
@@ -128,15 +139,53 @@ export class ClaimOrder {
    * carries it; −1 after `waitMs` (default `--car_claim_wait_ms`).
    */
   claimSeq(instanceName: string, prompt: Uint32Array, waitMs: number = this.opts.waitMs): Promise<number> {
-    const now = this.seqInView(instanceName, prompt);
+    return this.until(() => this.seqInView(instanceName, prompt), waitMs, instanceName);
+  }
+
+  /**
+   * True once no claim ordered before the claim numbered `seq` is open any more — another
+   * replica's as the view carries it, or this router's own decided before `ownBeforeMs` — false
+   * when one still is after `waitMs`. A claim decided once every claim before it has settled sees
+   * them where they went, as one router deciding in arrival order would.
+   */
+  async earlierSettled(seq: number, ownBeforeMs: number, waitMs: number): Promise<boolean> {
+    return (await this.until(() => (this.openBefore(seq, ownBeforeMs) ? -1 : 1), waitMs, '')) > 0;
+  }
+
+  /** Whether a claim ordered before `seq` is open: this router's own before `ownBeforeMs`, or another replica's. */
+  private openBefore(seq: number, ownBeforeMs: number): boolean {
+    if (this.opts.inflight.ownOpenBefore(ownBeforeMs)) return true;
+    // Once per view update, however many claims wait: the scan is over every instance's shares.
+    if (!this.openScanned) {
+      this.openScanned = true;
+      this.earliestOpen = this.opts.inflight.earliestOtherOpen(this.opts.view.instances());
+    }
+    return this.earliestOpen !== null && seqBefore(this.earliestOpen, seq);
+  }
+
+  /**
+   * A claim settled before its seq came back (it kept its first decision): the directory holds it
+   * as open, so its seq is sent as settled once the view carries it (within the in-flight TTL).
+   */
+  settleWhenSeen(instanceName: string, prompt: Uint32Array): void {
+    void this.until(() => this.seqInView(instanceName, prompt), INFLIGHT_TTL_MS, '').then((claimSeq) => {
+      if (claimSeq >= 0) this.opts.inflight.settledSeq(instanceName, claimSeq);
+    });
+  }
+
+  /** This router settled a claim: its own claims ordered after it may go on. */
+  settled(): void {
+    if (this.waiters.size > 0) this.check();
+  }
+
+  /** `poll`'s first answer ≥ 0, checked at once and after every view update; −1 after `waitMs`. */
+  private until(poll: () => number, waitMs: number, instanceName: string): Promise<number> {
+    // Updates applied while nobody listened may have changed what an earlier scan saw.
+    if (!this.listening) this.openScanned = false;
+    const now = poll();
     if (now >= 0) return Promise.resolve(now);
     return new Promise((resolve) => {
-      const w: Waiter = {
-        instanceName,
-        prompt,
-        resolve,
-        timer: setTimeout(() => setImmediate(() => this.expire(w)), waitMs),
-      };
+      const w: Waiter = { poll, resolve, instanceName, timer: setTimeout(() => setImmediate(() => this.expire(w)), waitMs) };
       this.waiters.add(w);
       if (!this.listening) {
         this.listening = true;
@@ -145,14 +194,16 @@ export class ClaimOrder {
     });
   }
 
-  /** Waiting claims (tests, status). */
+  /** Claims waiting for their order (tests, status). */
   get waiting(): number {
-    return this.waiters.size;
+    let n = 0;
+    for (const w of this.waiters) if (w.instanceName !== '') n++;
+    return n;
   }
 
-  /** The instances the waiting claims were first routed to. */
+  /** The instances the claims waiting for their order were first routed to. */
   waitingOn(): string[] {
-    return [...this.waiters].map((w) => w.instanceName);
+    return [...this.waiters].filter((w) => w.instanceName !== '').map((w) => w.instanceName);
   }
 
   /** Answers every waiting claim with −1 (the router is closing). */
@@ -167,8 +218,8 @@ export class ClaimOrder {
 
   private check(): void {
     for (const w of [...this.waiters]) {
-      const seq = this.seqInView(w.instanceName, w.prompt);
-      if (seq >= 0) this.settle(w, seq);
+      const answer = w.poll();
+      if (answer >= 0) this.settle(w, answer);
     }
   }
 
@@ -178,7 +229,7 @@ export class ClaimOrder {
    * waiting in the socket all along; the check phase comes after the poll that applies it.
    */
   private expire(w: Waiter): void {
-    this.settle(w, this.seqInView(w.instanceName, w.prompt));
+    this.settle(w, w.poll());
   }
 
   private settle(w: Waiter, seq: number): void {

@@ -47,6 +47,10 @@ class DecisionRing {
   tokens = new Float64Array(8);
   /** A claim moved here (claim order): the directory seq it keeps; −1 for a new decision. */
   keptSeqs = new Float64Array(8);
+  /** 1 while the decision is an open claim (claim order: it may still move), 0 once settled or not a claim. */
+  open = new Uint8Array(8);
+  /** How many counted entries are open claims. */
+  openCount = 0;
   head = 0;
   size = 0;
   headSeq = 0;
@@ -58,6 +62,8 @@ class DecisionRing {
   answeredUnreported = 0;
   /** The directory seqs of reported decisions moved elsewhere (claim order), not reported yet. */
   withdrawnUnreported: number[] = [];
+  /** The directory seqs of reported open claims that settled here, not reported yet. */
+  settledUnreported: number[] = [];
   /** Sequence numbers below this were sent to the directory. */
   reportedBelowSeq = 0;
   /** The load report stamp the latest decision or scoring saw (answers to older decisions are not reported). */
@@ -80,6 +86,7 @@ class DecisionRing {
     this.prompts[i] = prompt;
     this.tokens[i] = prefillTokens;
     this.keptSeqs[i] = keptSeq;
+    this.open[i] = 0;
     this.size++;
     return this.headSeq + this.size - 1;
   }
@@ -101,6 +108,31 @@ class DecisionRing {
     return this.end(seq) >= 0;
   }
 
+  /** The ring index of decision `seq` while it is counted; −1 when it ended or left the ring. */
+  indexOf(seq: number): number {
+    const k = seq - this.headSeq;
+    if (k < 0 || k >= this.size) return -1;
+    const i = (this.head + k) & (this.at.length - 1);
+    return this.done[i] === 1 ? -1 : i;
+  }
+
+  /** Marks ring index `i` an open claim, or no longer one. */
+  setOpen(i: number, open: boolean): void {
+    if ((this.open[i] === 1) === open) return;
+    this.open[i] = open ? 1 : 0;
+    this.openCount += open ? 1 : -1;
+  }
+
+  /** Whether a counted decision ordered before `beforeMs` is an open claim. */
+  openBefore(beforeMs: number): boolean {
+    const mask = this.at.length - 1;
+    for (let k = 0; k < this.size; k++) {
+      const i = (this.head + k) & mask;
+      if (this.open[i] === 1 && this.done[i] === 0 && this.order[i]! < beforeMs) return true;
+    }
+    return false;
+  }
+
   /** Marks decision `seq` ended; its ring index when it was counted and already reported, else −1. */
   private end(seq: number): number {
     const k = seq - this.headSeq;
@@ -109,6 +141,7 @@ class DecisionRing {
     if (this.done[i] === 1) return -1;
     this.done[i] = 1;
     this.doneCount++;
+    this.setOpen(i, false);
     if (seq >= this.reportedBelowSeq) {
       // Not sent yet: it never leaves this router.
       this.unreported--;
@@ -135,8 +168,10 @@ class DecisionRing {
     while (this.size > 0) {
       const i = this.head;
       const answered = this.done[i] === 1;
-      if (!answered && this.seen[i] === currentReportMs && nowMs - this.at[i]! < ttlMs) break;
+      // An open claim is not at the engine yet (claim order holds it): no load report reflects it.
+      if (!answered && (this.seen[i] === currentReportMs || this.open[i] === 1) && nowMs - this.at[i]! < ttlMs) break;
       if (answered) this.doneCount--;
+      this.setOpen(i, false);
       this.prompts[i] = null;
       this.head = (i + 1) & mask;
       this.size--;
@@ -200,16 +235,19 @@ class DecisionRing {
     const mask = this.at.length - 1;
     let out: Buffer[] | null = null;
     let moved: WireMovedClaim[] | null = null;
+    let open: number[] | null = null;
     for (let k = Math.max(0, this.reportedBelowSeq - this.headSeq); k < this.size; k++) {
       const i = (this.head + k) & mask;
       const p = this.prompts[i];
       if (this.done[i] !== 0 || p === null || p === undefined || p.length === 0) continue;
       out ??= [];
       if (this.keptSeqs[i]! >= 0) (moved ??= []).push({ prompt_index: out.length, seq: this.keptSeqs[i]! });
+      if (this.open[i] === 1) (open ??= []).push(out.length);
       out.push(fingerprintBytes(p));
     }
     if (out !== null) d.prompts = out;
     if (moved !== null) d.moved_claims = moved;
+    if (open !== null) d.open_claims = open;
   }
 
   private grow(): void {
@@ -221,6 +259,7 @@ class DecisionRing {
     const prompts = new Array<Uint32Array | null>(n).fill(null);
     const tokens = new Float64Array(n);
     const keptSeqs = new Float64Array(n);
+    const open = new Uint8Array(n);
     const mask = this.at.length - 1;
     for (let k = 0; k < this.size; k++) {
       at[k] = this.at[(this.head + k) & mask]!;
@@ -230,6 +269,7 @@ class DecisionRing {
       prompts[k] = this.prompts[(this.head + k) & mask]!;
       tokens[k] = this.tokens[(this.head + k) & mask]!;
       keptSeqs[k] = this.keptSeqs[(this.head + k) & mask]!;
+      open[k] = this.open[(this.head + k) & mask]!;
     }
     this.at = at;
     this.order = order;
@@ -238,6 +278,7 @@ class DecisionRing {
     this.prompts = prompts;
     this.tokens = tokens;
     this.keptSeqs = keptSeqs;
+    this.open = open;
     this.head = 0;
   }
 }
@@ -273,6 +314,8 @@ export class InflightLoad {
   private afterProducer: Uint8Array = new Uint8Array(16);
   /** The directory's seq of each ledger entry in aheadScratch (−1: not carried), ledgerFootprint's scratch. */
   private aheadSeqs = new Float64Array(16);
+  /** Rings that hold (or held: their openCount says) this router's open claims. */
+  private readonly openRings = new Set<DecisionRing>();
   /** Rings with unreported decisions, in first-decision order. */
   private outbox: DecisionRing[] = [];
   /** Told when the outbox gets its first ring since the last drain (the reporter schedules a send). */
@@ -284,10 +327,9 @@ export class InflightLoad {
    * While a claim is re-decided (ClaimOrder): load and pending credit only from the decisions
    * ordered before it — the other routers' with a directory seq before `seq` (their decisions
    * without a prompt, which carry no seq, all count), this router's made before `ownBeforeMs` —
-   * as one router deciding in arrival order would have seen them. `seq` null: every other
-   * router's decision the view carries, whatever its order (where a moved claim goes).
+   * as one router deciding in arrival order would have seen them.
    */
-  private orderBound: { readonly seq: number | null; readonly ownBeforeMs: number } | null = null;
+  private orderBound: { readonly seq: number; readonly ownBeforeMs: number } | null = null;
 
   constructor(opts: InflightLoadOptions) {
     this.routerId = opts.routerId;
@@ -382,7 +424,7 @@ export class InflightLoad {
     if (ring !== undefined) best = ring.ledger.pendingGranules(prompt, best, this.orderBound === null ? Number.POSITIVE_INFINITY : this.orderBound.ownBeforeMs);
     // The other replicas' ledgers (their newest prompts, through the view): not while a claim is
     // re-decided (they carry no directory order), nor from a stale view.
-    if (viewStale || (this.orderBound !== null && this.orderBound.seq !== null)) return best;
+    if (viewStale || this.orderBound !== null) return best;
     const shares = inst.inflight;
     for (let i = 0; i < shares.length && best < prompt.length; i++) {
       const s = shares[i]!;
@@ -472,9 +514,8 @@ export class InflightLoad {
    * decision at the mean (a share's seqs order its decisions, not its totals).
    */
   private orderedShare(amount: number, of: number, s: InflightShare): number {
-    const seq = this.orderBound === null ? null : this.orderBound.seq;
-    if (seq === null || of === 0) return amount;
-    return (amount * (of - Math.min(of, laterThan(s.seqs, seq)))) / of;
+    if (this.orderBound === null || of === 0) return amount;
+    return (amount * (of - Math.min(of, laterThan(s.seqs, this.orderBound.seq)))) / of;
   }
 
   private ringOf(name: string): DecisionRing {
@@ -502,6 +543,77 @@ export class InflightLoad {
     if (ring === undefined || !ring.withdraw(seq)) return;
     ring.withdrawnUnreported.push(claimSeq);
     this.queue(ring);
+  }
+
+  /**
+   * Decision `seq` for `instanceName` is a claim (claim order): open until `settle`. Call before
+   * the decision is reported (the reporter runs in a microtask), so the directory hears of it as one.
+   */
+  openClaim(instanceName: string, seq: number): void {
+    const ring = this.rings.get(instanceName);
+    const i = ring === undefined ? -1 : ring.indexOf(seq);
+    if (i < 0) return;
+    ring!.setOpen(i, true);
+    this.openRings.add(ring!);
+  }
+
+  /**
+   * Open claim `seq` for `instanceName`, numbered `claimSeq` by the directory (−1: not known yet),
+   * settled where it is: the replicas' claims ordered after it stop waiting for it. Returns true
+   * when the directory holds it as open but it cannot be named yet (reported, `claimSeq` −1): call
+   * `settledSeq` once the view carries its seq.
+   */
+  settle(instanceName: string, seq: number, claimSeq: number): boolean {
+    const ring = this.rings.get(instanceName);
+    const i = ring === undefined ? -1 : ring.indexOf(seq);
+    if (i < 0 || ring!.open[i] === 0) return false;
+    ring!.setOpen(i, false);
+    // Its request leaves for the engine now: the load reports so far do not reflect it.
+    ring!.seen[i] = ring!.stamp;
+    // Not reported yet: it goes out settled (without open_claims).
+    if (seq >= ring!.reportedBelowSeq) return false;
+    if (claimSeq < 0) return true;
+    this.settledSeq(instanceName, claimSeq);
+    return false;
+  }
+
+  /** This router's claim `claimSeq` (directory seq) on `instanceName` settled there. */
+  settledSeq(instanceName: string, claimSeq: number): void {
+    const ring = this.ringOf(instanceName);
+    ring.settledUnreported.push(claimSeq);
+    this.queue(ring);
+  }
+
+  /**
+   * Whether one of this router's own claims decided before `beforeMs` is still open: one router
+   * deciding in arrival order would have placed it first. O(rings holding open claims).
+   */
+  ownOpenBefore(beforeMs: number): boolean {
+    for (const ring of this.openRings) {
+      if (ring.openCount === 0) this.openRings.delete(ring);
+      else if (ring.openBefore(beforeMs)) return true;
+    }
+    return false;
+  }
+
+  /**
+   * The earliest seq (serial order) of the other routers' open claims as `instances`' shares carry
+   * them; null when none is open. One pass over the view: the caller keeps it per view version.
+   */
+  earliestOtherOpen(instances: readonly RouterInstance[]): number | null {
+    let earliest: number | null = null;
+    for (let i = 0; i < instances.length; i++) {
+      const shares = instances[i]!.inflight;
+      for (let j = 0; j < shares.length; j++) {
+        const s = shares[j]!;
+        if (s.routerId === this.routerId) continue;
+        for (let k = 0; k < s.openClaimSeqs.length; k++) {
+          const q = s.openClaimSeqs[k]!;
+          if (earliest === null || seqBefore(q, earliest)) earliest = q;
+        }
+      }
+    }
+    return earliest;
   }
 
   private queue(ring: DecisionRing): void {
@@ -565,7 +677,7 @@ export class InflightLoad {
       if (s.routerId === this.routerId) continue;
       for (let j = 0; j < s.prompts.length; j++) {
         // A prompt the directory did not order cannot be placed before the claim.
-        if (bound !== null && bound.seq !== null && !(j < s.seqs.length && seqBefore(s.seqs[j]!, bound.seq))) continue;
+        if (bound !== null && !(j < s.seqs.length && seqBefore(s.seqs[j]!, bound.seq))) continue;
         best = longerShared(prompt, s.prompts[j]!, best);
       }
     }
@@ -574,10 +686,10 @@ export class InflightLoad {
 
   /**
    * Runs `decide` with load and pending credit bounded to what was ordered before a claim (see
-   * orderBound); with `seq` null, to every other router's decision and this router's before
-   * `ownBeforeMs` (the claim itself left out).
+   * orderBound): the other routers' decisions the directory numbered before `seq`, this router's
+   * made before `ownBeforeMs` (the claim itself left out).
    */
-  orderedBefore<T>(seq: number | null, ownBeforeMs: number, decide: () => T): T {
+  orderedBefore<T>(seq: number, ownBeforeMs: number, decide: () => T): T {
     this.orderBound = { seq, ownBeforeMs };
     try {
       return decide();
@@ -621,14 +733,19 @@ export class InflightLoad {
       const age = nowMs - ring.newestUnreportedAt;
       const count = age < this.ttlMs ? ring.unreported : 0;
       const withdrawn = ring.withdrawnUnreported;
+      const settled = ring.settledUnreported;
       const gauge = ring.ledger.takeChange(nowMs);
-      if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0 || gauge !== null) {
+      if (count > 0 || ring.answeredUnreported > 0 || withdrawn.length > 0 || settled.length > 0 || gauge !== null) {
         const d: WireInflightDecisions = { instance_name: ring.name, count, age_ms: count > 0 ? Math.max(0, Math.floor(age)) : 0 };
         if (gauge !== null) d.outstanding_prefill = gauge;
         if (ring.answeredUnreported > 0) d.answered = ring.answeredUnreported;
         if (withdrawn.length > 0) {
           d.withdrawn_seqs = withdrawn;
           ring.withdrawnUnreported = [];
+        }
+        if (settled.length > 0) {
+          d.settled_seqs = settled;
+          ring.settledUnreported = [];
         }
         if (count > 0) ring.reportPrompts(d);
         const tokens = count > 0 ? ring.unreportedTokens() : null;

@@ -94,6 +94,8 @@ export interface InflightShare {
   readonly lastEndMs: number;
   /** Prompt fingerprints of the newest of them (pending prefix credit until their first token), oldest first. */
   readonly outstandingPrompts: readonly Uint32Array[];
+  /** The seqs of the router's open claims here (claim order: it may still move them), oldest first; empty when none. */
+  readonly openClaimSeqs: readonly number[];
 }
 
 /** No shares: a stale view's (nobody expires the other replicas' shares then), or no in-flight load. */
@@ -268,6 +270,7 @@ function decodeEngineKind(where: string, v: string | undefined | null): EngineKi
 
 const NO_INFLIGHT: readonly InflightShare[] = Object.freeze([]);
 const NO_PROMPTS: readonly Uint32Array[] = Object.freeze([]);
+const NO_SEQS: readonly number[] = Object.freeze([]);
 
 /** A ledger gauge's prompts (OutstandingPrefill.prompts): at most PENDING_PROMPTS_PER_SHARE and `requests`, each fingerprints. */
 function ledgerPrompts(name: string, router: string, wire: readonly Uint8Array[] | undefined | null, requests: number): readonly Uint32Array[] {
@@ -321,6 +324,10 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
       );
     }
     const head = headTokens > 0 && outstandingRequests > 0;
+    const openClaimSeqs = s.open_claim_seqs ?? NO_SEQS;
+    if (openClaimSeqs.length > s.count || !openClaimSeqs.every((q) => Number.isInteger(q) && q >= 0 && q <= 0xffffffff)) {
+      throw new ViewProtocolError(`instance ${name}: open_claim_seqs of router ${JSON.stringify(router)}: expected at most count (${s.count}) uint32s, got ${JSON.stringify(openClaimSeqs)}`);
+    }
     return {
       routerId: router,
       count: s.count,
@@ -335,6 +342,7 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
       // A gauge with no request left still carries its last first token (a newer directory keeps it).
       lastEndMs: carriesLastEnd(headTokens, outstandingRequests) && lastEndAge !== NO_LAST_END ? receivedAtMs - lastEndAge : Number.NEGATIVE_INFINITY,
       outstandingPrompts: o === null ? NO_PROMPTS : ledgerPrompts(name, router, o.prompts, outstandingRequests),
+      openClaimSeqs,
     };
   });
 }

@@ -72,8 +72,10 @@ export interface WireServedModels {
  * prefill_tokens and prefill_token_decisions from directories without them, and whenever no counted
  * decision carried prefill tokens (both 0).
  */
-export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs' | 'prefill_tokens' | 'prefill_token_decisions' | 'outstanding_prefill'> & {
+export type WireInflightShare = Omit<InflightShare__Output, 'prompt_seqs' | 'prefill_tokens' | 'prefill_token_decisions' | 'outstanding_prefill' | 'open_claim_seqs'> & {
   prompt_seqs?: number[];
+  /** The seqs of the router's open claims here (claim order), oldest first; absent: none or an older peer. */
+  open_claim_seqs?: number[];
   prefill_tokens?: WireInt64;
   prefill_token_decisions?: number;
   /** The router's proxied requests still before their first token there (absent or null: none reported). */
@@ -203,6 +205,10 @@ export interface WireInflightDecisions {
   outstanding_prefill?: WireOutstandingPrefill | null;
   /** Claims moved here (claim order) that keep their seq: prompts[prompt_index] is numbered seq (absent from older routers). */
   moved_claims?: WireMovedClaim[];
+  /** Indexes into prompts of the claims still being ordered (absent from older routers: settled from the start). */
+  open_claims?: number[];
+  /** This router's open claims here, by seq, that settled (stayed); absent from older routers. */
+  settled_seqs?: number[];
 }
 
 export type WireMovedClaim = MovedClaim__Output;

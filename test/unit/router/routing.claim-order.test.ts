@@ -179,6 +179,29 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 0, not_back: 1 });
   });
 
+  it('a load report does not end an open claim (its request has not reached the engine); once it settles, the next one does', async () => {
+    const answer = decider.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    const reported = (at: string, inflightShares: WireInflightShare[] = []): WireViewInstance => wireInstance('a:1', { load: { ...wireLoad(0), reported_at_ms: at }, inflight: inflightShares });
+    await publish(reported('20'));
+    expect(inflight.own(view.instance('a:1')!)).to.equal(1);
+    await publish(reported('30', [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }]));
+    expect((await answer).prefill.name).to.equal('a:1');
+    expect(inflight.own(view.instance('a:1')!)).to.equal(1);
+    await publish(reported('40'));
+    expect(inflight.own(view.instance('a:1')!)).to.equal(0);
+  });
+
+  it('a claim settled before its order came back is settled by its seq once the view carries it (the directory holds it open till then)', async () => {
+    const quick = new ClaimOrder({ view, updates, inflight, waitMs: 5, monotonicMs: () => mono });
+    const answer = testDecider(view, FLAGS, inflight, true, quick, metrics).decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+    expect(inflight.drainReport()![0]).to.deep.include({ instance_name: 'a:1', open_claims: [0] });
+    expect((await answer).claim_order!.claim_seq).to.equal(-1);
+    expect(inflight.drainReport()).to.equal(null);
+    await publish(instance('a:1', [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7], open_claim_seqs: [7] }]));
+    expect(inflight.drainReport()).to.deep.equal([{ instance_name: 'a:1', count: 0, age_ms: 0, settled_seqs: [7] }]);
+    quick.close();
+  });
+
   it('a claim whose wait ran out while the loop was busy takes the order that arrived meanwhile, not its first decision', async () => {
     const quick = new ClaimOrder({ view, updates, inflight, waitMs: 5, monotonicMs: () => mono });
     // The directory's update arrives as I/O (a socket here, the view stream in the router), while
@@ -274,40 +297,96 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
       expect(inflight.own(view.instance('b:1')!)).to.equal(1);
     });
 
-    /** A claim of P ordered 7 that router-x's claim 5 moves off its first choice; its move waits for the view. */
-    async function movedOnce(): Promise<{ answer: Promise<RouteDecision>; first: string; second: string }> {
+    /** router-x's claim for `salt`'s prompt on an instance at `seq`, `queued` tokens in its ledger; `open` while it may still move. */
+    const otherClaim = (seq: number, queued: number, salt: number, open: boolean): WireInflightShare => ({
+      router_id: OTHER,
+      count: 1,
+      prompts: [fp(tokens(64, salt))],
+      prompt_seqs: [seq],
+      outstanding_prefill: { tokens: String(queued), requests: 1 },
+      ...(open ? { open_claim_seqs: [seq] } : {}),
+    });
+    /** Whether `p` has settled by the next turn of the loop. */
+    async function isSettled(p: Promise<unknown>): Promise<boolean> {
+      let done = false;
+      void p.then(() => (done = true));
+      await new Promise((r) => setImmediate(r));
+      return done;
+    }
+
+    it('a claim decides once every claim ordered before it has settled: it sees an earlier claim where it went, not where it was first routed', async () => {
       await publish(instance('c:1'), instance('d:1'));
       const ttft = testDecider(view, TTFT_FLAGS, inflight, true, claims, metrics);
       const answer = ttft.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
       const first = [...claims.waitingOn()][0]!;
-      await publish(instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(5)]));
-      await new Promise((r) => setImmediate(r));
-      const second = [...claims.waitingOn()][0]!;
-      expect(second).to.not.equal(first);
-      // The move keeps the claim's place in the order (7), on the wire and in the view.
-      expect(inflight.drainReport()!.find((r) => r.instance_name === second)).to.deep.include({ moved_claims: [{ prompt_index: 0, seq: 7 }] });
-      return { answer, first, second };
-    }
-
-    it('a moved claim is ordered again: a claim ordered before it that moved to the same idle instance meanwhile moves it once more', async () => {
-      const { answer, first, second } = await movedOnce();
-      // router-x's claim 6, moved there in the same round, is ordered before it: this one goes on.
-      await publish(instance(second, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(6)]));
+      // The directory hears of it as an open claim.
+      expect(inflight.drainReport()!.find((r) => r.instance_name === first)).to.deep.include({ open_claims: [0] });
+      const [x] = ['a:1', 'c:1', 'd:1'].filter((n) => n !== first) as [string];
+      // Back as 7; router-x's claim 5, 5,000 tokens, is still open on x: this claim waits for it.
+      await publish(instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }]), instance(x, [otherClaim(5, 5000, 9000, true)]));
+      expect(claims.waiting).to.equal(0);
+      expect(await isSettled(answer)).to.equal(false);
+      // It settles by moving onto this claim's first choice: one router would have seen it there.
+      await publish(instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherClaim(5, 5000, 9000, false)]), instance(x));
       const d = await answer;
-      expect(d.prefill.name).to.not.be.oneOf([first, second]);
       expect(d.claim_order).to.include({ claim_seq: 7, moved_from: first });
-      expect(inflight.own(view.instance(first)!)).to.equal(0);
-      expect(inflight.own(view.instance(second)!)).to.equal(0);
-      expect(inflight.own(view.instance(d.prefill.name)!)).to.equal(1);
+      expect(d.prefill.name).to.not.equal(first);
+      expect(explained(d, first)).to.include({ ledger_requests_other: 1, ledger_tokens_other: 5000 });
+      // It settles by its move: the withdrawal where it was, the decision where it went, not open.
+      const report = inflight.drainReport()!;
+      expect(report.find((r) => r.instance_name === first)).to.deep.include({ withdrawn_seqs: [7] });
+      const where = report.find((r) => r.instance_name === d.prefill.name)!;
+      expect(where).to.deep.include({ moved_claims: [{ prompt_index: 0, seq: 7 }] });
+      expect(where.open_claims).to.equal(undefined);
       expect(await claimCounts()).to.deep.equal({ stayed: 0, moved: 1, not_back: 0 });
     });
 
-    it('a moved claim stays where it went when the claim that moved there too is ordered after it: that one gives way', async () => {
-      const { answer, second } = await movedOnce();
-      await publish(instance(second, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(9)]));
+    /** A TTFT claim of P through `order`, reported, and back as 7 on its first choice beside `other`. */
+    async function backBeside(order: ClaimOrder, other: WireInflightShare): Promise<{ answer: Promise<RouteDecision>; first: string }> {
+      const answer = testDecider(view, TTFT_FLAGS, inflight, true, order, metrics).decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
+      const first = [...order.waitingOn()][0]!;
+      inflight.drainReport();
+      await publish(instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, other]));
+      return { answer, first };
+    }
+
+    it('an open claim ordered after it does not hold it, and a claim that stays settles where it is (settled_seqs)', async () => {
+      // router-x's open claim 9 was ordered after this one (7): it waits for this one, not the reverse.
+      const { answer, first } = await backBeside(claims, otherClaim(9, 5000, 9000, true));
       const d = await answer;
-      expect(d.prefill.name).to.equal(second);
-      expect(inflight.own(view.instance(second)!)).to.equal(1);
+      expect(d.prefill.name).to.equal(first);
+      expect(inflight.drainReport()).to.deep.equal([{ instance_name: first, count: 0, age_ms: 0, settled_seqs: [7] }]);
+      expect(await claimCounts()).to.deep.equal({ stayed: 1, moved: 0, not_back: 0 });
+    });
+
+    it("this router's own earlier open claim holds its later claim until it settles, even when the later one's order came back first", async () => {
+      const quick = new ClaimOrder({ view, updates, inflight, waitMs: 30, monotonicMs: () => mono });
+      const ttft = testDecider(view, TTFT_FLAGS, inflight, true, quick, metrics);
+      const P2 = tokens(64, 3000);
+      const decided: string[] = [];
+      const one = ttft.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0).then((d) => (decided.push('P'), d));
+      mono += 1;
+      const two = ttft.decideOrdered({ tokenIds: P2, promptTokens: 0 }, 0).then((d) => (decided.push('P2'), d));
+      const f2 = quick.waitingOn()[1]!;
+      // Only P2's order comes back (8), nothing else open anywhere: P, decided before it here, still is.
+      await publish(instance(f2, [{ router_id: ME, count: 1, prompts: [fp(P2)], prompt_seqs: [8] }]));
+      expect(await isSettled(two)).to.equal(false);
+      // P's wait runs out: it keeps its first decision and settles, and P2 goes on.
+      const [d1, d2] = await Promise.all([one, two]);
+      expect(decided).to.deep.equal(['P', 'P2']);
+      expect(d1.claim_order).to.include({ claim_seq: -1 });
+      expect(d2.claim_order).to.include({ claim_seq: 8 });
+      quick.close();
+    });
+
+    it('a claim whose earlier claims do not settle within its wait decides with what the view shows', async () => {
+      const quick = new ClaimOrder({ view, updates, inflight, waitMs: 20, monotonicMs: () => mono });
+      // router-x's claim 5 on the same instance never settles (its router went away).
+      const { answer, first } = await backBeside(quick, otherClaim(5, 5000, 9000, true));
+      const d = await answer;
+      expect(d.claim_order).to.include({ claim_seq: 7, moved_from: first });
+      expect(explained(d, first)).to.include({ ledger_tokens_other: 5000 });
+      quick.close();
     });
 
     it('--car_claim_wait_fraction: a TTFT claim waits that fraction of its predicted own prefill when it is longer than --car_claim_wait_ms, at most 1000 ms', async () => {
@@ -332,37 +411,6 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
       await publish(instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }]));
       expect((await answer).claim_order).to.include({ claim_seq: 7 });
       expect(await claimCounts()).to.deep.equal({ stayed: 1, moved: 0, not_back: 0 });
-    });
-
-    it('a moved claim goes where a decision made now would send it: not onto the instance a later claim of another replica already holds', async () => {
-      await publish(instance('c:1'), instance('d:1'));
-      const ttft = testDecider(view, TTFT_FLAGS, inflight, true, claims, metrics);
-      const answer = ttft.decideOrdered({ tokenIds: P, promptTokens: 0 }, 0);
-      const first = [...claims.waitingOn()][0]!;
-      const [x, y] = ['a:1', 'c:1', 'd:1'].filter((n) => n !== first) as [string, string];
-      const ledger = (seq: number, queued: number, salt: number): WireInflightShare => ({
-        router_id: OTHER,
-        count: 1,
-        prompts: [fp(tokens(64, salt))],
-        prompt_seqs: [seq],
-        outstanding_prefill: { tokens: String(queued), requests: 1 },
-      });
-      // Ordered before this claim (7): 5,000 tokens on its first choice and on b:1, 200 on y. Ordered
-      // after it (9), and already on its engine: 5,000 tokens on x, which in arrival order is idle.
-      const onY = ledger(3, 200, 9000);
-      await publish(
-        instance(first, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, otherLedger(5)]),
-        instance('b:1', [ledger(1, 5000, 9100)]),
-        instance(x, [ledger(9, 5000, 9200)]),
-        instance(y, [onY]),
-      );
-      await new Promise((r) => setImmediate(r));
-      expect([...claims.waitingOn()]).to.deep.equal([y]);
-      // Its next round: on y, where in arrival order x looks idle, the view now says otherwise.
-      await publish(instance(y, [{ router_id: ME, count: 1, prompts: [fp(P)], prompt_seqs: [7] }, onY]));
-      const d = await answer;
-      expect(d.prefill.name).to.equal(y);
-      expect(d.claim_order).to.include({ claim_seq: 7, moved_from: first });
     });
 
     it("another replica's ledger queues ahead of a TTFT claim only with the requests ordered before it", async () => {
@@ -442,5 +490,17 @@ describe('routing.md In-flight load: claim order between replicas (--car_claim_w
     }
     expect(error).to.be.instanceOf(ViewProtocolError);
     expect((error as Error).message).to.equal('view_protocol: instance a:1: 1 prompt_seqs of router "router-x" for 2 pending prompts');
+    // More open claims than decisions, or a seq that is no uint32, is no share either.
+    for (const open_claim_seqs of [[4, 5], [-1]]) {
+      const badOpen = instance('a:1', [{ router_id: OTHER, count: 1, prompts: [fp(P)], prompt_seqs: [4], open_claim_seqs }]);
+      error = null;
+      try {
+        await apply(view, delta('e1', 2, { instance_upserts: [badOpen] }), 0);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).to.be.instanceOf(ViewProtocolError);
+      expect((error as Error).message).to.match(/^view_protocol: instance a:1: open_claim_seqs of router "router-x": expected at most count \(1\) uint32s, got /);
+    }
   });
 });

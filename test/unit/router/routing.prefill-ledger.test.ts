@@ -19,6 +19,7 @@ function share(routerId: string, requests: number, tokens: number, headTokens: n
     count: 0,
     prompts: [],
     seqs: [],
+    openClaimSeqs: [],
     prefillTokens: 0,
     prefillTokenDecisions: 0,
     outstandingRequests: requests,

@@ -149,6 +149,37 @@ describe('routing.md In-flight load (directory)', () => {
       expect(t.active).to.equal(false);
     });
 
+    it('open claims: named in the share until they settle, are withdrawn or end; a load report ends the rest of their entry, not them; the TTL ends them', () => {
+      const t = new InflightTable(INFLIGHT_TTL_MS, () => 0);
+      const p = (n: number): Buffer => Buffer.from([n, 0, 0, 0]);
+      t.report('r1', 'a', 3, 100, 100, [p(1), p(2), p(3)], [], [], [1, 2]); // seqs 0, 1, 2; 1 and 2 open
+      t.report('r2', 'a', 1, 101, 101, [p(4)], [], [], [0]); // seq 3, open
+      expect(t.sharesOf('a')).to.deep.equal([
+        { router_id: 'r1', count: 3, prompts: [p(1), p(2), p(3)], prompt_seqs: [0, 1, 2], open_claim_seqs: [1, 2] },
+        { router_id: 'r2', count: 1, prompts: [p(4)], prompt_seqs: [3], open_claim_seqs: [3] },
+      ]);
+      // Settled where it is: still counted, no longer open. Another router's seq settles nothing.
+      t.settled('r1', 'a', [1, 3]);
+      expect(t.sharesOf('a')[0]).to.deep.include({ count: 3, open_claim_seqs: [2] });
+      expect(t.sharesOf('a')[1]).to.deep.include({ open_claim_seqs: [3] });
+      // A load report ends what reached the engine; the open claims have not, and stay.
+      t.loadReported('a', 150);
+      expect(t.sharesOf('a')).to.deep.equal([
+        { router_id: 'r1', count: 1, prompts: [p(3)], prompt_seqs: [2], open_claim_seqs: [2] },
+        { router_id: 'r2', count: 1, prompts: [p(4)], prompt_seqs: [3], open_claim_seqs: [3] },
+      ]);
+      // A withdrawn claim (moved) is no longer open; once settled, the next load report ends it.
+      t.withdrawn('r1', 'a', [2]);
+      t.settled('r2', 'a', [3]);
+      expect(t.sharesOf('a')).to.deep.equal([{ router_id: 'r2', count: 1, prompts: [p(4)], prompt_seqs: [3] }]);
+      t.loadReported('a', 160);
+      expect(t.active).to.equal(false);
+      // The TTL ends an open claim whose router never settles it.
+      t.report('r1', 'a', 1, 200, 200, [p(5)], [], [], [0]);
+      t.expire(200 + INFLIGHT_TTL_MS);
+      expect(t.sharesOf('a')).to.deep.equal([]);
+    });
+
   describe('ReportInflight messages', () => {
     it('every field is checked with one line naming it', () => {
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a:1', count: 1, age_ms: 0 }] })).to.equal(null);
@@ -173,6 +204,13 @@ describe('routing.md In-flight load (directory)', () => {
       expect(moved([{ prompt_index: 0, seq: 1 }, { prompt_index: 0, seq: 2 }])).to.match(/^decisions\[0\]\.moved_claims\[1\]\.prompt_index: /);
       expect(moved([{ prompt_index: 0, seq: -1 }])).to.match(/^decisions\[0\]\.moved_claims\[0\]\.seq: expected a uint32, got -1$/);
       expect(moved([{ prompt_index: 0, seq: 1 }, { prompt_index: 1, seq: 2 }, { prompt_index: 1, seq: 3 }])).to.match(/^decisions\[0\]\.moved_claims: expected at most prompts \(2\) entries, got 3$/);
+      const open = (open_claims: number[]): string | null => checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 2, age_ms: 0, prompts: [fp, fp], open_claims }] });
+      expect(open([1, 0])).to.equal(null);
+      expect(open([2])).to.match(/^decisions\[0\]\.open_claims\[0\]: expected a distinct index into prompts \(0\.\.1\), got 2$/);
+      expect(open([0, 0])).to.match(/^decisions\[0\]\.open_claims\[1\]: /);
+      expect(open([0, 1, 1])).to.match(/^decisions\[0\]\.open_claims: expected at most prompts \(2\) entries, got 3$/);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 0, age_ms: 0, settled_seqs: [0, 0xffffffff] }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, settled_seqs: [0.5] }] })).to.match(/^decisions\[0\]\.settled_seqs\[0\]: expected a uint32, got 0\.5$/);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [fp, fp] }] })).to.match(/^decisions\[0\]\.prompts: expected at most count \(1\)/);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [Buffer.alloc(6)] }] })).to.match(/^decisions\[0\]\.prompts\[0\]: expected a multiple of 4 bytes.*got 6 bytes$/);
       expect(checkInflightReport({ router_id: 'r', decisions: [{ instance_name: 'a', count: 1, age_ms: 0, prompts: [Buffer.alloc(4 * MAX_PROMPT_GRANULES + 4)] }] })).to.match(/^decisions\[0\]\.prompts\[0\]: /);
@@ -362,7 +400,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       const u = last();
       expect(u.delta!.instance_upserts.map((i) => i.name)).to.deep.equal(['a:1']);
-      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 2, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null, open_claim_seqs: [] }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null, open_claim_seqs: [] }]);
       expect(service.sharesOf('ghost:1')).to.deep.equal([]);
     });
 
@@ -383,7 +421,7 @@ describe('routing.md In-flight load (directory)', () => {
       publisher.flush();
       service.report({ router_id: 'r1', decisions: [{ instance_name: 'a:1', count: 0, age_ms: 0, answered: 1 }] });
       publisher.flush();
-      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
+      expect(upsertOf(last(), 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null, open_claim_seqs: [] }, { router_id: 'r2', count: 1, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null, open_claim_seqs: [] }]);
       service.report({ router_id: 'r2', decisions: [{ instance_name: 'b:1', count: 1, age_ms: 0, answered: 1 }] });
       expect(service.sharesOf('b:1')).to.deep.equal([]);
     });
@@ -402,7 +440,7 @@ describe('routing.md In-flight load (directory)', () => {
       });
       publisher.flush();
       const u = last();
-      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [fp(1)], prompt_seqs: [seqs[0]!], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
+      expect(upsertOf(u, 'a:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 1, prompts: [fp(1)], prompt_seqs: [seqs[0]!], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null, open_claim_seqs: [] }]);
       expect(upsertOf(u, 'b:1')!.inflight![0]).to.include({ router_id: 'r1', count: 1 });
     });
 
@@ -447,7 +485,7 @@ describe('routing.md In-flight load (directory)', () => {
       const snap: Buffer[] = [];
       publisher.watch({ routerId: 'w2', epoch: '', version: 0 }, { write: (b) => snap.push(b) > 0, onDrain: () => undefined, end: () => undefined });
       const s = decodeViewUpdate(snap[0]!);
-      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
+      expect(s.snapshot!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null, open_claim_seqs: [] }]);
     });
 
     it('a view sent as snapshot parts carries the shares in part 0 (a snapshot above the message bound)', () => {
@@ -462,7 +500,7 @@ describe('routing.md In-flight load (directory)', () => {
         const part = decodeViewUpdate(snap[0]!);
         expect(part.body).to.equal('snapshot_chunk');
         expect(part.snapshot_chunk!.index).to.equal(0);
-        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null }]);
+        expect(part.snapshot_chunk!.instances.find((i) => i.name === 'b:1')!.inflight).to.deep.equal([{ router_id: 'r1', count: 4, prompts: [], prompt_seqs: [], prefill_tokens: '0', prefill_token_decisions: 0, outstanding_prefill: null, open_claim_seqs: [] }]);
       } finally {
         chunked.close();
       }

@@ -13,6 +13,8 @@ export interface InflightDecisions {
   'prefill_tokens'?: (number)[];
   'outstanding_prefill'?: (_kvdirectory_v1_OutstandingPrefill | null);
   'moved_claims'?: (_kvdirectory_v1_MovedClaim)[];
+  'open_claims'?: (number)[];
+  'settled_seqs'?: (number)[];
 }
 
 export interface InflightDecisions__Output {
@@ -25,4 +27,6 @@ export interface InflightDecisions__Output {
   'prefill_tokens': (number)[];
   'outstanding_prefill': (_kvdirectory_v1_OutstandingPrefill__Output | null);
   'moved_claims': (_kvdirectory_v1_MovedClaim__Output)[];
+  'open_claims': (number)[];
+  'settled_seqs': (number)[];
 }

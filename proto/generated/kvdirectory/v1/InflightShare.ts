@@ -11,6 +11,7 @@ export interface InflightShare {
   'prefill_tokens'?: (number | string | Long);
   'prefill_token_decisions'?: (number);
   'outstanding_prefill'?: (_kvdirectory_v1_OutstandingPrefill | null);
+  'open_claim_seqs'?: (number)[];
 }
 
 export interface InflightShare__Output {
@@ -21,4 +22,5 @@ export interface InflightShare__Output {
   'prefill_tokens': (string);
   'prefill_token_decisions': (number);
   'outstanding_prefill': (_kvdirectory_v1_OutstandingPrefill__Output | null);
+  'open_claim_seqs': (number)[];
 }
