@@ -84,10 +84,16 @@ function checkOpenClaims(open: unknown, prompts: number): string | null {
   if (!Array.isArray(list) || list.length > prompts) return `open_claims: expected at most prompts (${prompts}) entries, got ${Array.isArray(list) ? list.length : typeof list}`;
   const seen = new Set<number>();
   for (let j = 0; j < list.length; j++) {
-    const at: unknown = list[j];
-    if (!Number.isInteger(at) || (at as number) < 0 || (at as number) >= prompts || seen.has(at as number)) return `open_claims[${j}]: expected a distinct index into prompts (0..${prompts - 1}), got ${String(at)}`;
-    seen.add(at as number);
+    const bad = badPromptIndex(list[j], prompts, seen);
+    if (bad !== null) return `open_claims[${j}]: ${bad}`;
   }
+  return null;
+}
+
+/** Why `at` is not a distinct index into `prompts` entries (recorded in `seen` when it is), or null. */
+function badPromptIndex(at: unknown, prompts: number, seen: Set<number>): string | null {
+  if (!Number.isInteger(at) || (at as number) < 0 || (at as number) >= prompts || seen.has(at as number)) return `expected a distinct index into prompts (0..${prompts - 1}), got ${String(at)}`;
+  seen.add(at as number);
   return null;
 }
 
@@ -98,8 +104,8 @@ function checkMovedClaims(moved: readonly Partial<WireMovedClaim>[] | undefined 
   const seen = new Set<number>();
   for (let j = 0; j < list.length; j++) {
     const { prompt_index: at, seq } = list[j] ?? {};
-    if (!Number.isInteger(at) || at! < 0 || at! >= prompts || seen.has(at!)) return `moved_claims[${j}].prompt_index: expected a distinct index into prompts (0..${prompts - 1}), got ${String(at)}`;
-    seen.add(at!);
+    const badAt = badPromptIndex(at, prompts, seen);
+    if (badAt !== null) return `moved_claims[${j}].prompt_index: ${badAt}`;
     if (!Number.isInteger(seq) || seq! < 0 || seq! > 0xffffffff) return `moved_claims[${j}].seq: expected a uint32, got ${String(seq)}`;
   }
   return null;

@@ -128,17 +128,16 @@ class DecisionRing {
     const mask = this.at.length - 1;
     for (let k = 0; k < this.size; k++) {
       const i = (this.head + k) & mask;
-      if (this.open[i] === 1 && this.done[i] === 0 && this.order[i]! < beforeMs) return true;
+      // An entry that ended is no longer open (end, live): no need to read done.
+      if (this.open[i] === 1 && this.order[i]! < beforeMs) return true;
     }
     return false;
   }
 
   /** Marks decision `seq` ended; its ring index when it was counted and already reported, else −1. */
   private end(seq: number): number {
-    const k = seq - this.headSeq;
-    if (k < 0 || k >= this.size) return -1;
-    const i = (this.head + k) & (this.at.length - 1);
-    if (this.done[i] === 1) return -1;
+    const i = this.indexOf(seq);
+    if (i < 0) return -1;
     this.done[i] = 1;
     this.doneCount++;
     this.setOpen(i, false);
@@ -598,7 +597,7 @@ export class InflightLoad {
 
   /**
    * The earliest seq (serial order) of the other routers' open claims as `instances`' shares carry
-   * them; null when none is open. One pass over the view: the caller keeps it per view version.
+   * them; null when none is open. One pass over the view: the caller keeps it until the next view update.
    */
   earliestOtherOpen(instances: readonly RouterInstance[]): number | null {
     let earliest: number | null = null;
