@@ -125,7 +125,20 @@ function checkOutstanding(o: Partial<WireOutstandingPrefill>): string | null {
     if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) return `${field}: expected a uint32, got ${String(o[field])}`;
   }
   const most = Math.min(PENDING_PROMPTS_PER_SHARE, requests!);
-  return checkPrompts(o.prompts, most, `${most} entries (requests, at most ${PENDING_PROMPTS_PER_SHARE})`);
+  const badPrompts = checkPrompts(o.prompts, most, `${most} entries (requests, at most ${PENDING_PROMPTS_PER_SHARE})`);
+  if (badPrompts !== null) return badPrompts;
+  return checkPromptTokens(o.prompt_tokens, Array.isArray(o.prompts) ? o.prompts.length : 0, tokens);
+}
+
+/** Why a gauge's `prompt_tokens` is malformed (older routers leave it out): one integer in [0, `tokens`] per prompt. */
+function checkPromptTokens(perPrompt: unknown, prompts: number, tokens: number): string | null {
+  const list = perPrompt ?? [];
+  if (!Array.isArray(list) || (list.length !== 0 && list.length !== prompts)) return `prompt_tokens: expected none or one per prompt (${prompts}), got ${Array.isArray(list) ? list.length : typeof list}`;
+  for (let j = 0; j < list.length; j++) {
+    const t: unknown = list[j];
+    if (!Number.isInteger(t) || (t as number) < 0 || (t as number) > tokens) return `prompt_tokens[${j}]: expected an integer in [0, tokens (${tokens})], got ${String(t)}`;
+  }
+  return null;
 }
 
 /**

@@ -105,6 +105,8 @@ interface OutstandingGauge {
   readonly headAtMs: number;
   readonly lastEndAtMs: number;
   readonly prompts: readonly Buffer[];
+  /** Per prompt, its prefill tokens; empty from routers without them. */
+  readonly promptTokens: readonly number[];
 }
 
 /** The gauge as the view carries it at `nowMs`: the head and last end as ages again. */
@@ -116,6 +118,7 @@ function foldGauge(o: OutstandingGauge, nowMs: number): WireOutstandingPrefill {
   }
   if (carriesLastEnd(o.headTokens, o.requests)) out.last_end_age_ms = Number.isNaN(o.lastEndAtMs) ? NO_LAST_END : age(nowMs - o.lastEndAtMs);
   if (o.prompts.length > 0) out.prompts = o.prompts as Buffer[];
+  if (o.promptTokens.length > 0) out.prompt_tokens = o.promptTokens as number[];
   return out;
 }
 
@@ -417,6 +420,7 @@ export class InflightTable {
         headAtMs: headTokens > 0 ? now - (gauge.head_age_ms ?? 0) : Number.NaN,
         lastEndAtMs: dated && lastEndAge !== NO_LAST_END ? now - lastEndAge : Number.NaN,
         prompts: idle ? NO_PROMPTS : (gauge.prompts ?? NO_PROMPTS),
+        promptTokens: idle ? NO_TOKENS : (gauge.prompt_tokens ?? NO_TOKENS),
       });
     }
     this.changed(instanceName, inst);

@@ -491,7 +491,8 @@ export class InflightLoad {
   /**
    * The other replicas' ledgers for `inst` as the view carries them (none on a stale view). While
    * a claim is re-decided, less each ledger's decisions the directory ordered after the claim (a
-   * gauge carries no order; its requests in flight do), each at its ledger's mean tokens.
+   * gauge carries no order; its requests in flight do): those among its newest prompts at their
+   * own tokens, the rest at the mean of what remains (orderedLedgerTokens).
    */
   otherOutstandingRequests(inst: RouterInstance, viewStale: boolean): number {
     if (viewStale) return 0;
@@ -503,8 +504,34 @@ export class InflightLoad {
   otherOutstandingTokens(inst: RouterInstance, viewStale: boolean): number {
     if (viewStale) return 0;
     let n = 0;
-    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += this.orderedShare(s.outstandingTokens, s.outstandingRequests, s);
+    for (const s of inst.inflight) if (s.routerId !== this.routerId) n += this.orderedLedgerTokens(s);
     return n;
+  }
+
+  /**
+   * Share `s`'s ledger tokens; while a claim is re-decided, less those of the requests the
+   * directory ordered after it. A request among the gauge's newest prompts that carry their tokens
+   * (OutstandingPrefill.prompt_tokens) is taken out at its own tokens, found by its prompt's seq;
+   * any other ordered after it at the mean of the rest. The mean alone was wrong by whole prefills
+   * where prompts differ a hundredfold (a trace's): a claim ordered after a 38k-token prompt and
+   * before a 400-token one counted half of both, and queued a second behind what it predicted.
+   */
+  private orderedLedgerTokens(s: InflightShare): number {
+    const bound = this.orderBound;
+    if (bound === null || s.outstandingRequests === 0) return s.outstandingTokens;
+    let later = laterThan(s.seqs, bound.seq);
+    let tokens = s.outstandingTokens;
+    let of = s.outstandingRequests;
+    const perPrompt = s.outstandingPromptTokens;
+    for (let j = 0; j < perPrompt.length && later > 0; j++) {
+      const seq = seqOfPrompt(s, s.outstandingPrompts[j]!);
+      if (seq < 0 || !seqBefore(bound.seq, seq)) continue;
+      tokens -= perPrompt[j]!;
+      of--;
+      later--;
+    }
+    if (of <= 0 || tokens <= 0) return 0;
+    return (tokens * (of - Math.min(of, later))) / of;
   }
 
   /**

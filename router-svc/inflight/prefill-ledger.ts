@@ -166,19 +166,29 @@ export class PrefillLedger {
     if (this.tokensOf.size > 0) {
       gauge.head_tokens = String(Math.round(this.headTokens));
       gauge.head_age_ms = wireAge(nowMs - head);
-      const prompts = this.newestPrompts();
-      if (prompts.length > 0) gauge.prompts = prompts;
+      this.addNewestPrompts(gauge);
     }
     return gauge;
   }
 
-  /** The newest PENDING_PROMPTS_PER_SHARE entries' fingerprints, oldest first (as the wire carries them). */
-  private newestPrompts(): Buffer[] {
+  /**
+   * The newest PENDING_PROMPTS_PER_SHARE entries' fingerprints, oldest first (as the wire carries
+   * them), and each one's prefill tokens: a replica deciding a claim in order takes out exactly
+   * those ordered after it.
+   */
+  private addNewestPrompts(gauge: WireOutstandingPrefill): void {
+    if (this.promptBytes.size === 0) return;
     const skip = this.promptBytes.size - PENDING_PROMPTS_PER_SHARE;
-    const out: Buffer[] = [];
+    const prompts: Buffer[] = [];
+    const tokens: number[] = [];
     let i = 0;
-    for (const b of this.promptBytes.values()) if (i++ >= skip) out.push(b);
-    return out;
+    for (const [id, b] of this.promptBytes) {
+      if (i++ < skip) continue;
+      prompts.push(b);
+      tokens.push(Math.round(this.tokensOf.get(id)!));
+    }
+    gauge.prompts = prompts;
+    gauge.prompt_tokens = tokens;
   }
 
   private pruneEnded(nowMs: number): void {

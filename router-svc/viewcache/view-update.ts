@@ -7,6 +7,7 @@
 import { FINGERPRINT_BYTES_EXPECTED, fingerprintsOf, PENDING_PROMPTS_PER_SHARE } from '../../shared/keys/prompt-fingerprint.js';
 import type {
   WireInflightShare,
+  WireOutstandingPrefill,
   WireProfilePoint,
   WireResidencyChanges,
   WireViewInstance,
@@ -94,6 +95,8 @@ export interface InflightShare {
   readonly lastEndMs: number;
   /** Prompt fingerprints of the newest of them (pending prefix credit until their first token), oldest first. */
   readonly outstandingPrompts: readonly Uint32Array[];
+  /** Per outstanding prompt, its prefill tokens; empty when the router sent none (claim order then takes the mean). */
+  readonly outstandingPromptTokens: readonly number[];
   /** The seqs of the router's open claims here (claim order: it may still move them), oldest first; empty when none. */
   readonly openClaimSeqs: readonly number[];
 }
@@ -272,18 +275,37 @@ const NO_INFLIGHT: readonly InflightShare[] = Object.freeze([]);
 const NO_PROMPTS: readonly Uint32Array[] = Object.freeze([]);
 const NO_SEQS: readonly number[] = Object.freeze([]);
 
-/** A ledger gauge's prompts (OutstandingPrefill.prompts): at most PENDING_PROMPTS_PER_SHARE and `requests`, each fingerprints. */
-function ledgerPrompts(name: string, router: string, wire: readonly Uint8Array[] | undefined | null, requests: number): readonly Uint32Array[] {
-  if (wire === undefined || wire === null || wire.length === 0) return NO_PROMPTS;
+const NO_LEDGER_PROMPTS: LedgerPrompts = Object.freeze({ prompts: NO_PROMPTS, tokens: NO_SEQS });
+
+/** A ledger gauge's prompts and, when it sends them, each one's prefill tokens (empty: not sent). */
+interface LedgerPrompts {
+  readonly prompts: readonly Uint32Array[];
+  readonly tokens: readonly number[];
+}
+
+/**
+ * A ledger gauge's prompts (OutstandingPrefill.prompts): at most PENDING_PROMPTS_PER_SHARE and
+ * `requests`, each fingerprints; with `prompt_tokens`, one uint32 per prompt, at most `tokens`.
+ */
+function ledgerPrompts(name: string, router: string, o: WireOutstandingPrefill, requests: number, tokens: number): LedgerPrompts {
+  const wire = o.prompts;
+  if (wire === undefined || wire === null || wire.length === 0) return NO_LEDGER_PROMPTS;
   const most = Math.min(PENDING_PROMPTS_PER_SHARE, requests);
   if (wire.length > most) throw new ViewProtocolError(`instance ${name}: ${wire.length} outstanding_prefill.prompts of router ${JSON.stringify(router)}, at most ${most}`);
-  const out: Uint32Array[] = [];
+  const wireTokens = o.prompt_tokens ?? NO_SEQS;
+  if (wireTokens.length !== 0 && (wireTokens.length !== wire.length || !wireTokens.every((t) => Number.isInteger(t) && t >= 0 && t <= tokens))) {
+    throw new ViewProtocolError(`instance ${name}: outstanding_prefill.prompt_tokens of router ${JSON.stringify(router)}: expected one integer in [0, tokens (${tokens})] per prompt (${wire.length}), got ${JSON.stringify(wireTokens)}`);
+  }
+  const prompts: Uint32Array[] = [];
+  const perPrompt: number[] = [];
   for (let i = 0; i < wire.length; i++) {
     const f = fingerprintsOf(wire[i]!);
     if (f === null) throw new ViewProtocolError(`instance ${name}: outstanding_prefill.prompts[${i}] of router ${JSON.stringify(router)}: expected ${FINGERPRINT_BYTES_EXPECTED}, got ${wire[i]!.length} bytes`);
-    if (f.length > 0) out.push(f);
+    if (f.length === 0) continue;
+    prompts.push(f);
+    if (wireTokens.length !== 0) perPrompt.push(wireTokens[i]!);
   }
-  return out;
+  return { prompts, tokens: perPrompt };
 }
 
 function decodeInflight(name: string, shares: readonly WireInflightShare[] | undefined | null, receivedAtMs: number): readonly InflightShare[] {
@@ -324,6 +346,7 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
       );
     }
     const head = headTokens > 0 && outstandingRequests > 0;
+    const ledger = o === null ? NO_LEDGER_PROMPTS : ledgerPrompts(name, router, o, outstandingRequests, outstandingTokens);
     const openClaimSeqs = s.open_claim_seqs ?? NO_SEQS;
     if (openClaimSeqs.length > s.count || !openClaimSeqs.every((q) => Number.isInteger(q) && q >= 0 && q <= 0xffffffff)) {
       throw new ViewProtocolError(`instance ${name}: open_claim_seqs of router ${JSON.stringify(router)}: expected at most count (${s.count}) uint32s, got ${JSON.stringify(openClaimSeqs)}`);
@@ -341,7 +364,8 @@ function decodeInflight(name: string, shares: readonly WireInflightShare[] | und
       headStartMs: head ? receivedAtMs - headAge : Number.POSITIVE_INFINITY,
       // A gauge with no request left still carries its last first token (a newer directory keeps it).
       lastEndMs: carriesLastEnd(headTokens, outstandingRequests) && lastEndAge !== NO_LAST_END ? receivedAtMs - lastEndAge : Number.NEGATIVE_INFINITY,
-      outstandingPrompts: o === null ? NO_PROMPTS : ledgerPrompts(name, router, o.prompts, outstandingRequests),
+      outstandingPrompts: ledger.prompts,
+      outstandingPromptTokens: ledger.tokens,
       openClaimSeqs,
     };
   });

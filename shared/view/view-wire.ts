@@ -92,6 +92,8 @@ export interface WireOutstandingPrefill {
   last_end_age_ms?: number;
   /** Fingerprints of the newest ledger entries' prompts (at most PENDING_PROMPTS_PER_SHARE), oldest first. */
   prompts?: Buffer[];
+  /** Per entry of `prompts`, its prefill tokens (claim order takes out those ordered after a claim). Absent from older peers. */
+  prompt_tokens?: number[];
 }
 
 /** `last_end_age_ms` when no first token was seen (the uint32 maximum). */

@@ -167,6 +167,26 @@ describe('routing.md In-flight load (router)', () => {
     expect(bounded).to.deep.equal([1, 500, 0]);
   });
 
+  it("claim order: another replica's ledger requests ordered after a claim are taken out at their own tokens (prompt_tokens), at the mean only without them", async () => {
+    const long = fingerprintBytes(Uint32Array.of(1, 2, 3));
+    const short = fingerprintBytes(Uint32Array.of(4, 5));
+    const ledger = (perPrompt?: number[]): ShareInput => ({
+      router_id: 'router-x',
+      count: 2,
+      prompts: [long, short],
+      prompt_seqs: [4, 9],
+      outstanding_prefill: { tokens: '38400', requests: 2, prompts: [long, short], ...(perPrompt === undefined ? {} : { prompt_tokens: perPrompt }) },
+    });
+    const ordered = (seq: number): number => inflight.orderedBefore(seq, mono, () => inflight.otherOutstandingTokens(view.instance('a:1')!, false));
+    await upsert(withReport('a:1', 0, 10, [ledger([38000, 400])]));
+    // The 38,000-token prompt (seq 4) is ahead of a claim numbered 6, the 400-token one (seq 9) is not.
+    expect(ordered(6)).to.equal(38000);
+    expect([ordered(3), ordered(10), inflight.otherOutstandingTokens(view.instance('a:1')!, false)]).to.deep.equal([0, 38400, 38400]);
+    // An older router's gauge: only the total, so each request ordered after the claim at the mean.
+    await upsert(withReport('a:1', 0, 10, [ledger()]));
+    expect(ordered(6)).to.equal(19200);
+  });
+
   it('ledger footprint (TTFT on a full pool): what the prompts ahead hold beyond a prompt; after a pending prefix, only what was sent after its producer', () => {
     const a = view.instance('a:1')!;
     // Fingerprints: context C = granules 1,2 and context D = granules 9,10 (chained values stand in).

@@ -28,6 +28,7 @@ function share(routerId: string, requests: number, tokens: number, headTokens: n
     headStartMs: headTokens > 0 ? headStartMs : Number.POSITIVE_INFINITY,
     lastEndMs,
     outstandingPrompts: [],
+    outstandingPromptTokens: [],
   };
 }
 import { workedOffTokens } from '../../../router-svc/policy/ttft-cost.js';
@@ -91,10 +92,12 @@ describe('TTFT policy: the prefill ledger and the engine\'s progress', () => {
 
   it('TT17 the gauge carries the newest entries\' prompt fingerprints (at most 8, oldest first), for the other replicas\' pending credit', () => {
     const l = new PrefillLedger();
-    for (let i = 1; i <= 10; i++) l.start(i, 10, Uint32Array.of(i, i + 100), i);
+    for (let i = 1; i <= 10; i++) l.start(i, 10 * i, Uint32Array.of(i, i + 100), i);
     l.start(11, 10, null, 11);
     const g = l.takeChange(20)!;
     expect(g.prompts!.map((b) => [...fingerprintsOf(b)!])).to.deep.equal([3, 4, 5, 6, 7, 8, 9, 10].map((i) => [i, i + 100]));
+    // Each with its prefill tokens: claim order takes out exactly those ordered after a claim.
+    expect(g.prompt_tokens).to.deep.equal([30, 40, 50, 60, 70, 80, 90, 100]);
   });
 
   it("TT15 the other replicas' heads come through the view: the union's oldest head, busy since the newest first token of any ledger", () => {

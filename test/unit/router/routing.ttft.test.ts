@@ -472,6 +472,12 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     const fp = Buffer.from([7, 0, 0, 0, 9, 0, 0, 0]);
     expect(decoded(gauge({ tokens: '30', requests: 1, head_tokens: '30', head_age_ms: 0, last_end_age_ms: 0, prompts: [fp] })).outstandingPrompts.map((p) => [...p])).to.deep.equal([[7, 9]]);
     expect(() => decoded(gauge({ tokens: '30', requests: 1, prompts: [fp, fp] }))).to.throw(/2 outstanding_prefill\.prompts of router "router-x", at most 1/);
+    // Each prompt's prefill tokens, when the router sends them: one per prompt, none beyond the total.
+    const two = { tokens: '30', requests: 2, prompts: [fp, fp] };
+    expect(decoded(gauge({ ...two, prompt_tokens: [20, 10] })).outstandingPromptTokens).to.deep.equal([20, 10]);
+    expect(decoded(gauge(two)).outstandingPromptTokens).to.deep.equal([]);
+    expect(() => decoded(gauge({ ...two, prompt_tokens: [30] }))).to.throw(/outstanding_prefill\.prompt_tokens of router "router-x": expected one integer in \[0, tokens \(30\)\] per prompt \(2\), got \[30\]/);
+    expect(() => decoded(gauge({ ...two, prompt_tokens: [31, 0] }))).to.throw(/prompt_tokens .*got \[31,0\]/);
   });
 
   it("TT17 another replica's ledger prompt credits its prefix where it is queued, until its first token (no load report ends it)", async () => {

@@ -326,6 +326,12 @@ describe('routing.md In-flight load (directory)', () => {
       expect(t.sharesOf('a')[0]!.outstanding_prefill!.prompts).to.deep.equal([fp(1), fp(2)]);
       t.setOutstanding('r1', 'a', { tokens: '20', requests: 1, head_tokens: '20', head_age_ms: 0, last_end_age_ms: 0, prompts: [fp(2)] });
       expect(t.sharesOf('a')[0]!.outstanding_prefill!.prompts).to.deep.equal([fp(2)]);
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.not.have.property('prompt_tokens');
+      // Each prompt's prefill tokens travel with it (claim order reads them), and go with it.
+      t.setOutstanding('r1', 'a', { tokens: '30', requests: 2, head_tokens: '10', head_age_ms: 0, last_end_age_ms: NO_LAST_END, prompts: [fp(1), fp(2)], prompt_tokens: [10, 20] });
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.include({ tokens: '30' }).and.deep.include({ prompts: [fp(1), fp(2)], prompt_tokens: [10, 20] });
+      t.setOutstanding('r1', 'a', { tokens: '0', requests: 0, last_end_age_ms: 0, prompts: [], prompt_tokens: [] });
+      expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '0', requests: 0, last_end_age_ms: 0 });
       t.setOutstanding('r1', 'a', { tokens: '0', requests: 0 });
       expect(t.sharesOf('a')).to.deep.equal([]);
     });
@@ -348,6 +354,14 @@ describe('routing.md In-flight load (directory)', () => {
         'decisions[0].outstanding_prefill.prompts: expected at most 2 entries (requests, at most 8), got 3',
       );
       expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, prompts: [Buffer.from([1, 2, 3])] } }] })).to.match(/^decisions\[0\]\.outstanding_prefill\.prompts\[0\]: expected a multiple of 4 bytes/);
+      // Each prompt's prefill tokens (older routers send none): one per prompt, none beyond the gauge's tokens.
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, prompts: [fp, fp], prompt_tokens: [60, 40] } }] })).to.equal(null);
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, prompts: [fp, fp], prompt_tokens: [60] } }] })).to.equal(
+        'decisions[0].outstanding_prefill.prompt_tokens: expected none or one per prompt (2), got 1',
+      );
+      expect(checkInflightReport({ router_id: 'r', decisions: [{ ...d, outstanding_prefill: { ...g, prompts: [fp], prompt_tokens: [101] } }] })).to.equal(
+        'decisions[0].outstanding_prefill.prompt_tokens[0]: expected an integer in [0, tokens (100)], got 101',
+      );
     });
 
     it('TT9 ReportInflight: prefill_tokens holds at most count uint32s', () => {

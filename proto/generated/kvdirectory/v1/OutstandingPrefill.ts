@@ -9,6 +9,7 @@ export interface OutstandingPrefill {
   'head_age_ms'?: (number);
   'last_end_age_ms'?: (number);
   'prompts'?: (Buffer | Uint8Array | string)[];
+  'prompt_tokens'?: (number)[];
 }
 
 export interface OutstandingPrefill__Output {
@@ -18,4 +19,5 @@ export interface OutstandingPrefill__Output {
   'head_age_ms': (number);
   'last_end_age_ms': (number);
   'prompts': (Buffer)[];
+  'prompt_tokens': (number)[];
 }
