@@ -59,10 +59,17 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
     // Routers without the TTFT policy's work accounting leave prefill_tokens out.
     const tokens = d.prefill_tokens ?? [];
     if (!Array.isArray(tokens) || tokens.length > d.count) return `decisions[${i}].prefill_tokens: expected at most count (${d.count}) entries, got ${Array.isArray(tokens) ? tokens.length : typeof tokens}`;
-    for (let j = 0; j < tokens.length; j++) {
-      const t = tokens[j];
-      if (!Number.isInteger(t) || t! < 0 || t! > 0xffffffff) return `decisions[${i}].prefill_tokens[${j}]: expected a uint32, got ${String(t)}`;
-    }
+    const badTokens = badIntegerIn('prefill_tokens', tokens, 0xffffffff, 'a uint32');
+    if (badTokens !== null) return `decisions[${i}].${badTokens}`;
+  }
+  return null;
+}
+
+/** Why an entry of `list` (field `name`) is not an integer in [0, `most`] (`says` in the message), or null. */
+function badIntegerIn(name: string, list: readonly unknown[], most: number, says: string): string | null {
+  for (let j = 0; j < list.length; j++) {
+    const v = list[j];
+    if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > most) return `${name}[${j}]: expected ${says}, got ${String(v)}`;
   }
   return null;
 }
@@ -71,11 +78,7 @@ export function checkInflightReport(msg: Partial<WireInflightReport> | undefined
 function checkSeqs(name: string, seqs: unknown): string | null {
   const most = INFLIGHT_LIMITS.withdrawnSeqs;
   if (!Array.isArray(seqs) || seqs.length > most) return `${name}: expected at most ${most} entries, got ${Array.isArray(seqs) ? seqs.length : typeof seqs}`;
-  for (let j = 0; j < seqs.length; j++) {
-    const q: unknown = seqs[j];
-    if (!Number.isInteger(q) || (q as number) < 0 || (q as number) > 0xffffffff) return `${name}[${j}]: expected a uint32, got ${String(q)}`;
-  }
-  return null;
+  return badIntegerIn(name, seqs, 0xffffffff, 'a uint32');
 }
 
 /** Why `open_claims` is malformed (older routers leave it out): distinct indexes into `prompts` entries. */
@@ -134,11 +137,7 @@ function checkOutstanding(o: Partial<WireOutstandingPrefill>): string | null {
 function checkPromptTokens(perPrompt: unknown, prompts: number, tokens: number): string | null {
   const list = perPrompt ?? [];
   if (!Array.isArray(list) || (list.length !== 0 && list.length !== prompts)) return `prompt_tokens: expected none or one per prompt (${prompts}), got ${Array.isArray(list) ? list.length : typeof list}`;
-  for (let j = 0; j < list.length; j++) {
-    const t: unknown = list[j];
-    if (!Number.isInteger(t) || (t as number) < 0 || (t as number) > tokens) return `prompt_tokens[${j}]: expected an integer in [0, tokens (${tokens})], got ${String(t)}`;
-  }
-  return null;
+  return badIntegerIn('prompt_tokens', list, tokens, `an integer in [0, tokens (${tokens})]`);
 }
 
 /**

@@ -282,6 +282,11 @@ class DecisionRing {
   }
 }
 
+/** `amount` summed over `of` decisions, less `later` of them at the mean (0 when none is left). */
+function atMeanBefore(amount: number, of: number, later: number): number {
+  return of <= 0 ? 0 : (amount * (of - Math.min(of, later))) / of;
+}
+
 /** How many of `seqs` were ordered after `seq`. */
 function laterThan(seqs: readonly number[], seq: number): number {
   let n = 0;
@@ -530,8 +535,7 @@ export class InflightLoad {
       of--;
       later--;
     }
-    if (of <= 0 || tokens <= 0) return 0;
-    return (tokens * (of - Math.min(of, later))) / of;
+    return tokens <= 0 ? 0 : atMeanBefore(tokens, of, later);
   }
 
   /**
@@ -541,7 +545,7 @@ export class InflightLoad {
    */
   private orderedShare(amount: number, of: number, s: InflightShare): number {
     if (this.orderBound === null || of === 0) return amount;
-    return (amount * (of - Math.min(of, laterThan(s.seqs, this.orderBound.seq)))) / of;
+    return atMeanBefore(amount, of, laterThan(s.seqs, this.orderBound.seq));
   }
 
   private ringOf(name: string): DecisionRing {
