@@ -316,23 +316,36 @@ async function workloads(): Promise<Workload[]> {
   ];
 }
 
+/** A sweep workload, built only when its stage starts (why: sweepWorkloads). */
+interface SweptWorkload {
+  readonly trace: boolean;
+  readonly build: () => Promise<Workload>;
+}
+
 /**
  * The sweep's workloads: the same shapes with more sessions (offered load comes from their
  * arrival rate, so there must be enough of them for the top rate's window) and no ramp (arrivals
- * are the sweep's Poisson schedule).
+ * are the sweep's Poisson schedule). Each is built when its stage starts and dropped after it:
+ * a trace workload holds its prompts' token ids and bodies (about 100 MB for 480 requests of the
+ * conversation trace), and with every workload built up front the harness thread, which also
+ * runs the engines and the routers, carried them all through the later stages. A trace's records
+ * are read here, before any run, so a bad file fails at once.
  */
-async function sweepWorkloads(only: string | undefined): Promise<Workload[]> {
+function sweepWorkloads(only: string | undefined): SweptWorkload[] {
   const want = (name: string): boolean => only === undefined || only === name;
-  const out: Workload[] = [];
-  if (want('multi_turn')) out.push(shuffled(await buildMultiTurn(SEED + 2, BLOCK_SIZE, { ...CHAT, users: QUICK ? 160 : 1200, turns: QUICK ? 4 : 6, thinkMs: QUICK ? 200 : 700, rampMs: 0 }), SEED + 4));
-  if (want('agentic')) out.push(shuffled(buildAgentic(SEED + 3, BLOCK_SIZE, { ...AGENTS, tasks: QUICK ? 10 : 50, branchesPerTask: QUICK ? 16 : 24, steps: QUICK ? 4 : 6, toolMs: QUICK ? 200 : 700, rampMs: 0 }), SEED + 4));
+  const out: SweptWorkload[] = [];
+  if (want('multi_turn')) out.push({ trace: false, build: async () => shuffled(await buildMultiTurn(SEED + 2, BLOCK_SIZE, { ...CHAT, users: QUICK ? 160 : 1200, turns: QUICK ? 4 : 6, thinkMs: QUICK ? 200 : 700, rampMs: 0 }), SEED + 4) });
+  if (want('agentic')) out.push({ trace: false, build: async () => shuffled(buildAgentic(SEED + 3, BLOCK_SIZE, { ...AGENTS, tasks: QUICK ? 10 : 50, branchesPerTask: QUICK ? 16 : 24, steps: QUICK ? 4 : 6, toolMs: QUICK ? 200 : 700, rampMs: 0 }), SEED + 4) });
   if (want('mixed_length') || WRITE_TRACE !== null) {
     const records = generateMixedTrace(SEED + 5, { ...MIXED, requests: TRACE_REQUESTS });
     if (WRITE_TRACE !== null) writeFileSync(WRITE_TRACE, toJsonl(records));
-    if (want('mixed_length')) out.push(traceWorkload('mixed_length', records, TRACE_BLOCK_SIZE, SEED + 6));
+    if (want('mixed_length')) out.push({ trace: true, build: async () => traceWorkload('mixed_length', records, TRACE_BLOCK_SIZE, SEED + 6) });
   }
   // A trace is replayed in its own order (its times are its arrivals): not shuffled.
-  if (TRACE_FILE !== null && want('trace')) out.push(traceWorkload('trace', readMooncakeTrace(TRACE_FILE, { maxRequests: TRACE_REQUESTS }), TRACE_BLOCK_SIZE, SEED + 6));
+  if (TRACE_FILE !== null && want('trace')) {
+    const records = readMooncakeTrace(TRACE_FILE, { maxRequests: TRACE_REQUESTS });
+    out.push({ trace: true, build: async () => traceWorkload('trace', records, TRACE_BLOCK_SIZE, SEED + 6) });
+  }
   return out;
 }
 
@@ -1107,9 +1120,9 @@ async function main(): Promise<void> {
   // Built even for --sweep_only: the pressured sweep sizes its cluster on the main workload of its name.
   const policyWorkloads = await workloads();
   const built = sweepOnly ? [] : policyWorkloads.filter((w) => only === undefined || w.name === only);
-  const swept = noSweep ? [] : await sweepWorkloads(only);
-  const generated = swept.filter((w) => !isTraceWorkload(w));
-  const traces = swept.filter(isTraceWorkload);
+  const swept = noSweep ? [] : sweepWorkloads(only);
+  const generated = swept.filter((w) => !w.trace);
+  const traces = swept.filter((w) => w.trace);
   let stack: ClusterStack | null = null;
   // Ctrl-C / SIGTERM: the directory and etcd are children in their own process groups; stop them.
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void (stack?.close() ?? Promise.resolve()).finally(() => process.exit(130)));
@@ -1119,7 +1132,8 @@ async function main(): Promise<void> {
     if (built.length + generated.length > 0) {
       const s = (stack = await ClusterStack.start(BLOCK_SIZE));
       for (const w of built) results.push(...(await runWorkload(s, w)));
-      for (const w of generated) {
+      for (const g of generated) {
+        const w = await g.build();
         for (const kv of SWEEP_KV) sweep.push(...(await runSweep(s, w, kv === 'pressured' ? policyWorkloads.find((m) => m.name === w.name)! : w, kv)));
       }
       await s.close();
@@ -1129,7 +1143,10 @@ async function main(): Promise<void> {
     // engines sized on its own population (what `ample` means for the generated workloads).
     if (traces.length > 0 && SWEEP_KV.includes('ample')) {
       const s = (stack = await ClusterStack.start(TRACE_BLOCK_SIZE));
-      for (const w of traces) sweep.push(...(await runSweep(s, w, w, 'ample')));
+      for (const t of traces) {
+        const w = await t.build();
+        sweep.push(...(await runSweep(s, w, w, 'ample')));
+      }
     }
   } finally {
     await loadClient?.close();
