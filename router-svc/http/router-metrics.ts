@@ -4,7 +4,8 @@
  * outcomes. Metrics wrap the core from the HTTP edge; the policy and the view cache never see them.
  * View gauges are read at scrape time from a callback, so the request path does no gauge work.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram } from 'prom-client';
+import { createMetricsRegistry } from '../../shared/metrics/metrics-registry.js';
 import { UNTOKENIZED_REASONS, type UntokenizedReason } from '../../shared/tokenize/chat-encoding.js';
 import { HitRatioSeries } from '../status/hit-ratio-series.js';
 import { UPSTREAM_RETRY_REASONS, type UpstreamRetryReason } from '../proxy/upstream-forwarder.js';
@@ -34,7 +35,7 @@ export type ClaimOutcome = (typeof CLAIM_OUTCOMES)[number];
 export type ProxyOutcome = 'ok' | 'upstream_error' | 'client_abort' | 'no_candidate' | 'bad_request' | 'unknown_model';
 
 export class RouterMetrics {
-  readonly registry = new Registry();
+  readonly registry = createMetricsRegistry({ processMetricsPrefix: 'router_' });
   /** Per-second kv_hit_ratio of recent decisions, for the status page (one array write per decision). */
   readonly hitRatios = new HitRatioSeries();
   private readonly decisions: Counter<'policy' | 'outcome'>;
@@ -54,7 +55,6 @@ export class RouterMetrics {
 
   constructor(viewStatus: () => ViewStatus) {
     const registers = [this.registry];
-    collectDefaultMetrics({ register: this.registry, prefix: 'router_' });
     this.decisions = new Counter({
       name: 'router_decisions_total',
       help: 'Routing decisions by policy and outcome',

@@ -2,14 +2,18 @@
  * The one way a service process creates its Prometheus registry: a fresh `Registry` (never the
  * prom-client global, so tests can run several services in one process without name clashes)
  * with the default process metrics (CPU, memory, event-loop lag, GC) already registered.
+ *
+ * Those process metrics are collected once per process (and name prefix), whatever the number of
+ * registries: prom-client's collectors never stop — each set enables an event-loop-delay monitor
+ * (a timer every 10 ms) and adds a GC observer (a callback per collection) — so a process that
+ * starts and closes many services (the cluster benchmark starts 1–4 routers per run, hundreds per
+ * sweep) would run one set per service it ever started. Every registry shares the one set's
+ * metric objects: the numbers are the process's either way.
  */
 import { Registry, collectDefaultMetrics } from 'prom-client';
 
 export interface MetricsRegistryOptions {
-  /**
-   * Register prom-client's default process metrics (default true). Unit tests that build many
-   * registries may turn them off: each registration adds a GC observer to the process.
-   */
+  /** Register prom-client's default process metrics (default true). */
   readonly processMetrics?: boolean;
   /**
    * Prefix for the default process metrics only (default '': the conventional `process_*` and
@@ -18,10 +22,24 @@ export interface MetricsRegistryOptions {
   readonly processMetricsPrefix?: string;
 }
 
+/** Per prefix, the registry that owns this process's one set of default collectors. */
+const processCollectors = new Map<string, Registry>();
+
 export function createMetricsRegistry(opts: MetricsRegistryOptions = {}): Registry {
   const registry = new Registry();
   if (opts.processMetrics ?? true) {
-    collectDefaultMetrics({ register: registry, prefix: opts.processMetricsPrefix ?? '' });
+    const owner = processMetricsOf(opts.processMetricsPrefix ?? '');
+    for (const { name } of owner.getMetricsAsArray()) registry.registerMetric(owner.getSingleMetric(name)!);
   }
   return registry;
+}
+
+function processMetricsOf(prefix: string): Registry {
+  let owner = processCollectors.get(prefix);
+  if (owner === undefined) {
+    owner = new Registry();
+    collectDefaultMetrics({ register: owner, prefix });
+    processCollectors.set(prefix, owner);
+  }
+  return owner;
 }

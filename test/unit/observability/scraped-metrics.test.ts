@@ -37,6 +37,19 @@ describe('collect-at-scrape metrics (shared/metrics)', () => {
     expect(await registry.metrics()).not.to.contain('demo_sequence{');
   });
 
+  it('every registry of a process shares its one set of process collectors, which prom-client never stops', async () => {
+    // A second set would add another GC observer and another 10 ms event-loop-delay timer, for good.
+    const a = createMetricsRegistry({ processMetricsPrefix: 'shared_collectors_' });
+    const b = createMetricsRegistry({ processMetricsPrefix: 'shared_collectors_' });
+    for (const name of ['shared_collectors_nodejs_gc_duration_seconds', 'shared_collectors_nodejs_eventloop_lag_seconds', 'shared_collectors_process_cpu_user_seconds_total']) {
+      expect(a.getSingleMetric(name), name).not.to.equal(undefined);
+      expect(b.getSingleMetric(name), name).to.equal(a.getSingleMetric(name));
+    }
+    expect(await b.metrics()).to.contain('shared_collectors_process_cpu_user_seconds_total');
+    // Another prefix is another service's naming: its own set, once.
+    expect(createMetricsRegistry({ processMetricsPrefix: 'other_prefix_' }).getSingleMetric('other_prefix_nodejs_gc_duration_seconds')).not.to.equal(undefined);
+  });
+
   it('the service registry carries the default process metrics unless turned off', async () => {
     expect(await createMetricsRegistry().metrics()).to.contain('process_cpu_user_seconds_total');
     expect(await createMetricsRegistry({ processMetrics: false }).metrics()).not.to.contain('process_cpu_user_seconds_total');
