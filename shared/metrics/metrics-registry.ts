@@ -10,7 +10,7 @@
  * sweep) would run one set per service it ever started. Every registry shares the one set's
  * metric objects: the numbers are the process's either way.
  */
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 
 export interface MetricsRegistryOptions {
   /** Register prom-client's default process metrics (default true). */
@@ -22,24 +22,24 @@ export interface MetricsRegistryOptions {
   readonly processMetricsPrefix?: string;
 }
 
-/** Per prefix, the registry that owns this process's one set of default collectors. */
-const processCollectors = new Map<string, Registry>();
+/** Per prefix, the metric objects of this process's one set of default collectors. */
+const processMetrics = new Map<string, readonly Metric[]>();
 
 export function createMetricsRegistry(opts: MetricsRegistryOptions = {}): Registry {
   const registry = new Registry();
   if (opts.processMetrics ?? true) {
-    const owner = processMetricsOf(opts.processMetricsPrefix ?? '');
-    for (const { name } of owner.getMetricsAsArray()) registry.registerMetric(owner.getSingleMetric(name)!);
+    for (const metric of processMetricsOf(opts.processMetricsPrefix ?? '')) registry.registerMetric(metric);
   }
   return registry;
 }
 
-function processMetricsOf(prefix: string): Registry {
-  let owner = processCollectors.get(prefix);
-  if (owner === undefined) {
-    owner = new Registry();
+function processMetricsOf(prefix: string): readonly Metric[] {
+  let metrics = processMetrics.get(prefix);
+  if (metrics === undefined) {
+    const owner = new Registry();
     collectDefaultMetrics({ register: owner, prefix });
-    processCollectors.set(prefix, owner);
+    metrics = owner.getMetricsAsArray().map(({ name }) => owner.getSingleMetric(name)!);
+    processMetrics.set(prefix, metrics);
   }
-  return owner;
+  return metrics;
 }
