@@ -131,7 +131,9 @@ class InstanceInflight {
   entries: Entry[] = [];
   /** Per router, its outstanding-prefill gauge (requests before their first token, their tokens, its head). */
   outstanding = new Map<string, OutstandingGauge>();
+  /** The shares as last folded; their gauges' ages are as of `foldedAtMs` (sharesAt dates them anew). */
   shares: readonly WireInflightShare[] = NO_SHARES;
+  private foldedAtMs = 0;
 
   get empty(): boolean {
     return this.entries.length === 0 && this.outstanding.size === 0;
@@ -226,6 +228,7 @@ class InstanceInflight {
   }
 
   refold(nowMs: number): void {
+    this.foldedAtMs = nowMs;
     if (this.empty) {
       this.shares = NO_SHARES;
       return;
@@ -267,6 +270,21 @@ class InstanceInflight {
         return share;
       });
   }
+
+  /**
+   * The shares with their gauges' ages as of `nowMs`. The view re-sends an instance's shares
+   * whenever anything else of it changes (a load report, KV events) without a refold; ages from
+   * the fold would then date a head and a last first token later than they were, by the time
+   * since, and every other replica would take the engine to have started its head that much
+   * later: a long prefill read as just begun at each heartbeat.
+   */
+  sharesAt(nowMs: number): readonly WireInflightShare[] {
+    if (this.outstanding.size === 0 || nowMs === this.foldedAtMs) return this.shares;
+    return this.shares.map((share) => {
+      const o = this.outstanding.get(share.router_id);
+      return o === undefined ? share : { ...share, outstanding_prefill: foldGauge(o, nowMs) };
+    });
+  }
 }
 
 export class InflightTable {
@@ -299,15 +317,15 @@ export class InflightTable {
     };
   }
 
-  /** The per-router shares of `instanceName`, sorted by router id; empty when none. */
+  /** The per-router shares of `instanceName`, sorted by router id, their gauges' ages as of now; empty when none. */
   sharesOf(instanceName: string): readonly WireInflightShare[] {
-    return this.byInstance.get(instanceName)?.shares ?? NO_SHARES;
+    return this.byInstance.get(instanceName)?.sharesAt(this.clock()) ?? NO_SHARES;
   }
 
   /** Total in-flight of `instanceName` over every router. */
   totalOf(instanceName: string): number {
     let n = 0;
-    for (const s of this.sharesOf(instanceName)) n += s.count;
+    for (const s of this.byInstance.get(instanceName)?.shares ?? NO_SHARES) n += s.count;
     return n;
   }
 

@@ -295,6 +295,23 @@ describe('routing.md In-flight load (directory)', () => {
       expect(t.sharesOf('a')[0]!.outstanding_prefill).to.deep.equal({ tokens: '3000', requests: 2 });
     });
 
+    it('TT15 a share re-sent with nothing of it changed carries its gauges\' ages as of that moment, not as of its fold', () => {
+      let now = 1000;
+      const t = new InflightTable(undefined, () => now);
+      // r1's 80k-token head was sent 300 ms ago; r2 finished its last request there 500 ms ago.
+      t.setOutstanding('r1', 'a', { tokens: '80000', requests: 1, head_tokens: '80000', head_age_ms: 300, last_end_age_ms: 5000 });
+      t.setOutstanding('r2', 'a', { tokens: '0', requests: 0, last_end_age_ms: 500 });
+      // The view carries the instance again 2 s later (a load report, KV events), no gauge changed:
+      // the head is 2.3 s old by now, and the engine has been on it all that time.
+      now = 3000;
+      const [r1, r2] = t.sharesOf('a');
+      expect(r1!.outstanding_prefill).to.include({ head_age_ms: 2300, last_end_age_ms: 7000 });
+      expect(r2!.outstanding_prefill).to.include({ last_end_age_ms: 2500 });
+      // Counts are the fold's: nothing else moves.
+      expect(t.totalOf('a')).to.equal(0);
+      expect(r1!.count).to.equal(0);
+    });
+
     it(`TT15 a gauge emptied with its last first token stays with no request, dated as ages, ${LAST_END_KEEP_MS} ms; without one it clears`, () => {
       let now = 1000;
       const t = new InflightTable(undefined, () => now);
