@@ -131,9 +131,8 @@ class InstanceInflight {
   entries: Entry[] = [];
   /** Per router, its outstanding-prefill gauge (requests before their first token, their tokens, its head). */
   outstanding = new Map<string, OutstandingGauge>();
-  /** The shares as last folded; their gauges' ages are as of `foldedAtMs` (sharesAt dates them anew). */
+  /** The shares as last folded, without the gauges: sharesAt adds them, aged as of its call. */
   shares: readonly WireInflightShare[] = NO_SHARES;
-  private foldedAtMs = 0;
 
   get empty(): boolean {
     return this.entries.length === 0 && this.outstanding.size === 0;
@@ -227,8 +226,7 @@ class InstanceInflight {
     return changed;
   }
 
-  refold(nowMs: number): void {
-    this.foldedAtMs = nowMs;
+  refold(): void {
     if (this.empty) {
       this.shares = NO_SHARES;
       return;
@@ -265,21 +263,19 @@ class InstanceInflight {
           share.prefill_token_decisions = r.tokenDecisions;
         }
         if (r.open.length > 0) share.open_claim_seqs = r.open;
-        const o = this.outstanding.get(router_id);
-        if (o !== undefined) share.outstanding_prefill = foldGauge(o, nowMs);
         return share;
       });
   }
 
   /**
-   * The shares with their gauges' ages as of `nowMs`. The view re-sends an instance's shares
-   * whenever anything else of it changes (a load report, KV events) without a refold; ages from
-   * the fold would then date a head and a last first token later than they were, by the time
+   * The shares with their gauges, aged as of `nowMs`. The view re-sends an instance's shares
+   * whenever anything else of it changes (a load report, KV events) without a refold; ages taken
+   * at the fold would then date a head and a last first token later than they were, by the time
    * since, and every other replica would take the engine to have started its head that much
    * later: a long prefill read as just begun at each heartbeat.
    */
   sharesAt(nowMs: number): readonly WireInflightShare[] {
-    if (this.outstanding.size === 0 || nowMs === this.foldedAtMs) return this.shares;
+    if (this.outstanding.size === 0) return this.shares;
     return this.shares.map((share) => {
       const o = this.outstanding.get(share.router_id);
       return o === undefined ? share : { ...share, outstanding_prefill: foldGauge(o, nowMs) };
@@ -476,7 +472,7 @@ export class InflightTable {
   }
 
   private changed(name: string, inst: InstanceInflight): void {
-    inst.refold(this.clock());
+    inst.refold();
     if (inst.empty) this.byInstance.delete(name);
     for (const l of this.listeners) l(name);
   }
