@@ -15,7 +15,7 @@ import type * as grpc from '@grpc/grpc-js';
 import type { WireListStreamsResponse, WireQueryResponse } from '../../directory-svc/grpc/kvdirectory-wire.js';
 import type { WireListInstancesResponse, WireViewInstance } from '../../shared/view/view-wire.js';
 import { connectKvDirectory } from './kv-directory-client.js';
-import { freePort, freePortRange } from './ports.js';
+import { freePort, freePortRange, startOnFreePorts } from './ports.js';
 import { ServiceProcess } from '../../shared/process/service-process.js';
 
 export const FLEET_BLOCK_SIZE = 4;
@@ -55,6 +55,10 @@ export class SimProcess {
   ) {}
 
   static async start(name: string, opts: SimOptions = {}): Promise<SimProcess> {
+    return opts.port === undefined ? startOnFreePorts(() => SimProcess.startOn(name, opts)) : SimProcess.startOn(name, opts);
+  }
+
+  private static async startOn(name: string, opts: SimOptions): Promise<SimProcess> {
     const dpSize = opts.dpSize ?? 1;
     const eventOffset = opts.eventOffset ?? 1;
     const port = opts.port ?? (await freePortRange(eventOffset + 2 * dpSize));
@@ -130,6 +134,13 @@ export class SimProcess {
   }
 }
 
+/** `etcdAddr` '' runs it without etcd (`--etcd_addr=`); default a free port where no etcd runs. */
+interface FleetDirectoryOptions {
+  readonly refreshIntervalMs?: number;
+  readonly args?: readonly string[];
+  readonly etcdAddr?: string;
+}
+
 type WireStreamRow = WireListStreamsResponse['streams'][number];
 type WireMatchRow = WireQueryResponse['matches'][number];
 
@@ -151,8 +162,11 @@ export class FleetDirectory {
     private readonly client: FleetClient,
   ) {}
 
-  /** `etcdAddr` '' runs it without etcd (`--etcd_addr=`); default a free port where no etcd runs. */
-  static async start(entries: readonly unknown[], opts: { refreshIntervalMs?: number; args?: readonly string[]; etcdAddr?: string } = {}): Promise<FleetDirectory> {
+  static async start(entries: readonly unknown[], opts: FleetDirectoryOptions = {}): Promise<FleetDirectory> {
+    return startOnFreePorts(() => FleetDirectory.startOn(entries, opts));
+  }
+
+  private static async startOn(entries: readonly unknown[], opts: FleetDirectoryOptions): Promise<FleetDirectory> {
     const tmp = mkdtempSync(join(tmpdir(), 'engines-fleet-'));
     const enginesFile = join(tmp, 'engines.json');
     writeFileSync(enginesFile, JSON.stringify({ engines: entries }));

@@ -4,6 +4,8 @@ import type { Server } from 'node:net';
 import { pickFreePorts } from '../../shared/net/loopback-ports.js';
 
 const handedOut = new Set<number>();
+/** Picks run one at a time: two concurrent picks could otherwise choose overlapping ranges. */
+let picking: Promise<unknown> = Promise.resolve();
 
 /** One free port, from below the ephemeral range (shared/net/loopback-ports.ts says why). */
 export async function freePort(): Promise<number> {
@@ -12,9 +14,31 @@ export async function freePort(): Promise<number> {
 
 /** `count` consecutive free ports (for base + dp_rank layouts); returns the first. */
 export async function freePortRange(count: number): Promise<number> {
-  const base = await pickFreePorts(count, handedOut);
-  for (let i = 0; i < count; i++) handedOut.add(base + i);
-  return base;
+  const pick = picking.then(async () => {
+    const base = await pickFreePorts(count, handedOut);
+    for (let i = 0; i < count; i++) handedOut.add(base + i);
+    return base;
+  });
+  picking = pick.catch(() => undefined);
+  return pick;
+}
+
+const BIND_CONFLICT = /EADDRINUSE|Address already in use/;
+
+/**
+ * Runs `start` (which picks its own ports) again, up to `attempts` times in all, when it failed
+ * because a port was taken between the pick and the child's bind: a pick only checks that a port
+ * is free at that moment (seen in CI: a simulated engine's replay port, bound elsewhere meanwhile).
+ * Any other failure is thrown at once.
+ */
+export async function startOnFreePorts<T>(start: () => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (e) {
+      if (attempt >= attempts || !BIND_CONFLICT.test(e instanceof Error ? e.message : String(e))) throw e;
+    }
+  }
 }
 
 /** Poll `fn` until it returns truthy or `timeoutMs` passes (event-driven waits where possible). */

@@ -26,7 +26,7 @@ import { PrefillQueue, type PrefillCostOptions } from '../../tools/engine-sim/pr
 import type { PromptTokenizer } from '../../shared/tokenize/prompt-tokenizer.js';
 import { ServiceProcess } from '../../shared/process/service-process.js';
 import { EtcdServer } from './etcd-server.js';
-import { freePort, freePortRange, waitFor } from './ports.js';
+import { freePort, freePortRange, startOnFreePorts, waitFor } from './ports.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -45,6 +45,12 @@ export function spawnService(name: string, entry: string, args: readonly string[
   return ServiceProcess.spawn({ name, entry, args, cwd: ROOT });
 }
 
+interface DirectoryProcessOptions {
+  readonly etcdAddress: string;
+  readonly namespace: string;
+  readonly internalApiToken?: string;
+}
+
 /** directory-svc with discovery on a real etcd namespace; MetaService off. */
 export class DirectoryProcess {
   private constructor(
@@ -54,7 +60,11 @@ export class DirectoryProcess {
     private readonly tmp: string,
   ) {}
 
-  static async start(opts: { etcdAddress: string; namespace: string; internalApiToken?: string }): Promise<DirectoryProcess> {
+  static async start(opts: DirectoryProcessOptions): Promise<DirectoryProcess> {
+    return startOnFreePorts(() => DirectoryProcess.startOn(opts));
+  }
+
+  private static async startOn(opts: DirectoryProcessOptions): Promise<DirectoryProcess> {
     const tmp = mkdtempSync(join(tmpdir(), 'router-stack-'));
     const configFile = join(tmp, 'kv-events.json');
     writeFileSync(configFile, JSON.stringify({ discovery: STACK_DISCOVERY, replay_timeout_ms: 1000 }));
@@ -103,9 +113,11 @@ export class RouterProcess {
 
   /** `args` go after `--directory_addr` and `--http_port`. */
   static async start(directoryAddr: string, args: readonly string[] = [], opts: { name?: string; readyTimeoutMs?: number } = {}): Promise<RouterProcess> {
-    const router = await RouterProcess.spawn(directoryAddr, args, opts.name);
-    await router.proc.waitForHttp(`${router.url}/ready`, opts.readyTimeoutMs ?? 30000);
-    return router;
+    return startOnFreePorts(async () => {
+      const router = await RouterProcess.spawn(directoryAddr, args, opts.name);
+      await router.proc.waitForHttp(`${router.url}/ready`, opts.readyTimeoutMs ?? 30000);
+      return router;
+    });
   }
 
   /** The process started, not waited for (a test that watches it come up). */
