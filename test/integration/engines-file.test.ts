@@ -126,7 +126,13 @@ describe('engines.md §4 the engines file (real processes)', function () {
     }, 30000, 'new incarnation ACTIVE');
     const after = (await dir.instance('vllm-a'))!;
     expect(after.generation).to.not.equal(before.generation);
-    await waitFor(async () => (await hits('vllm-a')) === 0, 30000, 'new process synchronized');
+    // The old generation's subscriber reconnects too, sees the new identity and may rebuild from
+    // the new process (0 hits) before the reconciler's next pass replaces it with the new
+    // generation's, which starts unsynchronized. Only the new one has never lost its connection.
+    await waitFor(async () => {
+      const s = await dir!.streams('vllm-a');
+      return s.length === 1 && Object.keys(s[0]!.counters?.sync_lost ?? {}).length === 0 && (await hits('vllm-a')) === 0;
+    }, 30000, 'the new generation synchronized');
     expect(await hits('vllm-a')).to.equal(0);
   });
 
