@@ -5,6 +5,7 @@
  */
 import { rmSync } from 'node:fs';
 import { ServiceProcess } from '../../shared/process/service-process.js';
+import { startOnFreePorts } from './ports.js';
 
 const STOP_GRACE_MS = 5000;
 
@@ -44,15 +45,22 @@ export abstract class ChildServer {
 
   protected abstract launch(): Promise<void>;
 
-  /** `server` launched, or its data dir removed and the launch error thrown (the subclasses' `start`). */
-  protected static async launched<T extends ChildServer>(server: T): Promise<T> {
-    try {
-      await server.launch();
-    } catch (e) {
-      await server.destroy();
-      throw e;
-    }
-    return server;
+  /**
+   * The server `make` builds (on ports it picks) launched, or its data dir removed and the launch
+   * error thrown (the subclasses' `start`); built and launched again on new ports when its bind
+   * found one taken (ports.ts `startOnFreePorts`).
+   */
+  protected static async launched<T extends ChildServer>(make: () => Promise<T>): Promise<T> {
+    return startOnFreePorts(async () => {
+      const server = await make();
+      try {
+        await server.launch();
+      } catch (e) {
+        await server.destroy();
+        throw e;
+      }
+      return server;
+    });
   }
 
   /** Starts `command` and waits until `ready()`; a server that never answers is stopped again. */

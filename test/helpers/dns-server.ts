@@ -38,12 +38,14 @@ export class DnsServer extends ChildServer {
 
   /** dnsmasq on a free port, answering for `domain` from `hosts` (and `srv`). */
   static async start(opts: { domain: string; hosts?: HostRecords; srv?: readonly SrvRecord[] }): Promise<DnsServer> {
-    const dir = mkdtempSync(join(tmpdir(), 'dnsmasq-test-'));
-    // dnsmasq may read the file after dropping privileges: make it readable whoever it runs as.
-    chmodSync(dir, 0o755);
-    const server = new DnsServer(await freeDnsPort(), opts.domain, dir, opts.hosts ?? {}, opts.srv ?? []);
-    server.writeHosts();
-    return ChildServer.launched(server);
+    return ChildServer.launched(async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'dnsmasq-test-'));
+      // dnsmasq may read the file after dropping privileges: make it readable whoever it runs as.
+      chmodSync(dir, 0o755);
+      const server = new DnsServer(await freeDnsPort(), opts.domain, dir, opts.hosts ?? {}, opts.srv ?? []);
+      server.writeHosts();
+      return server;
+    });
   }
 
   /** `127.0.0.1:P`, the form `--engines_dns_server` takes. */

@@ -25,7 +25,7 @@ export class EtcdServer extends ChildServer {
 
   /** Starts etcd on fresh free ports and waits until it answers `/health`. */
   static async start(): Promise<EtcdServer> {
-    return ChildServer.launched(new EtcdServer(await freePort(), await freePort(), mkdtempSync(join(tmpdir(), 'etcd-test-'))));
+    return ChildServer.launched(async () => new EtcdServer(await freePort(), await freePort(), mkdtempSync(join(tmpdir(), 'etcd-test-'))));
   }
 
   /** `127.0.0.1:P`, the form `--etcd_addr` takes. */

@@ -23,7 +23,8 @@ export async function freePortRange(count: number): Promise<number> {
   return pick;
 }
 
-const BIND_CONFLICT = /EADDRINUSE|Address already in use/;
+/** Node's code, and the text libzmq, redis and dnsmasq ("Address …") and etcd ("address …") log. */
+const BIND_CONFLICT = /EADDRINUSE|address already in use/i;
 
 /**
  * Runs `start` (which picks its own ports) again, up to `attempts` times in all, when it failed

@@ -35,7 +35,7 @@ export class RedisServer extends ChildServer {
 
   /** Starts redis-server on a fresh free loopback port and waits until it answers PING. */
   static async start(opts: RedisServerOptions = {}): Promise<RedisServer> {
-    return ChildServer.launched(new RedisServer(await freePort(), mkdtempSync(join(tmpdir(), 'redis-test-')), opts.persistent === true));
+    return ChildServer.launched(async () => new RedisServer(await freePort(), mkdtempSync(join(tmpdir(), 'redis-test-')), opts.persistent === true));
   }
 
   /** `redis://127.0.0.1:P/db`, the form `--meta_store` takes. */
