@@ -57,7 +57,7 @@ import type { CandidateExplanation, RouteDecision, RouteRequest, RoutingPolicy }
 
 /**
  * Absent near-tie options are off (0: the pure soonest rule), so the cost's unit tests read one
- * rule at a time; the router's defaults (slack 1, long hit 8192, tolerance 0.05) come from its
+ * rule at a time; the router's defaults (slack 1, growth 2, tolerance 0.05) come from its
  * flag table through ttftPolicyOptions, the one place that applies them.
  */
 export interface TtftPolicyOptions {
@@ -65,8 +65,8 @@ export interface TtftPolicyOptions {
   readonly hostTokenCost: number;
   /** `--ttft_work_slack` in [0,1]: predictions within this fraction of the soonest count as equal, the least work wins. */
   readonly workSlack?: number;
-  /** `--ttft_long_hit_tokens`: spared prefill at which the slack reaches three times itself (work-slack.ts); 0 = plain slack. */
-  readonly longHitTokens?: number;
+  /** `--ttft_slack_growth` ≥ 0: how much the slack widens for a cached prefix, by the share of the soonest prediction it spares (work-slack.ts); 0 = plain slack. */
+  readonly slackGrowth?: number;
   /** `--ttft_tie_tolerance` in [0,1): of what the slack leaves, predictions within this fraction of the soonest tie (work-slack.ts tieWithin); 0 = none. */
   readonly tieTolerance?: number;
   /** `--ttft_prefill_tokens_per_s`, `--ttft_prior_samples`, `--ttft_throughput_window`. */
@@ -126,7 +126,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   readonly name = 'TTFT' as const;
   private readonly hostCost: number;
   private readonly workSlack: number;
-  private readonly longHitTokens: number;
+  private readonly slackGrowth: number;
   private readonly tieTolerance: number;
   private readonly inflight: InflightLoad | null;
   private readonly throughput: PrefillThroughput;
@@ -139,6 +139,8 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
   private scores = new Float64Array(16);
   /** Each P candidate's own prefill tokens (the first tie key). */
   private ownWork = new Float64Array(16);
+  /** Each P candidate's θ in tokens per ms (what a spared recompute is worth in time). */
+  private rate = new Float64Array(16);
   /** Per engine, how far it has got with its queue since its last load report (queue-progress.ts). */
   private readonly progress = new QueueProgress();
   /**
@@ -155,9 +157,9 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     const slack = opts.workSlack ?? 0;
     if (!(slack >= 0 && slack <= 1)) throw new RangeError(`workSlack must be in [0,1], got ${slack}`);
     this.workSlack = slack;
-    const longHit = opts.longHitTokens ?? 0;
-    if (!(Number.isInteger(longHit) && longHit >= 0)) throw new RangeError(`longHitTokens must be an integer >= 0, got ${longHit}`);
-    this.longHitTokens = longHit;
+    const growth = opts.slackGrowth ?? 0;
+    if (!(growth >= 0 && Number.isFinite(growth))) throw new RangeError(`slackGrowth must be a finite number >= 0, got ${growth}`);
+    this.slackGrowth = growth;
     const tolerance = opts.tieTolerance ?? 0;
     if (!(tolerance >= 0 && tolerance < 1)) throw new RangeError(`tieTolerance must be in [0,1), got ${tolerance}`);
     this.tieTolerance = tolerance;
@@ -179,6 +181,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
     if (this.scores.length < n) {
       this.scores = new Float64Array(n * 2);
       this.ownWork = new Float64Array(n * 2);
+      this.rate = new Float64Array(n * 2);
     }
     const scores = this.scores;
     const inflight = this.inflight;
@@ -253,6 +256,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       );
       scores[i] = t.predictedMs;
       this.ownWork[i] = t.ownTokens;
+      this.rate[i] = tokensPerMs;
       if (t.queuedTokens > maxQueued) maxQueued = t.queuedTokens;
       const credited = inputTokens - t.ownTokens;
       const e: TtftCandidateExplanation = {
@@ -295,12 +299,12 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       explanations.push(e);
     }
     for (const e of explanations) e.queue_cost = maxQueued === 0 ? 0 : e.queue_cost / maxQueued;
-    // Near ties (within --ttft_work_slack of the soonest, wider for a long spared recompute): the
+    // Near ties (within --ttft_work_slack of the soonest, wider for a spared recompute long beside it): the
     // least prefill work wins — about the same wait, less for the cluster to compute (a cached
     // prefix over a recompute, a repeat queued behind its prefix over an idle engine), which
     // shortens the queues of the requests after it. Of those left, predictions within
     // --ttft_tie_tolerance of the soonest tie, and ties follow CAR's rule (tie-break.ts).
-    const soonestAt = keepLeastWork(scores, this.ownWork, p.length, this.workSlack, this.longHitTokens);
+    const soonestAt = keepLeastWork(scores, this.ownWork, this.rate, p.length, this.workSlack, this.slackGrowth);
     tieWithin(scores, p.length, this.tieTolerance);
     const pi = this.prefillPick.pick(scores, p, set.prefillNames, set.prefillCursor, view, stale);
     const tie = this.prefillPick.tie;
@@ -310,7 +314,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       const picked = explanations[pi] as TtftCandidateExplanation;
       const saved = soonest.own_prefill_tokens - picked.own_prefill_tokens;
       if (picked.predicted_ms > soonest.predicted_ms) {
-        const within = saved > 0 ? slackFor(this.workSlack, saved, this.longHitTokens) : this.tieTolerance;
+        const within = saved > 0 ? slackFor(this.workSlack, saved / this.rate[soonestAt]!, soonest.predicted_ms, this.slackGrowth) : this.tieTolerance;
         const why = saved > 0 ? `with less prefill work (${saved} tokens fewer)` : 'with as much prefill work: a tie';
         picked.note = `within ${round3(within)} of the soonest prediction (${round3(soonest.predicted_ms)} ms) ${why}`;
       }
@@ -357,7 +361,7 @@ export function chosenTerms(decision: RouteDecision): TtftCandidateExplanation |
 }
 
 /** The router flags the TTFT policy reads; each may be absent (tests pass a few). */
-export type TtftFlags = Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftLongHitTokens' | 'ttftTieTolerance'>>;
+export type TtftFlags = Partial<Pick<RouterFlags, 'ttftPrefillTokensPerS' | 'ttftPriorSamples' | 'ttftThroughputWindow' | 'ttftHostTokenCost' | 'ttftWorkSlack' | 'ttftSlackGrowth' | 'ttftTieTolerance'>>;
 
 /** The TTFT flags, each defaulted from the router's flag table when absent. */
 export function ttftPolicyOptions(
@@ -369,7 +373,7 @@ export function ttftPolicyOptions(
   return {
     hostTokenCost: flags.ttftHostTokenCost ?? d.ttft_host_token_cost.default,
     workSlack: flags.ttftWorkSlack ?? d.ttft_work_slack.default,
-    longHitTokens: flags.ttftLongHitTokens ?? d.ttft_long_hit_tokens.default,
+    slackGrowth: flags.ttftSlackGrowth ?? d.ttft_slack_growth.default,
     tieTolerance: flags.ttftTieTolerance ?? d.ttft_tie_tolerance.default,
     throughput: {
       priorTokensPerS: flags.ttftPrefillTokensPerS ?? d.ttft_prefill_tokens_per_s.default,

@@ -90,12 +90,12 @@ export const ROUTER_FLAGS = {
     max: 1,
     help: 'TTFT: among the instances predicted within this fraction of the soonest first token, the one with the least prefill work to do wins (a cached prefix over a recompute)',
   },
-  ttft_long_hit_tokens: {
-    type: 'int',
-    default: 8192,
+  ttft_slack_growth: {
+    type: 'float',
+    default: 2,
     min: 0,
-    max: 1048576,
-    help: 'TTFT: a cached prefix sparing this many prefill tokens against the soonest instance widens --ttft_work_slack to three times itself, less in proportion (0 = never widens: the plain slack)',
+    max: 10,
+    help: "TTFT: a cached prefix widens --ttft_work_slack to (1 + this × the share of the soonest prediction its spared prefill takes) times itself, up to 1 + this (0 = never widens: the plain slack)",
   },
   ttft_tie_tolerance: {
     type: 'float',

@@ -292,7 +292,7 @@ describe('architecture.md flags: router-svc table', () => {
       ttftThroughputWindow: 64,
       ttftHostTokenCost: 0.25,
       ttftWorkSlack: 1,
-      ttftLongHitTokens: 8192,
+      ttftSlackGrowth: 2,
       ttftTieTolerance: 0.05,
       internalApiToken: '',
       grpcTlsCa: '',
@@ -317,19 +317,19 @@ describe('architecture.md flags: router-svc table', () => {
     );
   });
 
-  it('router: the TTFT flags and their bounds (prior throughput > 0, samples ≥ 0, window ≥ 1, host cost and work slack in [0,1], long hit a token count ≥ 0, tie tolerance in [0, 0.5])', () => {
-    expect(router(['--ttft_prefill_tokens_per_s=2500.5', '--ttft_prior_samples=0', '--ttft_throughput_window=1', '--ttft_host_token_cost=1', '--ttft_work_slack=0', '--ttft_long_hit_tokens=0', '--ttft_tie_tolerance=0'])).to.include({
+  it('router: the TTFT flags and their bounds (prior throughput > 0, samples ≥ 0, window ≥ 1, host cost and work slack in [0,1], slack growth in [0, 10], tie tolerance in [0, 0.5])', () => {
+    expect(router(['--ttft_prefill_tokens_per_s=2500.5', '--ttft_prior_samples=0', '--ttft_throughput_window=1', '--ttft_host_token_cost=1', '--ttft_work_slack=0', '--ttft_slack_growth=0', '--ttft_tie_tolerance=0'])).to.include({
       ttftPrefillTokensPerS: 2500.5,
       ttftPriorSamples: 0,
       ttftThroughputWindow: 1,
       ttftHostTokenCost: 1,
       ttftWorkSlack: 0,
-      ttftLongHitTokens: 0,
+      ttftSlackGrowth: 0,
       ttftTieTolerance: 0,
     });
     expect(configError(() => router(['--ttft_tie_tolerance=0.6'])).message).to.equal('invalid --ttft_tie_tolerance: expected a number in [0, 0.5], got "0.6"');
-    expect(configError(() => router(['--ttft_long_hit_tokens=-1'])).message).to.equal('invalid --ttft_long_hit_tokens: expected an integer in 0..1048576, got "-1"');
-    expect(configError(() => router(['--ttft_long_hit_tokens=4096.5'])).message).to.match(/^invalid --ttft_long_hit_tokens: expected an integer/);
+    expect(configError(() => router(['--ttft_slack_growth=-1'])).message).to.equal('invalid --ttft_slack_growth: expected a number in [0, 10], got "-1"');
+    expect(configError(() => router(['--ttft_slack_growth=wide'])).message).to.match(/^invalid --ttft_slack_growth: expected a number/);
     expect(configError(() => router(['--ttft_work_slack=2'])).message).to.equal('invalid --ttft_work_slack: expected a number in [0, 1], got "2"');
     expect(configError(() => router(['--ttft_prefill_tokens_per_s=0'])).message).to.equal('invalid --ttft_prefill_tokens_per_s: expected a number in [1, 100000000], got "0"');
     configError(() => router(['--ttft_prefill_tokens_per_s=fast']));

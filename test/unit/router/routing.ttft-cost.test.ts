@@ -197,33 +197,48 @@ describe('TTFT policy: the cost (TT1), throughput (TT2) and per-waiting worth', 
     });
   });
 
-  describe('near ties (TT13): the slack, widened for a long saved recompute, and the tie tolerance', () => {
-    it('slackFor: the slack alone without a saving or without --ttft_long_hit_tokens; up to three times it, in proportion', () => {
-      expect(slackFor(1, 0, 8192)).to.equal(1);
-      expect(slackFor(1, -500, 8192)).to.equal(1);
-      expect(slackFor(1, 20000, 0)).to.equal(1);
-      expect(slackFor(1, 4096, 8192)).to.equal(2);
-      expect(slackFor(0.5, 8192, 8192)).to.equal(1.5);
-      expect(slackFor(1, 30000, 8192)).to.equal(3);
-      expect(slackFor(0, 30000, 8192)).to.equal(0);
+  describe('near ties (TT13): the slack, widened by the share of the soonest prediction a cached prefix spares, and the tie tolerance', () => {
+    it('slackFor: the slack alone without a saving or without --ttft_slack_growth; up to 1 + growth times it, by the share of the soonest prediction spared', () => {
+      expect(slackFor(1, 0, 500, 2)).to.equal(1);
+      expect(slackFor(1, -50, 500, 2)).to.equal(1);
+      expect(slackFor(1, 400, 500, 0)).to.equal(1);
+      expect(slackFor(1, 250, 500, 2)).to.equal(2);
+      expect(slackFor(0.5, 500, 500, 2)).to.equal(1.5);
+      expect(slackFor(1, 3000, 500, 2)).to.equal(3);
+      expect(slackFor(1, 250, 500, 1)).to.equal(1.5);
+      expect(slackFor(0, 3000, 500, 2)).to.equal(0);
+      // No soonest prediction to weigh against (0 ms): no widening.
+      expect(slackFor(1, 100, 0, 2)).to.equal(1);
     });
 
     it('keepLeastWork: within each one\'s slack of the soonest the least work alone stays; the soonest index is returned', () => {
-      // 0: soonest, 1,000 tokens. 1: 2.9× later, 0 tokens (slack 3 with 1,000 spared of 1,000). 2: 2.5× later, 900 tokens (slack 1.2).
+      // At 10 tokens/ms. 0: soonest (100 ms), 1,000 tokens. 1: 2.9× later, 0 tokens (spares 100 ms of 100: slack 3).
+      // 2: 2.5× later, 900 tokens (spares 10 ms of 100: slack 1.2).
       const scores = Float64Array.of(100, 290, 250, 400);
       const work = Float64Array.of(1000, 0, 900, 0);
-      expect(keepLeastWork(scores, work, 3, 1, 1000)).to.equal(0);
+      const rate = Float64Array.of(10, 10, 10, 10);
+      expect(keepLeastWork(scores, work, rate, 3, 1, 2)).to.equal(0);
       // Only candidate 1 is left: 2, beyond its own slack yet sooner than 1, must not win for having less work than the soonest.
       expect([...scores.subarray(0, 3)]).to.deep.equal([Infinity, 290, Infinity]);
       // Past `count` nothing is touched.
       expect(scores[3]).to.equal(400);
     });
 
-    it('keepLeastWork: without a long hit the plain slack decides, and beyond it the soonest stays', () => {
+    it('keepLeastWork: the spared work is timed at the soonest engine\'s throughput', () => {
+      // Candidate 1 spares 1,000 tokens: at 10 tokens/ms 100 ms (slack 3, 290 within); at 100 tokens/ms 10 ms (slack 1.2, 290 beyond).
+      const slow = Float64Array.of(100, 290);
+      expect(keepLeastWork(slow, Float64Array.of(1000, 0), Float64Array.of(10, 1), 2, 1, 2)).to.equal(0);
+      expect([...slow]).to.deep.equal([Infinity, 290]);
+      const fast = Float64Array.of(100, 290);
+      expect(keepLeastWork(fast, Float64Array.of(1000, 0), Float64Array.of(100, 1), 2, 1, 2)).to.equal(0);
+      expect([...fast]).to.deep.equal([100, Infinity]);
+    });
+
+    it('keepLeastWork: without growth the plain slack decides, and beyond it the soonest stays', () => {
       const scores = Float64Array.of(100, 290);
-      expect(keepLeastWork(scores, Float64Array.of(1000, 0), 2, 1, 0)).to.equal(0);
+      expect(keepLeastWork(scores, Float64Array.of(1000, 0), Float64Array.of(10, 10), 2, 1, 0)).to.equal(0);
       expect([...scores]).to.deep.equal([100, Infinity]);
-      expect(keepLeastWork(new Float64Array(0), new Float64Array(0), 0, 1, 8192)).to.equal(-1);
+      expect(keepLeastWork(new Float64Array(0), new Float64Array(0), new Float64Array(0), 0, 1, 2)).to.equal(-1);
     });
 
     it('tieWithin (--ttft_tie_tolerance): what is left within the tolerance of its smallest becomes equal to it; dropped ones stay dropped', () => {

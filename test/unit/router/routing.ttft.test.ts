@@ -31,7 +31,7 @@ const TTFT: PolicyFlags = {
   ttftThroughputWindow: 64,
   ttftHostTokenCost: 0.25,
   ttftWorkSlack: 0,
-  ttftLongHitTokens: 0,
+  ttftSlackGrowth: 0,
   ttftTieTolerance: 0,
 };
 const T16 = tokens(16);
@@ -319,21 +319,32 @@ describe('TTFT policy (routing by predicted time to first token)', () => {
     expect(policy({ ttftWorkSlack: 0.1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
   });
 
-  it('TT13 --ttft_long_hit_tokens: a cached prefix sparing a long recompute widens the slack, up to three times, in proportion below it', async () => {
+  it('TT13 --ttft_slack_growth: a cached prefix widens the slack by the share of the soonest prediction it spares, up to 1 + growth times', async () => {
     // As above: a idle with nothing cached (100 ms), b holding 96 of the 100 tokens behind 124 queued tokens (128 ms).
     const P = tokens(100);
     const k100 = await blockKeys(P);
     await load([instance('a:1'), instance('b:1', 0, [share(1, 124)])], [wireStream(1, 'a:1'), wireStream(2, 'b:1', residency(k100.slice(0, 24), Array.from({ length: 24 }, () => DEVICE)))]);
     // Slack 0.1 alone ends at 110 ms: a.
-    expect(policy({ ttftWorkSlack: 0.1, ttftLongHitTokens: 0 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
-    // 96 tokens spared against 96 = the long hit: 0.1 · 3 = 0.3, up to 130 ms: b, explained.
-    const wide = policy({ ttftWorkSlack: 0.1, ttftLongHitTokens: 96 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0);
+    expect(policy({ ttftWorkSlack: 0.1, ttftSlackGrowth: 0 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+    // b spares 96 tokens, 96 ms at a's 1,000 tokens/s, 0.96 of the soonest 100 ms: 0.1 · (1 + 2 · 0.96) = 0.292, up to 129.2 ms: b, explained.
+    const wide = policy({ ttftWorkSlack: 0.1, ttftSlackGrowth: 2 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0);
     expect(wide.prefill.name).to.equal('b:1');
-    expect(ttftOf(wide, 'b:1')).to.include({ predicted_ms: 128, note: 'within 0.3 of the soonest prediction (100 ms) with less prefill work (96 tokens fewer)' });
-    // 96 of 192: 0.1 · 2 = 0.2, up to 120 ms: a.
-    expect(policy({ ttftWorkSlack: 0.1, ttftLongHitTokens: 192 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
-    // A slack of 0 stays the pure rule whatever the hit.
-    expect(policy({ ttftWorkSlack: 0, ttftLongHitTokens: 1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+    expect(ttftOf(wide, 'b:1')).to.include({ predicted_ms: 128, note: 'within 0.292 of the soonest prediction (100 ms) with less prefill work (96 tokens fewer)' });
+    // Growth 1: 0.1 · 1.96 = 0.196, up to 119.6 ms: a.
+    expect(policy({ ttftWorkSlack: 0.1, ttftSlackGrowth: 1 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+    // A slack of 0 stays the pure rule whatever the growth.
+    expect(policy({ ttftWorkSlack: 0, ttftSlackGrowth: 10 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+  });
+
+  it('TT13 --ttft_slack_growth: the same spared tokens widen the slack less beside a longer soonest prediction', async () => {
+    // a idle with nothing cached on a 1,000-token prompt (1,000 ms); b holds its first 96 tokens behind 160 queued: 160 + 904 = 1,064 ms.
+    const P = tokens(1000);
+    const keys = await blockKeys(P);
+    await load([instance('a:1'), instance('b:1', 0, [share(1, 160)])], [wireStream(1, 'a:1'), wireStream(2, 'b:1', residency(keys.slice(0, 24), Array.from({ length: 24 }, () => DEVICE)))]);
+    // 96 ms spared beside 1,000: 0.05 · (1 + 2 · 0.096) = 0.0596, up to 1,059.6 ms: a, though the same 96 tokens won above.
+    expect(policy({ ttftWorkSlack: 0.05, ttftSlackGrowth: 2 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('a:1');
+    // A flat slack of 0.0656 (up to 1,065.6 ms) lets b in: the spared share is what kept it out.
+    expect(policy({ ttftWorkSlack: 0.0656, ttftSlackGrowth: 0 }).decide({ tokenIds: P, promptTokens: 0 }, view, 0).prefill.name).to.equal('b:1');
   });
 
   it('TT13 --ttft_tie_tolerance: idle engines whose learned throughputs differ by a few percent tie, and the one holding fewer Device blocks takes a new prompt; a real difference still wins', async () => {
