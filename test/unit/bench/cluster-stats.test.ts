@@ -4,7 +4,7 @@
  */
 import { expect } from 'chai';
 import { kneeRate, poissonStarts, scheduleOf, wrappingSlice } from '../../../bench/cluster/load-sweep.js';
-import { confidence, gapResolved, meanCi95, ratios, relativeGaps, t95 } from '../../../bench/cluster/rep-stats.js';
+import { confidence, gapResolved, meanCi95, notMeasurablyWorse, ratios, relativeGaps, t95 } from '../../../bench/cluster/rep-stats.js';
 
 describe('cluster benchmark statistics', () => {
   it('kneeRate interpolates between the last step below the limit and the first above; null when none reaches it', () => {
@@ -72,5 +72,17 @@ describe('cluster benchmark statistics', () => {
     expect(gapResolved([1, 1, 1, 1], [0.95, 1.05, 0.95, 1.05], 0.02)).to.equal(false);
     expect(gapResolved([1, 1, 1, 1], [0.95, 1.05, 0.95, 1.05], 0.1)).to.equal(true);
     expect(gapResolved([1], [1], 0.5)).to.equal(false);
+  });
+
+  it('notMeasurablyWorse ("no worse than CAR"): a pooled speedup of at least 1, or per-repetition speedups whose interval reaches 1', () => {
+    // A tie: pooled 0.98, per repetition 0.95, 1.02, 0.97, 1.04 (interval about 0.93–1.06): not measurably worse.
+    const tie = confidence([0.95, 1.02, 0.97, 1.04]);
+    expect(notMeasurablyWorse(0.98, tie)).to.equal(true);
+    // Worse on every repetition: 0.90, 0.92, 0.91, 0.93 (interval about 0.89–0.94) and pooled below 1: not met.
+    const worse = confidence([0.9, 0.92, 0.91, 0.93]);
+    expect(notMeasurablyWorse(0.91, worse)).to.equal(false);
+    // A pooled speedup of 1 or more is met on its own, even with one repetition (no interval).
+    expect(notMeasurablyWorse(1, confidence([0.9]))).to.equal(true);
+    expect(notMeasurablyWorse(0.99, confidence([0.99]))).to.equal(false);
   });
 });
