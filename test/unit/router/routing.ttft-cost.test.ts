@@ -199,16 +199,19 @@ describe('TTFT policy: the cost (TT1), throughput (TT2) and per-waiting worth', 
 
   describe('near ties (TT13): the slack, widened by the share of the soonest prediction a cached prefix spares, and the tie tolerance', () => {
     it('slackFor: the slack alone without a saving or without --ttft_slack_growth; up to 1 + growth times it, by the share of the soonest prediction spared', () => {
-      expect(slackFor(1, 0, 500, 2)).to.equal(1);
-      expect(slackFor(1, -50, 500, 2)).to.equal(1);
-      expect(slackFor(1, 400, 500, 0)).to.equal(1);
-      expect(slackFor(1, 250, 500, 2)).to.equal(2);
-      expect(slackFor(0.5, 500, 500, 2)).to.equal(1.5);
-      expect(slackFor(1, 3000, 500, 2)).to.equal(3);
-      expect(slackFor(1, 250, 500, 1)).to.equal(1.5);
-      expect(slackFor(0, 3000, 500, 2)).to.equal(0);
-      // No soonest prediction to weigh against (0 ms): no widening.
-      expect(slackFor(1, 100, 0, 2)).to.equal(1);
+      // [slack, spared ms, soonest ms, growth] → the widened slack.
+      const cases: [number, number, number, number, number][] = [
+        [1, 0, 500, 2, 1], // nothing spared
+        [1, -50, 500, 2, 1], // more work than the soonest: no widening either
+        [1, 400, 500, 0, 1], // growth 0: the plain slack
+        [1, 250, 500, 2, 2], // half the soonest spared: 1 + 2 · 0.5
+        [0.5, 500, 500, 2, 1.5], // all of it: three times the slack
+        [1, 3000, 500, 2, 3], // beyond it: still three times
+        [1, 250, 500, 1, 1.5],
+        [0, 3000, 500, 2, 0], // a slack of 0 stays 0
+        [1, 100, 0, 2, 1], // no soonest prediction to weigh against (0 ms)
+      ];
+      for (const [slack, spared, soonest, growth, want] of cases) expect(slackFor(slack, spared, soonest, growth), `${slack}, ${spared}, ${soonest}, ${growth}`).to.equal(want);
     });
 
     it('keepLeastWork: within each one\'s slack of the soonest the least work alone stays; the soonest index is returned', () => {
