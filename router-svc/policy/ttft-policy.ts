@@ -49,7 +49,7 @@ import { rotationOffset } from './pick-minimum.js';
 import { PrefillThroughput, type PrefillThroughputOptions, type ThroughputEstimate } from './prefill-throughput.js';
 import { RoutedPrefillMean } from './routed-prefill-mean.js';
 import { PrefillPick } from './tie-break.js';
-import { keepLeastWork, slackFor, tieWithin } from './work-slack.js';
+import { keepLeastWork, slackAgainstSoonest, tieWithin } from './work-slack.js';
 import { QueueProgress } from './queue-progress.js';
 import { NO_SHARES } from '../viewcache/view-update.js';
 import { newTtftPrediction, ownPrefillTokens, predictTtft } from './ttft-cost.js';
@@ -314,7 +314,7 @@ export class TtftPolicy implements RoutingPolicy, DecisionObserver {
       const picked = explanations[pi] as TtftCandidateExplanation;
       const saved = soonest.own_prefill_tokens - picked.own_prefill_tokens;
       if (picked.predicted_ms > soonest.predicted_ms) {
-        const within = saved > 0 ? slackFor(this.workSlack, saved / this.rate[soonestAt]!, soonest.predicted_ms, this.slackGrowth) : this.tieTolerance;
+        const within = saved > 0 ? slackAgainstSoonest(this.workSlack, this.slackGrowth, soonest.predicted_ms, soonest.own_prefill_tokens, this.rate[soonestAt]!, picked.own_prefill_tokens) : this.tieTolerance;
         const why = saved > 0 ? `with less prefill work (${saved} tokens fewer)` : 'with as much prefill work: a tie';
         picked.note = `within ${round3(within)} of the soonest prediction (${round3(soonest.predicted_ms)} ms) ${why}`;
       }

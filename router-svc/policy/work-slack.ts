@@ -24,6 +24,16 @@ export function slackFor(slack: number, sparedMs: number, soonestMs: number, gro
 }
 
 /**
+ * The slack (`slackFor`) of a candidate with `work` prefill tokens against the soonest candidate,
+ * predicted `soonestMs` with `soonestWork` tokens at `soonestTokensPerMs`: the tokens it spares are
+ * timed as the soonest engine would recompute them. The one place that says so (keepLeastWork,
+ * and the note explaining a pick).
+ */
+export function slackAgainstSoonest(slack: number, growth: number, soonestMs: number, soonestWork: number, soonestTokensPerMs: number, work: number): number {
+  return slackFor(slack, (soonestWork - work) / soonestTokensPerMs, soonestMs, growth);
+}
+
+/**
  * Among the first `count` candidates, those predicted within their slack (`slackFor`, the work
  * they spare against the soonest candidate's at the soonest engine's throughput `tokensPerMs`) of
  * the soonest prediction count as equal, and only the least `work` (prefill tokens) among them
@@ -40,15 +50,11 @@ export function keepLeastWork(scores: Float64Array, work: Float64Array, tokensPe
   const soonestWork = work[soonest]!;
   const rate = tokensPerMs[soonest]!;
   let least = Number.POSITIVE_INFINITY;
-  for (let i = 0; i < count; i++) if (work[i]! < least && withinSlack(scores[i]!, min, slack, (soonestWork - work[i]!) / rate, growth)) least = work[i]!;
+  for (let i = 0; i < count; i++) if (work[i]! < least && scores[i]! <= min * (1 + slackAgainstSoonest(slack, growth, min, soonestWork, rate, work[i]!))) least = work[i]!;
   for (let i = 0; i < count; i++) {
-    if (work[i]! !== least || !withinSlack(scores[i]!, min, slack, (soonestWork - work[i]!) / rate, growth)) scores[i] = Number.POSITIVE_INFINITY;
+    if (work[i]! !== least || scores[i]! > min * (1 + slackAgainstSoonest(slack, growth, min, soonestWork, rate, work[i]!))) scores[i] = Number.POSITIVE_INFINITY;
   }
   return soonest;
-}
-
-function withinSlack(score: number, soonestMs: number, slack: number, sparedMs: number, growth: number): boolean {
-  return score <= soonestMs * (1 + slackFor(slack, sparedMs, soonestMs, growth));
 }
 
 /**
